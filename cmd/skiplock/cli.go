@@ -1,0 +1,253 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/cluster"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1
+	exitUsage = 2
+)
+
+// command is one CLI command. Each lives in its own file and registers
+// itself from init, so commands can be added without touching this file.
+type command struct {
+	// name is the first word ("local", "bench"); subcommands are the
+	// command's own business.
+	name string
+	// usage is the synopsis after "skiplock [global flags] ".
+	usage string
+	// summary is one line for the command list.
+	summary string
+	// run runs the command with the arguments after its name.
+	run func(ctx context.Context, e *env, args []string) error
+}
+
+var commands = map[string]*command{}
+
+func register(c *command) { commands[c.name] = c }
+
+// globals are the flags every command takes, before or after its name.
+type globals struct {
+	dsn    string
+	engine string
+	schema string
+	json   bool
+}
+
+func (g *globals) bind(fs *flag.FlagSet) {
+	fs.StringVar(&g.dsn, "dsn", g.dsn, "database URL (else $SKIPLOCK_DSN, else $DATABASE_URL, else the embedded PostgreSQL)")
+	fs.StringVar(&g.engine, "engine", g.engine, "engine: auto, postgres, yugabyte or cockroach")
+	fs.StringVar(&g.schema, "schema", g.schema, "schema that holds skiplock's tables")
+	fs.BoolVar(&g.json, "json", g.json, "report as JSON")
+}
+
+// env is what a command runs with: the global flags, the output streams,
+// and the database once opened.
+type env struct {
+	globals
+	stdout, stderr io.Writer
+	db             *skiplock.DB
+}
+
+// logf prints a progress or diagnostic line to stderr.
+func (e *env) logf(format string, args ...any) {
+	fmt.Fprintf(e.stderr, "skiplock: "+format+"\n", args...)
+}
+
+// printJSON writes v as indented JSON to stdout.
+func (e *env) printJSON(v any) error {
+	enc := json.NewEncoder(e.stdout)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// engine parses --engine.
+func (e *env) parsedEngine() (skiplock.Engine, error) { return skiplock.ParseEngine(e.engine) }
+
+// checkSchema validates --schema before anything touches the database.
+func (e *env) checkSchema() error { return skiplock.ValidateIdent("schema", e.schema) }
+
+// resolveDSN picks the DSN: --dsn, $SKIPLOCK_DSN, $DATABASE_URL, or the
+// embedded PostgreSQL, started if it is not running.
+func (e *env) resolveDSN(ctx context.Context) (string, error) {
+	for _, d := range []string{e.dsn, os.Getenv("SKIPLOCK_DSN"), os.Getenv("DATABASE_URL")} {
+		if d != "" {
+			return d, nil
+		}
+	}
+	pg := cluster.NewPostgres(&cluster.PostgresConfig{Logf: e.logf})
+	if err := pg.Start(ctx); err != nil {
+		return "", fmt.Errorf("no --dsn given, and the embedded PostgreSQL did not start: %w", err)
+	}
+	return pg.DSN(), nil
+}
+
+// open connects to the database (see resolveDSN) with at most maxConns
+// connections (0: the driver's default). The DB is closed when run ends.
+func (e *env) open(ctx context.Context, maxConns int32) (*skiplock.DB, error) {
+	if e.db != nil {
+		return e.db, nil
+	}
+	engine, err := e.parsedEngine()
+	if err != nil {
+		return nil, err
+	}
+	if err := e.checkSchema(); err != nil {
+		return nil, err
+	}
+	dsn, err := e.resolveDSN(ctx)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	db, err := skiplock.Open(ctx, dsn, &skiplock.OpenConfig{Engine: engine, MaxConns: maxConns})
+	if err != nil {
+		return nil, err
+	}
+	e.db = db
+	return db, nil
+}
+
+// run is the whole CLI, callable in-process by tests. It returns the exit
+// code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	e := &env{globals: globals{engine: "auto", schema: schema.DefaultSchema}, stdout: stdout, stderr: stderr}
+	fs := flag.NewFlagSet("skiplock", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	e.globals.bind(fs)
+	fs.Usage = func() { printUsage(stderr, fs) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() == 0 {
+		printUsage(stderr, fs)
+		return exitUsage
+	}
+	name := fs.Arg(0)
+	if name == "help" {
+		printUsage(stdout, fs)
+		return exitOK
+	}
+	c, ok := commands[name]
+	if !ok {
+		fmt.Fprintf(stderr, "skiplock: unknown command %q: run skiplock -h for the list\n", name)
+		return exitUsage
+	}
+	err := c.run(ctx, e, fs.Args()[1:])
+	if e.db != nil {
+		e.db.Close()
+	}
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, flag.ErrHelp):
+		return exitOK
+	case errors.Is(err, errUsageShown):
+		return exitUsage
+	case skiplock.IsUsage(err):
+		fmt.Fprintf(stderr, "skiplock %s: %v\n", name, err)
+		return exitUsage
+	default:
+		fmt.Fprintf(stderr, "skiplock %s: %v\n", name, err)
+		return exitError
+	}
+}
+
+// errUsageShown says the flag package already printed the usage problem.
+var errUsageShown = errors.New("usage shown")
+
+// flags makes a command's flag set, with the global flags bound to e too,
+// so they can come after the command name.
+func (e *env) flags(name, usage string) *flag.FlagSet {
+	fs := flag.NewFlagSet("skiplock "+name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	e.globals.bind(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(e.stderr, "usage: skiplock [global flags] %s\n\nflags:\n", usage)
+		fs.PrintDefaults()
+	}
+	return fs
+}
+
+// parse parses a command's flags and refuses leftover arguments.
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return errUsageShown
+	}
+	if fs.NArg() > 0 {
+		return skiplock.Usagef("unexpected argument %q: flags start with --", fs.Arg(0))
+	}
+	return nil
+}
+
+func printUsage(w io.Writer, fs *flag.FlagSet) {
+	fmt.Fprintln(w, "skiplock: a job queue that lives in SQL (PostgreSQL, YugabyteDB, CockroachDB)")
+	fmt.Fprintln(w, "\nusage: skiplock [global flags] COMMAND [flags]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-10s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nglobal flags:")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fmt.Fprintln(w, "\nRun skiplock COMMAND -h for a command's flags.")
+}
+
+// countFlags checks that each named int flag, when given, is at least 1
+// (their zero default means "use the default").
+func countFlags(fs *flag.FlagSet, names ...string) error {
+	for _, n := range names {
+		f := fs.Lookup(n)
+		if f == nil || !flagSet(fs, n) {
+			continue
+		}
+		if v, ok := f.Value.(flag.Getter).Get().(int); ok && v < 1 {
+			return skiplock.Usagef("--%s %d: use a count of at least 1", n, v)
+		}
+	}
+	return nil
+}
+
+// oneOf checks that v is one of allowed.
+func oneOf(name, v string, allowed ...string) error {
+	for _, a := range allowed {
+		if v == a {
+			return nil
+		}
+	}
+	return skiplock.Usagef("--%s %q: use %s", name, v, strings.Join(allowed, " or "))
+}
+
+// flagSet reports whether the flag was given on the command line.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}

@@ -1,0 +1,195 @@
+package skiplock
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	ybpgxpool "github.com/yugabyte/pgx/v5/pgxpool"
+)
+
+// DB is a connection pool that knows its engine. Queue code takes a *DB and
+// runs all SQL through it; it is safe for concurrent use.
+type DB struct {
+	Pool
+	dialect *Dialect
+	version string
+	owned   bool
+}
+
+// OpenConfig tunes Open. The zero value detects the engine and lets the
+// driver size the pool.
+type OpenConfig struct {
+	// Engine forces an engine instead of detecting it (EngineAuto or "").
+	Engine Engine
+	// MaxConns caps the pool; 0 leaves the driver's default (4 per CPU, at
+	// least 4 here).
+	MaxConns int32
+}
+
+// Open connects to dsn with the right driver for its engine: it first asks
+// the server which engine it is over one plain connection, then opens a
+// jackc/pgx pool for PostgreSQL and CockroachDB, or a YugabyteDB smart
+// driver pool with load_balance=true for YugabyteDB (the option is never
+// sent to other servers: PITFALLS 3). Errors never show the DSN's password.
+func Open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
+	if cfg == nil {
+		cfg = &OpenConfig{}
+	}
+	engine, err := ParseEngine(string(cfg.Engine))
+	if err != nil {
+		return nil, err
+	}
+	if cfg.MaxConns < 0 {
+		return nil, Usagef("pool size %d is negative: use 0 for the driver's default or a positive count", cfg.MaxConns)
+	}
+	version := ""
+	if engine == EngineAuto {
+		engine, version, err = probeEngine(ctx, dsn)
+		if err != nil {
+			return nil, err
+		}
+	}
+	var pool Pool
+	if engine == EngineYugabyte {
+		pool, err = openYugabyte(ctx, dsn, cfg.MaxConns)
+	} else {
+		pool, err = openJackc(ctx, dsn, cfg.MaxConns)
+	}
+	if err != nil {
+		return nil, redactError(err, dsn)
+	}
+	db := &DB{Pool: pool, dialect: engine.Dialect(), version: version, owned: true}
+	if version == "" {
+		if _, db.version, err = DetectEngine(ctx, pool); err != nil {
+			pool.Close()
+			return nil, redactError(fmt.Errorf("connect to %s: %w", RedactDSN(dsn), err), dsn)
+		}
+	}
+	return db, nil
+}
+
+// probeEngine opens one plain connection to learn the engine.
+func probeEngine(ctx context.Context, dsn string) (Engine, string, error) {
+	cc, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return "", "", redactError(Usagef("DSN does not parse: %v: use postgres://user:password@host:port/database or key=value pairs", err), dsn)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return "", "", redactError(fmt.Errorf("connect to %s: %w: check that the server is running and the DSN is right", RedactDSN(dsn), err), dsn)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	var version string
+	if err := conn.QueryRow(ctx, "SELECT version()").Scan(&version); err != nil {
+		return "", "", redactError(fmt.Errorf("detect engine on %s: %w", RedactDSN(dsn), err), dsn)
+	}
+	return EngineFromVersion(version), version, nil
+}
+
+func openJackc(ctx context.Context, dsn string, maxConns int32) (Pool, error) {
+	pc, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, Usagef("DSN does not parse: %v", err)
+	}
+	if maxConns > 0 {
+		pc.MaxConns = maxConns
+	}
+	p, err := pgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, err
+	}
+	return newJackcPool(p), nil
+}
+
+func openYugabyte(ctx context.Context, dsn string, maxConns int32) (Pool, error) {
+	pc, err := ybpgxpool.ParseConfig(withLoadBalance(dsn))
+	if err != nil {
+		return nil, Usagef("DSN does not parse: %v", err)
+	}
+	if maxConns > 0 {
+		pc.MaxConns = maxConns
+	}
+	p, err := ybpgxpool.NewWithConfig(ctx, pc)
+	if err != nil {
+		return nil, err
+	}
+	return newYBPool(p), nil
+}
+
+// withLoadBalance adds load_balance=true to a DSN that does not set it, in
+// URL or key/value form, so the smart driver spreads connections over the
+// universe's tservers.
+func withLoadBalance(dsn string) string {
+	if strings.Contains(dsn, "load_balance") {
+		return dsn
+	}
+	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" {
+		q := u.Query()
+		q.Set("load_balance", "true")
+		u.RawQuery = q.Encode()
+		return u.String()
+	}
+	return dsn + " load_balance=true"
+}
+
+// NewDB wraps a caller's jackc/pgx pool. The engine is detected from a live
+// connection unless engine names one. Close on the DB does not close a pool
+// the caller passed in.
+func NewDB(ctx context.Context, pool *pgxpool.Pool, engine Engine) (*DB, error) {
+	return wrapPool(ctx, newJackcPool(pool), engine)
+}
+
+// NewYugabyteDB wraps a caller's YugabyteDB smart driver pool.
+func NewYugabyteDB(ctx context.Context, pool *ybpgxpool.Pool) (*DB, error) {
+	return wrapPool(ctx, newYBPool(pool), EngineYugabyte)
+}
+
+func wrapPool(ctx context.Context, p Pool, engine Engine) (*DB, error) {
+	engine, err := ParseEngine(string(engine))
+	if err != nil {
+		return nil, err
+	}
+	detected, version, err := DetectEngine(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	if engine == EngineAuto {
+		engine = detected
+	}
+	return &DB{Pool: p, dialect: engine.Dialect(), version: version}, nil
+}
+
+// Engine is the engine the DB talks to.
+func (db *DB) Engine() Engine { return db.dialect.Engine }
+
+// Dialect is the engine's capability facts and SQL fragments.
+func (db *DB) Dialect() *Dialect { return db.dialect }
+
+// Version is the server's version() text.
+func (db *DB) Version() string { return db.version }
+
+// Close closes the pool if Open made it; a pool passed to NewDB stays open.
+func (db *DB) Close() {
+	if db.owned {
+		db.Pool.Close()
+	}
+}
+
+// ServerMaxConnections reads the server's max_connections setting, for the
+// checks that fail early when a run needs more connections than the server
+// allows.
+func (db *DB) ServerMaxConnections(ctx context.Context) (int, error) {
+	var s string
+	if err := db.QueryRow(ctx, "SHOW max_connections").Scan(&s); err != nil {
+		return 0, fmt.Errorf("read max_connections: %w", err)
+	}
+	var n int
+	if _, err := fmt.Sscan(s, &n); err != nil {
+		return 0, fmt.Errorf("read max_connections: %q is not a number", s)
+	}
+	return n, nil
+}

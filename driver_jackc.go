@@ -1,0 +1,70 @@
+package skiplock
+
+//go:generate bash scripts/gen-yugabyte-driver.sh
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+type (
+	jackcQuerier[Q driverQuerier[pgconn.CommandTag, pgx.Rows, pgx.Row]] = adapt[pgconn.CommandTag, pgx.Rows, pgx.Row, Q]
+	jackcTx                                                             = adaptTx[pgconn.CommandTag, pgx.Rows, pgx.Row, pgx.Tx]
+)
+
+// WrapTx adapts a caller's own jackc/pgx transaction so that queue code can
+// run inside it (EnqueueTx). Committing or rolling back stays the caller's
+// business.
+func WrapTx(tx pgx.Tx) Tx { return jackcTx{adapt[pgconn.CommandTag, pgx.Rows, pgx.Row, pgx.Tx]{tx}} }
+
+func jackcBegin(ctx context.Context, b interface {
+	BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
+}, opts TxOptions) (Tx, error) {
+	tx, err := b.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.TxIsoLevel(opts.Isolation)})
+	if err != nil {
+		return nil, err
+	}
+	return WrapTx(tx), nil
+}
+
+// jackcPool adapts a jackc/pgx pool to Pool.
+type jackcPool struct {
+	jackcQuerier[*pgxpool.Pool]
+}
+
+func newJackcPool(p *pgxpool.Pool) jackcPool { return jackcPool{jackcQuerier[*pgxpool.Pool]{p}} }
+
+func (a jackcPool) Begin(ctx context.Context, opts TxOptions) (Tx, error) {
+	return jackcBegin(ctx, a.q, opts)
+}
+
+func (a jackcPool) Acquire(ctx context.Context) (Conn, error) {
+	c, err := a.q.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return jackcConn{jackcQuerier[*pgxpool.Conn]{c}}, nil
+}
+
+func (a jackcPool) Stats() PoolStats {
+	s := a.q.Stat()
+	return PoolStats{Total: s.TotalConns(), Max: s.MaxConns()}
+}
+
+func (a jackcPool) Close() { a.q.Close() }
+
+// jackcConn adapts an acquired jackc/pgx connection to Conn.
+type jackcConn struct {
+	jackcQuerier[*pgxpool.Conn]
+}
+
+func (a jackcConn) Begin(ctx context.Context, opts TxOptions) (Tx, error) {
+	return jackcBegin(ctx, a.q, opts)
+}
+
+func (a jackcConn) Release() { a.q.Release() }
+
+func (a jackcConn) PID() uint32 { return a.q.Conn().PgConn().PID() }

@@ -1,0 +1,111 @@
+package skiplock
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+)
+
+// Errors every layout shares. Compare with errors.Is.
+var (
+	// ErrLeaseLost says the job was leased to someone else (or finished)
+	// since this worker claimed it: the call changed nothing, and the worker
+	// must drop the job without reporting a result.
+	ErrLeaseLost = errors.New("skiplock: lease lost: the job has since been claimed by another worker or finished; the result was not recorded")
+	// ErrNoJob says a lookup found no job with that id.
+	ErrNoJob = errors.New("skiplock: no such job")
+	// ErrClosed says the queue or worker was used after Close or Stop.
+	ErrClosed = errors.New("skiplock: closed")
+)
+
+// UsageError is bad input from a caller: a flag, an option, a name. Nothing
+// was changed. The CLI exits with code 2 on it.
+type UsageError struct {
+	// Msg says what was wrong and what is allowed.
+	Msg string
+}
+
+func (e *UsageError) Error() string { return e.Msg }
+
+// Usagef builds a UsageError from a format.
+func Usagef(format string, args ...any) error {
+	return &UsageError{Msg: fmt.Sprintf(format, args...)}
+}
+
+// IsUsage reports whether err is, or wraps, a UsageError.
+func IsUsage(err error) bool {
+	var u *UsageError
+	return errors.As(err, &u)
+}
+
+// RedactDSN returns the DSN with any password replaced by "xxxxx", in both
+// URL form (postgres://u:pw@h/db) and key/value form (password=pw), so that
+// it can be logged.
+func RedactDSN(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" && u.Host != "" {
+		if _, has := u.User.Password(); has {
+			u.User = url.UserPassword(u.User.Username(), "xxxxx")
+		}
+		q := u.Query()
+		if q.Has("password") {
+			q.Set("password", "xxxxx")
+			u.RawQuery = q.Encode()
+		}
+		return u.String()
+	}
+	fields := strings.Fields(dsn)
+	for i, f := range fields {
+		if strings.HasPrefix(strings.ToLower(f), "password=") {
+			fields[i] = "password=xxxxx"
+		}
+	}
+	return strings.Join(fields, " ")
+}
+
+// dsnPassword extracts the password from a DSN in either form, or "".
+func dsnPassword(dsn string) string {
+	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" {
+		if pw, ok := u.User.Password(); ok {
+			return pw
+		}
+		return u.Query().Get("password")
+	}
+	for _, f := range strings.Fields(dsn) {
+		if k, v, ok := strings.Cut(f, "="); ok && strings.EqualFold(k, "password") {
+			return strings.Trim(v, "'")
+		}
+	}
+	return ""
+}
+
+// redactError wraps err so that its text never shows the DSN's password.
+func redactError(err error, dsn string) error {
+	if err == nil {
+		return nil
+	}
+	pw := dsnPassword(dsn)
+	if pw == "" || !strings.Contains(err.Error(), pw) {
+		return err
+	}
+	return &redactedError{err: err, pw: pw}
+}
+
+type redactedError struct {
+	err error
+	pw  string
+}
+
+func (e *redactedError) Error() string { return strings.ReplaceAll(e.err.Error(), e.pw, "xxxxx") }
+func (e *redactedError) Unwrap() error { return e.err }
+
+// SQLState returns the SQLSTATE code of the first error in err's chain that
+// has one, from either pgx driver or anything else that offers a
+// SQLState() string method, or "" if none does.
+func SQLState(err error) string {
+	var s interface{ SQLState() string }
+	if errors.As(err, &s) {
+		return s.SQLState()
+	}
+	return ""
+}

@@ -1,0 +1,146 @@
+// Package testdb gives tests a real database: one throwaway PostgreSQL per
+// test binary, started from the system's binaries (as user postgres when
+// running as root), and a fresh schema per test. SKIPLOCK_TEST_DSN replaces
+// the throwaway server with any server, of any engine.
+//
+// A test binary that uses it has a TestMain:
+//
+//	func TestMain(m *testing.M) { testdb.Main(m) }
+package testdb
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/cluster"
+	"github.com/skiplock/skiplock/schema"
+)
+
+var (
+	once     sync.Once
+	dsn      string
+	setupErr error
+	server   *cluster.Postgres
+	tmpDir   string
+)
+
+// Main runs the tests and then stops the server they started, and exits.
+func Main(m *testing.M) {
+	code := m.Run()
+	if server != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		if err := server.Stop(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "testdb: stop server:", err)
+		}
+		cancel()
+		os.RemoveAll(tmpDir)
+	}
+	os.Exit(code)
+}
+
+// DSN returns the test server's DSN, starting the throwaway server on first
+// use unless SKIPLOCK_TEST_DSN is set. It fails the test if no server can
+// be had.
+func DSN(t testing.TB) string {
+	t.Helper()
+	once.Do(func() {
+		if dsn = os.Getenv("SKIPLOCK_TEST_DSN"); dsn != "" {
+			return
+		}
+		setupErr = startServer()
+	})
+	if setupErr != nil {
+		t.Fatalf("testdb: no test database: %v", setupErr)
+	}
+	return dsn
+}
+
+func startServer() error {
+	var err error
+	if tmpDir, err = os.MkdirTemp("", "skiplock-test-"); err != nil {
+		return err
+	}
+	// The server may run as another user (postgres, under root), who must
+	// be able to enter the directory.
+	if err := os.Chmod(tmpDir, 0o755); err != nil {
+		return err
+	}
+	server = cluster.NewPostgres(&cluster.PostgresConfig{
+		Dir:            filepath.Join(tmpDir, "pg"),
+		MaxConnections: 700,
+		SharedBuffers:  "256MB",
+		NoFsync:        true,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := server.Start(ctx); err != nil {
+		return err
+	}
+	dsn = server.DSN()
+	return nil
+}
+
+// Server returns the throwaway server, or nil when SKIPLOCK_TEST_DSN is
+// used, for tests that restart it.
+func Server() *cluster.Postgres { return server }
+
+// Open returns a DB on the test server, closed when the test ends.
+func Open(t testing.TB, cfg *skiplock.OpenConfig) *skiplock.DB {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db, err := skiplock.Open(ctx, DSN(t), cfg)
+	if err != nil {
+		t.Fatalf("testdb: open: %v", err)
+	}
+	t.Cleanup(db.Close)
+	return db
+}
+
+// Schema returns a new, unique, empty schema name for the test, dropped
+// with everything in it when the test ends. Nothing is created: Migrate or
+// the test does that.
+func Schema(t testing.TB, db *skiplock.DB) string {
+	t.Helper()
+	var b [6]byte
+	rand.Read(b[:]) //nolint:errcheck // crypto/rand does not fail on Linux
+	name := "t_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if _, err := db.Exec(ctx, "DROP SCHEMA IF EXISTS "+skiplock.QuoteIdent(name)+" CASCADE"); err != nil {
+			t.Logf("testdb: drop schema %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+// Migrated returns a DB and a fresh schema with the given layouts migrated
+// (all when none is named).
+func Migrated(t testing.TB, opts *schema.Options, layouts ...schema.Layout) (*skiplock.DB, string) {
+	t.Helper()
+	db := Open(t, nil)
+	name := Schema(t, db)
+	cfg := &schema.MigrateConfig{Layouts: layouts}
+	if opts != nil {
+		cfg.Options = *opts
+	}
+	cfg.Schema = name
+	if len(layouts) == 0 {
+		cfg.Layouts = nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := schema.Migrate(ctx, db, cfg); err != nil {
+		t.Fatalf("testdb: migrate %s: %v", name, err)
+	}
+	return db, name
+}

@@ -1,0 +1,160 @@
+package skiplock
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Status is where a job is in its lifecycle (seed 004's JobStatus enum).
+type Status string
+
+// The job statuses. Queued and Running are live; the rest are final.
+const (
+	StatusQueued   Status = "Queued"
+	StatusRunning  Status = "Running"
+	StatusCanceled Status = "Canceled"
+	StatusFailed   Status = "Failed"
+	StatusSuccess  Status = "Success"
+)
+
+// Statuses lists every status in the enum's order.
+var Statuses = []Status{StatusQueued, StatusRunning, StatusCanceled, StatusFailed, StatusSuccess}
+
+// Final reports whether no worker will run the job again.
+func (s Status) Final() bool {
+	return s == StatusCanceled || s == StatusFailed || s == StatusSuccess
+}
+
+// DefaultQueue is the queue a job goes to when none is named.
+const DefaultQueue = "default"
+
+// Limits on job input. Values past them are refused before anything is
+// written.
+const (
+	// MaxQueueNameLen is the longest queue name, in bytes.
+	MaxQueueNameLen = 128
+	// DefaultMaxPayloadBytes is the payload size limit when a queue's config
+	// does not set one.
+	DefaultMaxPayloadBytes = 1 << 20
+	// DefaultMaxAttempts is how many times a job runs before it is dead.
+	DefaultMaxAttempts = 25
+)
+
+// Job is one unit of work as a worker sees it. Layouts fill the fields they
+// keep: fanout has no lease or status, since its rows exist only while work
+// is pending.
+type Job struct {
+	// ID identifies the job within its layout.
+	ID string
+	// Queue is the job's queue (seed 001's message type).
+	Queue string
+	// Payload is the job's JSON document.
+	Payload json.RawMessage
+	// Priority orders jobs within a queue: lower runs first.
+	Priority int
+	// Status is the job's lifecycle status (bucketed).
+	Status Status
+	// Attempts counts how many times the job has been claimed, this one
+	// included.
+	Attempts int
+	// MaxAttempts is how many claims the job gets before it is dead.
+	MaxAttempts int
+	// CreatedAt is when the job was enqueued.
+	CreatedAt time.Time
+	// RunAt is the earliest time a worker may claim the job.
+	RunAt time.Time
+	// LastError is the error of the latest failed attempt.
+	LastError string
+	// LeaseOwner names the worker holding the job (bucketed).
+	LeaseOwner string
+	// LeaseToken fences the current lease: a worker's Complete, Fail or
+	// Extend must present it (bucketed).
+	LeaseToken int64
+	// LeaseExpiresAt is when the job returns to the queue unless the lease
+	// is extended (bucketed).
+	LeaseExpiresAt time.Time
+}
+
+// NewJob describes a job to enqueue. The zero value, with a payload, is a
+// job on DefaultQueue, runnable now, with DefaultMaxAttempts.
+type NewJob struct {
+	// Queue is the queue name; "" means DefaultQueue.
+	Queue string
+	// Payload is the job's JSON document; nil means JSON null.
+	Payload json.RawMessage
+	// Priority orders jobs within a queue: lower runs first. Range -32768 to 32767.
+	Priority int
+	// RunAt delays the job; the zero time means now.
+	RunAt time.Time
+	// MaxAttempts overrides DefaultMaxAttempts when positive.
+	MaxAttempts int
+	// UniqueKey, when set, makes the enqueue a no-op while another job
+	// with the same key is Queued or Running (bucketed).
+	UniqueKey string
+}
+
+// Normalize fills defaults and validates the job against maxPayload bytes
+// (0 means DefaultMaxPayloadBytes). It returns a UsageError naming the
+// field at fault.
+func (j *NewJob) Normalize(maxPayload int) error {
+	if maxPayload <= 0 {
+		maxPayload = DefaultMaxPayloadBytes
+	}
+	if j.Queue == "" {
+		j.Queue = DefaultQueue
+	}
+	if err := ValidateQueueName(j.Queue); err != nil {
+		return err
+	}
+	if len(j.Payload) == 0 {
+		j.Payload = json.RawMessage("null")
+	}
+	if len(j.Payload) > maxPayload {
+		return Usagef("payload is %d bytes: the limit is %d; store large data elsewhere and enqueue a reference", len(j.Payload), maxPayload)
+	}
+	if !json.Valid(j.Payload) {
+		return Usagef("payload is not valid JSON: %s", truncate(string(j.Payload), 60))
+	}
+	if j.Priority < -32768 || j.Priority > 32767 {
+		return Usagef("priority %d is out of range: use -32768 to 32767 (lower runs first)", j.Priority)
+	}
+	if j.MaxAttempts < 0 {
+		return Usagef("max attempts %d is negative: use 0 for the default (%d) or a positive count", j.MaxAttempts, DefaultMaxAttempts)
+	}
+	if j.MaxAttempts == 0 {
+		j.MaxAttempts = DefaultMaxAttempts
+	}
+	if len(j.UniqueKey) > 512 {
+		return Usagef("unique key is %d bytes: the limit is 512", len(j.UniqueKey))
+	}
+	return nil
+}
+
+// ValidateQueueName checks a queue name: 1 to MaxQueueNameLen bytes of
+// valid UTF-8 with no control characters. Any other text, quotes and
+// semicolons included, is fine: queue names only ever travel as query
+// parameters.
+func ValidateQueueName(q string) error {
+	switch {
+	case q == "":
+		return Usagef("queue name is empty: use a name such as %q", DefaultQueue)
+	case len(q) > MaxQueueNameLen:
+		return Usagef("queue name %q is %d bytes: the limit is %d", truncate(q, 40), len(q), MaxQueueNameLen)
+	case !utf8.ValidString(q):
+		return Usagef("queue name %q is not valid UTF-8", q)
+	case strings.IndexFunc(q, unicode.IsControl) >= 0:
+		return Usagef("queue name %q contains a control character", q)
+	}
+	return nil
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return fmt.Sprintf("%s... (%d bytes)", s[:n], len(s))
+}

@@ -1,0 +1,93 @@
+package skiplock
+
+import "context"
+
+// Querier runs SQL. A pool, an acquired connection and a transaction are all
+// Queriers, whichever driver is underneath.
+//
+// This is the narrow seam between queue code and the two pgx drivers
+// (jackc/pgx and the YugabyteDB smart driver, whose types differ). Scan
+// destinations must be standard Go types (string, int64, time.Time, []byte,
+// pointers to them for NULLs) so that both drivers can fill them.
+type Querier interface {
+	// Exec runs a statement and returns the number of rows it affected.
+	Exec(ctx context.Context, sql string, args ...any) (int64, error)
+	// Query runs a statement that returns rows. Close the rows when done.
+	Query(ctx context.Context, sql string, args ...any) (Rows, error)
+	// QueryRow runs a statement expected to return at most one row. Its
+	// error is deferred to Scan.
+	QueryRow(ctx context.Context, sql string, args ...any) Row
+}
+
+// Rows is the result of Query. It matches the common part of both drivers'
+// pgx.Rows.
+type Rows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close()
+}
+
+// Row is the result of QueryRow.
+type Row interface {
+	Scan(dest ...any) error
+}
+
+// Tx is a transaction on either driver.
+type Tx interface {
+	Querier
+	Commit(ctx context.Context) error
+	Rollback(ctx context.Context) error
+}
+
+// TxOptions sets how a transaction begins.
+type TxOptions struct {
+	// Isolation is the isolation level; IsoDefault leaves the server's.
+	Isolation IsoLevel
+}
+
+// Beginner starts transactions.
+type Beginner interface {
+	Begin(ctx context.Context, opts TxOptions) (Tx, error)
+}
+
+// Conn is one connection taken from a pool. Release returns it.
+type Conn interface {
+	Querier
+	Beginner
+	// Release returns the connection to its pool.
+	Release()
+	// PID is the server's process id for this connection (0 where the
+	// engine has none).
+	PID() uint32
+}
+
+// Pool is a connection pool on either driver.
+type Pool interface {
+	Querier
+	Beginner
+	// Acquire takes one connection for exclusive use, for session state
+	// such as an advisory lock.
+	Acquire(ctx context.Context) (Conn, error)
+	// Stats reports the pool's connection counts.
+	Stats() PoolStats
+	// Close closes every connection.
+	Close()
+}
+
+// PoolStats are a pool's connection counts.
+type PoolStats struct {
+	// Total is the number of open connections.
+	Total int32
+	// Max is the most connections the pool will open.
+	Max int32
+}
+
+// beginSQL is the BEGIN statement for opts. Both drivers take the level as
+// part of BEGIN, which is the one form every engine accepts.
+func beginSQL(opts TxOptions) string {
+	if opts.Isolation == IsoDefault {
+		return "BEGIN"
+	}
+	return "BEGIN ISOLATION LEVEL " + string(opts.Isolation)
+}

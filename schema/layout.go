@@ -1,0 +1,259 @@
+package schema
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/skiplock/skiplock"
+)
+
+// Layout names a queue layout.
+type Layout string
+
+// The layouts. LayoutCore is what both share (bookkeeping, work_log) and is
+// always migrated.
+const (
+	LayoutCore     Layout = "core"
+	LayoutBucketed Layout = "bucketed"
+	LayoutFanout   Layout = "fanout"
+)
+
+// Layouts are the queue layouts a user can choose.
+var Layouts = []Layout{LayoutBucketed, LayoutFanout}
+
+// ParseLayout turns a flag value into a Layout.
+func ParseLayout(s string) (Layout, error) {
+	switch l := Layout(strings.ToLower(strings.TrimSpace(s))); l {
+	case LayoutBucketed, LayoutFanout:
+		return l, nil
+	}
+	return "", skiplock.Usagef("unknown layout %q: use bucketed or fanout", s)
+}
+
+// ParseLayouts parses a comma-separated list such as "bucketed,fanout".
+func ParseLayouts(s string) ([]Layout, error) {
+	var out []Layout
+	seen := map[Layout]bool{}
+	for _, part := range strings.Split(s, ",") {
+		l, err := ParseLayout(part)
+		if err != nil {
+			return nil, err
+		}
+		if !seen[l] {
+			seen[l] = true
+			out = append(out, l)
+		}
+	}
+	return out, nil
+}
+
+// Table names. They live inside the configured schema.
+const (
+	StatusType     = "job_status"
+	JobsTable      = "jobs"      // bucketed
+	JobQueueTable  = "job_queue" // fanout
+	DeadJobTable   = "job_dead"  // fanout's dead letters
+	WorkLogTable   = "work_log"
+	MigrationTable = "skiplock_migration"
+	SettingTable   = "skiplock_setting"
+	LockTable      = "skiplock_lock"
+)
+
+// Defaults for Options.
+const (
+	// DefaultSchema is where skiplock's tables live.
+	DefaultSchema = "skiplock"
+	// DefaultBuckets is the bucketed layout's bucket count. Seed 004 uses 4;
+	// we use 8 so that a three-node universe has at least two buckets per
+	// node to spread the dequeue index's hot head over. A dequeue seeks once
+	// per bucket it visits, so more buckets cost latency on small clusters.
+	DefaultBuckets = 8
+	// DefaultTablets is the fanout layout's tablet (range) count, seed
+	// 003's 8.
+	DefaultTablets = 8
+	// MaxBuckets and MaxTablets bound the counts to what stays sensible
+	// (the bucket is a SMALLINT; each tablet is a range to manage).
+	MaxBuckets = 1024
+	MaxTablets = 4096
+)
+
+// Options shape the DDL.
+type Options struct {
+	// Schema holds every table; "" means DefaultSchema.
+	Schema string
+	// Buckets is the bucketed layout's bucket count; 0 means DefaultBuckets.
+	Buckets int
+	// Tablets is the fanout layout's tablet count; 0 means DefaultTablets.
+	Tablets int
+}
+
+// Validate checks the options without rendering anything: a schema name
+// that is an identifier, bucket and tablet counts in range.
+func (o *Options) Validate() error {
+	_, err := o.withDefaults()
+	return err
+}
+
+// withDefaults validates o and returns a copy with defaults filled in.
+func (o *Options) withDefaults() (Options, error) {
+	var out Options
+	if o != nil {
+		out = *o
+	}
+	if out.Schema == "" {
+		out.Schema = DefaultSchema
+	}
+	if err := skiplock.ValidateIdent("schema", out.Schema); err != nil {
+		return out, err
+	}
+	if out.Buckets == 0 {
+		out.Buckets = DefaultBuckets
+	}
+	if out.Buckets < 1 || out.Buckets > MaxBuckets {
+		return out, skiplock.Usagef("buckets %d is out of range: use 1 to %d (default %d)", out.Buckets, MaxBuckets, DefaultBuckets)
+	}
+	if out.Tablets == 0 {
+		out.Tablets = DefaultTablets
+	}
+	if out.Tablets < 1 || out.Tablets > MaxTablets {
+		return out, skiplock.Usagef("tablets %d is out of range: use 1 to %d (default %d)", out.Tablets, MaxTablets, DefaultTablets)
+	}
+	return out, nil
+}
+
+// JobsTableDef describes the bucketed layout's table: seed 004's jobs with
+// seed 002's lease columns and seed 001's message type (queue).
+func JobsTableDef(buckets int) *Table {
+	return &Table{
+		Name: JobsTable,
+		Columns: []Column{
+			{Name: "id", Type: TypeBigID, NotNull: true},
+			{Name: "queue", Type: TypeText, NotNull: true, Default: "'" + skiplock.DefaultQueue + "'"},
+			{Name: "status", Type: TypeStatus, NotNull: true, Default: "'Queued'"},
+			{Name: "priority", Type: TypeSmallInt, NotNull: true, Default: "0"},
+			{Name: "payload", Type: TypeJSON, NotNull: true, Default: "'null'"},
+			{Name: "bucket", Type: TypeSmallInt, NotNull: true, Default: fmt.Sprintf("floor(random() * %d)::SMALLINT", buckets)},
+			{Name: "create_ts", Type: TypeTimestamp, NotNull: true, Default: DefaultNow},
+			{Name: "run_at", Type: TypeTimestamp, NotNull: true, Default: DefaultNow},
+			{Name: "attempts", Type: TypeInt, NotNull: true, Default: "0"},
+			{Name: "max_attempts", Type: TypeInt, NotNull: true, Default: fmt.Sprint(skiplock.DefaultMaxAttempts)},
+			{Name: "lease_owner", Type: TypeText},
+			{Name: "lease_token", Type: TypeBigInt},
+			{Name: "lease_expires_at", Type: TypeTimestamp},
+			{Name: "last_error", Type: TypeText},
+			{Name: "last_updated", Type: TypeTimestamp, NotNull: true, Default: DefaultNow},
+			{Name: "finished_at", Type: TypeTimestamp},
+			{Name: "unique_key", Type: TypeText},
+		},
+		PrimaryKey: []string{"id"},
+		Indexes: []Index{
+			{
+				// Seed 004's (bucket HASH, status, create_ts ASC) INCLUDE (id),
+				// with the queue and priority a dequeue filters and orders by
+				// ahead of the time. The time is run_at, which is create_ts
+				// unless the job was scheduled: FIFO by create_ts for jobs
+				// enqueued to run now, and scheduled jobs take their place at
+				// run_at instead of blocking the head of the queue.
+				Name: "jobs_dequeue",
+				Columns: []IndexColumn{
+					{Name: "bucket", ShardKey: true},
+					{Name: "status"}, {Name: "queue"}, {Name: "priority"}, {Name: "run_at"},
+				},
+				Include: []string{"id"},
+				Shards:  buckets,
+			},
+			{
+				// Finds Running jobs whose lease has expired.
+				Name:    "jobs_lease_expiry",
+				Columns: []IndexColumn{{Name: "lease_expires_at"}},
+				Where:   `"status" = 'Running'`,
+			},
+			{
+				// Deduplicates live jobs by unique key.
+				Name:    "jobs_unique_key",
+				Columns: []IndexColumn{{Name: "queue"}, {Name: "unique_key"}},
+				Where:   `"unique_key" IS NOT NULL AND "status" IN ('Queued', 'Running')`,
+				Unique:  true,
+			},
+			{
+				// Lets retention find old finished jobs without a scan.
+				Name:    "jobs_finished",
+				Columns: []IndexColumn{{Name: "finished_at"}},
+				Where:   `"finished_at" IS NOT NULL`,
+			},
+		},
+	}
+}
+
+// JobQueueTableDef describes the fanout layout's table: seed 003's
+// job_queue, text UUID keys range-split into tablets.
+func JobQueueTableDef(tablets int) *Table {
+	return &Table{
+		Name:       JobQueueTable,
+		Columns:    fanoutColumns(),
+		PrimaryKey: []string{"id"},
+		RangeKey:   true,
+		SplitAt:    UUIDSplitPoints(tablets),
+	}
+}
+
+// DeadJobTableDef describes where fanout moves a job that used up its
+// attempts.
+func DeadJobTableDef() *Table {
+	cols := append(fanoutColumns(), Column{Name: "died_at", Type: TypeTimestamp, NotNull: true, Default: DefaultNow})
+	cols[0].Default = "" // keeps the id it had in job_queue
+	return &Table{Name: DeadJobTable, Columns: cols, PrimaryKey: []string{"id"}}
+}
+
+func fanoutColumns() []Column {
+	return []Column{
+		{Name: "id", Type: TypeText, NotNull: true, Default: DefaultUUIDText},
+		{Name: "queue", Type: TypeText, NotNull: true, Default: "'" + skiplock.DefaultQueue + "'"},
+		{Name: "payload", Type: TypeJSON, NotNull: true, Default: "'null'"},
+		{Name: "attempts", Type: TypeInt, NotNull: true, Default: "0"},
+		{Name: "max_attempts", Type: TypeInt, NotNull: true, Default: fmt.Sprint(skiplock.DefaultMaxAttempts)},
+		{Name: "last_error", Type: TypeText},
+		{Name: "created_at", Type: TypeTimestamp, NotNull: true, Default: DefaultNow},
+	}
+}
+
+// WorkLogTableDef describes work_log, one row per handled job, written by
+// `skiplock work --record` so deliveries can be counted with SQL.
+func WorkLogTableDef() *Table {
+	return &Table{
+		Name: WorkLogTable,
+		Columns: []Column{
+			{Name: "job_id", Type: TypeText, NotNull: true},
+			{Name: "worker", Type: TypeText, NotNull: true},
+			{Name: "handled_at", Type: TypeTimestamp, NotNull: true, Default: DefaultNow},
+		},
+		Indexes: []Index{{Name: "work_log_job_id", Columns: []IndexColumn{{Name: "job_id"}}}},
+	}
+}
+
+// UUIDSplitPoints divides the text UUID key space into n equal ranges and
+// returns the n-1 boundaries, as seed 003 does for 8 tablets
+// ("20000000-0000-0000-0000-000000000000", ...).
+func UUIDSplitPoints(n int) []string {
+	var out []string
+	const space = uint64(1) << 32 // the first 8 hex digits
+	for i := 1; i < n; i++ {
+		out = append(out, fmt.Sprintf("%08x-0000-0000-0000-000000000000", uint64(i)*space/uint64(n)))
+	}
+	return out
+}
+
+// createStatusType renders the job_status enum (seed 004's JobStatus).
+func createStatusType(d *skiplock.Dialect, schemaName string) string {
+	labels := make([]string, len(skiplock.Statuses))
+	for i, s := range skiplock.Statuses {
+		labels[i] = skiplock.QuoteLiteral(string(s))
+	}
+	name := skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(StatusType)
+	create := fmt.Sprintf("CREATE TYPE %s AS ENUM (%s)", name, strings.Join(labels, ", "))
+	if d.CreateTypeIfNotExists {
+		return strings.Replace(create, "CREATE TYPE ", "CREATE TYPE IF NOT EXISTS ", 1)
+	}
+	// PostgreSQL and YSQL have no CREATE TYPE IF NOT EXISTS.
+	return "DO $$ BEGIN " + create + "; EXCEPTION WHEN duplicate_object THEN NULL; END $$"
+}

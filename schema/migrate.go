@@ -1,0 +1,433 @@
+package schema
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"hash/fnv"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/skiplock/skiplock"
+)
+
+// MigrateConfig says what Migrate creates.
+type MigrateConfig struct {
+	Options
+	// Layouts to create or upgrade; nil means all of them.
+	Layouts []Layout
+	// Logf, when set, hears one line per migration applied.
+	Logf func(format string, args ...any)
+
+	// forceLockRow makes PostgreSQL use the lock row, so tests can prove
+	// that path on the engine they have.
+	forceLockRow bool
+}
+
+// Applied is one migration as recorded in skiplock_migration.
+type Applied struct {
+	Layout    Layout
+	Version   int
+	Name      string
+	AppliedAt time.Time
+}
+
+// Migrate creates or upgrades the schema for the configured layouts. Many
+// processes may run it at once: they serialise on the migration lock, and
+// each applies only what the others have not. It returns the migrations
+// this call applied (none when the schema was current).
+func Migrate(ctx context.Context, db *skiplock.DB, cfg *MigrateConfig) ([]Migration, error) {
+	if cfg == nil {
+		cfg = &MigrateConfig{}
+	}
+	opts, err := cfg.Options.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	layouts := cfg.Layouts
+	if layouts == nil {
+		layouts = Layouts
+	}
+	for _, l := range layouts {
+		if _, err := ParseLayout(string(l)); err != nil {
+			return nil, err
+		}
+	}
+	logf := cfg.Logf
+	if logf == nil {
+		logf = func(string, ...any) {}
+	}
+
+	d := db.Dialect()
+	var lock migrationLock
+	if d.AdvisoryLocks && !cfg.forceLockRow {
+		lock = &advisoryLock{db: db, key: lockKey(opts.Schema)}
+	} else {
+		// The lock row lives in the schema, which must exist first. The
+		// lease is not tied to a session, so it is taken, renewed and
+		// released over the pool.
+		if err := runBootstrap(ctx, db, d, opts.Schema); err != nil {
+			return nil, err
+		}
+		lock = newRowLock(db, opts.Schema)
+	}
+	conn, err := lock.acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("migrate: take the migration lock on schema %q: %w", opts.Schema, err)
+	}
+	defer lock.release(context.WithoutCancel(ctx))
+
+	if err := runBootstrap(ctx, conn, d, opts.Schema); err != nil {
+		return nil, err
+	}
+	applied, err := appliedVersions(ctx, conn, opts.Schema)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkSettings(ctx, conn, &opts, cfg.Options); err != nil {
+		return nil, err
+	}
+	todo := pending(layouts, applied)
+	for _, m := range todo {
+		if err := apply(ctx, conn, d, opts, m); err != nil {
+			return nil, err
+		}
+		logf("applied migration %s/%d %s to schema %q", m.Layout, m.Version, m.Name, opts.Schema)
+	}
+	return todo, nil
+}
+
+// apply runs one migration and records it: in one transaction where DDL is
+// transactional, statement by statement (each idempotent) elsewhere.
+func apply(ctx context.Context, conn skiplock.Conn, d *skiplock.Dialect, opts Options, m Migration) error {
+	record := fmt.Sprintf(`INSERT INTO %s.%s ("layout", "version", "name") VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
+		skiplock.QuoteIdent(opts.Schema), skiplock.QuoteIdent(MigrationTable))
+	stmts := m.Up(d, opts)
+	var q skiplock.Querier = conn
+	var tx skiplock.Tx
+	if d.TransactionalDDL {
+		var err error
+		if tx, err = conn.Begin(ctx, skiplock.TxOptions{}); err != nil {
+			return fmt.Errorf("migrate %s/%d: begin: %w", m.Layout, m.Version, err)
+		}
+		defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit this is a no-op
+		q = tx
+	}
+	for _, s := range stmts {
+		if _, err := q.Exec(ctx, s); err != nil {
+			return fmt.Errorf("migrate %s/%d %s: %w\nstatement: %s", m.Layout, m.Version, m.Name, err, firstLine(s))
+		}
+	}
+	if _, err := q.Exec(ctx, record, string(m.Layout), m.Version, m.Name); err != nil {
+		return fmt.Errorf("migrate %s/%d: record it: %w", m.Layout, m.Version, err)
+	}
+	if tx != nil {
+		if err := tx.Commit(ctx); err != nil {
+			return fmt.Errorf("migrate %s/%d: commit: %w", m.Layout, m.Version, err)
+		}
+	}
+	return nil
+}
+
+// runBootstrap creates the schema and bookkeeping tables. Without an
+// advisory lock, processes race here; the loser of a concurrent CREATE ...
+// IF NOT EXISTS can still see a duplicate-object or serialization error,
+// and simply tries again.
+func runBootstrap(ctx context.Context, conn skiplock.Querier, d *skiplock.Dialect, schemaName string) error {
+	var err error
+	for attempt := 0; attempt < 20; attempt++ {
+		if err = execAll(ctx, conn, bootstrap(d, schemaName)); err == nil || !racyDDLError(err) {
+			break
+		}
+		if serr := sleep(ctx, time.Duration(attempt+1)*20*time.Millisecond); serr != nil {
+			return serr
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("migrate: create schema %q and its bookkeeping tables: %w", schemaName, err)
+	}
+	return nil
+}
+
+func execAll(ctx context.Context, q skiplock.Querier, stmts []string) error {
+	for _, s := range stmts {
+		if _, err := q.Exec(ctx, s); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// racyDDLError reports errors that two sessions creating the same object at
+// once can cause: unique violation on a catalog, duplicate schema or table,
+// serialization failure, deadlock.
+func racyDDLError(err error) bool {
+	switch skiplock.SQLState(err) {
+	case "23505", "42P06", "42P07", "42710", "40001", "40P01":
+		return true
+	}
+	return false
+}
+
+func appliedVersions(ctx context.Context, q skiplock.Querier, schemaName string) (map[Layout]int, error) {
+	rows, err := q.Query(ctx, fmt.Sprintf(`SELECT "layout", max("version") FROM %s.%s GROUP BY "layout"`,
+		skiplock.QuoteIdent(schemaName), skiplock.QuoteIdent(MigrationTable)))
+	if err != nil {
+		return nil, fmt.Errorf("migrate: read applied migrations: %w", err)
+	}
+	defer rows.Close()
+	out := map[Layout]int{}
+	for rows.Next() {
+		var l string
+		var v int32
+		if err := rows.Scan(&l, &v); err != nil {
+			return nil, err
+		}
+		out[Layout(l)] = int(v)
+	}
+	return out, rows.Err()
+}
+
+// checkSettings refuses to change what existing tables were made with: the
+// bucket count is in the jobs table's default and the tablet count in its
+// splits. An unset option takes the recorded value.
+func checkSettings(ctx context.Context, q skiplock.Querier, opts *Options, asked Options) error {
+	settings, err := ReadSettings(ctx, q, opts.Schema)
+	if err != nil {
+		return err
+	}
+	for _, s := range []struct {
+		name  string
+		asked int
+		value *int
+		flag  string
+	}{
+		{SettingBuckets, asked.Buckets, &opts.Buckets, "--buckets"},
+		{SettingTablets, asked.Tablets, &opts.Tablets, "--tablets"},
+	} {
+		have, ok := settings[s.name]
+		if !ok {
+			continue
+		}
+		n, err := strconv.Atoi(have)
+		if err != nil {
+			return fmt.Errorf("setting %s in schema %q is %q, not a number: fix the row in %s", s.name, opts.Schema, have, SettingTable)
+		}
+		if s.asked != 0 && s.asked != n {
+			return skiplock.Usagef("schema %q was created with %s %d; migrate cannot change it to %d: drop the %s flag, or use a new schema", opts.Schema, s.flag, n, s.asked, s.flag)
+		}
+		*s.value = n
+	}
+	return nil
+}
+
+// ReadSettings returns what the schema's tables were made with (bucket and
+// tablet counts). A schema that was never migrated is an error that says
+// to run migrate.
+func ReadSettings(ctx context.Context, q skiplock.Querier, schemaName string) (map[string]string, error) {
+	rows, err := q.Query(ctx, fmt.Sprintf(`SELECT "name", "value" FROM %s.%s`, skiplock.QuoteIdent(schemaName), skiplock.QuoteIdent(SettingTable)))
+	if err != nil {
+		if skiplock.SQLState(err) == "42P01" || skiplock.SQLState(err) == "3F000" {
+			return nil, fmt.Errorf("schema %q has no skiplock tables: run `skiplock migrate --schema %s` first: %w", schemaName, schemaName, err)
+		}
+		return nil, fmt.Errorf("read settings of schema %q: %w", schemaName, err)
+	}
+	defer rows.Close()
+	out := map[string]string{}
+	for rows.Next() {
+		var k, v string
+		if err := rows.Scan(&k, &v); err != nil {
+			return nil, err
+		}
+		out[k] = v
+	}
+	return out, rows.Err()
+}
+
+// Buckets reads the bucketed layout's bucket count from the schema, with an
+// error that says to migrate when the layout is missing.
+func Buckets(ctx context.Context, q skiplock.Querier, schemaName string) (int, error) {
+	return intSetting(ctx, q, schemaName, SettingBuckets, LayoutBucketed)
+}
+
+// Tablets reads the fanout layout's tablet count from the schema.
+func Tablets(ctx context.Context, q skiplock.Querier, schemaName string) (int, error) {
+	return intSetting(ctx, q, schemaName, SettingTablets, LayoutFanout)
+}
+
+func intSetting(ctx context.Context, q skiplock.Querier, schemaName, name string, layout Layout) (int, error) {
+	settings, err := ReadSettings(ctx, q, schemaName)
+	if err != nil {
+		return 0, err
+	}
+	v, ok := settings[name]
+	if !ok {
+		return 0, fmt.Errorf("schema %q has no %s tables: run `skiplock migrate --schema %s --layout %s` first", schemaName, layout, schemaName, layout)
+	}
+	return strconv.Atoi(v)
+}
+
+// AppliedMigrations lists what skiplock_migration records, oldest first.
+func AppliedMigrations(ctx context.Context, q skiplock.Querier, schemaName string) ([]Applied, error) {
+	rows, err := q.Query(ctx, fmt.Sprintf(`SELECT "layout", "version", "name", "applied_at" FROM %s.%s ORDER BY "applied_at", "layout", "version"`,
+		skiplock.QuoteIdent(schemaName), skiplock.QuoteIdent(MigrationTable)))
+	if err != nil {
+		return nil, fmt.Errorf("read applied migrations of schema %q: %w", schemaName, err)
+	}
+	defer rows.Close()
+	var out []Applied
+	for rows.Next() {
+		var a Applied
+		var l string
+		var v int32
+		if err := rows.Scan(&l, &v, &a.Name, &a.AppliedAt); err != nil {
+			return nil, err
+		}
+		a.Layout, a.Version = Layout(l), int(v)
+		out = append(out, a)
+	}
+	return out, rows.Err()
+}
+
+// migrationLock excludes other migrators of the same schema. acquire
+// returns the connection the migration runs on; release gives it back.
+type migrationLock interface {
+	acquire(ctx context.Context) (skiplock.Conn, error)
+	release(ctx context.Context)
+}
+
+// lockKey is the advisory lock key for a schema's migrations.
+func lockKey(schemaName string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("skiplock.migrate." + schemaName))
+	return int64(h.Sum64())
+}
+
+// advisoryLock is a session advisory lock held on the migration's own
+// connection; the server frees it if the process dies.
+type advisoryLock struct {
+	db   *skiplock.DB
+	key  int64
+	conn skiplock.Conn
+}
+
+func (l *advisoryLock) acquire(ctx context.Context) (skiplock.Conn, error) {
+	conn, err := l.db.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", l.key); err != nil {
+		conn.Release()
+		return nil, err
+	}
+	l.conn = conn
+	return conn, nil
+}
+
+func (l *advisoryLock) release(ctx context.Context) {
+	l.conn.Exec(ctx, "SELECT pg_advisory_unlock($1)", l.key) //nolint:errcheck // the session ends the lock anyway
+	l.conn.Release()
+}
+
+// rowLock is a lease on a row of skiplock_lock, for engines without real
+// advisory locks. A holder that dies leaves a lease that expires after
+// rowLockLease; a live holder renews it while it works.
+type rowLock struct {
+	db     *skiplock.DB
+	conn   skiplock.Conn
+	table  string
+	holder string
+	stop   chan struct{}
+	done   chan struct{}
+}
+
+const rowLockLease = 60 * time.Second
+
+func newRowLock(db *skiplock.DB, schemaName string) *rowLock {
+	var b [8]byte
+	rand.Read(b[:]) //nolint:errcheck // crypto/rand does not fail on Linux
+	host, _ := os.Hostname()
+	return &rowLock{
+		db:     db,
+		table:  skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(LockTable),
+		holder: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:])),
+	}
+}
+
+func (l *rowLock) acquire(ctx context.Context) (skiplock.Conn, error) {
+	take := fmt.Sprintf(`INSERT INTO %s AS l ("name", "holder", "expires_at") VALUES ('migrate', $1, now() + interval '%d seconds')
+ON CONFLICT ("name") DO UPDATE SET "holder" = excluded."holder", "expires_at" = excluded."expires_at"
+WHERE l."expires_at" < now()`, l.table, int(rowLockLease.Seconds()))
+	wait := 10 * time.Millisecond
+	for {
+		n, err := l.db.Exec(ctx, take, l.holder)
+		if err == nil && n == 1 {
+			break
+		}
+		if err != nil && !racyDDLError(err) {
+			return nil, err
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return nil, err
+		}
+		wait = min(wait*2, time.Second)
+	}
+	l.stop, l.done = make(chan struct{}), make(chan struct{})
+	go l.renew()
+	conn, err := l.db.Acquire(ctx)
+	if err != nil {
+		l.release(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	l.conn = conn
+	return conn, nil
+}
+
+// renew extends the lease at a third of its length until release.
+func (l *rowLock) renew() {
+	defer close(l.done)
+	t := time.NewTicker(rowLockLease / 3)
+	defer t.Stop()
+	renew := fmt.Sprintf(`UPDATE %s SET "expires_at" = now() + interval '%d seconds' WHERE "name" = 'migrate' AND "holder" = $1`, l.table, int(rowLockLease.Seconds()))
+	for {
+		select {
+		case <-l.stop:
+			return
+		case <-t.C:
+			// A failed renewal just lets the lease run its course.
+			l.db.Exec(context.Background(), renew, l.holder) //nolint:errcheck // see above
+		}
+	}
+}
+
+func (l *rowLock) release(ctx context.Context) {
+	if l.conn != nil {
+		l.conn.Release()
+	}
+	if l.stop != nil {
+		close(l.stop)
+		<-l.done
+	}
+	l.db.Exec(ctx, fmt.Sprintf(`DELETE FROM %s WHERE "name" = 'migrate' AND "holder" = $1`, l.table), l.holder) //nolint:errcheck // an unreleased lease expires
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " ..."
+	}
+	return s
+}

@@ -1,0 +1,133 @@
+package schema_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/testdb"
+	. "github.com/skiplock/skiplock/schema"
+)
+
+// TestMigrateConcurrently runs Migrate from 8 goroutines at once, on the
+// engine's own lock and on the lock row, and checks that they end with one
+// applied set and no error.
+func TestMigrateConcurrently(t *testing.T) {
+	for _, lockRow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("lockRow=%v", lockRow), func(t *testing.T) {
+			db := testdb.Open(t, nil)
+			name := testdb.Schema(t, db)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+
+			const n = 8
+			var wg sync.WaitGroup
+			errs := make([]error, n)
+			applied := make([][]Migration, n)
+			start := make(chan struct{})
+			for i := 0; i < n; i++ {
+				wg.Add(1)
+				go func(i int) {
+					defer wg.Done()
+					<-start
+					cfg := &MigrateConfig{Options: Options{Schema: name}}
+					if lockRow {
+						ForceLockRow(cfg)
+					}
+					applied[i], errs[i] = Migrate(ctx, db, cfg)
+				}(i)
+			}
+			close(start)
+			wg.Wait()
+			total := 0
+			for i := range errs {
+				if errs[i] != nil {
+					t.Errorf("migrator %d: %v", i, errs[i])
+				}
+				total += len(applied[i])
+			}
+			if total != len(Migrations) {
+				t.Errorf("migrators applied %d migrations between them, want each of the %d exactly once", total, len(Migrations))
+			}
+			rec, err := AppliedMigrations(ctx, db, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rec) != len(Migrations) {
+				t.Fatalf("skiplock_migration has %d rows, want %d: %+v", len(rec), len(Migrations), rec)
+			}
+			// The tables exist and take rows.
+			for _, table := range []string{JobsTable, JobQueueTable, DeadJobTable, WorkLogTable} {
+				var c int
+				if err := db.QueryRow(ctx, "SELECT count(*) FROM "+skiplock.QuoteIdent(name)+"."+skiplock.QuoteIdent(table)).Scan(&c); err != nil {
+					t.Errorf("table %s: %v", table, err)
+				}
+			}
+			// Running it again applies nothing.
+			again, err := Migrate(ctx, db, &MigrateConfig{Options: Options{Schema: name}})
+			if err != nil || len(again) != 0 {
+				t.Fatalf("second migrate: applied %d, err %v", len(again), err)
+			}
+		})
+	}
+}
+
+func TestMigrateRecordsSettingsAndRefusesChanges(t *testing.T) {
+	db := testdb.Open(t, nil)
+	name := testdb.Schema(t, db)
+	ctx := context.Background()
+	if _, err := Migrate(ctx, db, &MigrateConfig{Options: Options{Schema: name, Buckets: 5, Tablets: 3}}); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := Buckets(ctx, db, name); err != nil || b != 5 {
+		t.Fatalf("Buckets = %d, %v; want 5", b, err)
+	}
+	if n, err := Tablets(ctx, db, name); err != nil || n != 3 {
+		t.Fatalf("Tablets = %d, %v; want 3", n, err)
+	}
+	_, err := Migrate(ctx, db, &MigrateConfig{Options: Options{Schema: name, Buckets: 6}})
+	if !skiplock.IsUsage(err) {
+		t.Fatalf("changing buckets: want a usage error, got %v", err)
+	}
+	if b, _ := Buckets(ctx, db, name); b != 5 {
+		t.Fatalf("a refused migrate changed buckets to %d", b)
+	}
+	// The same count, or none, is fine.
+	if _, err := Migrate(ctx, db, &MigrateConfig{Options: Options{Schema: name, Buckets: 5}}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestMigrateOneLayoutThenTheOther(t *testing.T) {
+	db := testdb.Open(t, nil)
+	name := testdb.Schema(t, db)
+	ctx := context.Background()
+	got, err := Migrate(ctx, db, &MigrateConfig{Options: Options{Schema: name}, Layouts: []Layout{LayoutFanout}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Layout != LayoutCore || got[1].Layout != LayoutFanout {
+		t.Fatalf("applied %+v, want core then fanout", got)
+	}
+	if _, err := Buckets(ctx, db, name); err == nil {
+		t.Fatal("Buckets on a fanout-only schema should say to migrate")
+	}
+	got, err = Migrate(ctx, db, &MigrateConfig{Options: Options{Schema: name}, Layouts: []Layout{LayoutBucketed}})
+	if err != nil || len(got) != 1 || got[0].Layout != LayoutBucketed {
+		t.Fatalf("applied %+v, %v; want bucketed", got, err)
+	}
+}
+
+func TestReadSettingsOnEmptySchemaSaysMigrate(t *testing.T) {
+	db := testdb.Open(t, nil)
+	_, err := Buckets(context.Background(), db, "no_such_schema_here")
+	if err == nil || !contains(err.Error(), "skiplock migrate") {
+		t.Fatalf("want an error that says to migrate, got %v", err)
+	}
+}
+
+func contains(s, sub string) bool { return strings.Contains(s, sub) }

@@ -1,0 +1,213 @@
+package schema
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/skiplock/skiplock"
+)
+
+// Table describes one table for every engine.
+type Table struct {
+	// Name is the unqualified table name.
+	Name string
+	// Columns in order.
+	Columns []Column
+	// PrimaryKey names the key columns; empty leaves the engine's hidden
+	// row id.
+	PrimaryKey []string
+	// RangeKey makes the primary key range-ordered (ASC) rather than
+	// hash-distributed where the engine distinguishes the two
+	// (YugabyteDB), so that SplitAt can place tablet boundaries.
+	RangeKey bool
+	// SplitAt lists primary key values at which engines with range splits
+	// pre-split the table.
+	SplitAt []string
+	// Indexes on the table.
+	Indexes []Index
+}
+
+// Column is one column of a Table.
+type Column struct {
+	Name string
+	// Type is the column type; see the type constants.
+	Type ColumnType
+	// NotNull adds NOT NULL.
+	NotNull bool
+	// Default is a SQL default expression, or one of the Default* markers.
+	Default string
+}
+
+// ColumnType is a portable column type.
+type ColumnType string
+
+// Portable column types, rendered per engine.
+const (
+	TypeBigID     ColumnType = "bigid"     // a generated bigint key
+	TypeBigInt    ColumnType = "bigint"    // INT8
+	TypeInt       ColumnType = "int"       // INT4
+	TypeSmallInt  ColumnType = "smallint"  // INT2
+	TypeText      ColumnType = "text"      // TEXT / STRING
+	TypeJSON      ColumnType = "jsonb"     // JSONB
+	TypeTimestamp ColumnType = "timestamp" // timestamptz
+	TypeStatus    ColumnType = "status"    // the job_status enum
+)
+
+// Markers for defaults that differ per engine.
+const (
+	DefaultNow      = "\x00now"
+	DefaultUUIDText = "\x00uuid"
+)
+
+// Index is a secondary index.
+type Index struct {
+	Name string
+	// Columns in key order.
+	Columns []IndexColumn
+	// Include lists covered, non-key columns.
+	Include []string
+	// Where makes a partial index.
+	Where string
+	// Unique makes a unique index.
+	Unique bool
+	// Shards, when positive, spreads the index over that many shards on
+	// engines that shard indexes themselves (CockroachDB's USING HASH),
+	// which then leave out any ShardKey column.
+	Shards int
+}
+
+// IndexColumn is one key column of an Index.
+type IndexColumn struct {
+	Name string
+	// ShardKey marks the explicit bucket column: HASH on YugabyteDB, a plain
+	// leading column on PostgreSQL, and replaced by the engine's own shard
+	// column where Shards applies.
+	ShardKey bool
+}
+
+func (t *Table) qualified(schemaName string) string {
+	return skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(t.Name)
+}
+
+// Create renders the statements that create t in schemaName on the
+// dialect's engine. Every statement is idempotent.
+func (t *Table) Create(d *skiplock.Dialect, schemaName string) []string {
+	var cols []string
+	for _, c := range t.Columns {
+		cols = append(cols, "  "+c.render(d, schemaName))
+	}
+	if len(t.PrimaryKey) > 0 {
+		cols = append(cols, "  PRIMARY KEY ("+t.primaryKey(d)+")")
+	}
+	create := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n%s\n)", t.qualified(schemaName), strings.Join(cols, ",\n"))
+	stmts := []string{}
+	if len(t.SplitAt) > 0 && d.RangeSplits {
+		values := make([]string, len(t.SplitAt))
+		for i, v := range t.SplitAt {
+			values[i] = "(" + skiplock.QuoteLiteral(v) + ")"
+		}
+		if d.SplitInCreate {
+			stmts = append(stmts, create+" SPLIT AT VALUES (\n  "+strings.Join(values, ",\n  ")+"\n)")
+		} else {
+			stmts = append(stmts, create, fmt.Sprintf("ALTER TABLE %s SPLIT AT VALUES %s", t.qualified(schemaName), strings.Join(values, ", ")))
+		}
+	} else {
+		stmts = append(stmts, create)
+	}
+	for _, ix := range t.Indexes {
+		stmts = append(stmts, ix.render(d, schemaName, t))
+	}
+	return stmts
+}
+
+func (t *Table) primaryKey(d *skiplock.Dialect) string {
+	keys := make([]string, len(t.PrimaryKey))
+	for i, k := range t.PrimaryKey {
+		keys[i] = skiplock.QuoteIdent(k)
+		if t.RangeKey && d.KeyOrderMarkers {
+			keys[i] += " ASC"
+		}
+	}
+	return strings.Join(keys, ", ")
+}
+
+func (c Column) render(d *skiplock.Dialect, schemaName string) string {
+	var typ string
+	switch c.Type {
+	case TypeBigID:
+		typ = "BIGINT " + d.BigIDDefault
+	case TypeBigInt:
+		typ = "BIGINT"
+	case TypeInt:
+		typ = "INTEGER"
+	case TypeSmallInt:
+		typ = "SMALLINT"
+	case TypeText:
+		typ = "TEXT"
+	case TypeJSON:
+		typ = "JSONB"
+	case TypeTimestamp:
+		typ = d.Timestamp
+	case TypeStatus:
+		typ = skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(StatusType)
+	default:
+		panic("schema: unknown column type " + string(c.Type))
+	}
+	s := skiplock.QuoteIdent(c.Name) + " " + typ
+	if c.NotNull {
+		s += " NOT NULL"
+	}
+	switch c.Default {
+	case "":
+	case DefaultNow:
+		s += " DEFAULT " + d.Now
+	case DefaultUUIDText:
+		s += " DEFAULT " + d.UUIDText
+	default:
+		s += " DEFAULT " + c.Default
+	}
+	return s
+}
+
+func (ix Index) render(d *skiplock.Dialect, schemaName string, t *Table) string {
+	sharded := ix.Shards > 0 && d.ShardedIndexFansOut
+	var keys []string
+	for _, c := range ix.Columns {
+		switch {
+		case c.ShardKey && sharded:
+			continue
+		case c.ShardKey && d.KeyOrderMarkers:
+			keys = append(keys, skiplock.QuoteIdent(c.Name)+" HASH")
+		case d.KeyOrderMarkers:
+			keys = append(keys, skiplock.QuoteIdent(c.Name)+" ASC")
+		default:
+			keys = append(keys, skiplock.QuoteIdent(c.Name))
+		}
+	}
+	unique := ""
+	if ix.Unique {
+		unique = "UNIQUE "
+	}
+	s := fmt.Sprintf("CREATE %sINDEX IF NOT EXISTS %s ON %s (%s)", unique, skiplock.QuoteIdent(ix.Name), t.qualified(schemaName), strings.Join(keys, ", "))
+	// CockroachDB's order: USING HASH, STORING, WITH (bucket_count), WHERE.
+	if sharded {
+		s += " USING HASH"
+	}
+	var inc []string
+	for _, c := range ix.Include {
+		if !(d.CoveringRefusesKey && slices.Contains(t.PrimaryKey, c)) {
+			inc = append(inc, skiplock.QuoteIdent(c))
+		}
+	}
+	if len(inc) > 0 {
+		s += " " + d.Covering + " (" + strings.Join(inc, ", ") + ")"
+	}
+	if sharded {
+		s += fmt.Sprintf(" WITH (bucket_count = %d)", ix.Shards)
+	}
+	if ix.Where != "" {
+		s += " WHERE " + ix.Where
+	}
+	return s
+}

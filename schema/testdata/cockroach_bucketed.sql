@@ -1,0 +1,61 @@
+CREATE SCHEMA IF NOT EXISTS "skiplock";
+
+CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_migration" (
+  "layout" TEXT NOT NULL,
+  "version" INTEGER NOT NULL,
+  "name" TEXT NOT NULL,
+  "applied_at" TIMESTAMPTZ NOT NULL DEFAULT now(),
+  PRIMARY KEY ("layout", "version")
+);
+
+CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_setting" (
+  "name" TEXT NOT NULL PRIMARY KEY,
+  "value" TEXT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_lock" (
+  "name" TEXT NOT NULL PRIMARY KEY,
+  "holder" TEXT NOT NULL,
+  "expires_at" TIMESTAMPTZ NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS "skiplock"."work_log" (
+  "job_id" TEXT NOT NULL,
+  "worker" TEXT NOT NULL,
+  "handled_at" TIMESTAMPTZ NOT NULL DEFAULT now()
+);
+
+CREATE INDEX IF NOT EXISTS "work_log_job_id" ON "skiplock"."work_log" ("job_id");
+
+CREATE TYPE IF NOT EXISTS "skiplock"."job_status" AS ENUM ('Queued', 'Running', 'Canceled', 'Failed', 'Success');
+
+CREATE TABLE IF NOT EXISTS "skiplock"."jobs" (
+  "id" BIGINT DEFAULT unique_rowid() NOT NULL,
+  "queue" TEXT NOT NULL DEFAULT 'default',
+  "status" "skiplock"."job_status" NOT NULL DEFAULT 'Queued',
+  "priority" SMALLINT NOT NULL DEFAULT 0,
+  "payload" JSONB NOT NULL DEFAULT 'null',
+  "bucket" SMALLINT NOT NULL DEFAULT floor(random() * 8)::SMALLINT,
+  "create_ts" TIMESTAMPTZ NOT NULL DEFAULT now(),
+  "run_at" TIMESTAMPTZ NOT NULL DEFAULT now(),
+  "attempts" INTEGER NOT NULL DEFAULT 0,
+  "max_attempts" INTEGER NOT NULL DEFAULT 25,
+  "lease_owner" TEXT,
+  "lease_token" BIGINT,
+  "lease_expires_at" TIMESTAMPTZ,
+  "last_error" TEXT,
+  "last_updated" TIMESTAMPTZ NOT NULL DEFAULT now(),
+  "finished_at" TIMESTAMPTZ,
+  "unique_key" TEXT,
+  PRIMARY KEY ("id")
+);
+
+CREATE INDEX IF NOT EXISTS "jobs_dequeue" ON "skiplock"."jobs" ("status", "queue", "priority", "run_at") USING HASH WITH (bucket_count = 8);
+
+CREATE INDEX IF NOT EXISTS "jobs_lease_expiry" ON "skiplock"."jobs" ("lease_expires_at") WHERE "status" = 'Running';
+
+CREATE UNIQUE INDEX IF NOT EXISTS "jobs_unique_key" ON "skiplock"."jobs" ("queue", "unique_key") WHERE "unique_key" IS NOT NULL AND "status" IN ('Queued', 'Running');
+
+CREATE INDEX IF NOT EXISTS "jobs_finished" ON "skiplock"."jobs" ("finished_at") WHERE "finished_at" IS NOT NULL;
+
+INSERT INTO "skiplock"."skiplock_setting" ("name", "value") VALUES ('bucketed.buckets', '8') ON CONFLICT ("name") DO UPDATE SET "value" = excluded."value";

@@ -1,0 +1,53 @@
+CREATE SCHEMA IF NOT EXISTS "skiplock";
+
+CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_migration" (
+  "layout" TEXT NOT NULL,
+  "version" INTEGER NOT NULL,
+  "name" TEXT NOT NULL,
+  "applied_at" timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY ("layout", "version")
+);
+
+CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_setting" (
+  "name" TEXT NOT NULL PRIMARY KEY,
+  "value" TEXT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_lock" (
+  "name" TEXT NOT NULL PRIMARY KEY,
+  "holder" TEXT NOT NULL,
+  "expires_at" timestamptz NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS "skiplock"."work_log" (
+  "job_id" TEXT NOT NULL,
+  "worker" TEXT NOT NULL,
+  "handled_at" timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE INDEX IF NOT EXISTS "work_log_job_id" ON "skiplock"."work_log" ("job_id");
+
+CREATE TABLE IF NOT EXISTS "skiplock"."job_queue" (
+  "id" TEXT NOT NULL DEFAULT gen_random_uuid()::text,
+  "queue" TEXT NOT NULL DEFAULT 'default',
+  "payload" JSONB NOT NULL DEFAULT 'null',
+  "attempts" INTEGER NOT NULL DEFAULT 0,
+  "max_attempts" INTEGER NOT NULL DEFAULT 25,
+  "last_error" TEXT,
+  "created_at" timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY ("id")
+);
+
+CREATE TABLE IF NOT EXISTS "skiplock"."job_dead" (
+  "id" TEXT NOT NULL,
+  "queue" TEXT NOT NULL DEFAULT 'default',
+  "payload" JSONB NOT NULL DEFAULT 'null',
+  "attempts" INTEGER NOT NULL DEFAULT 0,
+  "max_attempts" INTEGER NOT NULL DEFAULT 25,
+  "last_error" TEXT,
+  "created_at" timestamptz NOT NULL DEFAULT now(),
+  "died_at" timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY ("id")
+);
+
+INSERT INTO "skiplock"."skiplock_setting" ("name", "value") VALUES ('fanout.tablets', '8') ON CONFLICT ("name") DO UPDATE SET "value" = excluded."value";

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Installs what a fresh machine lacks to build and test skiplock: the
+# PostgreSQL server binaries (initdb, pg_ctl) and pgbench. Does nothing
+# where they are present.
+set -euo pipefail
+
+have_server() {
+  command -v pg_config >/dev/null 2>&1 && [ -x "$(pg_config --bindir)/initdb" ] && return 0
+  ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
+}
+
+if have_server && command -v pgbench >/dev/null 2>&1; then
+  exit 0
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+  echo "setup: PostgreSQL server binaries not found and no apt-get here: install PostgreSQL (initdb, pg_ctl, pgbench) or set SKIPLOCK_PG_BIN" >&2
+  exit 1
+fi
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+echo "setup: installing PostgreSQL from the OS packages"
+$SUDO apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq postgresql postgresql-contrib >/dev/null
+# The package may start its own cluster; skiplock runs its own servers.
+$SUDO service postgresql stop >/dev/null 2>&1 || true

@@ -1,0 +1,333 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// layoutCommands is what the enqueue, work and stats commands need from a
+// layout. Each layout's file (layout_bucketed.go, layout_fanout.go)
+// registers one from init; the commands themselves hold no layout logic.
+type layoutCommands interface {
+	// enqueue adds one batch of jobs and returns how many rows it added
+	// (fewer when unique keys deduplicate).
+	enqueue(ctx context.Context, db *skiplock.DB, schemaName string, jobs []skiplock.NewJob) (int, error)
+	// work runs the built-in demo handler (sleep o.Work, optionally record
+	// to work_log) until ctx ends or, with o.UntilEmpty, nothing is left.
+	work(ctx context.Context, e *env, db *skiplock.DB, o workOptions) (workReport, error)
+	// stats reports counts for the layout, for one queue or all ("").
+	stats(ctx context.Context, db *skiplock.DB, schemaName, queue string) (layoutStats, error)
+	// defaultMode is the --mode used when none is given.
+	defaultMode() string
+}
+
+var layoutCLIs = map[schema.Layout]layoutCommands{}
+
+func registerLayout(l schema.Layout, c layoutCommands) { layoutCLIs[l] = c }
+
+func layoutCLI(name string) (schema.Layout, layoutCommands, error) {
+	l, err := schema.ParseLayout(name)
+	if err != nil {
+		return "", nil, err
+	}
+	c, ok := layoutCLIs[l]
+	if !ok {
+		return "", nil, fmt.Errorf("layout %s is not available in this build", l)
+	}
+	return l, c, nil
+}
+
+// workOptions are the work command's flags.
+type workOptions struct {
+	Schema            string
+	Queue             string
+	Workers           int
+	Work              time.Duration
+	UntilEmpty        bool
+	Mode              string
+	VisibilityTimeout time.Duration
+	Record            bool
+	Batch             int
+}
+
+// workReport is what a work run did.
+type workReport struct {
+	Layout   string  `json:"layout"`
+	Mode     string  `json:"mode"`
+	Workers  int     `json:"workers"`
+	Handled  int64   `json:"handled"`
+	Failed   int64   `json:"failed"`
+	Seconds  float64 `json:"seconds"`
+	JobsPerS float64 `json:"jobs_per_s"`
+}
+
+// layoutStats is what stats reports; JSON names are the CLI contract.
+type layoutStats struct {
+	Layout         string           `json:"layout"`
+	ByStatus       map[string]int64 `json:"by_status"`
+	ByQueue        map[string]int64 `json:"by_queue,omitempty"`
+	ByBucket       map[string]int64 `json:"by_bucket,omitempty"`
+	QueuedOldestS  float64          `json:"queued_oldest_s"`
+	InFlightLeases int64            `json:"in_flight_leases"`
+	Dead           int64            `json:"dead"`
+}
+
+func init() {
+	register(&command{
+		name:    "enqueue",
+		usage:   "enqueue --layout L [--queue Q] [--count N] [--payload JSON] [--run-at T] [--priority P]",
+		summary: "add jobs (batched)",
+		run:     runEnqueue,
+	})
+	register(&command{
+		name:    "work",
+		usage:   "work --layout L --workers N [--work D] [--until-empty] [--mode lease|tx] [--visibility-timeout D] [--record]",
+		summary: "run the built-in demo handler with N workers",
+		run:     runWork,
+	})
+	register(&command{
+		name:    "stats",
+		usage:   "stats [--layout L] [--queue Q]",
+		summary: "counts by status, bucket and queue; oldest queued age; in-flight leases",
+		run:     runStats,
+	})
+}
+
+func runEnqueue(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("enqueue", commands["enqueue"].usage)
+	layout := fs.String("layout", "bucketed", "bucketed or fanout")
+	queue := fs.String("queue", skiplock.DefaultQueue, "queue name")
+	count := fs.Int("count", 1, "how many jobs")
+	payload := fs.String("payload", "{}", "JSON payload of every job")
+	runAt := fs.String("run-at", "", "when the jobs may run: RFC 3339 time, or a delay such as 30s (default now)")
+	priority := fs.Int("priority", 0, "priority, lower runs first (-32768..32767)")
+	maxAttempts := fs.Int("max-attempts", 0, fmt.Sprintf("attempts before a job is dead (default %d)", skiplock.DefaultMaxAttempts))
+	uniqueKey := fs.String("unique-key", "", "skip the job while one with this key is queued or running (bucketed; --count 1)")
+	batch := fs.Int("batch", 5000, "jobs per INSERT")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	_, lc, err := layoutCLI(*layout)
+	if err != nil {
+		return err
+	}
+	if err := countFlags(fs, "count", "batch"); err != nil {
+		return err
+	}
+	if *uniqueKey != "" && *count != 1 {
+		return skiplock.Usagef("--unique-key with --count %d: a unique key dedupes, so enqueue one job at a time", *count)
+	}
+	at, err := parseRunAt(*runAt, time.Now())
+	if err != nil {
+		return err
+	}
+	job := skiplock.NewJob{Queue: *queue, Payload: json.RawMessage(*payload), Priority: *priority, RunAt: at, MaxAttempts: *maxAttempts, UniqueKey: *uniqueKey}
+	if err := job.Normalize(0); err != nil {
+		return err
+	}
+	db, err := e.open(ctx, 4)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	added := 0
+	for done := 0; done < *count; {
+		n := min(*batch, *count-done)
+		jobs := make([]skiplock.NewJob, n)
+		for i := range jobs {
+			jobs[i] = job
+		}
+		got, err := lc.enqueue(ctx, db, e.schema, jobs)
+		added += got
+		if err != nil {
+			return fmt.Errorf("after %d jobs: %w", added, err)
+		}
+		done += n
+	}
+	secs := time.Since(start).Seconds()
+	if e.json {
+		return e.printJSON(map[string]any{"layout": *layout, "queue": *queue, "enqueued": added, "requested": *count, "seconds": secs})
+	}
+	fmt.Fprintf(e.stdout, "enqueued %d of %d job(s) on %s queue %q in %.2fs\n", added, *count, *layout, *queue, secs)
+	if added < *count {
+		fmt.Fprintf(e.stdout, "%d skipped: a job with the same unique key is queued or running\n", *count-added)
+	}
+	return nil
+}
+
+// parseRunAt reads --run-at: empty (now), a delay ("30s", "5m"), or an
+// RFC 3339 time.
+func parseRunAt(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil {
+		if d < 0 {
+			return time.Time{}, skiplock.Usagef("--run-at %q: a delay cannot be negative", s)
+		}
+		return now.Add(d), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, skiplock.Usagef("--run-at %q: use an RFC 3339 time (2026-01-02T15:04:05Z) or a delay (30s, 5m)", s)
+	}
+	return t, nil
+}
+
+func runWork(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("work", commands["work"].usage)
+	layout := fs.String("layout", "bucketed", "bucketed or fanout")
+	o := workOptions{}
+	fs.StringVar(&o.Queue, "queue", skiplock.DefaultQueue, "queue to work")
+	fs.IntVar(&o.Workers, "workers", 10, "concurrent workers")
+	fs.DurationVar(&o.Work, "work", 0, "how long the demo handler works on each job")
+	fs.BoolVar(&o.UntilEmpty, "until-empty", false, "exit once no job is queued and none is leased")
+	fs.StringVar(&o.Mode, "mode", "", "lease (bucketed) or tx (fanout); default by layout")
+	fs.DurationVar(&o.VisibilityTimeout, "visibility-timeout", 30*time.Second, "lease length (bucketed)")
+	fs.BoolVar(&o.Record, "record", false, "insert one row per handled job into <schema>.work_log")
+	fs.IntVar(&o.Batch, "batch", 0, "jobs claimed per dequeue (default by layout)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	l, lc, err := layoutCLI(*layout)
+	if err != nil {
+		return err
+	}
+	if o.Workers < 1 {
+		return skiplock.Usagef("--workers %d: use at least 1", o.Workers)
+	}
+	if o.Work < 0 {
+		return skiplock.Usagef("--work %v: a duration cannot be negative", o.Work)
+	}
+	if o.VisibilityTimeout < time.Second {
+		return skiplock.Usagef("--visibility-timeout %v: use at least 1s", o.VisibilityTimeout)
+	}
+	if o.Batch < 0 {
+		return skiplock.Usagef("--batch %d: use at least 1 (or leave it out)", o.Batch)
+	}
+	if o.Mode == "" {
+		o.Mode = lc.defaultMode()
+	}
+	if err := oneOf("mode", o.Mode, "lease", "tx"); err != nil {
+		return err
+	}
+	if err := skiplock.ValidateQueueName(o.Queue); err != nil {
+		return err
+	}
+	o.Schema = e.schema
+	db, err := e.open(ctx, 0)
+	if err != nil {
+		return err
+	}
+	rep, err := lc.work(ctx, e, db, o)
+	if err != nil {
+		return err
+	}
+	rep.Layout, rep.Mode, rep.Workers = string(l), o.Mode, o.Workers
+	if rep.Seconds > 0 {
+		rep.JobsPerS = float64(rep.Handled) / rep.Seconds
+	}
+	if e.json {
+		return e.printJSON(rep)
+	}
+	fmt.Fprintf(e.stdout, "handled %d job(s), %d failed, in %.1fs (%.1f jobs/s) with %d %s worker(s)\n",
+		rep.Handled, rep.Failed, rep.Seconds, rep.JobsPerS, rep.Workers, rep.Mode)
+	return nil
+}
+
+func runStats(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("stats", commands["stats"].usage)
+	layout := fs.String("layout", "", "bucketed or fanout (default: every migrated layout)")
+	queue := fs.String("queue", "", "one queue (default all)")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	var layouts []schema.Layout
+	if *layout != "" {
+		l, _, err := layoutCLI(*layout)
+		if err != nil {
+			return err
+		}
+		layouts = []schema.Layout{l}
+	}
+	if *queue != "" {
+		if err := skiplock.ValidateQueueName(*queue); err != nil {
+			return err
+		}
+	}
+	db, err := e.open(ctx, 2)
+	if err != nil {
+		return err
+	}
+	if layouts == nil {
+		applied, err := schema.AppliedMigrations(ctx, db, e.schema)
+		if err != nil {
+			return fmt.Errorf("%w: run skiplock migrate first", err)
+		}
+		seen := map[schema.Layout]bool{}
+		for _, a := range applied {
+			if _, ok := layoutCLIs[a.Layout]; ok && !seen[a.Layout] {
+				seen[a.Layout] = true
+				layouts = append(layouts, a.Layout)
+			}
+		}
+		sort.Slice(layouts, func(i, j int) bool { return layouts[i] < layouts[j] })
+	}
+	var all []layoutStats
+	for _, l := range layouts {
+		st, err := layoutCLIs[l].stats(ctx, db, e.schema, *queue)
+		if err != nil {
+			return err
+		}
+		st.Layout = string(l)
+		all = append(all, st)
+	}
+	if e.json {
+		if len(all) == 1 {
+			return e.printJSON(all[0])
+		}
+		return e.printJSON(all)
+	}
+	if len(all) == 0 {
+		fmt.Fprintf(e.stdout, "schema %q has no queue layouts: run skiplock migrate\n", e.schema)
+	}
+	for _, st := range all {
+		printStats(e, st)
+	}
+	return nil
+}
+
+func printStats(e *env, st layoutStats) {
+	fmt.Fprintf(e.stdout, "%s (schema %s)\n", st.Layout, e.schema)
+	fmt.Fprintf(e.stdout, "  by status: %s\n", formatCounts(st.ByStatus))
+	if len(st.ByQueue) > 0 {
+		fmt.Fprintf(e.stdout, "  by queue:  %s\n", formatCounts(st.ByQueue))
+	}
+	if len(st.ByBucket) > 0 {
+		fmt.Fprintf(e.stdout, "  by bucket: %s\n", formatCounts(st.ByBucket))
+	}
+	fmt.Fprintf(e.stdout, "  oldest queued: %.1fs  in-flight leases: %d  dead: %d\n", st.QueuedOldestS, st.InFlightLeases, st.Dead)
+}
+
+func formatCounts(m map[string]int64) string {
+	if len(m) == 0 {
+		return "(none)"
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,193 @@
+// Package workloop runs a queue's workers: N goroutines that each run a step
+// (claim and handle work) again and again, back off with jitter while the
+// queue is empty or the database fails, and shut down gracefully. Both
+// layouts' workers are built on it, so polling, backoff and shutdown live
+// once.
+package workloop
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"runtime/debug"
+	"sync"
+	"time"
+)
+
+// Step does one unit of work for worker number w (0-based). It reports
+// whether it found work; an error means the database or the claim failed
+// (not the handler: a step records handler failures itself).
+type Step func(ctx context.Context, w int) (worked bool, err error)
+
+// Config tunes a Pool.
+type Config struct {
+	// Workers is the number of goroutines; at least 1.
+	Workers int
+	// IdleMin and IdleMax bound the wait after a step found no work: it
+	// starts at IdleMin and doubles to IdleMax while the queue stays
+	// empty; 0 means 10ms and 1s.
+	IdleMin, IdleMax time.Duration
+	// ErrorMin and ErrorMax bound the wait after a failed step (a lost
+	// database, say), doubling while failures continue; 0 means 100ms and
+	// 10s.
+	ErrorMin, ErrorMax time.Duration
+	// Logf hears failures and recoveries; nil is silent.
+	Logf func(format string, args ...any)
+}
+
+// Pool is a running set of workers.
+type Pool struct {
+	cfg      Config
+	step     Step
+	stopping chan struct{} // closed by Stop: claim no more
+	hardCtx  context.Context
+	hardStop context.CancelFunc // cancels the steps' context
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+}
+
+// Start launches cfg.Workers goroutines running step until Stop. ctx is the
+// parent of every step's context: cancelling it is a hard stop.
+func Start(ctx context.Context, cfg Config, step Step) (*Pool, error) {
+	if cfg.Workers < 1 {
+		return nil, fmt.Errorf("workers %d: use at least 1", cfg.Workers)
+	}
+	if cfg.IdleMin <= 0 {
+		cfg.IdleMin = 10 * time.Millisecond
+	}
+	if cfg.IdleMax <= 0 {
+		cfg.IdleMax = time.Second
+	}
+	if cfg.ErrorMin <= 0 {
+		cfg.ErrorMin = 100 * time.Millisecond
+	}
+	if cfg.ErrorMax <= 0 {
+		cfg.ErrorMax = 10 * time.Second
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = func(string, ...any) {}
+	}
+	p := &Pool{cfg: cfg, step: step, stopping: make(chan struct{})}
+	p.hardCtx, p.hardStop = context.WithCancel(ctx)
+	for w := 0; w < cfg.Workers; w++ {
+		p.wg.Add(1)
+		go p.loop(w)
+	}
+	return p, nil
+}
+
+func (p *Pool) loop(w int) {
+	defer p.wg.Done()
+	idle, failing := time.Duration(0), time.Duration(0)
+	for {
+		select {
+		case <-p.stopping:
+			return
+		case <-p.hardCtx.Done():
+			return
+		default:
+		}
+		worked, err := p.step(p.hardCtx, w)
+		var wait time.Duration
+		switch {
+		case err != nil && p.hardCtx.Err() == nil:
+			failing = grow(failing, p.cfg.ErrorMin, p.cfg.ErrorMax)
+			wait = jitter(failing)
+			p.cfg.Logf("worker %d: %v (retrying in %v)", w, err, wait.Round(time.Millisecond))
+			idle = 0
+		case err != nil:
+			return
+		case worked:
+			if failing > 0 {
+				p.cfg.Logf("worker %d: recovered", w)
+			}
+			idle, failing = 0, 0
+			continue
+		default:
+			if failing > 0 {
+				p.cfg.Logf("worker %d: recovered", w)
+			}
+			failing = 0
+			idle = grow(idle, p.cfg.IdleMin, p.cfg.IdleMax)
+			wait = jitter(idle)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-p.stopping:
+			t.Stop()
+			return
+		case <-p.hardCtx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Stop stops claiming and waits for the steps in flight to finish. When ctx
+// ends first, it cancels their context (a hard stop: handlers see a
+// cancelled ctx and their transactions roll back) and waits for them to
+// return, and returns ctx's error.
+func (p *Pool) Stop(ctx context.Context) error {
+	p.stopOnce.Do(func() { close(p.stopping) })
+	done := make(chan struct{})
+	go func() { p.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		p.hardStop()
+		return nil
+	case <-ctx.Done():
+		p.hardStop()
+		<-done
+		return ctx.Err()
+	}
+}
+
+// Stopping is closed once Stop has been called.
+func (p *Pool) Stopping() <-chan struct{} { return p.stopping }
+
+// Wait blocks until every worker has returned (after Stop, or a cancelled
+// parent context).
+func (p *Pool) Wait() { p.wg.Wait() }
+
+func grow(cur, lo, hi time.Duration) time.Duration {
+	if cur < lo {
+		return lo
+	}
+	return min(cur*2, hi)
+}
+
+// jitter draws uniformly from [d/2, d], so that idle workers spread out
+// instead of polling in lockstep.
+func jitter(d time.Duration) time.Duration {
+	if d <= 1 {
+		return d
+	}
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+// PanicError is a handler panic turned into an error.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
+
+// Call runs handler and turns a panic into a *PanicError, so one bad job
+// cannot take its worker down.
+func Call(handler func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = &PanicError{Value: r, Stack: debug.Stack()}
+		}
+	}()
+	return handler()
+}
+
+// IsPanic reports whether err came from a handler panic.
+func IsPanic(err error) bool {
+	var p *PanicError
+	return errors.As(err, &p)
+}

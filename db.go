@@ -46,12 +46,17 @@ func Open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
 	if cfg.MaxConns < 0 {
 		return nil, Usagef("pool size %d is negative: use 0 for the driver's default or a positive count", cfg.MaxConns)
 	}
-	version := ""
+	// Always ask the server first: the smart driver's load_balance must
+	// never reach a server that is not YugabyteDB (PITFALLS 3), so a forced
+	// engine is checked, not trusted.
+	detected, version, err := probeEngine(ctx, dsn)
+	if err != nil {
+		return nil, err
+	}
 	if engine == EngineAuto {
-		engine, version, err = probeEngine(ctx, dsn)
-		if err != nil {
-			return nil, err
-		}
+		engine = detected
+	} else if engine != detected {
+		return nil, Usagef("engine %s was asked for, but the server is %s (%s): drop --engine to detect it, or point the DSN at a %s server", engine, detected, firstWords(version, 4), engine)
 	}
 	var pool Pool
 	if engine == EngineYugabyte {
@@ -62,14 +67,7 @@ func Open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
 	if err != nil {
 		return nil, redactError(err, dsn)
 	}
-	db := &DB{Pool: pool, dialect: engine.Dialect(), version: version, owned: true}
-	if version == "" {
-		if _, db.version, err = DetectEngine(ctx, pool); err != nil {
-			pool.Close()
-			return nil, redactError(fmt.Errorf("connect to %s: %w", RedactDSN(dsn), err), dsn)
-		}
-	}
-	return db, nil
+	return &DB{Pool: pool, dialect: engine.Dialect(), version: version, owned: true}, nil
 }
 
 // probeEngine opens one plain connection to learn the engine.
@@ -80,12 +78,12 @@ func probeEngine(ctx context.Context, dsn string) (Engine, string, error) {
 	}
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
-		return "", "", redactError(fmt.Errorf("connect to %s: %w: check that the server is running and the DSN is right", RedactDSN(dsn), err), dsn)
+		return "", "", redactError(fmt.Errorf("connect: %w: check that the server is running and the DSN is right", err), dsn)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var version string
 	if err := conn.QueryRow(ctx, "SELECT version()").Scan(&version); err != nil {
-		return "", "", redactError(fmt.Errorf("detect engine on %s: %w", RedactDSN(dsn), err), dsn)
+		return "", "", redactError(fmt.Errorf("detect engine: %w", err), dsn)
 	}
 	return EngineFromVersion(version), version, nil
 }
@@ -192,4 +190,12 @@ func (db *DB) ServerMaxConnections(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("read max_connections: %q is not a number", s)
 	}
 	return n, nil
+}
+
+func firstWords(s string, n int) string {
+	f := strings.Fields(s)
+	if len(f) > n {
+		f = f[:n]
+	}
+	return strings.Join(f, " ")
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"regexp"
 	"strings"
 )
 
@@ -43,7 +44,12 @@ func IsUsage(err error) bool {
 // URL form (postgres://u:pw@h/db) and key/value form (password=pw), so that
 // it can be logged.
 func RedactDSN(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" && u.Host != "" {
+	if strings.Contains(dsn, "://") {
+		u, err := url.Parse(dsn)
+		if err != nil || u.Host == "" {
+			// Unparseable: blank everything between the scheme and the last @.
+			return urlUserinfo.ReplaceAllString(dsn, "${1}xxxxx@")
+		}
 		if _, has := u.User.Password(); has {
 			u.User = url.UserPassword(u.User.Username(), "xxxxx")
 		}
@@ -62,6 +68,8 @@ func RedactDSN(dsn string) string {
 	}
 	return strings.Join(fields, " ")
 }
+
+var urlUserinfo = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]*://).*@`)
 
 // dsnPassword extracts the password from a DSN in either form, or "".
 func dsnPassword(dsn string) string {

@@ -1,156 +1,107 @@
-// Package retry runs transactions again when the engine answers with a
-// serialization failure, which on distributed SQL (YugabyteDB, CockroachDB)
-// is a normal answer, not a bug. Errors are classified as retryable,
-// ambiguous or permanent ([Classify]); [Run] begins, calls the function,
-// commits, and on a retryable error rolls back and runs it again with
-// exponential backoff and full jitter. A failure during COMMIT is ambiguous
-// (the transaction may have committed) and is returned as
-// [*AmbiguousCommitError], never retried blindly.
 package retry
 
 import (
 	"context"
-	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgconn"
-	ybpgconn "github.com/yugabyte/pgx/v5/pgconn"
-
 	"github.com/skiplock/skiplock"
 )
 
-// Class is how an error should be handled.
-type Class int
-
-// The classes of error.
+// Defaults for the zero Options.
 const (
-	// Permanent errors fail the same way when tried again.
-	Permanent Class = iota
-	// Retryable errors left nothing applied; running the whole
-	// transaction again is safe.
-	Retryable
-	// Ambiguous errors leave it unknown whether the transaction
-	// committed.
-	Ambiguous
+	DefaultMaxAttempts = 10
+	DefaultBaseDelay   = 5 * time.Millisecond
+	DefaultMaxDelay    = time.Second
 )
 
-func (c Class) String() string {
-	switch c {
-	case Retryable:
-		return "retryable"
-	case Ambiguous:
-		return "ambiguous"
-	}
-	return "permanent"
-}
-
-// Classify says how to handle err from any statement but COMMIT. It finds
-// the SQLSTATE through errors.As on a SQLState() string method, so it works
-// for both pgx drivers' errors and through any wrapping.
-func Classify(err error) Class {
-	if err == nil {
-		return Permanent
-	}
-	var amb *AmbiguousCommitError
-	if errors.As(err, &amb) {
-		return Ambiguous
-	}
-	switch code := skiplock.SQLState(err); {
-	case code == "40001", code == "40P01", code == "CR000":
-		return Retryable
-	case code != "":
-		// Some CockroachDB and YugabyteDB releases report restarts with
-		// other codes but a telling message.
-		if msg := strings.ToLower(err.Error()); strings.Contains(msg, "restart transaction") ||
-			strings.Contains(msg, "restart read required") {
-			return Retryable
-		}
-		return Permanent
-	}
-	if safeToRetry(err) {
-		return Retryable
-	}
-	return Permanent
-}
-
-// safeToRetry reports a connection failure where nothing reached the
-// server (either driver's pgconn.SafeToRetry).
-func safeToRetry(err error) bool {
-	var s interface{ SafeToRetry() bool }
-	if errors.As(err, &s) {
-		return s.SafeToRetry()
-	}
-	return pgconn.SafeToRetry(err) || ybpgconn.SafeToRetry(err)
-}
-
-// AmbiguousCommitError says COMMIT failed in a way that leaves it unknown
-// whether the transaction committed. The caller must resolve it from the
-// data (the layouts do, by their lease and fencing rules).
-type AmbiguousCommitError struct {
-	// Err is the commit's error.
-	Err error
-}
-
-func (e *AmbiguousCommitError) Error() string {
-	return "commit outcome unknown (the transaction may or may not have committed): " + e.Err.Error()
-}
-
-// Unwrap returns the commit's error.
-func (e *AmbiguousCommitError) Unwrap() error { return e.Err }
+// rollbackTimeout bounds the ROLLBACK after a failed attempt. It runs even
+// when ctx is done, so that the connection goes back to its pool clean.
+const rollbackTimeout = 10 * time.Second
 
 // Options tune Run. The zero value (or nil) is usable.
 type Options struct {
-	// Isolation for each attempt; IsoDefault leaves the server's.
+	// Isolation for each attempt; IsoDefault leaves the server's. Layouts
+	// pass their engine's Dialect.DefaultIsolation (see the package doc
+	// for the level each engine and layout needs).
 	Isolation skiplock.IsoLevel
-	// MaxAttempts bounds the tries, the first included; 0 means 10.
+	// MaxAttempts bounds the tries, the first included; 0 means
+	// DefaultMaxAttempts, 1 means no retry.
 	MaxAttempts int
-	// BaseDelay is the backoff before the second attempt (doubling after,
-	// with full jitter); 0 means 5ms.
+	// BaseDelay is the backoff ceiling before the second attempt; it
+	// doubles for each further attempt, up to MaxDelay, and the actual
+	// wait is drawn uniformly from [0, ceiling] (full jitter). 0 means
+	// DefaultBaseDelay.
 	BaseDelay time.Duration
-	// MaxDelay caps one backoff; 0 means 1s.
+	// MaxDelay caps the ceiling; 0 means DefaultMaxDelay (or BaseDelay,
+	// if that is larger).
 	MaxDelay time.Duration
-	// Counters, when set, count attempts and retries.
+	// Counters, when set, count what Run did; share one between calls to
+	// total them.
 	Counters *Counters
 }
 
-func (o *Options) withDefaults() Options {
+// withDefaults validates o and fills its zero fields.
+func (o *Options) withDefaults() (Options, error) {
 	var out Options
 	if o != nil {
 		out = *o
 	}
-	if out.MaxAttempts <= 0 {
-		out.MaxAttempts = 10
+	switch out.Isolation {
+	case skiplock.IsoDefault, skiplock.IsoReadCommitted, skiplock.IsoRepeatableRead, skiplock.IsoSerializable:
+	default:
+		return out, skiplock.Usagef("retry: isolation level %q is not one of %q, %q, %q or \"\" (the server's default)",
+			out.Isolation, skiplock.IsoReadCommitted, skiplock.IsoRepeatableRead, skiplock.IsoSerializable)
 	}
-	if out.BaseDelay <= 0 {
-		out.BaseDelay = 5 * time.Millisecond
+	if out.MaxAttempts < 0 || out.BaseDelay < 0 || out.MaxDelay < 0 {
+		return out, skiplock.Usagef("retry: negative option (MaxAttempts %d, BaseDelay %v, MaxDelay %v): use 0 for the default or a positive value",
+			out.MaxAttempts, out.BaseDelay, out.MaxDelay)
 	}
-	if out.MaxDelay <= 0 {
-		out.MaxDelay = time.Second
+	if out.BaseDelay > 0 && out.MaxDelay > 0 && out.BaseDelay > out.MaxDelay {
+		return out, skiplock.Usagef("retry: BaseDelay %v is larger than MaxDelay %v: the first backoff cannot exceed the cap", out.BaseDelay, out.MaxDelay)
 	}
-	return out
+	if out.MaxAttempts == 0 {
+		out.MaxAttempts = DefaultMaxAttempts
+	}
+	if out.BaseDelay == 0 {
+		out.BaseDelay = DefaultBaseDelay
+	}
+	if out.MaxDelay == 0 {
+		out.MaxDelay = max(DefaultMaxDelay, out.BaseDelay)
+	}
+	return out, nil
 }
 
-// Counters count what Run did, for reports. Safe for concurrent use.
+// Counters count what Run did, for reports (bench reads them). The zero
+// value is ready; it is safe for concurrent use.
 type Counters struct {
-	attempts atomic.Int64
-	retries  atomic.Int64
-	mu       sync.Mutex
-	byState  map[string]int64
+	attempts  atomic.Int64
+	retries   atomic.Int64
+	ambiguous atomic.Int64
+	gaveUp    atomic.Int64
+	mu        sync.Mutex
+	byState   map[string]int64
 }
 
-// Attempts is how many transactions Run began.
+// Attempts is how many transactions Run began (or tried to begin).
 func (c *Counters) Attempts() int64 { return c.attempts.Load() }
 
-// Retries is how many of them were runs again after a retryable error.
+// Retries is how many attempts were runs again after a retryable error.
 func (c *Counters) Retries() int64 { return c.retries.Load() }
 
-// RetriesBySQLState maps SQLSTATE (or "conn" for connection failures) to
-// retry counts.
+// Ambiguous is how many calls ended in an ambiguous commit.
+func (c *Counters) Ambiguous() int64 { return c.ambiguous.Load() }
+
+// GaveUp is how many calls used all their attempts and still failed with a
+// retryable error.
+func (c *Counters) GaveUp() int64 { return c.gaveUp.Load() }
+
+// RetriesBySQLState maps the SQLSTATE that caused each retry ("conn" for a
+// connection failure that had none) to its count. It returns a copy.
 func (c *Counters) RetriesBySQLState() map[string]int64 {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -159,6 +110,12 @@ func (c *Counters) RetriesBySQLState() map[string]int64 {
 		out[k] = v
 	}
 	return out
+}
+
+func (c *Counters) attempted() {
+	if c != nil {
+		c.attempts.Add(1)
+	}
 }
 
 func (c *Counters) retried(err error) {
@@ -178,74 +135,102 @@ func (c *Counters) retried(err error) {
 	c.mu.Unlock()
 }
 
-// Run runs fn in a transaction begun on b, commits, and runs the whole
-// transaction again on a retryable error, up to MaxAttempts and while ctx
-// lives. fn must be safe to run more than once: it sees only its own
-// transaction's effects. The final error wraps the cause with %w.
+func (c *Counters) ended(class Class, exhausted bool) {
+	switch {
+	case c == nil:
+	case class == Ambiguous:
+		c.ambiguous.Add(1)
+	case exhausted:
+		c.gaveUp.Add(1)
+	}
+}
+
+// Run runs fn in a transaction begun on b, commits, and on a retryable
+// error ([Classify]) rolls back, waits (exponential backoff with full
+// jitter) and runs the whole transaction again, up to MaxAttempts and while
+// ctx lives.
+//
+// fn must be safe to run more than once, must return (or wrap with %w) the
+// error of any statement that failed, and must not commit or roll back tx
+// itself. A permanent error is returned as it is; an ambiguous commit as
+// [*AmbiguousCommitError], never retried; running out of attempts or
+// context returns an error that wraps the last cause (and the context's
+// error) with %w. Bad options return a [skiplock.UsageError] before
+// anything is sent.
 func Run(ctx context.Context, b skiplock.Beginner, opts *Options, fn func(ctx context.Context, tx skiplock.Tx) error) error {
-	o := opts.withDefaults()
-	var last error
+	o, err := opts.withDefaults()
+	if err != nil {
+		return err
+	}
+	if b == nil || fn == nil {
+		return skiplock.Usagef("retry: Run needs a Beginner (a *skiplock.DB, a Conn) and a function")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("retry: not started: %w", err)
+	}
 	for attempt := 1; ; attempt++ {
-		if o.Counters != nil {
-			o.Counters.attempts.Add(1)
-		}
+		o.Counters.attempted()
 		err := runOnce(ctx, b, o.Isolation, fn)
 		if err == nil {
 			return nil
 		}
-		last = err
-		if Classify(err) != Retryable {
+		if class := Classify(err); class != Retryable {
+			o.Counters.ended(class, false)
 			return err
 		}
 		if attempt >= o.MaxAttempts {
-			return fmt.Errorf("gave up after %d attempts: %w", attempt, last)
+			o.Counters.ended(Retryable, true)
+			return fmt.Errorf("retry: gave up after %d attempts, each failed with a retryable error (reduce contention or raise Options.MaxAttempts): %w", attempt, err)
 		}
-		if ctx.Err() != nil {
-			return fmt.Errorf("stopped retrying (%v): %w", ctx.Err(), last)
+		if serr := sleep(ctx, backoff(o.BaseDelay, o.MaxDelay, attempt)); serr != nil {
+			return fmt.Errorf("retry: stopped after %d attempts because the context ended (%w); last error: %w", attempt, serr, err)
 		}
 		o.Counters.retried(err)
-		if err := sleep(ctx, backoff(o.BaseDelay, o.MaxDelay, attempt)); err != nil {
-			return fmt.Errorf("stopped retrying (%v): %w", err, last)
-		}
 	}
 }
 
-func runOnce(ctx context.Context, b skiplock.Beginner, iso skiplock.IsoLevel, fn func(context.Context, skiplock.Tx) error) error {
+// runOnce is one attempt: begin, fn, commit. A failed fn is rolled back
+// (also when it panics, so the connection is not lost to the pool).
+func runOnce(ctx context.Context, b skiplock.Beginner, iso skiplock.IsoLevel, fn func(context.Context, skiplock.Tx) error) (err error) {
 	tx, err := b.Begin(ctx, skiplock.TxOptions{Isolation: iso})
 	if err != nil {
 		return err
 	}
+	committing := false
+	defer func() {
+		if committing {
+			return
+		}
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+		defer cancel()
+		tx.Rollback(rctx) //nolint:errcheck // fn's error (or panic) is the one to report; a failed rollback closes the connection
+	}()
 	if err := fn(ctx, tx); err != nil {
-		tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // the statement's error is the one to report
 		return err
 	}
+	committing = true
 	if err := tx.Commit(ctx); err != nil {
 		return commitError(err)
 	}
 	return nil
 }
 
-// commitError classifies a COMMIT failure: a serialization failure the
-// server reported at COMMIT left nothing applied; a deadlock likewise; a
-// lost connection or anything else leaves the outcome unknown.
-func commitError(err error) error {
-	switch skiplock.SQLState(err) {
-	case "40001", "40P01", "CR000":
-		return err
-	}
-	if safeToRetry(err) {
-		return err
-	}
-	return &AmbiguousCommitError{Err: err}
-}
-
-// backoff is full jitter: a uniform draw from [0, min(max, base*2^(n-1))].
+// backoff is full jitter: a uniform draw from [0, ceiling], where the
+// ceiling is base doubled attempt-1 times, capped at maxDelay.
 func backoff(base, maxDelay time.Duration, attempt int) time.Duration {
-	d := base << min(attempt-1, 30)
-	if d <= 0 || d > maxDelay {
-		d = maxDelay
+	ceiling := base
+	for i := 1; i < attempt && ceiling < maxDelay; i++ {
+		if ceiling > maxDelay/2 {
+			ceiling = maxDelay
+			break
+		}
+		ceiling *= 2
 	}
-	return time.Duration(rand.Int64N(int64(d) + 1))
+	n := int64(min(ceiling, maxDelay))
+	if n < math.MaxInt64 {
+		n++ // make the ceiling itself a possible draw
+	}
+	return time.Duration(rand.Int64N(n))
 }
 
 func sleep(ctx context.Context, d time.Duration) error {

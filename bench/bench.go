@@ -1,0 +1,535 @@
+// Package bench is skiplock's load driver: the seeds' benchmark scenarios
+// run through the queue layouts' public APIs, with latency kept in a
+// constant-memory histogram, progress lines while running, a report for
+// people and for machines, and an optional pgbench baseline of the seed's
+// own script on the same database.
+//
+// Scenarios (DESIGN.md, "The benchmark scenarios"):
+//
+//   - latency: seed 003's pgbench test. Preload jobs; each of W workers
+//     loops: claim one job, work on it for D, complete it. Lease mode runs
+//     the bucketed layout over a small pool (a worker holds a connection
+//     only while it claims or completes); tx mode runs the fanout layout,
+//     where a worker holds one connection for the whole job.
+//   - lock: seed 003's lock-only test. W clients each run BEGIN; lock one
+//     job from a random start (FOR UPDATE SKIP LOCKED); COMMIT, deleting
+//     nothing.
+//   - throughput: a burn-down like River's `river bench -n`: preload N no-op
+//     jobs, work them all, report jobs/s.
+//
+// A bench empties and refills the layouts' tables in its own schema
+// (Config.Schema, "skiplock_bench" from the CLI): never point it at a
+// schema that holds real jobs.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/retry"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// Scenario names.
+const (
+	ScenarioLatency    = "latency"
+	ScenarioLock       = "lock"
+	ScenarioThroughput = "throughput"
+)
+
+// Mode names: how a worker holds its job.
+const (
+	// ModeLease claims a job under a lease and completes it later, holding
+	// a connection only for each statement (bucketed).
+	ModeLease = "lease"
+	// ModeTx processes the job inside the transaction that locked it,
+	// holding the connection throughout (fanout).
+	ModeTx = "tx"
+)
+
+// DefaultSchema is where the CLI's benches run.
+const DefaultSchema = "skiplock_bench"
+
+// DefaultQueue is the queue the benches fill.
+const DefaultQueue = "bench"
+
+// SpareConns is what a run needs beyond its workers' connections: the
+// bench's own control connections (preload, stats) and headroom.
+const SpareConns = 5
+
+// Config is one bench run. Zero fields take the scenario's defaults (see
+// withDefaults).
+type Config struct {
+	// Scenario is latency, lock or throughput.
+	Scenario string
+	// Layout is bucketed or fanout; Mode is lease or tx. Each implies the
+	// other (bucketed leases, fanout processes in the transaction); give
+	// either.
+	Layout schema.Layout
+	Mode   string
+	// Workers is the number of concurrent workers (lock: clients).
+	Workers int
+	// Work is how long a latency job "processes" (default 1s).
+	Work time.Duration
+	// Duration bounds the run (latency and lock default 30s); 0 in the
+	// latency scenario with Jobs set runs until Jobs are done.
+	Duration time.Duration
+	// Jobs is how many jobs to preload (throughput: the burn-down size,
+	// default 100,000; latency: default enough for Duration, and the
+	// count to stop at when Duration is 0; lock: default 100,000 rows to
+	// lock).
+	Jobs int
+	// Batch is how many jobs one claim takes (lease mode; default 1 for
+	// latency, 100 for throughput).
+	Batch int
+	// Conns is the worker pool's size: lease mode default min(Workers, 50);
+	// tx mode and lock use one per worker (Conns, if set, must allow it).
+	Conns int
+	// Progress is the interval between progress lines (default 5s); a
+	// negative value turns them off.
+	Progress time.Duration
+	// Baseline also runs the seed's script through pgbench.
+	Baseline bool
+
+	// DSN is the database; Engine forces an engine ("" detects it).
+	DSN    string
+	Engine skiplock.Engine
+	// Schema is the bench's own schema (emptied and refilled!); "" is
+	// DefaultSchema.
+	Schema string
+	// Out hears progress lines; nil is silent.
+	Out io.Writer
+	// Logf hears what the bench is doing (preloading, migrating); nil is
+	// silent.
+	Logf func(format string, args ...any)
+}
+
+// Validate checks cfg as Run would, without connecting, so that a usage
+// problem is reported before a server is started.
+func Validate(cfg *Config) error {
+	_, err := cfg.withDefaults()
+	return err
+}
+
+// withDefaults validates c and fills in the scenario's defaults.
+func (c *Config) withDefaults() (Config, error) {
+	var o Config
+	if c != nil {
+		o = *c
+	}
+	switch o.Scenario {
+	case ScenarioLatency, ScenarioLock, ScenarioThroughput:
+	default:
+		return o, skiplock.Usagef("unknown scenario %q: use latency, lock or throughput", o.Scenario)
+	}
+	if o.Layout != "" {
+		l, err := schema.ParseLayout(string(o.Layout))
+		if err != nil {
+			return o, err
+		}
+		o.Layout = l
+	}
+	switch o.Mode {
+	case "", ModeLease, ModeTx:
+	default:
+		return o, skiplock.Usagef("--mode %q: use lease (bucketed) or tx (fanout)", o.Mode)
+	}
+	if o.Scenario == ScenarioLock {
+		// Seed 003's lock test reads the fanout table; there is no lease.
+		if o.Layout == schema.LayoutBucketed || o.Mode == ModeLease {
+			return o, skiplock.Usagef("the lock scenario is seed 003's lock-only test on the fanout table: use --layout fanout (or leave --layout and --mode out)")
+		}
+		o.Layout, o.Mode = schema.LayoutFanout, ModeTx
+	}
+	switch {
+	case o.Layout == "" && o.Mode == "":
+		o.Layout, o.Mode = schema.LayoutBucketed, ModeLease
+	case o.Layout == "":
+		o.Layout = map[string]schema.Layout{ModeLease: schema.LayoutBucketed, ModeTx: schema.LayoutFanout}[o.Mode]
+	case o.Mode == "":
+		o.Mode = map[schema.Layout]string{schema.LayoutBucketed: ModeLease, schema.LayoutFanout: ModeTx}[o.Layout]
+	}
+	if want := map[schema.Layout]string{schema.LayoutBucketed: ModeLease, schema.LayoutFanout: ModeTx}[o.Layout]; o.Mode != want {
+		return o, skiplock.Usagef("--layout %s works in --mode %s, not %s: the bucketed layout leases jobs, the fanout layout processes them inside the claiming transaction", o.Layout, want, o.Mode)
+	}
+	if o.Workers == 0 {
+		o.Workers = map[string]int{ScenarioLatency: 500, ScenarioLock: 15, ScenarioThroughput: 50}[o.Scenario]
+	}
+	if o.Workers < 1 {
+		return o, skiplock.Usagef("--workers %d: use at least 1", o.Workers)
+	}
+	if o.Work < 0 || o.Duration < 0 || o.Jobs < 0 || o.Batch < 0 || o.Conns < 0 {
+		return o, skiplock.Usagef("--work, --duration, --jobs, --batch and --conns cannot be negative")
+	}
+	if o.Scenario == ScenarioLatency && o.Work == 0 {
+		o.Work = time.Second
+	}
+	if o.Scenario != ScenarioLatency {
+		o.Work = 0
+	}
+	if o.Duration == 0 && !(o.Scenario == ScenarioLatency && o.Jobs > 0) && o.Scenario != ScenarioThroughput {
+		o.Duration = 30 * time.Second
+	}
+	switch o.Scenario {
+	case ScenarioThroughput:
+		if o.Jobs == 0 {
+			o.Jobs = 100_000
+		}
+	case ScenarioLock:
+		if o.Jobs == 0 {
+			o.Jobs = 100_000
+		}
+	case ScenarioLatency:
+		if o.Jobs == 0 {
+			// Enough for the whole run at the ideal rate, with a margin, so
+			// that the queue never runs dry.
+			o.Jobs = int(math.Ceil(o.idealRate()*o.Duration.Seconds()*1.25)) + 2*o.Workers
+		}
+	}
+	if o.Batch == 0 {
+		o.Batch = 1
+		if o.Scenario == ScenarioThroughput && o.Mode == ModeLease {
+			o.Batch = 100
+		}
+	}
+	if o.Batch > 1 && o.Mode == ModeTx {
+		return o, skiplock.Usagef("--batch %d: tx mode (fanout) processes one job per transaction; leave --batch out or use --mode lease", o.Batch)
+	}
+	need := o.Workers
+	if o.Mode == ModeLease && o.Scenario != ScenarioLock {
+		need = min(o.Workers, 50)
+		if o.Conns > 0 {
+			need = o.Conns
+		}
+	} else if o.Conns > 0 && o.Conns < o.Workers {
+		return o, skiplock.Usagef("--conns %d with %d workers: %s holds one connection per worker; use --conns %d or more, or --mode lease", o.Conns, o.Workers, o.what(), o.Workers)
+	}
+	o.Conns = need
+	if o.Progress == 0 {
+		o.Progress = 5 * time.Second
+	}
+	if o.Schema == "" {
+		o.Schema = DefaultSchema
+	}
+	if err := skiplock.ValidateIdent("schema", o.Schema); err != nil {
+		return o, err
+	}
+	if o.Logf == nil {
+		o.Logf = func(string, ...any) {}
+	}
+	return o, nil
+}
+
+// what names the run's connection use for messages.
+func (c *Config) what() string {
+	if c.Scenario == ScenarioLock {
+		return "the lock scenario"
+	}
+	return "--mode " + c.Mode
+}
+
+// idealRate is the latency scenario's ideal jobs/s: every worker busy on
+// work all the time (0 when there is no work).
+func (c *Config) idealRate() float64 {
+	if c.Work <= 0 {
+		return 0
+	}
+	return float64(c.Workers) / c.Work.Seconds()
+}
+
+// recorder collects a run's measurements; safe for concurrent use.
+type recorder struct {
+	jobs, deq   *Histogram // the whole run
+	ijobs, ideq *Histogram // since the last progress line
+	done        atomic.Int64
+	errors      atomic.Int64
+	mu          sync.Mutex
+	samples     []string
+}
+
+func newRecorder() *recorder {
+	return &recorder{jobs: NewHistogram(), deq: NewHistogram(), ijobs: NewHistogram(), ideq: NewHistogram()}
+}
+
+// job records one finished job: its claim took deq (a negative deq means
+// unmeasured) and the whole job total.
+func (r *recorder) job(deq, total time.Duration) {
+	r.jobs.Record(total)
+	r.ijobs.Record(total)
+	if deq >= 0 {
+		r.deq.Record(deq)
+		r.ideq.Record(deq)
+	}
+	r.done.Add(1)
+}
+
+// maxErrorSamples bounds the distinct error texts a report keeps.
+const maxErrorSamples = 5
+
+func (r *recorder) fail(err error) {
+	r.errors.Add(1)
+	msg := err.Error()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.samples) >= maxErrorSamples {
+		return
+	}
+	for _, s := range r.samples {
+		if s == msg {
+			return
+		}
+	}
+	r.samples = append(r.samples, msg)
+}
+
+// progress prints a line every interval until ctx ends, pgbench -P style,
+// and samples the pool's open connections every 100ms for the peak.
+func (r *recorder) progress(ctx context.Context, out io.Writer, every time.Duration, start time.Time, pool skiplock.Pool, peak *atomic.Int64) {
+	sample := time.NewTicker(100 * time.Millisecond)
+	defer sample.Stop()
+	var tick <-chan time.Time
+	if every > 0 && out != nil {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		tick = t.C
+	}
+	last := start
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sample.C:
+			if pool != nil {
+				n := int64(pool.Stats().Total)
+				for cur := peak.Load(); n > cur && !peak.CompareAndSwap(cur, n); cur = peak.Load() {
+				}
+			}
+		case now := <-tick:
+			j, d := r.ijobs.Reset().Summary(), r.ideq.Reset().Summary()
+			secs := now.Sub(last).Seconds()
+			last = now
+			line := fmt.Sprintf("progress: %.1f s, %.1f jobs/s, lat %s ms p99 %s ms", now.Sub(start).Seconds(), float64(j.Count)/secs, ms(j.Avg), ms(j.P99))
+			if d.Count > 0 {
+				line += fmt.Sprintf(", claim p99 %s ms", ms(d.P99))
+			}
+			line += fmt.Sprintf(", %d errors, %d conns\n", r.errors.Load(), peak.Load())
+			io.WriteString(out, line) //nolint:errcheck // progress is best effort
+		}
+	}
+}
+
+// fill puts the recorder's totals into rep.
+func (r *recorder) fill(rep *Report, secs float64, counters *retry.Counters, conns int) {
+	rep.Jobs = r.done.Load()
+	rep.Seconds = secs
+	if secs > 0 {
+		rep.JobsPerS = float64(rep.Jobs) / secs
+	}
+	rep.LatencyMS, rep.DequeueMS = r.jobs.Summary(), r.deq.Summary()
+	rep.Errors = r.errors.Load()
+	r.mu.Lock()
+	rep.ErrorSamples = append([]string(nil), r.samples...)
+	r.mu.Unlock()
+	rep.Retries = Retries{BySQLState: map[string]int64{}}
+	if counters != nil {
+		rep.Retries.Total = counters.Retries()
+		rep.Retries.BySQLState = counters.RetriesBySQLState()
+	}
+	rep.Connections = conns
+}
+
+// Run runs one bench and returns its report. Usage problems are
+// skiplock.UsageErrors; a server with too few connections for the run is
+// refused before anything starts.
+func Run(ctx context.Context, cfg *Config) (*Report, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	if c.DSN == "" {
+		return nil, skiplock.Usagef("bench: no DSN: pass one, or let the CLI start the embedded PostgreSQL")
+	}
+	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	admin, err := skiplock.Open(openCtx, c.DSN, &skiplock.OpenConfig{Engine: c.Engine, MaxConns: 2})
+	cancel()
+	if err != nil {
+		return nil, err
+	}
+	defer admin.Close()
+
+	pgbenchPath, pgbenchErr := "", error(nil)
+	if c.Baseline {
+		pgbenchPath, pgbenchErr = FindPgbench()
+	}
+	if err := checkConnections(ctx, admin, &c, pgbenchErr == nil); err != nil {
+		return nil, err
+	}
+	if _, err := schema.Migrate(ctx, admin, &schema.MigrateConfig{Options: schema.Options{Schema: c.Schema}, Logf: c.Logf}); err != nil {
+		return nil, fmt.Errorf("bench: migrate schema %s: %w", c.Schema, err)
+	}
+	rep := &Report{
+		Tool: "skiplock", Scenario: c.Scenario, Layout: string(c.Layout), Mode: c.Mode, Workers: c.Workers,
+		Machine: DescribeMachine(), Engine: DescribeEngine(ctx, admin),
+		Settings: &Settings{Schema: c.Schema, Queue: DefaultQueue, WorkS: c.Work.Seconds(), DurationS: c.Duration.Seconds(),
+			Preload: c.Jobs, Batch: c.Batch, Conns: c.Conns, ProgressS: max(c.Progress, 0).Seconds(), Baseline: c.Baseline,
+			IdealJobsS: c.idealRate()},
+	}
+	switch c.Scenario {
+	case ScenarioLock:
+		err = runLock(ctx, &c, admin, rep)
+	default:
+		err = runJobs(ctx, &c, admin, rep)
+	}
+	if err != nil {
+		return rep, err
+	}
+	if c.Scenario == ScenarioLatency && c.Work > 0 {
+		eff := rep.JobsPerS / c.idealRate()
+		rep.Efficiency = &eff
+	}
+	if !c.Baseline {
+		return rep, nil
+	}
+	if pgbenchErr != nil {
+		rep.BaselineSkipped = pgbenchErr.Error()
+		c.Logf("baseline skipped: %v", pgbenchErr)
+		return rep, nil
+	}
+	if err := runBaseline(ctx, &c, admin, pgbenchPath, rep); err != nil {
+		return rep, fmt.Errorf("baseline: %w", err)
+	}
+	return rep, nil
+}
+
+// checkConnections fails early when the server cannot give the run the
+// connections it needs, with the CLI contract's message.
+func checkConnections(ctx context.Context, db *skiplock.DB, c *Config, baseline bool) error {
+	allowed, err := db.ServerMaxConnections(ctx)
+	if err != nil {
+		return err
+	}
+	var inUse int
+	// Connections others hold count against the limit too (ours: 1).
+	if err := db.QueryRow(ctx, "SELECT count(*)::int4 FROM pg_stat_activity WHERE backend_type = 'client backend'").Scan(&inUse); err != nil {
+		inUse = 1 // engines without pg_stat_activity's backend_type
+	}
+	others := max(inUse-1, 0)
+	busy := ""
+	if others > 0 {
+		busy = fmt.Sprintf(" and %d are in use", others)
+	}
+	need := c.Conns + SpareConns
+	if need > allowed-others {
+		fix := "raise max_connections or use --mode lease"
+		what := fmt.Sprintf("%s with %d workers", c.what(), c.Workers)
+		if c.Mode == ModeLease && c.Scenario != ScenarioLock {
+			what = fmt.Sprintf("--mode lease with --conns %d", c.Conns)
+			fix = "raise max_connections or lower --conns"
+		}
+		return fmt.Errorf("server allows %d connections%s; %s needs %d: %s", allowed, busy, what, need, fix)
+	}
+	if baseline && c.Workers+SpareConns > allowed-others {
+		return fmt.Errorf("server allows %d connections%s; --baseline runs pgbench with %d clients, which needs %d: raise max_connections or drop --baseline",
+			allowed, busy, c.Workers, c.Workers+SpareConns)
+	}
+	return nil
+}
+
+// openPool opens the workers' pool and opens every connection before the
+// clock starts, as pgbench does ("without initial connection time").
+func openPool(ctx context.Context, c *Config) (*skiplock.DB, error) {
+	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	db, err := skiplock.Open(openCtx, c.DSN, &skiplock.OpenConfig{Engine: c.Engine, MaxConns: int32(c.Conns)})
+	if err != nil {
+		return nil, err
+	}
+	conns := make([]skiplock.Conn, 0, c.Conns)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	var firstErr error
+	for i := 0; i < c.Conns; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cn, err := db.Acquire(openCtx)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				firstErr = cmpErr(firstErr, err)
+				return
+			}
+			conns = append(conns, cn)
+		}()
+	}
+	wg.Wait()
+	for _, cn := range conns {
+		cn.Release()
+	}
+	if firstErr != nil {
+		db.Close()
+		return nil, fmt.Errorf("open %d connections: %w", c.Conns, firstErr)
+	}
+	return db, nil
+}
+
+func cmpErr(a, b error) error {
+	if a != nil {
+		return a
+	}
+	return b
+}
+
+// table is a bench table's quoted name.
+func table(c *Config, name string) string {
+	return skiplock.QuoteIdent(c.Schema) + "." + skiplock.QuoteIdent(name)
+}
+
+// empty removes every job from the bench schema's queue tables.
+func empty(ctx context.Context, c *Config, db *skiplock.DB) error {
+	for _, t := range []string{schema.JobsTable, schema.JobQueueTable, schema.DeadJobTable, schema.WorkLogTable} {
+		if _, err := db.Exec(ctx, "DELETE FROM "+table(c, t)); err != nil {
+			return fmt.Errorf("empty %s: %w", table(c, t), err)
+		}
+	}
+	return nil
+}
+
+// preloadBatch is how many jobs one enqueue call carries.
+const preloadBatch = 5000
+
+// preload enqueues n no-op jobs through enqueue (the layout's own batch
+// enqueue), then refreshes the planner's statistics.
+func preload(ctx context.Context, c *Config, db *skiplock.DB, n int, enqueue func(ctx context.Context, jobs []skiplock.NewJob) error, tables ...string) error {
+	start := time.Now()
+	job := skiplock.NewJob{Queue: DefaultQueue, Payload: []byte(`{}`)}
+	batch := make([]skiplock.NewJob, 0, preloadBatch)
+	for done := 0; done < n; {
+		k := min(preloadBatch, n-done)
+		batch = batch[:0]
+		for i := 0; i < k; i++ {
+			batch = append(batch, job)
+		}
+		if err := enqueue(ctx, batch); err != nil {
+			return fmt.Errorf("preload: after %d of %d jobs: %w", done, n, err)
+		}
+		done += k
+	}
+	for _, t := range tables {
+		if _, err := db.Exec(ctx, "ANALYZE "+table(c, t)); err != nil {
+			c.Logf("analyze %s: %v (continuing)", t, err)
+		}
+	}
+	c.Logf("preloaded %d jobs in %.1fs", n, time.Since(start).Seconds())
+	return nil
+}
+
+// ErrQueueDry says the queue ran out of jobs before the run's end.
+var ErrQueueDry = errors.New("the queue ran dry before the end of the run: raise --jobs")

@@ -1,0 +1,75 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/retry"
+	"github.com/skiplock/skiplock/schema"
+)
+
+func init() { drivers[schema.LayoutBucketed] = newBucketedDriver }
+
+// bucketedDriver runs lease mode: Dequeue claims up to a batch of jobs
+// under a lease, the worker "works" on each without holding a connection,
+// and completion is a second short transaction.
+type bucketedDriver struct {
+	q     *bucketed.Queue
+	batch int
+}
+
+func newBucketedDriver(db *skiplock.DB, c *Config, counters *retry.Counters) (driver, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q, err := bucketed.New(ctx, db, &bucketed.Config{Schema: c.Schema, Retry: retryOptions(db, counters)})
+	if err != nil {
+		return nil, err
+	}
+	return &bucketedDriver{q: q, batch: c.Batch}, nil
+}
+
+func (d *bucketedDriver) tables() []string { return []string{schema.JobsTable} }
+
+func (d *bucketedDriver) enqueue(ctx context.Context, jobs []skiplock.NewJob) error {
+	_, err := d.q.EnqueueMany(ctx, jobs)
+	return err
+}
+
+func (d *bucketedDriver) step(ctx context.Context, work time.Duration, rec *recorder) (int, error) {
+	start := time.Now()
+	jobs, err := d.q.Dequeue(ctx, DefaultQueue, d.batch)
+	claim := time.Since(start)
+	if err != nil || len(jobs) == 0 {
+		return 0, err
+	}
+	if work <= 0 {
+		// No work: complete the whole claim in one statement.
+		lost, err := d.q.CompleteMany(ctx, jobs)
+		if err != nil {
+			return len(jobs), err
+		}
+		for range lost {
+			rec.fail(fmt.Errorf("complete: %w", skiplock.ErrLeaseLost))
+		}
+		for range len(jobs) - len(lost) {
+			rec.job(claim, time.Since(start))
+		}
+		return len(jobs), nil
+	}
+	for i, job := range jobs {
+		if err := sleepCtx(ctx, work); err != nil {
+			// Stopped: give the rest back rather than let leases expire.
+			d.q.ReleaseMany(context.WithoutCancel(ctx), jobs[i:]) //nolint:errcheck // best effort on the way out
+			return len(jobs), err
+		}
+		if err := d.q.Complete(ctx, job); err != nil {
+			rec.fail(fmt.Errorf("complete job: %w", err))
+			continue
+		}
+		rec.job(claim, time.Since(start))
+	}
+	return len(jobs), nil
+}

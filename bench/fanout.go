@@ -1,0 +1,54 @@
+package bench
+
+import (
+	"context"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/retry"
+	"github.com/skiplock/skiplock/schema"
+)
+
+func init() { drivers[schema.LayoutFanout] = newFanoutDriver }
+
+// fanoutDriver runs tx mode: Process claims a job, the handler "works" on
+// it inside the claiming transaction (holding its connection, as seed
+// 003's pg_sleep does), and the job is deleted in the same commit.
+type fanoutDriver struct {
+	q *fanout.Queue
+}
+
+func newFanoutDriver(db *skiplock.DB, c *Config, counters *retry.Counters) (driver, error) {
+	q, err := fanout.New(db, &fanout.Config{Schema: c.Schema, Queue: DefaultQueue, Retry: retryOptions(db, counters)})
+	if err != nil {
+		return nil, err
+	}
+	return &fanoutDriver{q: q}, nil
+}
+
+func (d *fanoutDriver) tables() []string { return []string{schema.JobQueueTable} }
+
+func (d *fanoutDriver) enqueue(ctx context.Context, jobs []skiplock.NewJob) error {
+	_, err := d.q.EnqueueMany(ctx, jobs)
+	return err
+}
+
+func (d *fanoutDriver) step(ctx context.Context, work time.Duration, rec *recorder) (int, error) {
+	start := time.Now()
+	res, err := d.q.Process(ctx, func(ctx context.Context, _ skiplock.Tx, _ *skiplock.Job) error {
+		return sleepCtx(ctx, work)
+	})
+	if err != nil {
+		return 0, err
+	}
+	if res.Job == nil {
+		return 0, nil
+	}
+	if res.HandlerErr != nil {
+		rec.fail(res.HandlerErr)
+		return 1, nil
+	}
+	rec.job(res.Claim, time.Since(start))
+	return 1, nil
+}

@@ -1,0 +1,253 @@
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/skiplock/skiplock"
+)
+
+// Report is one bench run. The JSON names are the CLI contract
+// (DESIGN.md, "The benchmark scenarios"); the baseline is the same shape.
+type Report struct {
+	// Tool is who ran the load: "skiplock" or "pgbench".
+	Tool     string `json:"tool"`
+	Scenario string `json:"scenario"`
+	Layout   string `json:"layout"`
+	Mode     string `json:"mode"`
+	Workers  int    `json:"workers"`
+	// Jobs is how many jobs were completed (lock: transactions that
+	// locked a row).
+	Jobs     int64   `json:"jobs"`
+	Seconds  float64 `json:"seconds"`
+	JobsPerS float64 `json:"jobs_per_s"`
+	// Efficiency is jobs/s over the ideal workers/work, 0..1; null outside
+	// the latency scenario.
+	Efficiency *float64 `json:"efficiency"`
+	// LatencyMS is per job from the start of its claim to its completion
+	// committed (lock: per transaction); DequeueMS is the claim alone
+	// (count 0 where it was not measured, as for pgbench).
+	LatencyMS Summary `json:"latency_ms"`
+	DequeueMS Summary `json:"dequeue_ms"`
+	Retries   Retries `json:"retries"`
+	Errors    int64   `json:"errors"`
+	// ErrorSamples are the first few distinct errors, for diagnosis.
+	ErrorSamples []string `json:"error_samples,omitempty"`
+	// Connections is the most connections the run held open at once.
+	Connections int `json:"connections"`
+	// Baseline is the pgbench run of the seed's script (--baseline), null
+	// when none ran; BaselineSkipped says why it did not.
+	Baseline        *Report `json:"baseline"`
+	BaselineSkipped string  `json:"baseline_skipped,omitempty"`
+	// Ratio is this run's jobs/s over the baseline's.
+	Ratio *float64 `json:"ratio,omitempty"`
+
+	Machine  *Machine    `json:"machine,omitempty"`
+	Engine   *EngineInfo `json:"engine,omitempty"`
+	Settings *Settings   `json:"settings,omitempty"`
+}
+
+// Retries counts transactions run again, by SQLSTATE ("conn" for lost
+// connections), from retry.Counters.
+type Retries struct {
+	Total      int64            `json:"total"`
+	BySQLState map[string]int64 `json:"by_sqlstate"`
+}
+
+// Machine names the machine that drove the load.
+type Machine struct {
+	Hostname    string `json:"hostname"`
+	Cores       int    `json:"cores"`
+	MemoryBytes int64  `json:"memory_bytes"`
+	OS          string `json:"os"`
+	Arch        string `json:"arch"`
+	GoVersion   string `json:"go_version"`
+}
+
+// EngineInfo names the database and the server settings that matter for
+// a queue's speed.
+type EngineInfo struct {
+	Name    string            `json:"name"`
+	Version string            `json:"version"`
+	Server  map[string]string `json:"server_settings"`
+	Pgbench string            `json:"pgbench,omitempty"`
+}
+
+// Settings are every knob of the run, defaults filled in.
+type Settings struct {
+	Schema     string  `json:"schema"`
+	Queue      string  `json:"queue"`
+	WorkS      float64 `json:"work_s"`
+	DurationS  float64 `json:"duration_s"`
+	Preload    int     `json:"preload"`
+	Batch      int     `json:"batch"`
+	Conns      int     `json:"conns"`
+	ProgressS  float64 `json:"progress_s"`
+	Baseline   bool    `json:"baseline"`
+	IdealJobsS float64 `json:"ideal_jobs_per_s,omitempty"`
+}
+
+// DescribeMachine reads the machine's cores and memory.
+func DescribeMachine() *Machine {
+	host, _ := os.Hostname()
+	return &Machine{Hostname: host, Cores: runtime.NumCPU(), MemoryBytes: memTotal(), OS: runtime.GOOS, Arch: runtime.GOARCH, GoVersion: runtime.Version()}
+}
+
+// memTotal reads MemTotal from /proc/meminfo (0 where there is none).
+func memTotal() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) >= 2 && f[0] == "MemTotal:" {
+			kb, _ := strconv.ParseInt(f[1], 10, 64)
+			return kb * 1024
+		}
+	}
+	return 0
+}
+
+// serverSettings are read with SHOW where the engine has them.
+var serverSettings = []string{"max_connections", "shared_buffers", "synchronous_commit", "fsync", "default_transaction_isolation"}
+
+// DescribeEngine reads the engine, its version and the settings above;
+// settings the engine does not know are left out.
+func DescribeEngine(ctx context.Context, db *skiplock.DB) *EngineInfo {
+	info := &EngineInfo{Name: string(db.Engine()), Version: db.Version(), Server: map[string]string{}}
+	for _, s := range serverSettings {
+		var v string
+		if err := db.QueryRow(ctx, "SHOW "+s).Scan(&v); err == nil {
+			info.Server[s] = v
+		}
+	}
+	return info
+}
+
+// WriteJSON writes r as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteTable writes r for people: what ran where, then one row per run
+// (skiplock, and pgbench with --baseline) and the ratio.
+func (r *Report) WriteTable(w io.Writer) error {
+	b := &strings.Builder{}
+	fmt.Fprintf(b, "skiplock bench %s: layout %s, mode %s, %d workers", r.Scenario, r.Layout, r.Mode, r.Workers)
+	if s := r.Settings; s != nil {
+		if r.Scenario == "latency" {
+			fmt.Fprintf(b, ", work %v", time.Duration(s.WorkS*float64(time.Second)))
+		}
+		if s.DurationS > 0 {
+			fmt.Fprintf(b, ", duration %v", time.Duration(s.DurationS*float64(time.Second)))
+		}
+		fmt.Fprintf(b, "\nsettings: schema %s, queue %s, preload %d, batch %d, conns %d, progress %v, baseline %v",
+			s.Schema, s.Queue, s.Preload, s.Batch, s.Conns, time.Duration(s.ProgressS*float64(time.Second)), s.Baseline)
+	}
+	if m := r.Machine; m != nil {
+		fmt.Fprintf(b, "\nmachine: %s, %d cores, %.1f GiB, %s/%s, %s", m.Hostname, m.Cores, float64(m.MemoryBytes)/(1<<30), m.OS, m.Arch, m.GoVersion)
+	}
+	if e := r.Engine; e != nil {
+		fmt.Fprintf(b, "\nengine: %s, %s", e.Name, firstLine(e.Version))
+		if len(e.Server) > 0 {
+			fmt.Fprintf(b, "\nserver: %s", formatMap(e.Server))
+		}
+		if e.Pgbench != "" {
+			fmt.Fprintf(b, "\npgbench: %s", e.Pgbench)
+		}
+	}
+	fmt.Fprintln(b)
+	fmt.Fprintln(b)
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "run\tjobs\tseconds\tjobs/s\teff\tlat min\tavg\tp50\tp95\tp99\tmax ms\tdeq avg\tdeq p99 ms\tretries\terrors\tconns\t")
+	for _, run := range []*Report{r, r.Baseline} {
+		if run == nil {
+			continue
+		}
+		eff := "-"
+		if run.Efficiency != nil {
+			eff = fmt.Sprintf("%.1f%%", 100**run.Efficiency)
+		}
+		l, d := run.LatencyMS, run.DequeueMS
+		deqAvg, deqP99 := "-", "-"
+		if d.Count > 0 {
+			deqAvg, deqP99 = ms(d.Avg), ms(d.P99)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%.1f\t%.1f\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%d\t%d\t\n",
+			run.Tool, run.Jobs, run.Seconds, run.JobsPerS, eff, ms(l.Min), ms(l.Avg), ms(l.P50), ms(l.P95), ms(l.P99), ms(l.Max),
+			deqAvg, deqP99, run.Retries.Total, run.Errors, run.Connections)
+	}
+	tw.Flush()
+	if r.Retries.Total > 0 {
+		fmt.Fprintf(b, "retries by SQLSTATE: %s\n", formatCounts(r.Retries.BySQLState))
+	}
+	for _, e := range r.ErrorSamples {
+		fmt.Fprintf(b, "error: %s\n", e)
+	}
+	if r.Ratio != nil {
+		fmt.Fprintf(b, "skiplock/pgbench: %.3fx jobs/s\n", *r.Ratio)
+	}
+	if r.BaselineSkipped != "" {
+		fmt.Fprintf(b, "baseline skipped: %s\n", r.BaselineSkipped)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// ms formats milliseconds with three significant decimals at most.
+func ms(v float64) string {
+	switch {
+	case v >= 100:
+		return strconv.FormatFloat(v, 'f', 1, 64)
+	case v >= 1:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	}
+	return strconv.FormatFloat(v, 'f', 3, 64)
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func formatMap(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = k + "=" + m[k]
+	}
+	return strings.Join(parts, " ")
+}
+
+func formatCounts(m map[string]int64) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,308 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/retry"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// driver is what the latency and throughput scenarios need from a
+// layout, through its public API.
+type driver interface {
+	// enqueue adds one batch of jobs.
+	enqueue(ctx context.Context, jobs []skiplock.NewJob) error
+	// step claims up to the configured batch of jobs, works on each for
+	// work, completes them, and records each in rec. It returns how many
+	// jobs it claimed: 0 when none was free.
+	step(ctx context.Context, work time.Duration, rec *recorder) (int, error)
+	// tables are the tables the layout's jobs live in (for ANALYZE).
+	tables() []string
+}
+
+// newDriver makes a layout's driver on the workers' pool.
+type newDriver func(db *skiplock.DB, c *Config, counters *retry.Counters) (driver, error)
+
+var drivers = map[schema.Layout]newDriver{}
+
+// retryOptions are the retry options the layouts get: the engine's queue
+// isolation, and the run's counters.
+func retryOptions(db *skiplock.DB, counters *retry.Counters) *retry.Options {
+	return &retry.Options{Isolation: db.Dialect().DefaultIsolation, Counters: counters}
+}
+
+// runJobs runs the latency or throughput scenario.
+func runJobs(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) error {
+	mk, ok := drivers[c.Layout]
+	if !ok {
+		return fmt.Errorf("layout %s is not available in this build", c.Layout)
+	}
+	if err := empty(ctx, c, admin); err != nil {
+		return err
+	}
+	defer emptyAfter(ctx, c, admin)
+	pool, err := openPool(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	counters := &retry.Counters{}
+	drv, err := mk(pool, c, counters)
+	if err != nil {
+		return err
+	}
+	if err := preload(ctx, c, admin, c.Jobs, drv.enqueue, drv.tables()...); err != nil {
+		return err
+	}
+
+	rec := newRecorder()
+	var peak atomic.Int64
+	progCtx, stopProgress := context.WithCancel(ctx)
+	defer stopProgress()
+	start := time.Now()
+	go rec.progress(progCtx, c.Out, c.Progress, start, pool, &peak)
+	var deadline time.Time
+	if c.Duration > 0 {
+		deadline = start.Add(c.Duration)
+	}
+	// A burn-down (no duration) ends when no job is left to claim; a timed
+	// run stops claiming at the deadline and lets the jobs in flight
+	// finish, as pgbench -T does.
+	var dry atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < c.Workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil && (deadline.IsZero() || time.Now().Before(deadline)) {
+				n, err := drv.step(ctx, c.Work, rec)
+				switch {
+				case err != nil && ctx.Err() != nil:
+					return
+				case err != nil:
+					rec.fail(err)
+					sleepCtx(ctx, 50*time.Millisecond+rand.N(50*time.Millisecond)) //nolint:errcheck // ctx ends the loop
+				case n == 0 && deadline.IsZero():
+					return
+				case n == 0:
+					dry.Add(1)
+					sleepCtx(ctx, 10*time.Millisecond) //nolint:errcheck // ctx ends the loop
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	stopProgress()
+	peakConns := int(max(peak.Load(), int64(pool.Stats().Total)))
+	rec.fill(rep, secs, counters, peakConns)
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("bench interrupted after %.1fs and %d jobs: %w", secs, rep.Jobs, err)
+	}
+	if rep.Jobs == 0 && rep.Errors > 0 {
+		return fmt.Errorf("no job completed in %.1fs (%d errors); the first: %s", secs, rep.Errors, rep.ErrorSamples[0])
+	}
+	if dry.Load() > 0 {
+		c.Logf("warning: workers found no free job %d times: %v", dry.Load(), ErrQueueDry)
+	}
+	return nil
+}
+
+// emptyAfter leaves the bench schema empty after a run (best effort).
+func emptyAfter(ctx context.Context, c *Config, admin *skiplock.DB) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	if err := empty(ctx, c, admin); err != nil {
+		c.Logf("leaving schema %s with jobs in it: %v", c.Schema, err)
+	}
+}
+
+// lockSQL is seed 003's lock-only statement made correct, the same as
+// scripts/lock.sql: the locking clause on each branch that reads
+// job_queue, from a random start ($1) with wrap-around.
+func lockSQL(c *Config) string {
+	q := table(c, schema.JobQueueTable)
+	return `SELECT "id" FROM (SELECT "id" FROM ` + q + ` WHERE "id" >= $1 ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED) "fanout_from_start"` +
+		` UNION ALL SELECT "id" FROM (SELECT "id" FROM ` + q + ` WHERE "id" < $1 ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED) "fanout_wrap" LIMIT 1`
+}
+
+// runLock runs the lock scenario: each client holds one connection and
+// runs BEGIN; lock one row; COMMIT until the deadline.
+func runLock(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) error {
+	mk, ok := drivers[schema.LayoutFanout]
+	if !ok {
+		return fmt.Errorf("layout fanout is not available in this build")
+	}
+	if err := empty(ctx, c, admin); err != nil {
+		return err
+	}
+	defer emptyAfter(ctx, c, admin)
+	pool, err := openPool(ctx, c)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	counters := &retry.Counters{}
+	drv, err := mk(pool, c, counters)
+	if err != nil {
+		return err
+	}
+	if err := preload(ctx, c, admin, c.Jobs, drv.enqueue, drv.tables()...); err != nil {
+		return err
+	}
+	sql := lockSQL(c)
+	opts := retryOptions(pool, counters)
+	rec := newRecorder()
+	var peak atomic.Int64
+	progCtx, stopProgress := context.WithCancel(ctx)
+	defer stopProgress()
+	var empties atomic.Int64
+	start := time.Now()
+	deadline := start.Add(c.Duration)
+	go rec.progress(progCtx, c.Out, c.Progress, start, pool, &peak)
+	var wg sync.WaitGroup
+	for w := 0; w < c.Workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			conn, err := pool.Acquire(ctx)
+			if err != nil {
+				rec.fail(err)
+				return
+			}
+			defer conn.Release()
+			for ctx.Err() == nil && time.Now().Before(deadline) {
+				t0 := time.Now()
+				var claim time.Duration
+				err := retry.Run(ctx, conn, opts, func(ctx context.Context, tx skiplock.Tx) error {
+					s := time.Now()
+					rows, err := tx.Query(ctx, sql, randomKey())
+					if err != nil {
+						return err
+					}
+					found := rows.Next()
+					rows.Close()
+					claim = time.Since(s)
+					if err := rows.Err(); err != nil {
+						return err
+					}
+					if !found {
+						empties.Add(1)
+					}
+					return nil
+				})
+				if err != nil {
+					if ctx.Err() != nil {
+						return
+					}
+					rec.fail(err)
+					continue
+				}
+				rec.job(claim, time.Since(t0))
+			}
+		}()
+	}
+	wg.Wait()
+	secs := time.Since(start).Seconds()
+	stopProgress()
+	rec.fill(rep, secs, counters, int(max(peak.Load(), int64(pool.Stats().Total))))
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("bench interrupted after %.1fs: %w", secs, err)
+	}
+	if n := empties.Load(); n > 0 {
+		c.Logf("warning: %d transactions found no row to lock: %v", n, ErrQueueDry)
+	}
+	return nil
+}
+
+// randomKey is a random start in the text UUID key space, as pgbench's
+// scripts draw it (eight hex digits).
+func randomKey() string { return fmt.Sprintf("%08x", rand.Uint32()) }
+
+// runBaseline runs the seed's script through pgbench on the same database
+// with the same clients and duration, and puts it next to rep.
+func runBaseline(ctx context.Context, c *Config, admin *skiplock.DB, path string, rep *Report) error {
+	mk, ok := drivers[schema.LayoutFanout]
+	if !ok {
+		return fmt.Errorf("the baseline needs the fanout layout, which is not available in this build")
+	}
+	if err := empty(ctx, c, admin); err != nil {
+		return err
+	}
+	defer emptyAfter(ctx, c, admin)
+	drv, err := mk(admin, c, nil)
+	if err != nil {
+		return err
+	}
+	run := &pgbenchRun{Path: path, DSN: c.DSN, Schema: c.Schema, Clients: c.Workers, Duration: c.Duration, Work: c.Work, Out: c.Out}
+	if c.Progress > 0 {
+		run.Progress = c.Progress
+	}
+	jobs := c.Jobs
+	switch c.Scenario {
+	case ScenarioLatency:
+		run.Script = "latency.sql"
+	case ScenarioLock:
+		run.Script = "lock.sql"
+	case ScenarioThroughput:
+		run.Script = "throughput.sql"
+	}
+	if run.Duration == 0 {
+		// A job count: each client runs its share, and exactly that many
+		// jobs are there (pgbench's \gset fails on an empty queue).
+		run.TxPerClient = (jobs + c.Workers - 1) / c.Workers
+		jobs = run.TxPerClient * c.Workers
+	}
+	if err := preload(ctx, c, admin, jobs, drv.enqueue, drv.tables()...); err != nil {
+		return err
+	}
+	c.Logf("baseline: pgbench with %d clients, %s", c.Workers, run.Script)
+	res, hist, err := run.Run(ctx)
+	if err != nil {
+		return err
+	}
+	b := &Report{Tool: "pgbench", Scenario: c.Scenario, Layout: string(schema.LayoutFanout), Mode: ModeTx, Workers: res.Clients,
+		Jobs: res.Processed, JobsPerS: res.TPS, Errors: res.Failed, Connections: res.Clients,
+		Retries: Retries{BySQLState: map[string]int64{}}}
+	if res.TPS > 0 {
+		b.Seconds = float64(res.Processed) / res.TPS
+	}
+	b.LatencyMS = hist.Summary()
+	if b.LatencyMS.Count == 0 {
+		b.LatencyMS.Avg = res.LatencyMS
+	}
+	if c.Scenario == ScenarioLatency && c.Work > 0 {
+		eff := b.JobsPerS / c.idealRate()
+		b.Efficiency = &eff
+	}
+	rep.Baseline = b
+	if rep.Engine != nil {
+		rep.Engine.Pgbench = res.Version
+	}
+	if b.JobsPerS > 0 {
+		ratio := rep.JobsPerS / b.JobsPerS
+		rep.Ratio = &ratio
+	}
+	return nil
+}
+
+// sleepCtx sleeps for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

@@ -1,0 +1,133 @@
+package bucketed
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/skiplock/skiplock"
+)
+
+// DefaultDeleteBatch is how many rows one retention DELETE removes when
+// DeleteFinished is given no batch size.
+const DefaultDeleteBatch = 1000
+
+// DeleteFinished is retention: it deletes Success, Canceled and Failed
+// jobs that finished more than olderThan ago, batch rows per statement
+// (0 means DefaultDeleteBatch), each batch its own short transaction so
+// that locks and undo stay bounded, until none is left or ctx ends. It
+// returns how many it deleted.
+func (q *Queue) DeleteFinished(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {
+	if olderThan < 0 {
+		return 0, skiplock.Usagef("retention age %v is negative: use 0 (every finished job) or more", olderThan)
+	}
+	if batch < 0 {
+		return 0, skiplock.Usagef("retention batch %d is negative: use 0 for the default (%d)", batch, DefaultDeleteBatch)
+	}
+	if batch == 0 {
+		batch = DefaultDeleteBatch
+	}
+	var total int64
+	for {
+		var n int64
+		err := q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+			var err error
+			n, err = tx.Exec(ctx, q.sql.deleteFinished, olderThan.Seconds(), batch)
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("bucketed: retention after %d deleted: %w", total, err)
+		}
+		total += n
+		if n < int64(batch) {
+			return total, nil
+		}
+	}
+}
+
+// Stats are a schema's job counts.
+type Stats struct {
+	// ByStatus counts jobs per status; every status is present.
+	ByStatus map[skiplock.Status]int64
+	// ByQueue counts live (Queued or Running) jobs per queue.
+	ByQueue map[string]int64
+	// ByBucket counts live jobs per bucket.
+	ByBucket map[int]int64
+	// QueuedOldest is how long the longest-waiting runnable Queued job has
+	// waited (now - run_at); 0 when none is waiting.
+	QueuedOldest time.Duration
+	// InFlightLeases counts Running jobs whose lease has not expired.
+	InFlightLeases int64
+}
+
+// Stats counts the jobs of queue, or of every queue when queue is "". It
+// reads the whole table: for dashboards and the CLI, not hot paths.
+func (q *Queue) Stats(ctx context.Context, queue string) (Stats, error) {
+	st := Stats{ByStatus: map[skiplock.Status]int64{}, ByQueue: map[string]int64{}, ByBucket: map[int]int64{}}
+	for _, s := range skiplock.Statuses {
+		st.ByStatus[s] = 0
+	}
+	rows, err := q.db.Query(ctx, q.sql.stats, queue)
+	if err != nil {
+		return st, fmt.Errorf("bucketed: stats: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			status, qn      string
+			bucket, n, live int64
+			oldest          *time.Time
+			now             time.Time
+		)
+		if err := rows.Scan(&status, &qn, &bucket, &n, &oldest, &live, &now); err != nil {
+			return st, fmt.Errorf("bucketed: stats: %w", err)
+		}
+		s := skiplock.Status(status)
+		st.ByStatus[s] += n
+		if !s.Final() {
+			st.ByQueue[qn] += n
+			st.ByBucket[int(bucket)] += n
+		}
+		st.InFlightLeases += live
+		if oldest != nil {
+			st.QueuedOldest = max(st.QueuedOldest, now.Sub(*oldest))
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return st, fmt.Errorf("bucketed: stats: %w", err)
+	}
+	return st, nil
+}
+
+// Pending reports whether queue has any job that may still run: Queued
+// (now or later) or Running (leased, or with an expired lease waiting to
+// be claimed again). Both checks use the partial indexes, so it stays
+// cheap however many finished jobs the table holds.
+func (q *Queue) Pending(ctx context.Context, queue string) (bool, error) {
+	var b bool
+	if err := q.db.QueryRow(ctx, q.sql.pending, queue).Scan(&b); err != nil {
+		return false, fmt.Errorf("bucketed: pending: %w", err)
+	}
+	return b, nil
+}
+
+// Lookup reads one job by id, for tools and tests.
+func (q *Queue) Lookup(ctx context.Context, id int64) (*skiplock.Job, error) {
+	rows, err := q.db.Query(ctx, q.sql.lookup, id)
+	if err != nil {
+		return nil, fmt.Errorf("bucketed: lookup %d: %w", id, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("bucketed: lookup %d: %w", id, err)
+		}
+		return nil, fmt.Errorf("%w: id %s", skiplock.ErrNoJob, strconv.FormatInt(id, 10))
+	}
+	j, _, err := scanJob(rows)
+	if err != nil {
+		return nil, fmt.Errorf("bucketed: lookup %d: %w", id, err)
+	}
+	return j, nil
+}

@@ -1,0 +1,120 @@
+package bucketed
+
+import (
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/retry"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// Defaults for Config.
+const (
+	// DefaultVisibilityTimeout is the lease length, as Amazon SQS's.
+	DefaultVisibilityTimeout = 30 * time.Second
+	// DefaultRetryBase and DefaultRetryMax bound Fail's backoff: the n-th
+	// failure waits about RetryBase*2^(n-1), at most RetryMax.
+	DefaultRetryBase = time.Second
+	DefaultRetryMax  = time.Hour
+	// DefaultHintMaxAge is how long a tombstone hint is trusted.
+	DefaultHintMaxAge = time.Second
+	// DefaultEnqueueBatch is how many jobs one INSERT carries.
+	DefaultEnqueueBatch = 5000
+	// MaxClaim is the most jobs one Dequeue may claim.
+	MaxClaim = 10000
+)
+
+// Config tunes a Queue. nil or the zero value works: schema "skiplock",
+// 30 s leases, retries backing off from 1 s.
+type Config struct {
+	// Schema holds the jobs table (migrated with schema.LayoutBucketed);
+	// "" means schema.DefaultSchema.
+	Schema string
+	// VisibilityTimeout is how long a claim holds a job before another
+	// worker may take it; 0 means DefaultVisibilityTimeout.
+	VisibilityTimeout time.Duration
+	// RetryBase and RetryMax shape Fail's backoff; 0 means
+	// DefaultRetryBase and DefaultRetryMax.
+	RetryBase, RetryMax time.Duration
+	// HintMaxAge is how long a bucket's tombstone hint is used before the
+	// next claim scans the bucket from its head again; 0 means
+	// DefaultHintMaxAge, negative turns the hint off.
+	HintMaxAge time.Duration
+	// Owner names this process in lease_owner; "" means host:pid.
+	Owner string
+	// MaxPayloadBytes bounds a payload; 0 means
+	// skiplock.DefaultMaxPayloadBytes.
+	MaxPayloadBytes int
+	// EnqueueBatch is how many jobs one INSERT carries in EnqueueMany; 0
+	// means DefaultEnqueueBatch.
+	EnqueueBatch int
+	// Retry tunes the retries of serialization failures and lost
+	// connections (nil: retry's defaults). When its Isolation is
+	// IsoDefault, the engine's queue isolation is used
+	// (skiplock.Dialect.DefaultIsolation). Set Retry.Counters to count
+	// retries.
+	Retry *retry.Options
+}
+
+// withDefaults validates c and returns a filled-in copy.
+func (c *Config) withDefaults(d *skiplock.Dialect) (Config, error) {
+	var out Config
+	if c != nil {
+		out = *c
+	}
+	if out.Schema == "" {
+		out.Schema = schema.DefaultSchema
+	}
+	if err := skiplock.ValidateIdent("schema", out.Schema); err != nil {
+		return out, err
+	}
+	for _, f := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"visibility timeout", &out.VisibilityTimeout, DefaultVisibilityTimeout},
+		{"retry base", &out.RetryBase, DefaultRetryBase},
+		{"retry max", &out.RetryMax, DefaultRetryMax},
+	} {
+		if *f.v < 0 {
+			return out, skiplock.Usagef("%s %v is negative: use 0 for the default (%v) or a positive duration", f.name, *f.v, f.def)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	if out.VisibilityTimeout < time.Millisecond {
+		return out, skiplock.Usagef("visibility timeout %v is too short: use at least 1ms (default %v)", out.VisibilityTimeout, DefaultVisibilityTimeout)
+	}
+	if out.RetryMax < out.RetryBase {
+		return out, skiplock.Usagef("retry max %v is below retry base %v: raise it", out.RetryMax, out.RetryBase)
+	}
+	if out.HintMaxAge == 0 {
+		out.HintMaxAge = DefaultHintMaxAge
+	}
+	if out.Owner == "" {
+		host, _ := os.Hostname()
+		out.Owner = fmt.Sprintf("%s:%d", host, os.Getpid())
+	}
+	if out.MaxPayloadBytes < 0 {
+		return out, skiplock.Usagef("max payload bytes %d is negative: use 0 for the default (%d)", out.MaxPayloadBytes, skiplock.DefaultMaxPayloadBytes)
+	}
+	if out.EnqueueBatch < 0 {
+		return out, skiplock.Usagef("enqueue batch %d is negative: use 0 for the default (%d)", out.EnqueueBatch, DefaultEnqueueBatch)
+	}
+	if out.EnqueueBatch == 0 {
+		out.EnqueueBatch = DefaultEnqueueBatch
+	}
+	r := retry.Options{}
+	if out.Retry != nil {
+		r = *out.Retry
+	}
+	if r.Isolation == skiplock.IsoDefault {
+		r.Isolation = d.DefaultIsolation
+	}
+	out.Retry = &r
+	return out, nil
+}

@@ -1,0 +1,79 @@
+// Package bucketed is the status-lifecycle job queue: seed 004's jobs table
+// (hash buckets, a Queued/Running/Success/Failed/Canceled status, FIFO by
+// create time inside a bucket), with seed 002's leases (a worker holds a
+// job for a visibility timeout; a job whose lease ran out is handed out
+// again) and seed 001's message types (the queue column). Every job keeps
+// its row, and so its history, until retention deletes it.
+//
+// # Lifecycle
+//
+// [Queue.Enqueue] adds a Queued job. [Queue.Dequeue] claims up to n jobs
+// in one statement: each becomes Running with attempts+1, a lease owner, a
+// fresh lease token and a lease that ends a visibility timeout from now.
+// The holder then calls [Queue.Complete] (Success), [Queue.Fail] (Queued
+// again after an exponential backoff with jitter, or Failed, the dead
+// state, once attempts reach max_attempts; the error text is kept in
+// last_error either way), [Queue.Cancel] (Canceled), [Queue.Release]
+// (Queued again at once, the attempt not counted) or [Queue.Extend] (a
+// heartbeat). Each of these presents the lease token and changes nothing,
+// returning [skiplock.ErrLeaseLost], once the job has been leased to
+// another worker or finished: a stale worker never overwrites a newer
+// owner's result. The *Many forms do the same for a batch in one
+// statement.
+//
+// # Delivery
+//
+// Delivery is at least once. A claimed job runs again only when its lease
+// expires before the holder reports (a crash, a stall longer than the
+// visibility timeout without heartbeats, a lost connection): then another
+// worker may claim it, and the first worker's late report is a no-op that
+// returns ErrLeaseLost. While leases are kept alive, every job is handled
+// once. Make handlers idempotent, or record their effect in the same
+// transaction as the completion ([WorkerConfig.OnComplete]) so that the
+// effect commits exactly once.
+//
+// # Order
+//
+// Jobs are claimed by (priority, run_at, id): lower priority first, then
+// earlier run_at (which is the create time for a job enqueued to run now),
+// then enqueue order. That order is exact within a bucket. Across buckets
+// a claim visits every bucket, starting from a different one each time
+// (round robin), and takes from each bucket's head in turn until it has n
+// jobs, as seed 003's fan-out does. So across buckets the order is fair
+// but not strict: a job can be claimed while an earlier or higher-priority
+// job waits at the head of another bucket, for at most the claims that
+// start elsewhere before one starts at or passes its bucket (about one
+// round of the buckets). Rows locked by concurrent claims are skipped, not
+// waited for. On CockroachDB the hash-sharded index fans one ordered scan
+// over its shards itself (Dialect.ShardedIndexFansOut), and the order is
+// global. Jobs whose lease has expired are claimed first, ahead of every
+// Queued job.
+//
+// # The dequeue statement
+//
+// The locking clause sits in each branch that reads the table (PITFALLS 1:
+// on a view or a CTE reference it locks nothing), and the candidate ids
+// are collected once into an array before the UPDATE (PITFALLS 2: a
+// LIMIT ... SKIP LOCKED subquery on the inner side of a nested loop may
+// run more than once and claim more than n). A batch claim therefore never
+// claims more than n jobs.
+//
+// # The tombstone hint
+//
+// A queue's head is where claimed jobs leave the dequeue index; scans must
+// step over their dead entries (tombstones on YugabyteDB, dead index
+// tuples until vacuum on PostgreSQL). Seed 004's remedy is a hint: the
+// Queue remembers, per bucket, the key of the last job it claimed there
+// and scans from just after it. A hinted scan can miss a job that sorts
+// before the hint (a back-dated run_at, a higher priority, an enqueue that
+// committed late, a row another claim locked and then let go), so the
+// hint is dropped whenever a claim comes up short (every bucket was
+// scanned to its end), a claim that finds nothing with hints is repeated
+// at once without them, and hints older than Config.HintMaxAge are
+// dropped. No job is stranded: it waits at most HintMaxAge under a steady
+// load.
+//
+// Every transaction runs through package retry, at the engine's queue
+// isolation level (Dialect.DefaultIsolation: READ COMMITTED on PostgreSQL
+// and YugabyteDB, where SKIP LOCKED is refused under SERIALIZABLE).
+package bucketed

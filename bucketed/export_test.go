@@ -1,0 +1,25 @@
+package bucketed
+
+import (
+	"context"
+
+	"github.com/skiplock/skiplock"
+)
+
+// Statements renders every statement for an engine, for grammar checks.
+func Statements(d *skiplock.Dialect, schemaName string) []string {
+	s := buildStatements(d, schemaName)
+	return s.all()
+}
+
+// ClaimTx runs the claim statement inside tx without committing, as a
+// second session would, and with no hints, so a test can hold the locks.
+func (q *Queue) ClaimTx(ctx context.Context, tx skiplock.Querier, queue string, n int) ([]*skiplock.Job, error) {
+	order, prio, at, ids, _ := q.hints.args(queue, 0, false, noHintTime)
+	claimed, err := claimRows(ctx, tx, q.sql.claim, []any{queue, n, "test", newToken(), q.cfg.VisibilityTimeout.Seconds(), order, prio, at, ids})
+	jobs := make([]*skiplock.Job, len(claimed))
+	for i := range claimed {
+		jobs[i] = claimed[i].job
+	}
+	return jobs, err
+}

@@ -1,0 +1,290 @@
+package bucketed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/retry"
+)
+
+// MaxErrorText bounds last_error, in bytes.
+const MaxErrorText = 4096
+
+// leaseArgs turns jobs into the fence's id and token arrays.
+func leaseArgs(jobs []*skiplock.Job) ([]int64, []int64, error) {
+	ids, tokens := make([]int64, len(jobs)), make([]int64, len(jobs))
+	for i, j := range jobs {
+		id, err := JobID(j)
+		if err != nil {
+			return nil, nil, err
+		}
+		ids[i], tokens[i] = id, j.LeaseToken
+	}
+	return ids, tokens, nil
+}
+
+// lostJobs returns the jobs whose id is not in done.
+func lostJobs(jobs []*skiplock.Job, ids []int64, done []int64) []*skiplock.Job {
+	got := make(map[int64]bool, len(done))
+	for _, id := range done {
+		got[id] = true
+	}
+	var lost []*skiplock.Job
+	for i, j := range jobs {
+		if !got[ids[i]] {
+			lost = append(lost, j)
+		}
+	}
+	return lost
+}
+
+// one turns a batch call on one job into ErrLeaseLost.
+func one(lost []*skiplock.Job, err error) error {
+	if err != nil {
+		return err
+	}
+	if len(lost) > 0 {
+		return skiplock.ErrLeaseLost
+	}
+	return nil
+}
+
+// Complete marks a leased job Success. It returns skiplock.ErrLeaseLost,
+// and changes nothing, when the job is no longer Running under the job's
+// lease token.
+func (q *Queue) Complete(ctx context.Context, job *skiplock.Job) error {
+	return one(q.CompleteMany(ctx, []*skiplock.Job{job}))
+}
+
+// CompleteMany marks leased jobs Success in one statement and returns the
+// ones whose lease was lost (left unchanged). An ambiguous commit is
+// resolved from the data: a lease that shows Success under its own token
+// completed.
+func (q *Queue) CompleteMany(ctx context.Context, jobs []*skiplock.Job) (lost []*skiplock.Job, err error) {
+	return q.CompleteManyWith(ctx, jobs, nil)
+}
+
+// CompleteManyWith is CompleteMany that also runs also(ctx, tx, done) in
+// the completion's transaction with the jobs that did complete, so that a
+// handler's effects (a results table, an outbox row) commit exactly when
+// the completion does. also may run more than once (retries); it must
+// only use tx.
+func (q *Queue) CompleteManyWith(ctx context.Context, jobs []*skiplock.Job, also func(ctx context.Context, tx skiplock.Tx, done []*skiplock.Job) error) ([]*skiplock.Job, error) {
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	ids, tokens, err := leaseArgs(jobs)
+	if err != nil {
+		return nil, err
+	}
+	var done []int64
+	byID := make(map[int64]*skiplock.Job, len(jobs))
+	for i, j := range jobs {
+		byID[ids[i]] = j
+	}
+	run := func(ids, tokens []int64) error {
+		return q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+			var err error
+			if done, err = queryIDs(ctx, tx, q.sql.complete, ids, tokens); err != nil || also == nil || len(done) == 0 {
+				return err
+			}
+			dj := make([]*skiplock.Job, len(done))
+			for i, id := range done {
+				dj[i] = byID[id]
+			}
+			return also(ctx, tx, dj)
+		})
+	}
+	err = run(ids, tokens)
+	var amb *retry.AmbiguousCommitError
+	if errors.As(err, &amb) {
+		// Did it commit? Leases showing Success under their own token
+		// completed; run the rest again (the fence makes that safe).
+		var ok []int64
+		if ok, err = queryIDs(ctx, q.db, q.sql.completedWith, ids, tokens); err == nil {
+			okSet := map[int64]bool{}
+			for _, id := range ok {
+				okSet[id] = true
+			}
+			var rid, rtok []int64
+			for i, id := range ids {
+				if !okSet[id] {
+					rid, rtok = append(rid, id), append(rtok, tokens[i])
+				}
+			}
+			done = nil
+			if len(rid) > 0 {
+				err = run(rid, rtok)
+			}
+			done = append(done, ok...)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bucketed: complete %d job(s): %w", len(jobs), err)
+	}
+	return lostJobs(jobs, ids, done), nil
+}
+
+// Failure is one failed attempt for FailMany.
+type Failure struct {
+	Job *skiplock.Job
+	// Err is the attempt's error; its text is kept in last_error.
+	Err error
+}
+
+// Fail records a failed attempt of a leased job. The job is Queued again
+// to run after an exponential backoff with jitter (Config.RetryBase
+// doubling per attempt, at most Config.RetryMax), or, when its attempts
+// have reached max_attempts, Failed: the dead state. last_error keeps
+// cause's text either way. It returns skiplock.ErrLeaseLost, and changes
+// nothing, when the job is no longer Running under its lease token.
+func (q *Queue) Fail(ctx context.Context, job *skiplock.Job, cause error) error {
+	return one(q.FailMany(ctx, []Failure{{Job: job, Err: cause}}))
+}
+
+// FailMany is Fail for a batch, in one statement. It returns the jobs
+// whose lease was lost (left unchanged).
+func (q *Queue) FailMany(ctx context.Context, failures []Failure) ([]*skiplock.Job, error) {
+	if len(failures) == 0 {
+		return nil, nil
+	}
+	jobs := make([]*skiplock.Job, len(failures))
+	texts, delays := make([]string, len(failures)), make([]float64, len(failures))
+	for i, f := range failures {
+		jobs[i] = f.Job
+		texts[i] = errorText(f.Err)
+		if f.Job != nil {
+			delays[i] = q.backoff(f.Job.Attempts).Seconds()
+		}
+	}
+	ids, tokens, err := leaseArgs(jobs)
+	if err != nil {
+		return nil, err
+	}
+	var done []int64
+	err = q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+		var err error
+		done, err = queryIDs(ctx, tx, q.sql.fail, ids, tokens, texts, delays)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bucketed: fail %d job(s): %w", len(jobs), err)
+	}
+	return lostJobs(jobs, ids, done), nil
+}
+
+// backoff is the wait before retrying after the attempts-th failure:
+// RetryBase*2^(attempts-1) capped at RetryMax, drawn from its upper half
+// (jitter that spreads retries without ever making them immediate).
+func (q *Queue) backoff(attempts int) time.Duration {
+	d := q.cfg.RetryBase << min(max(attempts-1, 0), 40)
+	if d <= 0 || d > q.cfg.RetryMax {
+		d = q.cfg.RetryMax
+	}
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
+}
+
+func errorText(err error) string {
+	s := "failed"
+	if err != nil {
+		s = err.Error()
+	}
+	if len(s) > MaxErrorText {
+		s = s[:MaxErrorText]
+	}
+	return s
+}
+
+// Cancel marks a leased job Canceled: it will not run again. It returns
+// skiplock.ErrLeaseLost, and changes nothing, when the job is no longer
+// Running under its lease token.
+func (q *Queue) Cancel(ctx context.Context, job *skiplock.Job) error {
+	return one(q.fenced(ctx, "cancel", q.sql.cancel, []*skiplock.Job{job}))
+}
+
+// Release gives a leased job back: Queued at once, this attempt not
+// counted. Workers release the jobs they claimed but did not start when
+// they shut down.
+func (q *Queue) Release(ctx context.Context, job *skiplock.Job) error {
+	return one(q.ReleaseMany(ctx, []*skiplock.Job{job}))
+}
+
+// ReleaseMany is Release for a batch; it returns the jobs whose lease was
+// already lost.
+func (q *Queue) ReleaseMany(ctx context.Context, jobs []*skiplock.Job) ([]*skiplock.Job, error) {
+	return q.fenced(ctx, "release", q.sql.release, jobs)
+}
+
+func (q *Queue) fenced(ctx context.Context, what, sql string, jobs []*skiplock.Job, extra ...any) ([]*skiplock.Job, error) {
+	if len(jobs) == 0 {
+		return nil, nil
+	}
+	ids, tokens, err := leaseArgs(jobs)
+	if err != nil {
+		return nil, err
+	}
+	var done []int64
+	err = q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+		var err error
+		done, err = queryIDs(ctx, tx, sql, append([]any{ids, tokens}, extra...)...)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bucketed: %s %d job(s): %w", what, len(jobs), err)
+	}
+	return lostJobs(jobs, ids, done), nil
+}
+
+// Extend is the heartbeat: the job's lease now ends d from now (d <= 0
+// means the visibility timeout), and job.LeaseExpiresAt says when. It
+// returns skiplock.ErrLeaseLost when the job is no longer Running under
+// its lease token: the worker should stop and drop the job.
+func (q *Queue) Extend(ctx context.Context, job *skiplock.Job, d time.Duration) error {
+	if d <= 0 {
+		d = q.cfg.VisibilityTimeout
+	}
+	id, err := JobID(job)
+	if err != nil {
+		return err
+	}
+	var until *time.Time
+	err = q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+		until = nil
+		rows, err := tx.Query(ctx, q.sql.extend, []int64{id}, []int64{job.LeaseToken}, d.Seconds())
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var got int64
+			var t time.Time
+			if err := rows.Scan(&got, &t); err != nil {
+				return err
+			}
+			until = &t
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return fmt.Errorf("bucketed: extend lease of job %d: %w", id, err)
+	}
+	if until == nil {
+		return skiplock.ErrLeaseLost
+	}
+	job.LeaseExpiresAt = *until
+	return nil
+}
+
+// ExtendMany extends the leases of jobs by d (<= 0: the visibility
+// timeout) in one statement, without touching the Job values, and returns
+// the jobs whose lease was lost.
+func (q *Queue) ExtendMany(ctx context.Context, jobs []*skiplock.Job, d time.Duration) ([]*skiplock.Job, error) {
+	if d <= 0 {
+		d = q.cfg.VisibilityTimeout
+	}
+	return q.fenced(ctx, "extend", q.sql.extendIDs, jobs, d.Seconds())
+}

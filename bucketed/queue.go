@@ -1,0 +1,254 @@
+package bucketed
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/retry"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// Queue is the bucketed layout over one schema's jobs table. It serves any
+// number of queue names (seed 001's message types) and is safe for
+// concurrent use; keep one per process so that its tombstone hints are
+// shared by every claim.
+type Queue struct {
+	db       *skiplock.DB
+	cfg      Config
+	sql      statements
+	buckets  int
+	branches int // bucket scans per claim: buckets, or 1 where the index fans out
+	hints    hints
+}
+
+// New returns a Queue on db. The schema must have been migrated with
+// schema.LayoutBucketed; its bucket count is read from there.
+func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Queue, error) {
+	if db == nil {
+		return nil, skiplock.Usagef("bucketed.New: db is nil: open one with skiplock.Open")
+	}
+	c, err := cfg.withDefaults(db.Dialect())
+	if err != nil {
+		return nil, err
+	}
+	buckets, err := schema.Buckets(ctx, db, c.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("bucketed: %w (run skiplock migrate --layout bucketed --schema %s)", err, c.Schema)
+	}
+	if buckets < 1 {
+		return nil, fmt.Errorf("bucketed: schema %s reports %d buckets: run skiplock migrate --layout bucketed", c.Schema, buckets)
+	}
+	q := &Queue{db: db, cfg: c, sql: buildStatements(db.Dialect(), c.Schema), buckets: buckets, branches: buckets}
+	if db.Dialect().ShardedIndexFansOut {
+		q.branches = 1
+	}
+	q.hints.init(q.branches, c.HintMaxAge)
+	return q, nil
+}
+
+// DB is the database the queue runs on.
+func (q *Queue) DB() *skiplock.DB { return q.db }
+
+// Buckets is the schema's bucket count.
+func (q *Queue) Buckets() int { return q.buckets }
+
+// VisibilityTimeout is the lease length a claim takes.
+func (q *Queue) VisibilityTimeout() time.Duration { return q.cfg.VisibilityTimeout }
+
+// run runs fn in a transaction through retry.Run at the queue isolation.
+func (q *Queue) run(ctx context.Context, fn func(ctx context.Context, tx skiplock.Tx) error) error {
+	return retry.Run(ctx, q.db, q.cfg.Retry, fn)
+}
+
+// Enqueued reports what Enqueue did.
+type Enqueued struct {
+	// ID is the new job's id, or, for a duplicate, the id of the live job
+	// holding the unique key (0 if that job finished in the meantime).
+	ID int64
+	// Duplicate is true when a Queued or Running job of the same queue
+	// already had the unique key, so nothing was added.
+	Duplicate bool
+}
+
+// Enqueue adds one job. With a UniqueKey that a Queued or Running job of
+// the same queue already holds, it adds nothing and says so in
+// Enqueued.Duplicate. Bad input returns a skiplock.UsageError and changes
+// nothing.
+func (q *Queue) Enqueue(ctx context.Context, job skiplock.NewJob) (Enqueued, error) {
+	args, err := q.insertArgs([]skiplock.NewJob{job})
+	if err != nil {
+		return Enqueued{}, err
+	}
+	var out Enqueued
+	err = q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+		out = Enqueued{}
+		ids, err := queryIDs(ctx, tx, q.sql.insert, args...)
+		if err != nil {
+			return err
+		}
+		if len(ids) == 1 {
+			out.ID = ids[0]
+			return nil
+		}
+		out.Duplicate = true
+		rows, err := queryIDs(ctx, tx, q.sql.uniqueLookup, args[0].([]string)[0], job.UniqueKey)
+		if err == nil && len(rows) > 0 {
+			out.ID = rows[0]
+		}
+		return err
+	})
+	if err != nil {
+		return Enqueued{}, fmt.Errorf("bucketed: enqueue: %w", err)
+	}
+	return out, nil
+}
+
+// EnqueueMany adds jobs, Config.EnqueueBatch per INSERT (one round trip
+// each, every batch its own transaction), and returns how many it added:
+// fewer than len(jobs) when unique keys deduplicate. Every job is
+// validated before anything is written.
+func (q *Queue) EnqueueMany(ctx context.Context, jobs []skiplock.NewJob) (int, error) {
+	batches := make([][]any, 0, len(jobs)/q.cfg.EnqueueBatch+1)
+	for i := 0; i < len(jobs); i += q.cfg.EnqueueBatch {
+		args, err := q.insertArgs(jobs[i:min(i+q.cfg.EnqueueBatch, len(jobs))])
+		if err != nil {
+			return 0, err
+		}
+		batches = append(batches, args)
+	}
+	added := 0
+	for _, args := range batches {
+		var n int
+		err := q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+			var err error
+			n, err = execCount(ctx, tx, q.sql.insert, args...)
+			return err
+		})
+		if err != nil {
+			return added, fmt.Errorf("bucketed: enqueue after %d jobs: %w", added, err)
+		}
+		added += n
+	}
+	return added, nil
+}
+
+// EnqueueTx adds jobs inside the caller's own transaction, in one INSERT,
+// so that they commit or roll back with the caller's data. It does not
+// retry: a serialization failure is the caller's transaction's to retry.
+// It returns how many jobs it added (unique keys may skip some).
+func (q *Queue) EnqueueTx(ctx context.Context, tx pgx.Tx, jobs ...skiplock.NewJob) (int, error) {
+	if tx == nil {
+		return 0, skiplock.Usagef("bucketed.EnqueueTx: tx is nil: pass the transaction the jobs belong to")
+	}
+	args, err := q.insertArgs(jobs)
+	if err != nil {
+		return 0, err
+	}
+	n, err := execCount(ctx, skiplock.WrapTx(tx), q.sql.insert, args...)
+	if err != nil {
+		return 0, fmt.Errorf("bucketed: enqueue in caller's transaction: %w", err)
+	}
+	return n, nil
+}
+
+// insertArgs validates jobs and turns them into the INSERT's arrays.
+func (q *Queue) insertArgs(jobs []skiplock.NewJob) ([]any, error) {
+	n := len(jobs)
+	queues, payloads := make([]string, n), make([]string, n)
+	prios, maxAtt := make([]int16, n), make([]int32, n)
+	runAt, keys := make([]*time.Time, n), make([]*string, n)
+	for i := range jobs {
+		j := jobs[i] // a copy: Normalize fills defaults
+		if err := j.Normalize(q.cfg.MaxPayloadBytes); err != nil {
+			if n > 1 {
+				return nil, skiplock.Usagef("job %d: %v", i, err)
+			}
+			return nil, err
+		}
+		queues[i], payloads[i] = j.Queue, string(j.Payload)
+		prios[i], maxAtt[i] = int16(j.Priority), int32(j.MaxAttempts)
+		if !j.RunAt.IsZero() {
+			t := j.RunAt
+			runAt[i] = &t
+		}
+		if j.UniqueKey != "" {
+			k := j.UniqueKey
+			keys[i] = &k
+		}
+	}
+	return []any{queues, payloads, prios, runAt, maxAtt, keys}, nil
+}
+
+func execCount(ctx context.Context, q skiplock.Querier, sql string, args ...any) (int, error) {
+	n, err := q.Exec(ctx, sql, args...)
+	return int(n), err
+}
+
+func queryIDs(ctx context.Context, q skiplock.Querier, sql string, args ...any) ([]int64, error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var ids []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		ids = append(ids, id)
+	}
+	return ids, rows.Err()
+}
+
+// JobID returns the bucketed id of a job this package returned.
+func JobID(job *skiplock.Job) (int64, error) {
+	if job == nil {
+		return 0, skiplock.Usagef("job is nil")
+	}
+	id, err := strconv.ParseInt(job.ID, 10, 64)
+	if err != nil {
+		return 0, skiplock.Usagef("job id %q is not a bucketed job id (a decimal integer)", job.ID)
+	}
+	return id, nil
+}
+
+// scanJob reads one row of jobColumns.
+func scanJob(rows skiplock.Rows) (*skiplock.Job, int, error) {
+	var (
+		id, prio, attempts, maxAtt, token, bucket int64
+		queue, payload, status                    string
+		created, runAt                            time.Time
+		lastErr, owner                            *string
+		tokenP                                    *int64
+		expires                                   *time.Time
+	)
+	if err := rows.Scan(&id, &queue, &payload, &prio, &status, &attempts, &maxAtt,
+		&created, &runAt, &lastErr, &owner, &tokenP, &expires, &bucket); err != nil {
+		return nil, 0, err
+	}
+	j := &skiplock.Job{
+		ID: strconv.FormatInt(id, 10), Queue: queue, Payload: []byte(payload), Priority: int(prio),
+		Status: skiplock.Status(status), Attempts: int(attempts), MaxAttempts: int(maxAtt),
+		CreatedAt: created, RunAt: runAt,
+	}
+	if lastErr != nil {
+		j.LastError = *lastErr
+	}
+	if owner != nil {
+		j.LeaseOwner = *owner
+	}
+	if tokenP != nil {
+		token = *tokenP
+	}
+	j.LeaseToken = token
+	if expires != nil {
+		j.LeaseExpiresAt = *expires
+	}
+	return j, int(bucket), nil
+}

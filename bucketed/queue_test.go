@@ -1,0 +1,273 @@
+package bucketed_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/internal/crdbsql"
+	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/schema"
+)
+
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// newQueue gives a Queue on a fresh migrated schema.
+func newQueue(t testing.TB, cfg *bucketed.Config) (*bucketed.Queue, string) {
+	t.Helper()
+	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
+	return queueOn(t, db, name, cfg), name
+}
+
+func queueOn(t testing.TB, db *skiplock.DB, name string, cfg *bucketed.Config) *bucketed.Queue {
+	t.Helper()
+	c := bucketed.Config{}
+	if cfg != nil {
+		c = *cfg
+	}
+	c.Schema = name
+	q, err := bucketed.New(ctxT(t), db, &c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return q
+}
+
+func jobsTable(name string) string {
+	return skiplock.QuoteIdent(name) + "." + skiplock.QuoteIdent(schema.JobsTable)
+}
+
+func count(t testing.TB, db *skiplock.DB, sql string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := db.QueryRow(ctxT(t), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+func mustEnqueue(t testing.TB, q *bucketed.Queue, jobs ...skiplock.NewJob) {
+	t.Helper()
+	n, err := q.EnqueueMany(ctxT(t), jobs)
+	if err != nil || n != len(jobs) {
+		t.Fatalf("EnqueueMany: added %d of %d: %v", n, len(jobs), err)
+	}
+}
+
+func nJobs(n int, queue string) []skiplock.NewJob {
+	jobs := make([]skiplock.NewJob, n)
+	for i := range jobs {
+		jobs[i] = skiplock.NewJob{Queue: queue, Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i))}
+	}
+	return jobs
+}
+
+func TestStatementsParseOnCockroach(t *testing.T) {
+	for _, s := range bucketed.Statements(skiplock.EngineCockroach.Dialect(), "My$Schema") {
+		if _, err := crdbsql.Parse(s); err != nil {
+			t.Error(err)
+		}
+		if strings.Contains(s, `"bucket" = h.bucket`) {
+			t.Errorf("CockroachDB's sharded index fans out itself; the claim should not scan per bucket:\n%s", s)
+		}
+	}
+	pg := strings.Join(bucketed.Statements(skiplock.EnginePostgres.Dialect(), "s"), "\n")
+	if !strings.Contains(pg, `"bucket" = h.bucket`) {
+		t.Error("PostgreSQL claim should scan per bucket")
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
+	for _, c := range []bucketed.Config{
+		{Schema: `x"; DROP TABLE y`},
+		{VisibilityTimeout: -time.Second},
+		{RetryBase: time.Hour, RetryMax: time.Second},
+		{MaxPayloadBytes: -1},
+	} {
+		if c.Schema == "" {
+			c.Schema = name
+		}
+		if _, err := bucketed.New(ctxT(t), db, &c); !skiplock.IsUsage(err) {
+			t.Errorf("%+v: want a usage error, got %v", c, err)
+		}
+	}
+	if _, err := bucketed.New(ctxT(t), db, &bucketed.Config{Schema: "no_such_schema"}); err == nil || !strings.Contains(err.Error(), "migrate") {
+		t.Errorf("unmigrated schema: want an error that says to migrate, got %v", err)
+	}
+	q := queueOn(t, db, name, nil)
+	if q.Buckets() != schema.DefaultBuckets {
+		t.Errorf("buckets = %d, want %d from the schema", q.Buckets(), schema.DefaultBuckets)
+	}
+	if _, err := q.Dequeue(ctxT(t), "default", 0); !skiplock.IsUsage(err) {
+		t.Errorf("Dequeue n=0: %v", err)
+	}
+	if _, err := q.Enqueue(ctxT(t), skiplock.NewJob{Payload: json.RawMessage("{bad")}); !skiplock.IsUsage(err) {
+		t.Errorf("bad payload: %v", err)
+	}
+	if n, err := q.EnqueueMany(ctxT(t), []skiplock.NewJob{{}, {Priority: 99999}}); !skiplock.IsUsage(err) || n != 0 {
+		t.Errorf("bad priority in a batch: added %d, %v", n, err)
+	}
+	if got := count(t, db, "SELECT count(*) FROM "+jobsTable(name)); got != 0 {
+		t.Errorf("bad input wrote %d rows", got)
+	}
+}
+
+func TestLifecycle(t *testing.T) {
+	q, name := newQueue(t, nil)
+	ctx := ctxT(t)
+	e, err := q.Enqueue(ctx, skiplock.NewJob{Queue: "mail", Payload: json.RawMessage(`{"to":"a"}`), Priority: 3, MaxAttempts: 7})
+	if err != nil || e.ID == 0 || e.Duplicate {
+		t.Fatalf("Enqueue: %+v %v", e, err)
+	}
+	if jobs, err := q.Dequeue(ctx, "other", 10); err != nil || len(jobs) != 0 {
+		t.Fatalf("another queue's Dequeue got %d jobs, %v", len(jobs), err)
+	}
+	jobs, err := q.Dequeue(ctx, "mail", 10)
+	if err != nil || len(jobs) != 1 {
+		t.Fatalf("Dequeue: %d jobs, %v", len(jobs), err)
+	}
+	j := jobs[0]
+	if j.ID != fmt.Sprint(e.ID) || j.Queue != "mail" || string(j.Payload) != `{"to": "a"}` || j.Priority != 3 ||
+		j.Status != skiplock.StatusRunning || j.Attempts != 1 || j.MaxAttempts != 7 || j.LeaseToken == 0 ||
+		j.LeaseOwner == "" || !j.LeaseExpiresAt.After(time.Now().Add(20*time.Second)) {
+		t.Fatalf("claimed job: %+v", j)
+	}
+	before := j.LeaseExpiresAt
+	if err := q.Extend(ctx, j, time.Hour); err != nil || !j.LeaseExpiresAt.After(before) {
+		t.Fatalf("Extend: %v, expires %v (was %v)", err, j.LeaseExpiresAt, before)
+	}
+	if err := q.Complete(ctx, j); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Complete(ctx, j); !errors.Is(err, skiplock.ErrLeaseLost) {
+		t.Fatalf("second Complete: want ErrLeaseLost, got %v", err)
+	}
+	got, err := q.Lookup(ctx, e.ID)
+	if err != nil || got.Status != skiplock.StatusSuccess {
+		t.Fatalf("Lookup: %+v %v", got, err)
+	}
+	st, err := q.Stats(ctx, "")
+	if err != nil || st.ByStatus[skiplock.StatusSuccess] != 1 || st.ByStatus[skiplock.StatusQueued] != 0 {
+		t.Fatalf("Stats: %+v %v", st, err)
+	}
+	// Cancel and Release.
+	mustEnqueue(t, q, nJobs(2, "mail")...)
+	jobs, _ = q.Dequeue(ctx, "mail", 2)
+	if len(jobs) != 2 {
+		t.Fatalf("got %d jobs", len(jobs))
+	}
+	if err := q.Cancel(ctx, jobs[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Release(ctx, jobs[1]); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Release(ctx, jobs[1]); !errors.Is(err, skiplock.ErrLeaseLost) {
+		t.Fatalf("second Release: %v", err)
+	}
+	again, err := q.Dequeue(ctx, "mail", 5)
+	if err != nil || len(again) != 1 || again[0].ID != jobs[1].ID || again[0].Attempts != 1 {
+		t.Fatalf("released job should come back with the attempt not counted: %+v %v", again, err)
+	}
+	_ = name
+}
+
+func TestUniqueKeysDedupe(t *testing.T) {
+	q, _ := newQueue(t, nil)
+	ctx := ctxT(t)
+	a, err := q.Enqueue(ctx, skiplock.NewJob{UniqueKey: "k1"})
+	if err != nil || a.Duplicate {
+		t.Fatal(a, err)
+	}
+	b, err := q.Enqueue(ctx, skiplock.NewJob{UniqueKey: "k1"})
+	if err != nil || !b.Duplicate || b.ID != a.ID {
+		t.Fatalf("second enqueue of k1: %+v %v; want Duplicate with id %d", b, err, a.ID)
+	}
+	if c, err := q.Enqueue(ctx, skiplock.NewJob{Queue: "other", UniqueKey: "k1"}); err != nil || c.Duplicate {
+		t.Fatalf("same key on another queue: %+v %v", c, err)
+	}
+	n, err := q.EnqueueMany(ctx, []skiplock.NewJob{{UniqueKey: "k1"}, {UniqueKey: "k2"}, {UniqueKey: "k2"}, {}})
+	if err != nil || n != 2 {
+		t.Fatalf("EnqueueMany with keys: added %d, %v; want 2 (k2 once, and the keyless job)", n, err)
+	}
+	// Running still holds the key; finished frees it.
+	jobs, _ := q.Dequeue(ctx, "default", 10)
+	if d, _ := q.Enqueue(ctx, skiplock.NewJob{UniqueKey: "k1"}); !d.Duplicate {
+		t.Fatal("a Running job should still hold its key")
+	}
+	if _, err := q.CompleteMany(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	if d, err := q.Enqueue(ctx, skiplock.NewJob{UniqueKey: "k1"}); err != nil || d.Duplicate {
+		t.Fatalf("after completion the key is free: %+v %v", d, err)
+	}
+}
+
+func TestEnqueueTxRollsBackWithCaller(t *testing.T) {
+	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
+	q := queueOn(t, db, name, nil)
+	ctx := ctxT(t)
+	pool, err := pgxpool.New(ctx, testdb.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n, err := q.EnqueueTx(ctx, tx, nJobs(3, "default")...); err != nil || n != 3 {
+		t.Fatalf("EnqueueTx: %d %v", n, err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(t, db, "SELECT count(*) FROM "+jobsTable(name)); got != 0 {
+		t.Fatalf("rolled-back EnqueueTx left %d jobs", got)
+	}
+	tx, _ = pool.Begin(ctx)
+	if _, err := q.EnqueueTx(ctx, tx, nJobs(2, "default")...); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if jobs, err := q.Dequeue(ctx, "default", 10); err != nil || len(jobs) != 2 {
+		t.Fatalf("committed EnqueueTx: dequeued %d, %v", len(jobs), err)
+	}
+}
+
+func TestNotClaimedBeforeRunAt(t *testing.T) {
+	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
+	q := queueOn(t, db, name, nil)
+	ctx := ctxT(t)
+	e, err := q.Enqueue(ctx, skiplock.NewJob{RunAt: time.Now().Add(time.Hour)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if jobs, err := q.Dequeue(ctx, "default", 10); err != nil || len(jobs) != 0 {
+		t.Fatalf("claimed %d jobs before run_at, %v", len(jobs), err)
+	}
+	if ok, _ := q.Pending(ctx, "default"); !ok {
+		t.Fatal("a scheduled job is pending")
+	}
+	if _, err := db.Exec(ctx, "UPDATE "+jobsTable(name)+` SET "run_at" = now() - interval '1 second' WHERE "id" = $1`, e.ID); err != nil {
+		t.Fatal(err)
+	}
+	if jobs, err := q.Dequeue(ctx, "default", 10); err != nil || len(jobs) != 1 {
+		t.Fatalf("due job: claimed %d, %v", len(jobs), err)
+	}
+}

@@ -1,0 +1,388 @@
+package bucketed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/workloop"
+)
+
+// Handler works one job. A nil error completes it; an error (or a panic,
+// turned into an error) fails the attempt. ctx ends when the worker is
+// hard-stopped or the job's lease is lost: return then.
+type Handler func(ctx context.Context, job *skiplock.Job) error
+
+// WorkerConfig tunes a Worker. Handler is required.
+type WorkerConfig struct {
+	// Queue is the queue to work; "" means skiplock.DefaultQueue.
+	Queue string
+	// Workers is how many goroutines run the handler; 0 means 10.
+	Workers int
+	// Handler works each job.
+	Handler Handler
+	// Batch is how many jobs a goroutine claims at once and then works in
+	// turn; 0 means 1. Raise it for short jobs: one claim statement then
+	// serves many jobs.
+	Batch int
+	// FlushSize bounds how many results one completion statement carries;
+	// 0 means 1000. Results are batched by a single completer: whatever
+	// arrives while it writes goes into its next statement, so batches grow
+	// with load and a lone result waits for nobody.
+	FlushSize int
+	// Heartbeat is how often the leases of jobs in hand are extended; 0
+	// means a third of the visibility timeout.
+	Heartbeat time.Duration
+	// Owner prefixes the lease owner of each goroutine ("owner/3"); ""
+	// means the queue's Config.Owner.
+	Owner string
+	// OnComplete, when set, runs inside each completion transaction with
+	// the jobs that transaction completed (those whose lease held), so a
+	// record of the work commits exactly once with the completion. It may
+	// run more than once for the same jobs when the transaction is
+	// retried; use only tx.
+	OnComplete func(ctx context.Context, tx skiplock.Tx, done []*skiplock.Job) error
+	// Retention, when positive, makes the worker delete jobs that finished
+	// longer ago than this, once a minute.
+	Retention time.Duration
+	// IdleMin and IdleMax bound the polling backoff while the queue is
+	// empty; ErrorMin and ErrorMax the backoff while the database fails
+	// (see workloop.Config; 0 means its defaults).
+	IdleMin, IdleMax, ErrorMin, ErrorMax time.Duration
+	// Logf hears failures; nil is silent.
+	Logf func(format string, args ...any)
+}
+
+// Worker runs a handler over a queue's jobs with a pool of goroutines
+// (internal/workloop): batched claims, batched completions, heartbeats,
+// panics turned into failures, graceful shutdown.
+type Worker struct {
+	q    *Queue
+	cfg  WorkerConfig
+	pool *workloop.Pool
+
+	results  chan result
+	stopping chan struct{} // closed by Stop: start no more jobs
+	flushed  chan struct{} // closed when the completer has drained results
+	stopBeat chan struct{}
+	bg       sync.WaitGroup // heartbeat and retention
+
+	mu                   sync.Mutex
+	inHand               map[*skiplock.Job]context.CancelFunc // claimed, not yet written back
+	started              bool
+	stopOnce, finishOnce sync.Once
+
+	claimed, completed, failed, released, lost atomic.Int64
+}
+
+// WorkerStats counts what a Worker did.
+type WorkerStats struct {
+	// Claimed jobs, Completed (Success written), Failed (a failed attempt
+	// written: retried later or dead), Released (given back unstarted or
+	// interrupted by shutdown), Lost (the lease was lost before the result
+	// was written; the result was dropped).
+	Claimed, Completed, Failed, Released, Lost int64
+}
+
+type outcome int
+
+const (
+	outComplete outcome = iota
+	outFail
+	outRelease
+	outDrop
+)
+
+type result struct {
+	job  *skiplock.Job
+	what outcome
+	err  error
+}
+
+// NewWorker checks cfg and returns a Worker; Start runs it.
+func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
+	if cfg == nil || cfg.Handler == nil {
+		return nil, skiplock.Usagef("bucketed worker: Handler is required")
+	}
+	c := *cfg
+	if c.Queue == "" {
+		c.Queue = skiplock.DefaultQueue
+	}
+	if err := skiplock.ValidateQueueName(c.Queue); err != nil {
+		return nil, err
+	}
+	for _, f := range []struct {
+		name string
+		v    *int
+		def  int
+		max  int
+	}{{"workers", &c.Workers, 10, 100000}, {"batch", &c.Batch, 1, MaxClaim}, {"flush size", &c.FlushSize, 1000, 100000}} {
+		if *f.v < 0 || *f.v > f.max {
+			return nil, skiplock.Usagef("bucketed worker: %s %d is out of range: use 1 to %d (0 for the default %d)", f.name, *f.v, f.max, f.def)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	if c.Heartbeat < 0 || c.Retention < 0 {
+		return nil, skiplock.Usagef("bucketed worker: heartbeat %v and retention %v cannot be negative", c.Heartbeat, c.Retention)
+	}
+	if c.Heartbeat == 0 {
+		c.Heartbeat = q.cfg.VisibilityTimeout / 3
+	}
+	if c.Heartbeat >= q.cfg.VisibilityTimeout {
+		return nil, skiplock.Usagef("bucketed worker: heartbeat %v is not shorter than the visibility timeout %v: leases would lapse between beats", c.Heartbeat, q.cfg.VisibilityTimeout)
+	}
+	if c.Owner == "" {
+		c.Owner = q.cfg.Owner
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+	return &Worker{q: q, cfg: c, inHand: map[*skiplock.Job]context.CancelFunc{}}, nil
+}
+
+// Start launches the goroutines. ctx is the parent of every handler's
+// context: cancelling it is a hard stop (prefer Stop).
+func (w *Worker) Start(ctx context.Context) error {
+	w.mu.Lock()
+	if w.started {
+		w.mu.Unlock()
+		return errors.New("bucketed worker: already started")
+	}
+	w.started = true
+	w.mu.Unlock()
+	w.stopping = make(chan struct{})
+	w.results = make(chan result, w.cfg.FlushSize)
+	w.flushed = make(chan struct{})
+	w.stopBeat = make(chan struct{})
+	bgCtx := context.WithoutCancel(ctx)
+	go w.complete(bgCtx)
+	w.bg.Add(1)
+	go w.heartbeat(bgCtx)
+	if w.cfg.Retention > 0 {
+		w.bg.Add(1)
+		go w.retain(bgCtx)
+	}
+	pool, err := workloop.Start(ctx, workloop.Config{
+		Workers: w.cfg.Workers, IdleMin: w.cfg.IdleMin, IdleMax: w.cfg.IdleMax,
+		ErrorMin: w.cfg.ErrorMin, ErrorMax: w.cfg.ErrorMax, Logf: w.cfg.Logf,
+	}, w.step)
+	if err != nil {
+		return err
+	}
+	w.mu.Lock()
+	w.pool = pool
+	w.mu.Unlock()
+	return nil
+}
+
+// Stop stops claiming, gives back jobs claimed but not started, and waits
+// for the jobs being handled to finish. When ctx ends first, their
+// contexts are cancelled and their leases given back (Release), so other
+// workers take them at once. Every result is written before Stop returns.
+func (w *Worker) Stop(ctx context.Context) error {
+	w.mu.Lock()
+	pool := w.pool
+	w.mu.Unlock()
+	if pool == nil {
+		return errors.New("bucketed worker: not started")
+	}
+	w.stopOnce.Do(func() { close(w.stopping) })
+	err := pool.Stop(ctx)
+	w.finishOnce.Do(func() {
+		close(w.results)
+		<-w.flushed
+		close(w.stopBeat)
+		w.bg.Wait()
+	})
+	return err
+}
+
+// Stats reports what the worker has done so far.
+func (w *Worker) Stats() WorkerStats {
+	return WorkerStats{Claimed: w.claimed.Load(), Completed: w.completed.Load(), Failed: w.failed.Load(),
+		Released: w.released.Load(), Lost: w.lost.Load()}
+}
+
+// step claims a batch and works it.
+func (w *Worker) step(ctx context.Context, n int) (bool, error) {
+	jobs, err := w.q.DequeueAs(ctx, w.cfg.Queue, w.cfg.Batch, fmt.Sprintf("%s/%d", w.cfg.Owner, n))
+	if err != nil || len(jobs) == 0 {
+		return false, err
+	}
+	w.claimed.Add(int64(len(jobs)))
+	cancels := make([]context.CancelFunc, len(jobs))
+	ctxs := make([]context.Context, len(jobs))
+	w.mu.Lock()
+	for i, j := range jobs {
+		ctxs[i], cancels[i] = context.WithCancel(ctx)
+		w.inHand[j] = cancels[i]
+	}
+	w.mu.Unlock()
+	for i, j := range jobs {
+		select {
+		case <-w.stopping:
+			for k := i; k < len(jobs); k++ {
+				cancels[k]()
+				w.results <- result{job: jobs[k], what: outRelease}
+			}
+			return true, nil
+		default:
+		}
+		err := workloop.Call(func() error { return w.cfg.Handler(ctxs[i], j) })
+		lostLease := ctxs[i].Err() != nil && ctx.Err() == nil
+		cancels[i]()
+		switch {
+		case lostLease:
+			w.results <- result{job: j, what: outDrop}
+		case err != nil && ctx.Err() != nil:
+			// Interrupted by a hard stop: not the job's fault.
+			w.results <- result{job: j, what: outRelease}
+		case err != nil:
+			w.results <- result{job: j, what: outFail, err: err}
+		default:
+			w.results <- result{job: j, what: outComplete}
+		}
+	}
+	return true, nil
+}
+
+// complete is the completer: it writes results in batches, taking
+// whatever has arrived while the previous batch was being written.
+func (w *Worker) complete(ctx context.Context) {
+	defer close(w.flushed)
+	for {
+		r, ok := <-w.results
+		if !ok {
+			return
+		}
+		batch := []result{r}
+	fill:
+		for len(batch) < w.cfg.FlushSize {
+			select {
+			case r, ok := <-w.results:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		w.flush(ctx, batch)
+	}
+}
+
+func (w *Worker) flush(ctx context.Context, batch []result) {
+	var done, rel, drop []*skiplock.Job
+	var fails []Failure
+	for _, r := range batch {
+		switch r.what {
+		case outComplete:
+			done = append(done, r.job)
+		case outFail:
+			fails = append(fails, Failure{Job: r.job, Err: r.err})
+		case outRelease:
+			rel = append(rel, r.job)
+		case outDrop:
+			drop = append(drop, r.job)
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	// A write that fails leaves its jobs Running; their leases expire and
+	// other workers take them again (at least once).
+	if len(done) > 0 {
+		lost, err := w.q.CompleteManyWith(ctx, done, w.cfg.OnComplete)
+		if err != nil {
+			w.cfg.Logf("bucketed worker: %v (the jobs run again when their leases expire)", err)
+			lost = done
+		}
+		w.completed.Add(int64(len(done) - len(lost)))
+		w.lost.Add(int64(len(lost)))
+	}
+	if len(fails) > 0 {
+		lost, err := w.q.FailMany(ctx, fails)
+		if err != nil {
+			w.cfg.Logf("bucketed worker: %v (the jobs run again when their leases expire)", err)
+			lost = make([]*skiplock.Job, len(fails))
+		}
+		w.failed.Add(int64(len(fails) - len(lost)))
+		w.lost.Add(int64(len(lost)))
+	}
+	if len(rel) > 0 {
+		lost, err := w.q.ReleaseMany(ctx, rel)
+		if err != nil {
+			w.cfg.Logf("bucketed worker: %v (the jobs run again when their leases expire)", err)
+			lost = rel
+		}
+		w.released.Add(int64(len(rel) - len(lost)))
+		w.lost.Add(int64(len(lost)))
+	}
+	w.lost.Add(int64(len(drop)))
+	w.mu.Lock()
+	for _, r := range batch {
+		delete(w.inHand, r.job)
+	}
+	w.mu.Unlock()
+}
+
+// heartbeat extends the leases of every job in hand, and cancels the
+// handlers of jobs whose lease was lost.
+func (w *Worker) heartbeat(ctx context.Context) {
+	defer w.bg.Done()
+	t := time.NewTicker(w.cfg.Heartbeat)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stopBeat:
+			return
+		case <-t.C:
+		}
+		w.mu.Lock()
+		jobs := make([]*skiplock.Job, 0, len(w.inHand))
+		for j := range w.inHand {
+			jobs = append(jobs, j)
+		}
+		w.mu.Unlock()
+		if len(jobs) == 0 {
+			continue
+		}
+		bctx, cancel := context.WithTimeout(ctx, w.cfg.Heartbeat)
+		lost, err := w.q.ExtendMany(bctx, jobs, 0)
+		cancel()
+		if err != nil {
+			w.cfg.Logf("bucketed worker: heartbeat: %v", err)
+			continue
+		}
+		w.mu.Lock()
+		for _, j := range lost {
+			if c, ok := w.inHand[j]; ok {
+				c()
+			}
+		}
+		w.mu.Unlock()
+	}
+}
+
+// retain runs retention once a minute.
+func (w *Worker) retain(ctx context.Context) {
+	defer w.bg.Done()
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		select {
+		case <-w.stopBeat:
+			return
+		case <-t.C:
+		}
+		if _, err := w.q.DeleteFinished(ctx, w.cfg.Retention, 0); err != nil {
+			w.cfg.Logf("bucketed worker: %v", err)
+		}
+	}
+}

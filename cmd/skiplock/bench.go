@@ -1,0 +1,97 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/skiplock/skiplock/bench"
+	"github.com/skiplock/skiplock/schema"
+)
+
+func init() {
+	register(&command{
+		name: "bench",
+		usage: "bench latency|lock|throughput [--layout L] [--mode lease|tx] [--workers N] [--work D] [--duration D] " +
+			"[--jobs N] [--batch N] [--conns N] [--progress D] [--baseline] [--json]",
+		summary: "the load driver: the seeds' latency and lock tests, a burn-down; --baseline runs pgbench too",
+		run:     runBench,
+	})
+}
+
+func runBench(ctx context.Context, e *env, args []string) error {
+	usage := commands["bench"].usage
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprintf(e.stderr, "usage: skiplock [global flags] %s\n\n"+
+			"  latency     seed 003's test: preload jobs; W workers claim one, work D, complete (default 500 x 1s for 30s)\n"+
+			"  lock        seed 003's lock-only test: W clients BEGIN; lock one job; COMMIT (default 15 for 30s)\n"+
+			"  throughput  burn-down like river bench -n: preload N no-op jobs and work them all (default 100000)\n\n"+
+			"The bench empties and refills its own schema (%s unless --schema names another).\n"+
+			"Run skiplock bench SCENARIO -h for the flags.\n", usage, bench.DefaultSchema)
+		if len(args) == 0 {
+			return errUsageShown
+		}
+		return nil
+	}
+	scenario := args[0]
+	cfg := bench.Config{Scenario: scenario}
+	fs := e.flags("bench "+scenario, usage)
+	layout := fs.String("layout", "", "bucketed (lease mode) or fanout (tx mode); default by --mode, else bucketed")
+	fs.StringVar(&cfg.Mode, "mode", "", "lease (bucketed, a small pool) or tx (fanout, one connection per worker)")
+	fs.IntVar(&cfg.Workers, "workers", 0, "concurrent workers or clients (default: latency 500, lock 15, throughput 50)")
+	fs.DurationVar(&cfg.Work, "work", 0, "latency: how long each job works (default 1s)")
+	fs.DurationVar(&cfg.Duration, "duration", 0, "how long to run (latency and lock default 30s; throughput runs until the jobs are done)")
+	fs.IntVar(&cfg.Jobs, "jobs", 0, "jobs to preload (throughput: the burn-down size, default 100000; latency: default enough for --duration, or with --duration 0 the count to work)")
+	fs.IntVar(&cfg.Batch, "batch", 0, "jobs per claim in lease mode (default 1; throughput 100)")
+	fs.IntVar(&cfg.Conns, "conns", 0, "worker pool size (lease mode default min(workers, 50); tx mode and lock hold one per worker)")
+	fs.DurationVar(&cfg.Progress, "progress", 5*time.Second, "interval between progress lines (0 turns them off)")
+	fs.BoolVar(&cfg.Baseline, "baseline", false, "also run the seed's script through pgbench with the same workers and duration")
+	if err := parse(fs, args[1:]); err != nil {
+		return err
+	}
+	if cfg.Progress == 0 {
+		cfg.Progress = -1
+	}
+	if *layout != "" {
+		l, err := schema.ParseLayout(*layout)
+		if err != nil {
+			return err
+		}
+		cfg.Layout = l
+	}
+	for _, n := range []string{"workers", "jobs", "batch", "conns"} {
+		if err := countFlags(fs, n); err != nil {
+			return err
+		}
+	}
+	cfg.Schema = e.schema
+	if cfg.Schema == schema.DefaultSchema {
+		// Never empty the application's queue: benches get their own.
+		cfg.Schema = bench.DefaultSchema
+	}
+	engine, err := e.parsedEngine()
+	if err != nil {
+		return err
+	}
+	cfg.Engine = engine
+	cfg.Out = e.stderr
+	cfg.Logf = e.logf
+	// Check the flags before starting a server.
+	if err := bench.Validate(&cfg); err != nil {
+		return err
+	}
+	if cfg.DSN, err = e.resolveDSN(ctx); err != nil {
+		return err
+	}
+	rep, err := bench.Run(ctx, &cfg)
+	if err != nil {
+		if rep != nil && rep.Jobs > 0 && !e.json {
+			rep.WriteTable(e.stderr) //nolint:errcheck // the error is what matters
+		}
+		return err
+	}
+	if e.json {
+		return rep.WriteJSON(e.stdout)
+	}
+	return rep.WriteTable(e.stdout)
+}

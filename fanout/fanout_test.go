@@ -1,0 +1,707 @@
+package fanout_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/crdbsql"
+	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/internal/workloop"
+	"github.com/skiplock/skiplock/retry"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// setup gives the test a DB with a pool of maxConns (0: the driver's
+// default), a fresh schema with the fanout layout, and a Queue on it.
+func setup(t *testing.T, maxConns int32, cfg *fanout.Config) (*fanout.Queue, *skiplock.DB, string) {
+	t.Helper()
+	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: maxConns})
+	name := testdb.Schema(t, db)
+	mc := &schema.MigrateConfig{Layouts: []schema.Layout{schema.LayoutFanout}}
+	mc.Schema = name
+	if _, err := schema.Migrate(context.Background(), db, mc); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	c := fanout.Config{}
+	if cfg != nil {
+		c = *cfg
+	}
+	c.Schema = name
+	q, err := fanout.New(db, &c)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return q, db, name
+}
+
+func count(t *testing.T, db skiplock.Querier, sql string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := db.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+func table(schemaName, name string) string {
+	return skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(name)
+}
+
+func jobs(n int) []skiplock.NewJob {
+	out := make([]skiplock.NewJob, n)
+	for i := range out {
+		out[i].Payload = []byte(fmt.Sprintf(`{"n":%d}`, i))
+	}
+	return out
+}
+
+// recordHandler inserts one work_log row per handled job inside the job's
+// transaction.
+func recordHandler(schemaName string) fanout.Handler {
+	ins := "INSERT INTO " + table(schemaName, schema.WorkLogTable) + " (job_id, worker) VALUES ($1, $2)"
+	return func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
+		w, _ := fanout.WorkerIndex(ctx)
+		_, err := tx.Exec(ctx, ins, job.ID, fmt.Sprint(w))
+		return err
+	}
+}
+
+func TestCockroachGrammarAcceptsEveryStatement(t *testing.T) {
+	for _, s := range []string{"skiplock", `odd "schema"`} {
+		for name, sql := range fanout.Statements(s) {
+			if _, err := crdbsql.Parse(sql); err != nil {
+				t.Errorf("%s (schema %q): %v", name, s, err)
+			}
+		}
+	}
+}
+
+func TestStatementsQuoteTheSchema(t *testing.T) {
+	for name, sql := range fanout.Statements(`we"ird`) {
+		if !strings.Contains(sql, `"we""ird"."`) {
+			t.Errorf("%s does not quote the schema: %s", name, sql)
+		}
+	}
+}
+
+func TestConfigValidation(t *testing.T) {
+	db := testdb.Open(t, nil)
+	if _, err := fanout.New(nil, nil); !skiplock.IsUsage(err) {
+		t.Errorf("nil db: want a usage error, got %v", err)
+	}
+	for _, c := range []fanout.Config{
+		{Schema: "bad;schema"},
+		{Queue: "with\ncontrol"},
+		{EnqueueBatch: -1},
+		{MaxPayloadBytes: -1},
+	} {
+		if _, err := fanout.New(db, &c); !skiplock.IsUsage(err) {
+			t.Errorf("%+v: want a usage error, got %v", c, err)
+		}
+	}
+	q, err := fanout.New(db, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if q.Name() != skiplock.DefaultQueue || q.Schema() != schema.DefaultSchema {
+		t.Errorf("defaults: queue %q schema %q", q.Name(), q.Schema())
+	}
+}
+
+func TestEnqueueRefusesBadInputAndAddsNothing(t *testing.T) {
+	q, db, s := setup(t, 0, nil)
+	ctx := context.Background()
+	good := skiplock.NewJob{Payload: []byte(`{}`)}
+	for name, bad := range map[string]skiplock.NewJob{
+		"future run_at": {RunAt: time.Now().Add(time.Hour)},
+		"priority":      {Priority: 3},
+		"unique key":    {UniqueKey: "k"},
+		"bad JSON":      {Payload: []byte(`{`)},
+		"negative max":  {MaxAttempts: -1},
+	} {
+		_, err := q.EnqueueMany(ctx, []skiplock.NewJob{good, bad})
+		if !skiplock.IsUsage(err) {
+			t.Errorf("%s: want a usage error, got %v", name, err)
+		}
+	}
+	if _, err := q.EnqueueMany(ctx, nil); !skiplock.IsUsage(err) {
+		t.Errorf("no jobs: want a usage error, got %v", err)
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)); n != 0 {
+		t.Errorf("bad input added %d rows", n)
+	}
+}
+
+func TestEnqueueManyBatchesAndKeepsFields(t *testing.T) {
+	q, db, s := setup(t, 0, &fanout.Config{EnqueueBatch: 1000})
+	ctx := context.Background()
+	in := jobs(2500)
+	in[7].MaxAttempts = 3
+	in[8].Queue = "other"
+	ids, err := q.EnqueueMany(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != len(in) {
+		t.Fatalf("got %d ids for %d jobs", len(ids), len(in))
+	}
+	seen := map[string]bool{}
+	for _, id := range ids {
+		if seen[id] {
+			t.Fatalf("duplicate id %s", id)
+		}
+		seen[id] = true
+	}
+	tq := table(s, schema.JobQueueTable)
+	if n := count(t, db, "SELECT count(*) FROM "+tq); n != 2500 {
+		t.Errorf("table has %d rows, want 2500", n)
+	}
+	// ids come back in input order.
+	if n := count(t, db, "SELECT count(*) FROM "+tq+` WHERE id = $1 AND max_attempts = 3 AND payload = '{"n":7}'`, ids[7]); n != 1 {
+		t.Errorf("job 7 lost its fields")
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+tq+` WHERE id = $1 AND queue = 'other' AND max_attempts = $2`, ids[8], skiplock.DefaultMaxAttempts); n != 1 {
+		t.Errorf("job 8 lost its queue or default max attempts")
+	}
+	id, err := q.Enqueue(ctx, skiplock.NewJob{})
+	if err != nil || id == "" {
+		t.Fatalf("Enqueue: %q %v", id, err)
+	}
+}
+
+func TestEnqueueTxFollowsTheCallersTransaction(t *testing.T) {
+	q, db, s := setup(t, 0, nil)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, testdb.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	for _, commit := range []bool{false, true} {
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := q.EnqueueTx(ctx, tx, jobs(3)...); err != nil {
+			t.Fatal(err)
+		}
+		if commit {
+			err = tx.Commit(ctx)
+		} else {
+			err = tx.Rollback(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)); n != 3 {
+		t.Errorf("want the 3 committed jobs only, got %d", n)
+	}
+}
+
+// TestHeldRowIsSkipped: a one-row queue held by session A yields nothing to
+// session B, from a start before the row (first branch) and after it (the
+// wrap-around branch). The control runs first: without A, B gets the row.
+func TestHeldRowIsSkipped(t *testing.T) {
+	q, db, _ := setup(t, 0, nil)
+	ctx := context.Background()
+	id, err := q.Enqueue(ctx, skiplock.NewJob{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	claim := fanout.ClaimSQL(q)
+	starts := []string{"00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff", id}
+	claimFrom := func(start string) []string {
+		t.Helper()
+		tx, err := db.Begin(ctx, skiplock.TxOptions{Isolation: skiplock.IsoReadCommitted})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx) //nolint:errcheck
+		rows, err := tx.Query(ctx, claim, start, q.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var got []string
+		for rows.Next() {
+			vals := make([]any, 7)
+			ptrs := make([]any, 7)
+			for i := range vals {
+				ptrs[i] = &vals[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, vals[0].(string))
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	for _, s := range starts {
+		if got := claimFrom(s); len(got) != 1 || got[0] != id {
+			t.Fatalf("control: from %s, want %s, got %v", s, id, got)
+		}
+	}
+
+	// Session A: Process, whose handler holds the job until released.
+	held, release := make(chan struct{}), make(chan struct{})
+	done := make(chan fanout.Result)
+	go func() {
+		res, err := q.Process(ctx, func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
+			close(held)
+			<-release
+			return nil
+		})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	<-held
+	for _, s := range starts {
+		if got := claimFrom(s); len(got) != 0 {
+			t.Errorf("session B, from %s: got %v while A holds it", s, got)
+		}
+	}
+	for i := 0; i < 20; i++ {
+		res, err := q.Process(ctx, func(context.Context, skiplock.Tx, *skiplock.Job) error {
+			t.Error("session B handled the job A holds")
+			return nil
+		})
+		if err != nil || res.Job != nil {
+			t.Fatalf("session B Process: %+v %v", res, err)
+		}
+	}
+	close(release)
+	if res := <-done; res.Job == nil || res.Job.ID != id || res.HandlerErr != nil {
+		t.Fatalf("session A: %+v", res)
+	}
+	if got := claimFrom(starts[0]); len(got) != 0 {
+		t.Errorf("job still queued after A committed: %v", got)
+	}
+}
+
+// TestClaimIsOneIndexSeek proves the common case with EXPLAIN ANALYZE: the
+// first branch seeks the primary key once and returns one row, the
+// wrap-around branch never runs, and nothing is scanned or sorted whole.
+func TestClaimIsOneIndexSeek(t *testing.T) {
+	q, db, s := setup(t, 0, nil)
+	ctx := context.Background()
+	if _, err := q.EnqueueMany(ctx, jobs(5000)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, "ANALYZE "+table(s, schema.JobQueueTable)); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.Begin(ctx, skiplock.TxOptions{Isolation: skiplock.IsoReadCommitted})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "+fanout.ClaimSQL(q),
+		"80000000-0000-0000-0000-000000000000", q.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	for rows.Next() {
+		var line string
+		if err := rows.Scan(&line); err != nil {
+			t.Fatal(err)
+		}
+		plan = append(plan, line)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(plan, "\n")
+	t.Logf("plan:\n%s", text)
+	var scans []string
+	for _, l := range plan {
+		if strings.Contains(l, "Index Scan using job_queue_pkey") {
+			scans = append(scans, l)
+		}
+	}
+	switch {
+	case len(scans) != 2:
+		t.Errorf("want one primary key index scan per branch, got %d", len(scans))
+	case !strings.Contains(scans[0], "rows=1 loops=1"):
+		t.Errorf("first branch did not seek once for one row: %s", scans[0])
+	case !strings.Contains(scans[1], "never executed"):
+		t.Errorf("wrap-around branch ran: %s", scans[1])
+	}
+	if n := strings.Count(text, "LockRows"); n != 2 {
+		t.Errorf("want a LockRows in each branch, got %d", n)
+	}
+	for _, bad := range []string{"Seq Scan", "Sort", "CTE"} {
+		if strings.Contains(text, bad) {
+			t.Errorf("plan has a %s", bad)
+		}
+	}
+	if !strings.Contains(text, "Index Cond: (id >= ") {
+		t.Errorf("first branch does not seek on id >= start")
+	}
+}
+
+// exactlyOnce runs 64 workers over n jobs whose handler records a
+// work_log row in the job's transaction, then fails (after writing) when
+// fail says so, and checks that every job has exactly one row, the queue
+// and the dead letters are empty.
+func exactlyOnce(t *testing.T, n int, fail func(job *skiplock.Job) bool) fanout.WorkerCounts {
+	const workers = 64
+	q, db, s := setup(t, workers+8, nil)
+	ctx := context.Background()
+	ids, err := q.EnqueueMany(ctx, jobs(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := recordHandler(s)
+	var calls atomic.Int64
+	w, err := q.StartWorker(ctx, &fanout.WorkerConfig{
+		Workers: workers,
+		Handler: func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
+			calls.Add(1)
+			if err := record(ctx, tx, job); err != nil {
+				return err
+			}
+			if fail != nil && fail(job) {
+				return errors.New("injected failure")
+			}
+			return nil
+		},
+		IdleMin: time.Millisecond, IdleMax: 20 * time.Millisecond,
+		Logf: t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(3 * time.Minute)
+	for {
+		more, err := q.HasQueued(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !more {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("jobs left after 3 minutes; counts %+v", w.Counts())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := w.Counts()
+	wl := table(s, schema.WorkLogTable)
+	if got := count(t, db, "SELECT count(*) FROM "+wl); got != int64(n) {
+		t.Errorf("work_log has %d rows for %d jobs", got, n)
+	}
+	if got := count(t, db, "SELECT count(*) FROM (SELECT job_id FROM "+wl+" GROUP BY job_id HAVING count(*) > 1) d"); got != 0 {
+		t.Errorf("%d jobs were recorded more than once", got)
+	}
+	if got := count(t, db, "SELECT count(DISTINCT job_id) FROM "+wl+" WHERE job_id = ANY($1)", ids); got != int64(n) {
+		t.Errorf("%d of the %d enqueued ids have a work_log row", got, n)
+	}
+	if got := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)); got != 0 {
+		t.Errorf("queue has %d rows left", got)
+	}
+	if got := count(t, db, "SELECT count(*) FROM "+table(s, schema.DeadJobTable)); got != 0 {
+		t.Errorf("%d jobs died", got)
+	}
+	if c.Handled != int64(n) || c.Errors != 0 {
+		t.Errorf("counts %+v: want %d handled and no errors", c, n)
+	}
+	if calls.Load() != c.Handled+c.Failed {
+		t.Errorf("%d handler calls, but %d handled + %d failed", calls.Load(), c.Handled, c.Failed)
+	}
+	t.Logf("%d jobs, %d workers: %+v", n, workers, c)
+	return c
+}
+
+func TestExactlyOnce(t *testing.T) {
+	exactlyOnce(t, 50000, nil)
+}
+
+// TestExactlyOnceWithFailures: one job in ten fails its first attempt
+// after writing its work_log row. The rollback must erase the row, the
+// attempt must be recorded (else the job fails again and Failed grows),
+// and the retry must succeed.
+func TestExactlyOnceWithFailures(t *testing.T) {
+	var chosen sync.Map
+	fail := func(job *skiplock.Job) bool {
+		h := fnv.New32a()
+		h.Write([]byte(job.ID))
+		if h.Sum32()%10 != 0 {
+			return false
+		}
+		chosen.Store(job.ID, true)
+		return job.Attempts == 1
+	}
+	c := exactlyOnce(t, 50000, fail)
+	var want int64
+	chosen.Range(func(any, any) bool { want++; return true })
+	if c.Failed != want {
+		t.Errorf("%d failures for %d jobs chosen to fail once", c.Failed, want)
+	}
+	if want < 4000 || want > 6000 {
+		t.Errorf("%d jobs of 50000 chosen: the hash is not spreading", want)
+	}
+}
+
+// TestPoisonJobGoesDead: a job that always fails moves to job_dead after
+// max attempts, with its last error; a panicking one too.
+func TestPoisonJobGoesDead(t *testing.T) {
+	q, db, s := setup(t, 0, nil)
+	ctx := context.Background()
+	for _, panics := range []bool{false, true} {
+		id, err := q.Enqueue(ctx, skiplock.NewJob{MaxAttempts: 3, Payload: []byte(`"poison"`)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		calls := 0
+		var last fanout.Result
+		for i := 0; i < 10 && !last.Dead; i++ {
+			last, err = q.Process(ctx, func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
+				calls++
+				if job.Attempts != calls || job.MaxAttempts != 3 {
+					t.Errorf("attempt %d: job says attempts %d of %d", calls, job.Attempts, job.MaxAttempts)
+				}
+				if calls > 1 && !strings.Contains(job.LastError, fmt.Sprintf("boom %d", calls-1)) {
+					t.Errorf("attempt %d: last error %q", calls, job.LastError)
+				}
+				if panics {
+					panic(fmt.Sprintf("boom %d", calls))
+				}
+				return fmt.Errorf("boom %d", calls)
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if last.Job == nil || last.HandlerErr == nil {
+				t.Fatalf("attempt %d: %+v", calls, last)
+			}
+		}
+		if calls != 3 || !last.Dead {
+			t.Fatalf("panics=%v: %d calls, dead %v", panics, calls, last.Dead)
+		}
+		if panics != workloop.IsPanic(last.HandlerErr) {
+			t.Errorf("panics=%v: handler error %v", panics, last.HandlerErr)
+		}
+		var attempts int64
+		var lastErr, payload string
+		err = db.QueryRow(ctx, `SELECT attempts::int8, last_error, payload::text FROM `+table(s, schema.DeadJobTable)+` WHERE id = $1`, id).
+			Scan(&attempts, &lastErr, &payload)
+		if err != nil {
+			t.Fatalf("dead job %s: %v", id, err)
+		}
+		if attempts != 3 || !strings.Contains(lastErr, "boom 3") || payload != `"poison"` {
+			t.Errorf("dead job: attempts %d, last error %q, payload %s", attempts, lastErr, payload)
+		}
+		if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)); n != 0 {
+			t.Errorf("queue still has %d rows", n)
+		}
+		res, err := q.Process(ctx, func(context.Context, skiplock.Tx, *skiplock.Job) error { return nil })
+		if err != nil || res.Job != nil {
+			t.Errorf("after death: %+v %v", res, err)
+		}
+	}
+	st, err := q.Stats(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Dead != 2 || st.Queued != 0 || st.DeadByQueue[skiplock.DefaultQueue] != 2 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+// TestSerializationFailureRetriesTheJob: a 40001 met by the handler's own
+// SQL is retried by retry.Run, not counted as a failed attempt, and the
+// job's work commits once.
+func TestSerializationFailureRetriesTheJob(t *testing.T) {
+	counters := &retry.Counters{}
+	q, db, s := setup(t, 0, &fanout.Config{Retry: &retry.Options{Counters: counters}})
+	ctx := context.Background()
+	if _, err := q.Enqueue(ctx, skiplock.NewJob{}); err != nil {
+		t.Fatal(err)
+	}
+	record := recordHandler(s)
+	calls := 0
+	res, err := q.Process(ctx, func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
+		calls++
+		if err := record(ctx, tx, job); err != nil {
+			return err
+		}
+		if calls == 1 {
+			_, err := tx.Exec(ctx, `DO $$ BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = '40001'; END $$`)
+			return err
+		}
+		return nil
+	})
+	if err != nil || res.HandlerErr != nil || res.Job == nil {
+		t.Fatalf("%+v %v", res, err)
+	}
+	if res.Tries != 2 || calls != 2 || counters.Retries() != 1 {
+		t.Errorf("tries %d, calls %d, retries %d: want 2, 2, 1", res.Tries, calls, counters.Retries())
+	}
+	if res.Job.Attempts != 1 {
+		t.Errorf("a serialization failure counted as an attempt: %d", res.Job.Attempts)
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.WorkLogTable)); n != 1 {
+		t.Errorf("work_log has %d rows, want 1", n)
+	}
+}
+
+func TestStartWorkerChecksConnections(t *testing.T) {
+	q, db, _ := setup(t, 4, nil)
+	ctx := context.Background()
+	h := func(context.Context, skiplock.Tx, *skiplock.Job) error { return nil }
+	if _, err := q.StartWorker(ctx, &fanout.WorkerConfig{Workers: 5, Handler: h}); !skiplock.IsUsage(err) ||
+		!strings.Contains(err.Error(), "MaxConns of at least 5") {
+		t.Errorf("pool of 4, 5 workers: %v", err)
+	}
+	if _, err := q.StartWorker(ctx, &fanout.WorkerConfig{Workers: 1}); !skiplock.IsUsage(err) {
+		t.Errorf("no handler: %v", err)
+	}
+	allowed, err := db.ServerMaxConnections(ctx)
+	if err != nil {
+		t.Skipf("server has no max_connections: %v", err)
+	}
+	// A pool's MaxConns opens nothing, so it can exceed the server's limit.
+	big := testdb.Open(t, &skiplock.OpenConfig{MaxConns: int32(allowed)})
+	bq, err := fanout.New(big, &fanout.Config{Schema: q.Schema()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = bq.StartWorker(ctx, &fanout.WorkerConfig{Workers: allowed, Handler: h})
+	var ce *fanout.ConnLimitError
+	if !errors.As(err, &ce) || ce.Allowed != allowed || ce.Needed != allowed+fanout.SpareConns {
+		t.Fatalf("want a ConnLimitError, got %v", err)
+	}
+	want := fmt.Sprintf("server allows %d connections; %d fanout workers need %d", allowed, allowed, allowed+fanout.SpareConns)
+	if !strings.Contains(err.Error(), want) {
+		t.Errorf("message %q lacks %q", err, want)
+	}
+}
+
+// TestStop: a graceful stop lets jobs in flight commit; a hard stop rolls
+// them back without counting an attempt.
+func TestStop(t *testing.T) {
+	q, db, s := setup(t, 12, nil)
+	ctx := context.Background()
+	if _, err := q.EnqueueMany(ctx, jobs(20)); err != nil {
+		t.Fatal(err)
+	}
+	record := recordHandler(s)
+	started := make(chan struct{}, 100)
+	slow := func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
+		started <- struct{}{}
+		if err := record(ctx, tx, job); err != nil {
+			return err
+		}
+		select {
+		case <-time.After(300 * time.Millisecond):
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	w, err := q.StartWorker(ctx, &fanout.WorkerConfig{Workers: 4, Handler: slow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := w.Counts()
+	if c.Handled == 0 || c.Failed != 0 || c.Errors != 0 {
+		t.Errorf("graceful stop: %+v", c)
+	}
+	logged := count(t, db, "SELECT count(*) FROM "+table(s, schema.WorkLogTable))
+	left := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable))
+	if logged != c.Handled || left != 20-c.Handled {
+		t.Errorf("graceful stop: handled %d, logged %d, left %d", c.Handled, logged, left)
+	}
+
+	for len(started) > 0 {
+		<-started
+	}
+	w, err = q.StartWorker(ctx, &fanout.WorkerConfig{Workers: 4, Handler: slow})
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	expired, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := w.Stop(expired); !errors.Is(err, context.Canceled) {
+		t.Errorf("hard stop: %v", err)
+	}
+	c2 := w.Counts()
+	if c2.Failed != 0 {
+		t.Errorf("hard stop counted failures: %+v", c2)
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)+" WHERE attempts > 0"); n != 0 {
+		t.Errorf("hard stop recorded %d attempts", n)
+	}
+	if got := count(t, db, "SELECT count(*) FROM "+table(s, schema.WorkLogTable)); got != c.Handled+c2.Handled {
+		t.Errorf("after hard stop: logged %d, handled %d", got, c.Handled+c2.Handled)
+	}
+}
+
+func TestStatsAndHasQueued(t *testing.T) {
+	q, _, _ := setup(t, 0, nil)
+	ctx := context.Background()
+	if more, err := q.HasQueued(ctx); err != nil || more {
+		t.Fatalf("empty queue: %v %v", more, err)
+	}
+	in := jobs(5)
+	in[0].Queue, in[1].Queue = "other", "other"
+	if _, err := q.EnqueueMany(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	if more, err := q.HasQueued(ctx); err != nil || !more {
+		t.Fatalf("queue with jobs: %v %v", more, err)
+	}
+	st, err := q.Stats(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Queued != 5 || st.QueuedByQueue["other"] != 2 || st.QueuedByQueue[skiplock.DefaultQueue] != 3 || st.OldestQueued < 0 {
+		t.Errorf("stats %+v", st)
+	}
+	st, err = q.Stats(ctx, "other")
+	if err != nil || st.Queued != 2 || len(st.QueuedByQueue) != 1 {
+		t.Errorf("stats for one queue: %+v %v", st, err)
+	}
+	// Process serves its own queue only.
+	for i := 0; i < 3; i++ {
+		res, err := q.Process(ctx, func(_ context.Context, _ skiplock.Tx, job *skiplock.Job) error {
+			if job.Queue != skiplock.DefaultQueue {
+				t.Errorf("claimed a job of queue %q", job.Queue)
+			}
+			return nil
+		})
+		if err != nil || res.Job == nil {
+			t.Fatalf("%+v %v", res, err)
+		}
+	}
+	if res, err := q.Process(ctx, func(context.Context, skiplock.Tx, *skiplock.Job) error { return nil }); err != nil || res.Job != nil {
+		t.Errorf("other queue's jobs were claimed: %+v %v", res, err)
+	}
+}

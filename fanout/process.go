@@ -1,0 +1,192 @@
+package fanout
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/workloop"
+	"github.com/skiplock/skiplock/retry"
+)
+
+// Handler does one job's work inside the transaction that claimed it.
+// Whatever it writes through tx commits together with the job's removal, or
+// not at all. It must not commit or roll back tx. Returning an error (or
+// panicking) rolls everything back and counts a failed attempt.
+//
+// The handler may run more than once for one job: after a failed attempt,
+// and when the engine asks for the transaction to be retried (a
+// serialization failure), in which case its writes were rolled back first.
+// Effects outside the database therefore happen at least once, not exactly
+// once.
+type Handler func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error
+
+// Result says what one Process call did.
+type Result struct {
+	// Job is the job claimed by the last transaction attempt; nil when the
+	// queue had no unlocked job.
+	Job *skiplock.Job
+	// HandlerErr is the handler's error (a *workloop.PanicError for a
+	// panic) when the job failed. The job's work was rolled back and the
+	// attempt recorded; nil when the job was processed and deleted.
+	HandlerErr error
+	// Dead is true when that failure used the job's last attempt: the job
+	// is now in job_dead.
+	Dead bool
+	// Claim is how long the claim statement took in the last transaction
+	// attempt (the dequeue latency, BEGIN excluded).
+	Claim time.Duration
+	// Tries counts transaction attempts: 1 plus retries of serialization
+	// failures and lost connections.
+	Tries int
+}
+
+// handlerError marks an error as the handler's, so that Process can tell
+// it from a failure of its own statements. It unwraps, so a serialization
+// failure the handler met in its own SQL is still retried by retry.Run.
+type handlerError struct{ err error }
+
+func (e *handlerError) Error() string { return "handler: " + e.err.Error() }
+func (e *handlerError) Unwrap() error { return e.err }
+
+// Process claims one job of the queue and handles it, in one transaction:
+// claim (FOR UPDATE SKIP LOCKED from a random start), h(ctx, tx, job),
+// delete, commit. It holds one connection from the pool for the duration.
+//
+// It returns a zero Result (Job nil) and no error when no unlocked job
+// exists. A handler failure is not an error of Process: the transaction is
+// rolled back, the attempt recorded in a separate transaction (moving the
+// job to job_dead once it has failed max_attempts times), and the Result
+// carries the handler's error. Process returns an error when its own
+// statements fail for good, when ctx ends, or as *retry.AmbiguousCommitError
+// when the commit's outcome is unknown (see the package doc: the job's work
+// and its removal committed together or not at all).
+func (q *Queue) Process(ctx context.Context, h Handler) (Result, error) {
+	if h == nil {
+		return Result{}, skiplock.Usagef("fanout: Process needs a handler")
+	}
+	var res Result
+	err := retry.Run(ctx, q.db, q.cfg.Retry, func(ctx context.Context, tx skiplock.Tx) error {
+		res = Result{Tries: res.Tries + 1}
+		start := time.Now()
+		job, err := q.claim(ctx, tx)
+		res.Claim = time.Since(start)
+		if err != nil || job == nil {
+			return err
+		}
+		res.Job = job
+		if err := workloop.Call(func() error { return h(ctx, tx, job) }); err != nil {
+			return &handlerError{err: err}
+		}
+		n, err := tx.Exec(ctx, q.sql.del, job.ID)
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			// Cannot happen while we hold the row lock; if it does, do
+			// not commit the handler's work without the removal.
+			return fmt.Errorf("job %s vanished while locked (the delete removed %d rows)", job.ID, n)
+		}
+		return nil
+	})
+	var he *handlerError
+	switch {
+	case err == nil:
+		return res, nil
+	case errors.As(err, &he) && ctx.Err() == nil:
+		res.HandlerErr = he.err
+		dead, ferr := q.recordFailure(ctx, res.Job.ID, he.err)
+		res.Dead = dead
+		if ferr != nil {
+			return res, fmt.Errorf("fanout: job %s failed (%v), and recording the failed attempt failed too: %w", res.Job.ID, he.err, ferr)
+		}
+		return res, nil
+	case errors.As(err, &he):
+		// Stopped mid-job (a hard stop): not the job's fault, so no
+		// attempt is counted. The rollback put the job back.
+		res.HandlerErr = he.err
+		return res, fmt.Errorf("fanout: stopped while handling job %s (%v); it is back in the queue", res.Job.ID, ctx.Err())
+	}
+	return res, fmt.Errorf("fanout: process a job of queue %q: %w", q.cfg.Queue, err)
+}
+
+// claim locks one job of the queue, or returns nil when every job is
+// locked or there is none.
+func (q *Queue) claim(ctx context.Context, tx skiplock.Tx) (*skiplock.Job, error) {
+	var job *skiplock.Job
+	err := each(ctx, tx, q.sql.claim, []any{randomStart(), q.cfg.Queue}, func(r skiplock.Rows) error {
+		var (
+			j              skiplock.Job
+			payload        string
+			attempts, maxA int32
+			lastErr        *string
+		)
+		if err := r.Scan(&j.ID, &j.Queue, &payload, &attempts, &maxA, &lastErr, &j.CreatedAt); err != nil {
+			return err
+		}
+		j.Payload = json.RawMessage(payload)
+		j.Attempts = int(attempts) + 1 // the column counts failures; this claim is one more
+		j.MaxAttempts = int(maxA)
+		if lastErr != nil {
+			j.LastError = *lastErr
+		}
+		j.Status = skiplock.StatusRunning
+		j.RunAt = j.CreatedAt
+		job = &j
+		return nil
+	})
+	return job, err
+}
+
+// recordFailure counts a failed attempt of job id, after the rollback, and
+// moves the job to job_dead when it has used its attempts. It finds the job
+// gone when another worker has processed it since, and then does nothing.
+//
+// The UPDATE waits if another worker claimed the job in the moment since
+// the rollback: when that worker commits, the job is gone and nothing is
+// counted (it succeeded); when it rolls back, both failures count.
+func (q *Queue) recordFailure(ctx context.Context, id string, cause error) (dead bool, err error) {
+	msg := errorText(cause)
+	err = retry.Run(ctx, q.db, q.cfg.Retry, func(ctx context.Context, tx skiplock.Tx) error {
+		dead = false
+		found := false
+		var attempts, maxA int32
+		err := each(ctx, tx, q.sql.fail, []any{id, msg}, func(r skiplock.Rows) error {
+			found = true
+			return r.Scan(&attempts, &maxA)
+		})
+		if err != nil || !found || attempts < maxA {
+			return err
+		}
+		n, err := tx.Exec(ctx, q.sql.bury, id)
+		dead = n == 1
+		return err
+	})
+	return dead, err
+}
+
+// maxErrorBytes bounds the last_error text kept per job.
+const maxErrorBytes = 4000
+
+// errorText is err's message as the database can store it: valid UTF-8,
+// no NUL bytes (PostgreSQL text refuses both), at most maxErrorBytes.
+func errorText(err error) string {
+	s := strings.ToValidUTF8(err.Error(), "\uFFFD")
+	s = strings.ReplaceAll(s, "\x00", "\\0")
+	if len(s) > maxErrorBytes {
+		s = strings.ToValidUTF8(s[:maxErrorBytes], "") + "..."
+	}
+	return s
+}
+
+// randomStart is a random point in the text UUID key space, where a claim
+// starts looking. It need not be a valid UUID, only spread like the keys.
+func randomStart() string {
+	a, b := rand.Uint64(), rand.Uint64()
+	return fmt.Sprintf("%08x-%04x-%04x-%04x-%012x", a>>32, (a>>16)&0xffff, a&0xffff, b>>48, b&0xffffffffffff)
+}

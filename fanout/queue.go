@@ -1,0 +1,300 @@
+package fanout
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/retry"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// DefaultEnqueueBatch is how many jobs one INSERT carries when
+// Config.EnqueueBatch is 0.
+const DefaultEnqueueBatch = 5000
+
+// Config tunes a Queue. The zero value (or nil) works: schema "skiplock",
+// queue "default".
+type Config struct {
+	// Schema holds the fanout tables (migrated with schema.LayoutFanout);
+	// "" means schema.DefaultSchema.
+	Schema string
+	// Queue is the queue this Queue serves: Process claims only its jobs,
+	// and Enqueue puts jobs that name no queue on it. "" means
+	// skiplock.DefaultQueue.
+	Queue string
+	// MaxPayloadBytes bounds a job's payload; 0 means
+	// skiplock.DefaultMaxPayloadBytes.
+	MaxPayloadBytes int
+	// EnqueueBatch is how many jobs one INSERT carries in EnqueueMany; 0
+	// means DefaultEnqueueBatch.
+	EnqueueBatch int
+	// Retry tunes the retries of serialization failures and lost
+	// connections (nil: retry's defaults). When its Isolation is
+	// IsoDefault, the engine's queue isolation is used
+	// (skiplock.Dialect.DefaultIsolation: READ COMMITTED on PostgreSQL and
+	// YugabyteDB). Set Retry.Counters to count retries.
+	Retry *retry.Options
+}
+
+// withDefaults validates c and returns a filled-in copy.
+func (c *Config) withDefaults(d *skiplock.Dialect) (Config, error) {
+	var out Config
+	if c != nil {
+		out = *c
+	}
+	if out.Schema == "" {
+		out.Schema = schema.DefaultSchema
+	}
+	if err := skiplock.ValidateIdent("schema", out.Schema); err != nil {
+		return out, err
+	}
+	if out.Queue == "" {
+		out.Queue = skiplock.DefaultQueue
+	}
+	if err := skiplock.ValidateQueueName(out.Queue); err != nil {
+		return out, err
+	}
+	if out.MaxPayloadBytes < 0 {
+		return out, skiplock.Usagef("max payload bytes %d is negative: use 0 for the default (%d)", out.MaxPayloadBytes, skiplock.DefaultMaxPayloadBytes)
+	}
+	if out.EnqueueBatch < 0 {
+		return out, skiplock.Usagef("enqueue batch %d is negative: use 0 for the default (%d)", out.EnqueueBatch, DefaultEnqueueBatch)
+	}
+	if out.EnqueueBatch == 0 {
+		out.EnqueueBatch = DefaultEnqueueBatch
+	}
+	r := retry.Options{}
+	if out.Retry != nil {
+		r = *out.Retry
+	}
+	if r.Isolation == skiplock.IsoDefault {
+		r.Isolation = d.DefaultIsolation
+	}
+	out.Retry = &r
+	return out, nil
+}
+
+// Queue is one queue of the fanout layout. It is safe for concurrent use;
+// make one and share it.
+type Queue struct {
+	db  *skiplock.DB
+	cfg Config
+	sql statements
+}
+
+// New returns a Queue on db. It validates cfg and does not touch the
+// database; run schema.Migrate with schema.LayoutFanout first.
+func New(db *skiplock.DB, cfg *Config) (*Queue, error) {
+	if db == nil {
+		return nil, skiplock.Usagef("fanout.New: db is nil: open one with skiplock.Open")
+	}
+	c, err := cfg.withDefaults(db.Dialect())
+	if err != nil {
+		return nil, err
+	}
+	return &Queue{db: db, cfg: c, sql: render(c.Schema)}, nil
+}
+
+// Name is the queue this Queue serves.
+func (q *Queue) Name() string { return q.cfg.Queue }
+
+// Schema is the schema holding its tables.
+func (q *Queue) Schema() string { return q.cfg.Schema }
+
+// DB is the database it runs on.
+func (q *Queue) DB() *skiplock.DB { return q.db }
+
+// Enqueue adds one job and returns its id.
+func (q *Queue) Enqueue(ctx context.Context, job skiplock.NewJob) (string, error) {
+	ids, err := q.EnqueueMany(ctx, []skiplock.NewJob{job})
+	if err != nil {
+		return "", err
+	}
+	return ids[0], nil
+}
+
+// EnqueueMany adds jobs in one transaction (retried on serialization
+// failures), EnqueueBatch jobs per INSERT, and returns their ids in order.
+// Either every job is added or none is. Bad input adds nothing.
+func (q *Queue) EnqueueMany(ctx context.Context, jobs []skiplock.NewJob) ([]string, error) {
+	cols, err := q.columns(jobs)
+	if err != nil {
+		return nil, err
+	}
+	var ids []string
+	err = retry.Run(ctx, q.db, q.cfg.Retry, func(ctx context.Context, tx skiplock.Tx) error {
+		ids, err = q.insert(ctx, tx, cols)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("fanout: enqueue %d job(s): %w", len(jobs), err)
+	}
+	return ids, nil
+}
+
+// EnqueueTx adds jobs inside the caller's own jackc/pgx transaction, so
+// that they appear if and only if the caller's transaction commits.
+// Committing, rolling back and retrying stay the caller's business.
+func (q *Queue) EnqueueTx(ctx context.Context, tx pgx.Tx, jobs ...skiplock.NewJob) ([]string, error) {
+	return q.EnqueueIn(ctx, skiplock.WrapTx(tx), jobs...)
+}
+
+// EnqueueIn adds jobs through any Querier, typically the transaction a
+// handler is given, so that a job's follow-up jobs commit with its work.
+func (q *Queue) EnqueueIn(ctx context.Context, db skiplock.Querier, jobs ...skiplock.NewJob) ([]string, error) {
+	cols, err := q.columns(jobs)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := q.insert(ctx, db, cols)
+	if err != nil {
+		return nil, fmt.Errorf("fanout: enqueue %d job(s): %w", len(jobs), err)
+	}
+	return ids, nil
+}
+
+// jobColumnsIn are jobs as the INSERT's parallel arrays.
+type jobColumnsIn struct {
+	queues, payloads []string
+	maxAttempts      []int32
+}
+
+// columns validates jobs and turns them into parallel arrays. It refuses
+// what fanout does not keep rather than dropping it silently.
+func (q *Queue) columns(jobs []skiplock.NewJob) (jobColumnsIn, error) {
+	var c jobColumnsIn
+	if len(jobs) == 0 {
+		return c, skiplock.Usagef("no jobs to enqueue")
+	}
+	now := time.Now()
+	c.queues = make([]string, len(jobs))
+	c.payloads = make([]string, len(jobs))
+	c.maxAttempts = make([]int32, len(jobs))
+	for i, j := range jobs {
+		if j.Queue == "" {
+			j.Queue = q.cfg.Queue
+		}
+		if err := j.Normalize(q.cfg.MaxPayloadBytes); err != nil {
+			return c, fmt.Errorf("job %d: %w", i, err)
+		}
+		switch {
+		case j.RunAt.After(now):
+			return c, skiplock.Usagef("job %d: run at %s: fanout runs every job as soon as a worker is free; use the bucketed layout for scheduled jobs", i, j.RunAt.Format(time.RFC3339))
+		case j.Priority != 0:
+			return c, skiplock.Usagef("job %d: priority %d: fanout has no priorities (workers start at random points); use the bucketed layout, or a separate queue", i, j.Priority)
+		case j.UniqueKey != "":
+			return c, skiplock.Usagef("job %d: unique key %q: fanout has no unique keys; use the bucketed layout", i, j.UniqueKey)
+		case j.MaxAttempts > 1<<31-1:
+			return c, skiplock.Usagef("job %d: max attempts %d is too large", i, j.MaxAttempts)
+		}
+		c.queues[i], c.payloads[i], c.maxAttempts[i] = j.Queue, string(j.Payload), int32(j.MaxAttempts)
+	}
+	return c, nil
+}
+
+func (q *Queue) insert(ctx context.Context, db skiplock.Querier, c jobColumnsIn) ([]string, error) {
+	ids := make([]string, 0, len(c.queues))
+	for lo := 0; lo < len(c.queues); lo += q.cfg.EnqueueBatch {
+		hi := min(lo+q.cfg.EnqueueBatch, len(c.queues))
+		rows, err := db.Query(ctx, q.sql.insert, c.queues[lo:hi], c.payloads[lo:hi], c.maxAttempts[lo:hi])
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				rows.Close()
+				return nil, err
+			}
+			ids = append(ids, id)
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return nil, err
+		}
+	}
+	if len(ids) != len(c.queues) {
+		return nil, fmt.Errorf("inserted %d of %d jobs", len(ids), len(c.queues))
+	}
+	return ids, nil
+}
+
+// Stats are a snapshot of the fanout tables.
+type Stats struct {
+	// Queued counts live jobs (rows in job_queue), those being processed
+	// right now included: fanout cannot tell them apart without locking.
+	Queued int64
+	// Dead counts jobs in job_dead.
+	Dead int64
+	// QueuedByQueue and DeadByQueue break the counts down by queue name.
+	QueuedByQueue, DeadByQueue map[string]int64
+	// OldestQueued is the age of the oldest live job, by the server's
+	// clock; 0 when none.
+	OldestQueued time.Duration
+}
+
+// Stats counts the jobs of queue, or of every queue when queue is "". It
+// reads whole tables: meant for operators, not for hot paths.
+func (q *Queue) Stats(ctx context.Context, queue string) (*Stats, error) {
+	st := &Stats{QueuedByQueue: map[string]int64{}, DeadByQueue: map[string]int64{}}
+	err := each(ctx, q.db, q.sql.queued, []any{queue}, func(r skiplock.Rows) error {
+		var name string
+		var n int64
+		var oldest *time.Time
+		var now time.Time
+		if err := r.Scan(&name, &n, &oldest, &now); err != nil {
+			return err
+		}
+		st.Queued += n
+		st.QueuedByQueue[name] = n
+		if oldest != nil {
+			st.OldestQueued = max(st.OldestQueued, now.Sub(*oldest))
+		}
+		return nil
+	})
+	if err == nil {
+		err = each(ctx, q.db, q.sql.dead, []any{queue}, func(r skiplock.Rows) error {
+			var name string
+			var n int64
+			if err := r.Scan(&name, &n); err != nil {
+				return err
+			}
+			st.Dead += n
+			st.DeadByQueue[name] = n
+			return nil
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fanout: stats in schema %s: %w (is the fanout layout migrated?)", q.cfg.Schema, err)
+	}
+	return st, nil
+}
+
+// HasQueued reports whether this Queue's queue has a live job, being
+// processed or not. `skiplock work --until-empty` stops when it has none.
+func (q *Queue) HasQueued(ctx context.Context) (bool, error) {
+	var found bool
+	if err := q.db.QueryRow(ctx, q.sql.exists, q.cfg.Queue).Scan(&found); err != nil {
+		return false, fmt.Errorf("fanout: check queue %q: %w", q.cfg.Queue, err)
+	}
+	return found, nil
+}
+
+// each runs a query and calls fn for every row.
+func each(ctx context.Context, db skiplock.Querier, sql string, args []any, fn func(skiplock.Rows) error) error {
+	rows, err := db.Query(ctx, sql, args...)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		if err := fn(rows); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}

@@ -1,0 +1,8 @@
+package main
+
+import (
+	_ "github.com/testcontainers/testcontainers-go"
+	_ "github.com/testcontainers/testcontainers-go/modules/cockroachdb"
+)
+
+func main() {}

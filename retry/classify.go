@@ -1,0 +1,224 @@
+package retry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	jackcpgx "github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	ybpgx "github.com/yugabyte/pgx/v5"
+	ybpgconn "github.com/yugabyte/pgx/v5/pgconn"
+
+	"github.com/skiplock/skiplock"
+)
+
+// Class is how an error should be handled.
+type Class int
+
+// The classes of error.
+const (
+	// Permanent errors fail the same way when tried again.
+	Permanent Class = iota
+	// Retryable errors left nothing applied; running the whole
+	// transaction again is safe.
+	Retryable
+	// Ambiguous errors leave it unknown whether the transaction
+	// committed.
+	Ambiguous
+)
+
+// String names the class.
+func (c Class) String() string {
+	switch c {
+	case Retryable:
+		return "retryable"
+	case Ambiguous:
+		return "ambiguous"
+	}
+	return "permanent"
+}
+
+// retryableCodes are the SQLSTATEs that mean "the transaction was rolled
+// back; run it again": serialization_failure, deadlock_detected, and
+// CockroachDB's legacy CR000.
+var retryableCodes = map[string]bool{"40001": true, "40P01": true, "CR000": true}
+
+// ambiguousCode is CockroachDB's statement_completion_unknown ("result is
+// ambiguous"): the commit may or may not have happened.
+const ambiguousCode = "40003"
+
+// restartMessages are the texts with which CockroachDB and YugabyteDB
+// report a conflict restart. Some releases send them with a code other
+// than 40001 (PITFALLS 4), so they count for codes of class 40
+// (transaction rollback) and XX000 (internal error) only: a message can
+// never turn a constraint or syntax error into a retry.
+var restartMessages = []string{
+	"restart transaction",   // CockroachDB: "restart transaction: TransactionRetryWithProtoRefreshError ..."
+	"restart read required", // YugabyteDB read restart
+	"transaction aborted",   // YugabyteDB: "Transaction aborted: kAborted"
+	"conflicts with ",       // YugabyteDB: "Conflicts with higher priority / committed transaction"
+}
+
+// Classify says how to handle err, an error from a statement inside a
+// transaction or from [Run]:
+//
+//   - Retryable: SQLSTATE 40001 (serialization failure, on every engine),
+//     40P01 (deadlock), CockroachDB's CR000, a class-40 or XX000 error whose
+//     message is a CockroachDB or YugabyteDB restart ("restart transaction",
+//     "Restart read required", "Transaction aborted", "Conflicts with ..."),
+//     and a connection failure where nothing reached the server (either
+//     driver's SafeToRetry).
+//   - Ambiguous: an [*AmbiguousCommitError] anywhere in the chain, or
+//     CockroachDB's 40003 "result is ambiguous".
+//   - Permanent: everything else, including 25P02, 25006, 2D000, 3B001,
+//     every 42xxx and 23xxx, a lost connection after data was sent, and a
+//     cancelled or expired context (retrying cannot outlive it).
+//
+// It finds the SQLSTATE through errors.As on a SQLState() string method,
+// so it works for jackc and yugabyte pgx errors and through any wrapping
+// (fmt.Errorf with %w, errors.Join).
+func Classify(err error) Class {
+	if err == nil {
+		return Permanent
+	}
+	var amb *AmbiguousCommitError
+	if errors.As(err, &amb) {
+		return Ambiguous
+	}
+	code := skiplock.SQLState(err)
+	if code == ambiguousCode {
+		return Ambiguous
+	}
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return Permanent
+	}
+	switch {
+	case retryableCodes[code]:
+		return Retryable
+	case code != "":
+		if (strings.HasPrefix(code, "40") || code == "XX000") && restartMessage(err) {
+			return Retryable
+		}
+		return Permanent
+	case safeToRetry(err):
+		return Retryable
+	}
+	return Permanent
+}
+
+// restartMessage reports whether the server's own message (not a
+// wrapper's text, nor the code) reads as an engine restart.
+func restartMessage(err error) bool {
+	msg := strings.ToLower(serverMessage(err))
+	for _, m := range restartMessages {
+		if strings.Contains(msg, m) {
+			return true
+		}
+	}
+	return false
+}
+
+// serverMessage is the primary message of either driver's error, or the
+// text of whatever other error carries the SQLSTATE.
+func serverMessage(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return pe.Message
+	}
+	var ye *ybpgconn.PgError
+	if errors.As(err, &ye) {
+		return ye.Message
+	}
+	var s interface {
+		error
+		SQLState() string
+	}
+	if errors.As(err, &s) {
+		return s.Error()
+	}
+	return ""
+}
+
+// safeToRetry reports a failure where nothing reached the server (either
+// driver's pgconn.SafeToRetry, which both implement with a SafeToRetry()
+// bool method).
+func safeToRetry(err error) bool {
+	var s interface{ SafeToRetry() bool }
+	return errors.As(err, &s) && s.SafeToRetry()
+}
+
+// AmbiguousCommitError says COMMIT failed in a way that leaves it unknown
+// whether the transaction committed: the connection broke or the session
+// was terminated while COMMIT was in flight, or the engine said so (40003).
+// Run never retries it. The caller must resolve it from the data (the
+// layouts do, by their lease and fencing rules).
+type AmbiguousCommitError struct {
+	// Err is the commit's error.
+	Err error
+}
+
+// Error says what happened and what to do.
+func (e *AmbiguousCommitError) Error() string {
+	return "commit outcome unknown (the transaction may or may not have committed; check the data before doing the work again): " + e.Err.Error()
+}
+
+// Unwrap returns the commit's error.
+func (e *AmbiguousCommitError) Unwrap() error { return e.Err }
+
+// commitError classifies a COMMIT failure. The transaction is known not to
+// have committed when nothing of COMMIT reached the server (a session that
+// ends rolls its transaction back) or when the server answered COMMIT with
+// an ordinary ERROR (that answer is a rollback: a serialization failure
+// found at commit, a deferred constraint). Everything else may have
+// committed: a broken connection, a FATAL or PANIC (the backend was
+// terminated while committing), classes 08, 57, 58 and XX, 40003.
+func commitError(err error) error {
+	switch {
+	case errors.Is(err, jackcpgx.ErrTxCommitRollback), errors.Is(err, ybpgx.ErrTxCommitRollback):
+		return fmt.Errorf("retry: COMMIT answered ROLLBACK because a statement in the transaction failed and fn did not return its error (return it, wrapped with %%w): %w", err)
+	case errors.Is(err, jackcpgx.ErrTxClosed), errors.Is(err, ybpgx.ErrTxClosed):
+		// fn committed or rolled back itself: which one is not known here.
+		return &AmbiguousCommitError{Err: fmt.Errorf("the transaction was already closed before Run's COMMIT (fn must not commit or roll back the transaction it is given): %w", err)}
+	case safeToRetry(err), serverRolledBack(err):
+		return err
+	}
+	return &AmbiguousCommitError{Err: err}
+}
+
+// serverRolledBack reports whether the server answered with an ordinary
+// ERROR, after which the transaction is rolled back, as opposed to a FATAL
+// that ends the session at an unknown point of the commit.
+func serverRolledBack(err error) bool {
+	code := skiplock.SQLState(err)
+	if len(code) != 5 || code == ambiguousCode {
+		return false
+	}
+	switch code[:2] {
+	case "08", "57", "58", "XX":
+		return false
+	}
+	return severity(err) == "ERROR"
+}
+
+// severity is the server's unlocalized severity of either driver's error,
+// or "" for any other error.
+func severity(err error) string {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) {
+		return firstNonEmpty(pe.SeverityUnlocalized, pe.Severity)
+	}
+	var ye *ybpgconn.PgError
+	if errors.As(err, &ye) {
+		return firstNonEmpty(ye.SeverityUnlocalized, ye.Severity)
+	}
+	return ""
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,357 @@
+package skiplock_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+	ybpgconn "github.com/yugabyte/pgx/v5/pgconn"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/testdb"
+)
+
+func TestParseEngine(t *testing.T) {
+	for in, want := range map[string]skiplock.Engine{
+		"": skiplock.EngineAuto, "auto": skiplock.EngineAuto, "Postgres": skiplock.EnginePostgres, "pg": skiplock.EnginePostgres,
+		"yugabyte": skiplock.EngineYugabyte, "YB": skiplock.EngineYugabyte, "cockroach": skiplock.EngineCockroach, "crdb": skiplock.EngineCockroach,
+	} {
+		if got, err := skiplock.ParseEngine(in); err != nil || got != want {
+			t.Errorf("ParseEngine(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	_, err := skiplock.ParseEngine("mysql")
+	if !skiplock.IsUsage(err) || !strings.Contains(err.Error(), `"mysql"`) || !strings.Contains(err.Error(), "postgres, yugabyte or cockroach") {
+		t.Errorf("ParseEngine(mysql) error %v should name the value and what is allowed", err)
+	}
+}
+
+func TestEngineFromVersion(t *testing.T) {
+	for v, want := range map[string]skiplock.Engine{
+		"PostgreSQL 15.18 (Debian 15.18-0+deb12u1) on x86_64-pc-linux-gnu":                                        skiplock.EnginePostgres,
+		"PostgreSQL 11.2-YB-2024.1.3.0-b0 on x86_64-pc-linux-gnu, compiled by clang version 17.0.6":               skiplock.EngineYugabyte,
+		"CockroachDB CCL v24.1.4 (x86_64-pc-linux-gnu, built 2024/08/29 12:00:00, go1.22.5 X:nocoverageredesign)": skiplock.EngineCockroach,
+	} {
+		if got := skiplock.EngineFromVersion(v); got != want {
+			t.Errorf("EngineFromVersion(%q) = %s, want %s", v, got, want)
+		}
+	}
+}
+
+func TestEveryEngineHasADialect(t *testing.T) {
+	for _, e := range skiplock.Engines {
+		d := e.Dialect()
+		if d.Engine != e || d.UUIDText == "" || d.BigIDDefault == "" || d.Covering == "" || d.DefaultPort == 0 {
+			t.Errorf("dialect of %s is incomplete: %+v", e, d)
+		}
+	}
+}
+
+func TestOpenDetectsPostgresAndRunsQueries(t *testing.T) {
+	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 3})
+	if db.Engine() != skiplock.EnginePostgres {
+		t.Fatalf("engine %s, want postgres", db.Engine())
+	}
+	if !strings.Contains(db.Version(), "PostgreSQL") {
+		t.Fatalf("version %q", db.Version())
+	}
+	if st := db.Stats(); st.Max != 3 {
+		t.Fatalf("pool max %d, want 3", st.Max)
+	}
+	ctx := context.Background()
+	n, err := db.ServerMaxConnections(ctx)
+	if err != nil || n < 100 {
+		t.Fatalf("ServerMaxConnections = %d, %v", n, err)
+	}
+	// The seam: Exec counts rows, Query iterates, a transaction rolls back.
+	name := testdb.Schema(t, db)
+	table := skiplock.QuoteIdent(name) + ".t"
+	if _, err := db.Exec(ctx, "CREATE SCHEMA "+skiplock.QuoteIdent(name)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, "CREATE TABLE "+table+" (v int)"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := db.Exec(ctx, "INSERT INTO "+table+" SELECT generate_series(1, 5)"); err != nil || n != 5 {
+		t.Fatalf("insert: %d rows, %v", n, err)
+	}
+	tx, err := db.Begin(ctx, skiplock.TxOptions{Isolation: skiplock.IsoSerializable})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var iso string
+	if err := tx.QueryRow(ctx, "SHOW transaction_isolation").Scan(&iso); err != nil || iso != "serializable" {
+		t.Fatalf("isolation %q, %v", iso, err)
+	}
+	if _, err := tx.Exec(ctx, "DELETE FROM "+table); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := db.Query(ctx, "SELECT v FROM "+table+" ORDER BY v")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sum int
+	for rows.Next() {
+		var v int
+		if err := rows.Scan(&v); err != nil {
+			t.Fatal(err)
+		}
+		sum += v
+	}
+	rows.Close()
+	if rows.Err() != nil || sum != 15 {
+		t.Fatalf("sum %d, err %v: the rollback did not keep the rows", sum, rows.Err())
+	}
+	conn, err := db.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pid int64
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil || uint32(pid) != conn.PID() {
+		t.Fatalf("PID %d vs backend %d (%v)", conn.PID(), pid, err)
+	}
+	conn.Release()
+}
+
+func TestNewDBWrapsCallersPoolAndLeavesItOpen(t *testing.T) {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, testdb.DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	db, err := skiplock.NewDB(ctx, pool, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if db.Engine() != skiplock.EnginePostgres {
+		t.Fatalf("engine %s", db.Engine())
+	}
+	db.Close()
+	if err := pool.Ping(ctx); err != nil {
+		t.Fatalf("DB.Close closed the caller's pool: %v", err)
+	}
+	// WrapTx runs queue SQL inside the caller's own transaction.
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	var one int
+	if err := skiplock.WrapTx(tx).QueryRow(ctx, "SELECT 1").Scan(&one); err != nil || one != 1 {
+		t.Fatalf("WrapTx: %d, %v", one, err)
+	}
+}
+
+// TestOpenForcedYugabyteOnPostgresFailsCleanly checks PITFALLS 3 from the
+// other side: with the engine forced to YugabyteDB, the smart driver's
+// load_balance would hunt for yb_servers(); Open must fail with an error
+// instead of leaking connections until the server refuses more.
+func TestOpenForcedYugabyteOnPostgresFailsCleanly(t *testing.T) {
+	db := testdb.Open(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	before := backends(t, db)
+	_, err := skiplock.Open(ctx, testdb.DSN(t), &skiplock.OpenConfig{Engine: skiplock.EngineYugabyte, MaxConns: 2})
+	if !skiplock.IsUsage(err) || !strings.Contains(err.Error(), "the server is postgres") {
+		t.Fatalf("want a usage error naming the real engine, got %v", err)
+	}
+	if after := backends(t, db); after > before+1 {
+		t.Fatalf("connections grew from %d to %d after a refused forced-yugabyte Open", before, after)
+	}
+}
+
+// TestAutoOpenNeverSendsLoadBalanceToPostgres is PITFALLS 3 proper: auto
+// detection must pick jackc/pgx for PostgreSQL, which would reject the
+// unknown load_balance startup parameter if it were sent.
+func TestAutoOpenNeverSendsLoadBalanceToPostgres(t *testing.T) {
+	db := testdb.Open(t, nil)
+	ctx := context.Background()
+	var lb *string
+	err := db.QueryRow(ctx, "SELECT current_setting('load_balance', true)").Scan(&lb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lb != nil && *lb != "" {
+		t.Fatalf("load_balance reached PostgreSQL: %q", *lb)
+	}
+}
+
+func backends(t *testing.T, db *skiplock.DB) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend'").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestOpenBadDSNsSayWhatIsWrongWithoutThePassword(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for _, dsn := range []string{
+		"postgres://app:s3cretpw@127.0.0.1:1/db?connect_timeout=2",
+		"postgres://app:s3cretpw@127.0.0.1:1/db?sslmode=bogus",
+		"host=127.0.0.1 port=1 user=app password=s3cretpw connect_timeout=2",
+		"postgres://app:s3cretpw@[::1",
+	} {
+		_, err := skiplock.Open(ctx, dsn, nil)
+		if err == nil {
+			t.Fatalf("%s: opened", skiplock.RedactDSN(dsn))
+		}
+		if strings.Contains(err.Error(), "s3cretpw") {
+			t.Errorf("error shows the password: %v", err)
+		}
+	}
+	// A wrong password against the real server.
+	u, err := url.Parse(testdb.DSN(t))
+	if err != nil || u.User == nil {
+		t.Skip("test DSN is not a URL with a user")
+	}
+	u.User = url.UserPassword(u.User.Username(), "wrongpassword1")
+	_, err = skiplock.Open(ctx, u.String(), nil)
+	if err == nil || strings.Contains(err.Error(), "wrongpassword1") || !strings.Contains(err.Error(), "password authentication failed") {
+		t.Fatalf("wrong password: err %v", err)
+	}
+}
+
+func TestRedactDSN(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://u:pw@h:5432/db?sslmode=disable": "postgres://u:xxxxx@h:5432/db?sslmode=disable",
+		"postgres://u@h/db?password=pw":             "postgres://u@h/db?password=xxxxx",
+		"host=h user=u password=pw dbname=d":        "host=h user=u password=xxxxx dbname=d",
+		"postgres://u@h/db":                         "postgres://u@h/db",
+		"postgres://u:pw@[::1/db":                   "postgres://xxxxx@[::1/db",
+	} {
+		if got := skiplock.RedactDSN(in); got != want {
+			t.Errorf("RedactDSN(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+func TestQuoteIdentNeverEndsEarly(t *testing.T) {
+	for in, want := range map[string]string{
+		`plain`:               `"plain"`,
+		`a"b`:                 `"a""b"`,
+		`x"; DROP TABLE y;--`: `"x""; DROP TABLE y;--"`,
+	} {
+		if got := skiplock.QuoteIdent(in); got != want {
+			t.Errorf("QuoteIdent(%q) = %s, want %s", in, got, want)
+		}
+	}
+	if got := skiplock.QuoteLiteral(`it's`); got != `'it''s'` {
+		t.Errorf("QuoteLiteral = %s", got)
+	}
+}
+
+// TestQuotedIdentifiersRoundTrip creates and reads back tables whose names
+// are hostile, proving QuoteIdent against the real parser.
+func TestQuotedIdentifiersRoundTrip(t *testing.T) {
+	db := testdb.Open(t, nil)
+	ctx := context.Background()
+	name := testdb.Schema(t, db)
+	if _, err := db.Exec(ctx, "CREATE SCHEMA "+skiplock.QuoteIdent(name)); err != nil {
+		t.Fatal(err)
+	}
+	for _, table := range []string{`a"b`, `x"; DROP SCHEMA public; --`, `ünï cödé`, `Upper`} {
+		q := skiplock.QuoteIdent(name) + "." + skiplock.QuoteIdent(table)
+		if _, err := db.Exec(ctx, "CREATE TABLE "+q+" (v int)"); err != nil {
+			t.Fatalf("%q: %v", table, err)
+		}
+		var got string
+		if err := db.QueryRow(ctx, "SELECT tablename FROM pg_tables WHERE schemaname = $1 AND tablename = $2", name, table).Scan(&got); err != nil {
+			t.Fatalf("%q not created under its own name: %v", table, err)
+		}
+	}
+}
+
+func FuzzQuoteIdent(f *testing.F) {
+	for _, s := range []string{"a", `"`, `a""b`, "x\x00y", "ü"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		q := skiplock.QuoteIdent(s)
+		if len(q) < 2 || q[0] != '"' || q[len(q)-1] != '"' {
+			t.Fatalf("not wrapped: %s", q)
+		}
+		inner := q[1 : len(q)-1]
+		// Inside, every quote must be doubled: removing pairs leaves none.
+		if strings.Contains(strings.ReplaceAll(inner, `""`, ""), `"`) {
+			t.Fatalf("lone quote in %s", q)
+		}
+		if strings.ContainsRune(q, 0) {
+			t.Fatalf("NUL in %q", q)
+		}
+	})
+}
+
+func TestValidateIdent(t *testing.T) {
+	for _, ok := range []string{"skiplock", "_x", "a1$", "ünï", strings.Repeat("a", 63)} {
+		if err := skiplock.ValidateIdent("schema", ok); err != nil {
+			t.Errorf("%q: %v", ok, err)
+		}
+	}
+	for _, bad := range []string{"", "1a", "a-b", "a b", `a"b`, "a;b", strings.Repeat("a", 64), "pg_temp", "\xff"} {
+		err := skiplock.ValidateIdent("schema", bad)
+		if !skiplock.IsUsage(err) {
+			t.Errorf("%q: want a usage error, got %v", bad, err)
+		}
+	}
+}
+
+func TestNewJobNormalize(t *testing.T) {
+	j := skiplock.NewJob{}
+	if err := j.Normalize(0); err != nil {
+		t.Fatal(err)
+	}
+	if j.Queue != skiplock.DefaultQueue || string(j.Payload) != "null" || j.MaxAttempts != skiplock.DefaultMaxAttempts {
+		t.Fatalf("defaults not filled: %+v", j)
+	}
+	for name, bad := range map[string]skiplock.NewJob{
+		"invalid JSON":     {Payload: json.RawMessage(`{"a":`)},
+		"too large":        {Payload: json.RawMessage(`"` + strings.Repeat("x", 200) + `"`)},
+		"priority":         {Priority: 40000},
+		"negative max":     {MaxAttempts: -1},
+		"control in queue": {Queue: "a\nb"},
+		"long queue":       {Queue: strings.Repeat("q", 129)},
+		"bad utf8 queue":   {Queue: "\xff"},
+	} {
+		err := bad.Normalize(100)
+		if !skiplock.IsUsage(err) {
+			t.Errorf("%s: want a usage error, got %v", name, err)
+		}
+	}
+	// Quotes, semicolons and unicode are fine in queue names: they only
+	// ever travel as parameters.
+	ok := skiplock.NewJob{Queue: `it's; DROP TABLE x; -- ✓`}
+	if err := ok.Normalize(0); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSQLStateThroughWrapping(t *testing.T) {
+	var err error = &pgconn.PgError{Code: "40001"}
+	for i := 0; i < 3; i++ {
+		err = fmt.Errorf("layer %d: %w", i, err)
+	}
+	if got := skiplock.SQLState(err); got != "40001" {
+		t.Fatalf("jackc: %q", got)
+	}
+	err = fmt.Errorf("wrapped: %w", &ybpgconn.PgError{Code: "40P01"})
+	if got := skiplock.SQLState(err); got != "40P01" {
+		t.Fatalf("yugabyte: %q", got)
+	}
+	if skiplock.SQLState(errors.New("plain")) != "" {
+		t.Fatal("plain error has no SQLSTATE")
+	}
+}

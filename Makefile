@@ -15,6 +15,14 @@ build:
 test: setup
 	$(GO) test -race -count=1 -timeout 25m ./...
 
+# The same suites against distributed engines: the server in
+# SKIPLOCK_TEST_DSN when set, CockroachDB and YugabyteDB in containers when a
+# Docker daemon answers. Reports what ran and what was skipped and why; skips
+# are not failures. Its own module keeps testcontainers out of go.mod.
+.PHONY: test-engines
+test-engines: setup
+	$(GO) -C internal/enginematrix run . -root ../..
+
 # The seed's latency test (seed 003: 500 workers, 1 s jobs), scaled down to
 # 30 s, in lease mode on the embedded PostgreSQL (started if need be).
 # BENCH_FLAGS adds flags, e.g. make bench BENCH_FLAGS="--mode tx --baseline".

@@ -76,6 +76,7 @@ func probeEngine(ctx context.Context, dsn string) (Engine, string, error) {
 	if err != nil {
 		return "", "", redactError(Usagef("DSN does not parse: %v: use postgres://user:password@host:port/database or key=value pairs", err), dsn)
 	}
+	dropSmartDriverParams(cc.RuntimeParams)
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return "", "", redactError(fmt.Errorf("connect: %w: check that the server is running and the DSN is right", err), dsn)
@@ -96,6 +97,7 @@ func openJackc(ctx context.Context, dsn string, maxConns int32) (Pool, error) {
 	if maxConns > 0 {
 		pc.MaxConns = maxConns
 	}
+	dropSmartDriverParams(pc.ConnConfig.RuntimeParams)
 	p, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, err
@@ -116,6 +118,18 @@ func openYugabyte(ctx context.Context, dsn string, maxConns int32) (Pool, error)
 		return nil, err
 	}
 	return newYBPool(p), nil
+}
+
+// smartDriverParams are the YugabyteDB smart driver's DSN options. The
+// plain driver would send them to the server as settings, which every
+// server rejects, so they are dropped wherever the plain driver connects
+// (the engine probe, PostgreSQL, CockroachDB).
+var smartDriverParams = []string{"load_balance", "topology_keys", "yb_servers_refresh_interval", "fallback_to_topology_keys_only", "failed_host_reconnect_delay_secs"}
+
+func dropSmartDriverParams(params map[string]string) {
+	for _, k := range smartDriverParams {
+		delete(params, k)
+	}
 }
 
 // withLoadBalance adds load_balance=true to a DSN that does not set it, in

@@ -187,6 +187,29 @@ func TestAutoOpenNeverSendsLoadBalanceToPostgres(t *testing.T) {
 	}
 }
 
+// TestSmartDriverOptionsInTheDSNDoNotBreakPostgres: a DSN written for the
+// smart driver (load_balance=true) still opens a PostgreSQL server, since
+// the option is the driver's, not the server's.
+func TestSmartDriverOptionsInTheDSNDoNotBreakPostgres(t *testing.T) {
+	u, err := url.Parse(testdb.DSN(t))
+	if err != nil {
+		t.Skip("test DSN is not a URL")
+	}
+	q := u.Query()
+	q.Set("load_balance", "true")
+	q.Set("topology_keys", "aws.us-east-2.*")
+	u.RawQuery = q.Encode()
+	db, err := skiplock.Open(context.Background(), u.String(), nil)
+	if err != nil {
+		t.Fatalf("open with smart-driver options: %v", err)
+	}
+	defer db.Close()
+	var one int
+	if err := db.QueryRow(context.Background(), "SELECT 1").Scan(&one); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func backends(t *testing.T, db *skiplock.DB) int {
 	t.Helper()
 	var n int

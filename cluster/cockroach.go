@@ -107,6 +107,16 @@ func (cockroachSpec) memberCountSQL() string {
 
 func (cockroachSpec) notes(*MultiNode) []string { return nil }
 
+// crdbUnsafeInternalsSQL lets the session read crdb_internal, which
+// CockroachDB fences off behind allow_unsafe_internals from v25.4 (off by
+// default in later releases). Older versions reject the variable, and need
+// nothing: its error is ignored.
+const crdbUnsafeInternalsSQL = "SET allow_unsafe_internals = on"
+
+func (cockroachSpec) prepare(ctx context.Context, conn *pgx.Conn) {
+	_, _ = conn.Exec(ctx, crdbUnsafeInternalsSQL)
+}
+
 // SQL the status report sends to CockroachDB (each parsed by the tests
 // with CockroachDB's grammar).
 const (

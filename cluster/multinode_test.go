@@ -103,7 +103,7 @@ func TestGoldenYugabyteStatusSQL(t *testing.T) {
 // and the readiness probe send to CockroachDB against its grammar.
 func TestCockroachStatusSQLParses(t *testing.T) {
 	var s cockroachSpec
-	for _, sql := range []string{s.memberCountSQL(), crdbNodesSQL, crdbTablesSQL, crdbRangesSQL("skiplock", "jobs"), crdbRangesSQL(`we"ird`, "job_queue")} {
+	for _, sql := range []string{crdbUnsafeInternalsSQL, s.memberCountSQL(), crdbNodesSQL, crdbTablesSQL, crdbRangesSQL("skiplock", "jobs"), crdbRangesSQL(`we"ird`, "job_queue")} {
 		if n, err := crdbsql.Parse(sql); err != nil || n != 1 {
 			t.Errorf("%d statements, %v", n, err)
 		}

@@ -138,6 +138,9 @@ type engineSpec interface {
 	// memberCountSQL counts the members the cluster sees as live; the
 	// default probe waits until it reaches the node count.
 	memberCountSQL() string
+	// prepare readies a connection for the status and readiness queries;
+	// it may fail on versions that need nothing.
+	prepare(ctx context.Context, conn *pgx.Conn)
 	// notes are lines the user needs before up (loopback aliases).
 	notes(c *MultiNode) []string
 	// status fills in members and shards from a connection to a node.
@@ -355,7 +358,10 @@ func (c *MultiNode) Up(ctx context.Context) error {
 		return err
 	}
 	if st != nil {
-		if st.Engine == c.cfg.Engine && st.Nodes == c.cfg.Nodes && c.allReady(ctx) == nil {
+		if st.Engine == c.cfg.Engine && st.Nodes != c.cfg.Nodes {
+			return fmt.Errorf("%s holds a %d-node %s cluster: run `skiplock cluster down --engine %s --base-dir %s` first to make a %d-node one", c.cfg.BaseDir, st.Nodes, st.Engine, st.Engine, c.cfg.BaseDir, c.cfg.Nodes)
+		}
+		if st.Engine == c.cfg.Engine && c.allReady(ctx) == nil {
 			c.cfg.Logf("the %s cluster in %s is already up", c.cfg.Engine, c.cfg.BaseDir)
 			return nil
 		}
@@ -573,6 +579,7 @@ func SQLReady(ctx context.Context, c *MultiNode, n Node) error {
 		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	c.spec.prepare(ctx, conn)
 	var members int
 	if err := conn.QueryRow(ctx, c.spec.memberCountSQL()).Scan(&members); err != nil {
 		return err
@@ -787,6 +794,7 @@ func (c *MultiNode) Status(ctx context.Context, schemaName string) (*MultiNodeSt
 		return st, nil
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	c.spec.prepare(ctx, conn)
 	if err := c.spec.status(ctx, conn, schemaName, st); err != nil {
 		st.Notes = append(st.Notes, err.Error())
 	}

@@ -113,6 +113,8 @@ func (yugabyteSpec) dsn(_ *MultiNode, n Node) string {
 	return u.String()
 }
 
+func (yugabyteSpec) prepare(context.Context, *pgx.Conn) {}
+
 func (yugabyteSpec) memberCountSQL() string { return "SELECT count(*) FROM yb_servers()" }
 
 // notes: Linux routes all of 127.0.0.0/8 to lo; macOS answers only on

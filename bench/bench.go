@@ -87,7 +87,7 @@ type Config struct {
 	// lock).
 	Jobs int
 	// Batch is how many jobs one claim takes (lease mode; default 1 for
-	// latency, 100 for throughput).
+	// latency, 200 for throughput in lease mode).
 	Batch int
 	// Conns is the worker pool's size: lease mode default min(Workers, 50);
 	// tx mode and lock use one per worker (Conns, if set, must allow it).
@@ -160,7 +160,7 @@ func (c *Config) withDefaults() (Config, error) {
 		return o, skiplock.Usagef("--layout %s works in --mode %s, not %s: the bucketed layout leases jobs, the fanout layout processes them inside the claiming transaction", o.Layout, want, o.Mode)
 	}
 	if o.Workers == 0 {
-		o.Workers = map[string]int{ScenarioLatency: 500, ScenarioLock: 15, ScenarioThroughput: 50}[o.Scenario]
+		o.Workers = map[string]int{ScenarioLatency: 500, ScenarioLock: 15, ScenarioThroughput: 10}[o.Scenario]
 	}
 	if o.Workers < 1 {
 		return o, skiplock.Usagef("--workers %d: use at least 1", o.Workers)
@@ -196,7 +196,10 @@ func (c *Config) withDefaults() (Config, error) {
 	if o.Batch == 0 {
 		o.Batch = 1
 		if o.Scenario == ScenarioThroughput && o.Mode == ModeLease {
-			o.Batch = 100
+			// Few workers with big claims beat many with small ones: each
+			// claim and completion is one statement (measured: 10 x 200
+			// about twice 50 x 100 on 2 cores).
+			o.Batch = 200
 		}
 	}
 	if o.Batch > 1 && o.Mode == ModeTx {

@@ -145,7 +145,7 @@ func TestBaseline(t *testing.T) {
 	if _, err := bench.FindPgbench(); errors.Is(err, bench.ErrNoPgbench) {
 		t.Skip("pgbench is not installed: the baseline cannot be tested here")
 	}
-	c, out := config(t, bench.Config{Scenario: bench.ScenarioLock, Workers: 2, Jobs: 20, Duration: time.Second,
+	c, out := config(t, bench.Config{Scenario: bench.ScenarioLock, Workers: 2, Jobs: 20, Duration: 2 * time.Second,
 		Progress: time.Second, Baseline: true})
 	rep := run(t, c)
 	b := rep.Baseline

@@ -175,7 +175,9 @@ func pgbenchConnInfo(dsn string) (conninfo, password string, err error) {
 	if err != nil {
 		return "", "", skiplock.Usagef("DSN does not parse: %v", err)
 	}
-	q := func(v string) string { return "'" + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), "'", `\'`) + "'" }
+	q := func(v string) string {
+		return "'" + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), "'", `\'`) + "'"
+	}
 	parts := []string{"host=" + q(cc.Host), "port=" + strconv.Itoa(int(cc.Port)), "user=" + q(cc.User), "dbname=" + q(cc.Database)}
 	if m := sslmode(dsn); m != "" {
 		parts = append(parts, "sslmode="+q(m))

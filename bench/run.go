@@ -80,13 +80,20 @@ func runJobs(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			failing := 0
 			for ctx.Err() == nil && (deadline.IsZero() || time.Now().Before(deadline)) {
 				n, err := drv.step(ctx, c.Work, rec)
+				if err == nil {
+					failing = 0
+				}
 				switch {
 				case err != nil && ctx.Err() != nil:
 					return
 				case err != nil:
 					rec.fail(err)
+					if failing++; failing >= maxFailing {
+						return // the report carries the errors
+					}
 					sleepCtx(ctx, 50*time.Millisecond+rand.N(50*time.Millisecond)) //nolint:errcheck // ctx ends the loop
 				case n == 0 && deadline.IsZero():
 					return
@@ -113,6 +120,10 @@ func runJobs(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 	}
 	return nil
 }
+
+// maxFailing is how many errors in a row make a worker give up, so that a
+// broken setup ends the run instead of spinning.
+const maxFailing = 20
 
 // emptyAfter leaves the bench schema empty after a run (best effort).
 func emptyAfter(ctx context.Context, c *Config, admin *skiplock.DB) {

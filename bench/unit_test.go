@@ -174,7 +174,7 @@ func TestConfigDefaultsAndUsage(t *testing.T) {
 		t.Fatalf("lock defaults: %+v, %v", c, err)
 	}
 	c, err = (&Config{Scenario: ScenarioThroughput}).withDefaults()
-	if err != nil || c.Jobs != 100_000 || c.Duration != 0 || c.Batch != 100 {
+	if err != nil || c.Jobs != 100_000 || c.Duration != 0 || c.Batch != 200 || c.Workers != 10 {
 		t.Fatalf("throughput defaults: %+v, %v", c, err)
 	}
 	for _, bad := range []Config{

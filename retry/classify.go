@@ -69,7 +69,8 @@ var restartMessages = []string{
 //     message is a CockroachDB or YugabyteDB restart ("restart transaction",
 //     "Restart read required", "Transaction aborted", "Conflicts with ..."),
 //     and a connection failure where nothing reached the server (either
-//     driver's SafeToRetry).
+//     driver's SafeToRetry; inside a transaction that is safe even when the
+//     driver is wrong about it, since nothing commits before COMMIT).
 //   - Ambiguous: an [*AmbiguousCommitError] anywhere in the chain, or
 //     CockroachDB's 40003 "result is ambiguous".
 //   - Permanent: everything else, including 25P02, 25006, 2D000, 3B001,
@@ -168,12 +169,18 @@ func (e *AmbiguousCommitError) Error() string {
 func (e *AmbiguousCommitError) Unwrap() error { return e.Err }
 
 // commitError classifies a COMMIT failure. The transaction is known not to
-// have committed when nothing of COMMIT reached the server (a session that
-// ends rolls its transaction back) or when the server answered COMMIT with
-// an ordinary ERROR (that answer is a rollback: a serialization failure
-// found at commit, a deferred constraint). Everything else may have
+// have committed only when the server answered COMMIT with an ordinary
+// ERROR (that answer is a rollback: a serialization failure found at
+// commit, a deferred constraint) or with ROLLBACK. Everything else may have
 // committed: a broken connection, a FATAL or PANIC (the backend was
 // terminated while committing), classes 08, 57, 58 and XX, 40003.
+//
+// The drivers' SafeToRetry is not trusted here: pgx v5.12.0 reports a
+// connection lost while it waits for COMMIT's answer as "conn closed",
+// whose SafeToRetry is true although COMMIT was sent (and may have
+// committed: TestCommitCutButCommitted shows one that did). The same error
+// comes back when the connection closed before COMMIT was written, so the
+// two cannot be told apart, and both are ambiguous.
 func commitError(err error) error {
 	switch {
 	case errors.Is(err, jackcpgx.ErrTxCommitRollback), errors.Is(err, ybpgx.ErrTxCommitRollback):
@@ -181,7 +188,7 @@ func commitError(err error) error {
 	case errors.Is(err, jackcpgx.ErrTxClosed), errors.Is(err, ybpgx.ErrTxClosed):
 		// fn committed or rolled back itself: which one is not known here.
 		return &AmbiguousCommitError{Err: fmt.Errorf("the transaction was already closed before Run's COMMIT (fn must not commit or roll back the transaction it is given): %w", err)}
-	case safeToRetry(err), serverRolledBack(err):
+	case serverRolledBack(err):
 		return err
 	}
 	return &AmbiguousCommitError{Err: err}

@@ -12,14 +12,18 @@
 // and any %w wrapping of them classify alike.
 //
 // A COMMIT that fails is judged apart from other statements: it is known
-// not to have committed when nothing of it reached the server, or when the
-// server answered it with an ordinary ERROR (a rollback); those are
+// not to have committed only when the server answered it with an ordinary
+// ERROR (a rollback, such as a 40001 found at commit), and that error is
 // classified as above. A broken connection, a FATAL (the backend was
 // terminated mid-commit), classes 08, 57, 58 and XX, and CockroachDB's
 // 40003 become [*AmbiguousCommitError]: Run returns it at once and never
 // retries it, because running a job's completion twice is worse than
 // asking. The layouts resolve it from the data, by their lease and fencing
-// rules.
+// rules. A connection that is already closed when COMMIT is due is
+// ambiguous too: pgx reports it with the same "conn closed" error (and the
+// same SafeToRetry true) as a connection lost after COMMIT was sent, which
+// may have committed. Run does check its own context before COMMIT, so a
+// cancel that comes first is a certain rollback, not an ambiguity.
 //
 // # Backoff
 //

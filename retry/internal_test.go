@@ -95,7 +95,7 @@ func TestCommitErrorOutcomes(t *testing.T) {
 		{"cockroach ambiguous result", pe("ERROR", "40003"), true, 0},
 		{"unknown error type with a code", fmt.Errorf("x: %w", sqlState{"40001"}), true, 0},
 		{"broken pipe", io.ErrUnexpectedEOF, true, 0},
-		{"nothing sent", safe{}, false, Retryable},
+		{"driver says nothing sent (not trusted at COMMIT)", safe{}, true, 0},
 		{"jackc commit answered rollback", jackcpgx.ErrTxCommitRollback, false, Permanent},
 		{"yugabyte commit answered rollback", ybpgx.ErrTxCommitRollback, false, Permanent},
 		{"fn closed the transaction", jackcpgx.ErrTxClosed, true, 0},

@@ -191,7 +191,7 @@ func Run(ctx context.Context, b skiplock.Beginner, opts *Options, fn func(ctx co
 
 // runOnce is one attempt: begin, fn, commit. A failed fn is rolled back
 // (also when it panics, so the connection is not lost to the pool).
-func runOnce(ctx context.Context, b skiplock.Beginner, iso skiplock.IsoLevel, fn func(context.Context, skiplock.Tx) error) (err error) {
+func runOnce(ctx context.Context, b skiplock.Beginner, iso skiplock.IsoLevel, fn func(context.Context, skiplock.Tx) error) error {
 	tx, err := b.Begin(ctx, skiplock.TxOptions{Isolation: iso})
 	if err != nil {
 		return err
@@ -207,6 +207,11 @@ func runOnce(ctx context.Context, b skiplock.Beginner, iso skiplock.IsoLevel, fn
 	}()
 	if err := fn(ctx, tx); err != nil {
 		return err
+	}
+	if err := ctx.Err(); err != nil {
+		// Checked here because after COMMIT is sent a cancel makes the
+		// outcome unknown; before, the rollback is certain.
+		return fmt.Errorf("retry: context ended before COMMIT, rolled back: %w", err)
 	}
 	committing = true
 	if err := tx.Commit(ctx); err != nil {

@@ -218,7 +218,7 @@ func TestWorkerRetries(t *testing.T) {
 	var mu sync.Mutex
 	calls := map[string]int{}
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
-		Workers: 3, IdleMin: time.Millisecond, IdleMax: 5 * time.Millisecond,
+		Workers: 3, IdleMin: time.Millisecond, IdleMax: 5 * time.Millisecond, Logf: t.Logf,
 		Handler: func(ctx context.Context, j *skiplock.Job) error {
 			mu.Lock()
 			calls[j.ID]++
@@ -316,16 +316,16 @@ func TestWorkerGracefulStop(t *testing.T) {
 // gets it, and completes once.
 func TestWorkerHeartbeatKeepsLease(t *testing.T) {
 	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
-	q := queueOn(t, db, name, &bucketed.Config{VisibilityTimeout: 300 * time.Millisecond})
+	q := queueOn(t, db, name, &bucketed.Config{VisibilityTimeout: time.Second})
 	ctx := ctxT(t)
 	e, _ := q.Enqueue(ctx, skiplock.NewJob{})
 	var runs atomic.Int32
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
-		Workers: 2, Heartbeat: 50 * time.Millisecond, IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond,
+		Workers: 2, Heartbeat: 100 * time.Millisecond, IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond,
 		Handler: func(ctx context.Context, j *skiplock.Job) error {
 			runs.Add(1)
 			select {
-			case <-time.After(time.Second): // over three visibility timeouts
+			case <-time.After(2500 * time.Millisecond): // over two visibility timeouts
 				return nil
 			case <-ctx.Done():
 				return ctx.Err()

@@ -23,3 +23,16 @@ func (q *Queue) ClaimTx(ctx context.Context, tx skiplock.Querier, queue string, 
 	}
 	return jobs, err
 }
+
+// HintsSet counts the buckets of queue that hold a tombstone hint.
+func (q *Queue) HintsSet(queue string) int {
+	q.hints.mu.Lock()
+	defer q.hints.mu.Unlock()
+	n := 0
+	for _, h := range q.hints.byQueue[queue] {
+		if h.set {
+			n++
+		}
+	}
+	return n
+}

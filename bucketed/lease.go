@@ -1,10 +1,12 @@
 package bucketed
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/skiplock/skiplock"
@@ -14,28 +16,36 @@ import (
 // MaxErrorText bounds last_error, in bytes.
 const MaxErrorText = 4096
 
-// leaseArgs turns jobs into the fence's id and token arrays.
+// leaseArgs turns jobs into the fence's id and token arrays, sorted by id
+// so that concurrent batches (a heartbeat and a completion, say) lock
+// shared rows in the same order and do not deadlock.
 func leaseArgs(jobs []*skiplock.Job) ([]int64, []int64, error) {
-	ids, tokens := make([]int64, len(jobs)), make([]int64, len(jobs))
+	type lease struct{ id, token int64 }
+	ls := make([]lease, len(jobs))
 	for i, j := range jobs {
 		id, err := JobID(j)
 		if err != nil {
 			return nil, nil, err
 		}
-		ids[i], tokens[i] = id, j.LeaseToken
+		ls[i] = lease{id, j.LeaseToken}
+	}
+	slices.SortFunc(ls, func(a, b lease) int { return cmp.Compare(a.id, b.id) })
+	ids, tokens := make([]int64, len(ls)), make([]int64, len(ls))
+	for i, l := range ls {
+		ids[i], tokens[i] = l.id, l.token
 	}
 	return ids, tokens, nil
 }
 
 // lostJobs returns the jobs whose id is not in done.
-func lostJobs(jobs []*skiplock.Job, ids []int64, done []int64) []*skiplock.Job {
+func lostJobs(jobs []*skiplock.Job, done []int64) []*skiplock.Job {
 	got := make(map[int64]bool, len(done))
 	for _, id := range done {
 		got[id] = true
 	}
 	var lost []*skiplock.Job
-	for i, j := range jobs {
-		if !got[ids[i]] {
+	for _, j := range jobs {
+		if id, _ := JobID(j); !got[id] {
 			lost = append(lost, j)
 		}
 	}
@@ -83,8 +93,9 @@ func (q *Queue) CompleteManyWith(ctx context.Context, jobs []*skiplock.Job, also
 	}
 	var done []int64
 	byID := make(map[int64]*skiplock.Job, len(jobs))
-	for i, j := range jobs {
-		byID[ids[i]] = j
+	for _, j := range jobs {
+		id, _ := JobID(j)
+		byID[id] = j
 	}
 	run := func(ids, tokens []int64) error {
 		return q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
@@ -126,7 +137,7 @@ func (q *Queue) CompleteManyWith(ctx context.Context, jobs []*skiplock.Job, also
 	if err != nil {
 		return nil, fmt.Errorf("bucketed: complete %d job(s): %w", len(jobs), err)
 	}
-	return lostJobs(jobs, ids, done), nil
+	return lostJobs(jobs, done), nil
 }
 
 // Failure is one failed attempt for FailMany.
@@ -152,14 +163,25 @@ func (q *Queue) FailMany(ctx context.Context, failures []Failure) ([]*skiplock.J
 	if len(failures) == 0 {
 		return nil, nil
 	}
-	jobs := make([]*skiplock.Job, len(failures))
-	texts, delays := make([]string, len(failures)), make([]float64, len(failures))
-	for i, f := range failures {
+	// In id order, as leaseArgs sorts, so the arrays stay parallel.
+	sorted := make([]Failure, len(failures))
+	copy(sorted, failures)
+	for _, f := range sorted {
+		if _, err := JobID(f.Job); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortStableFunc(sorted, func(a, b Failure) int {
+		x, _ := JobID(a.Job)
+		y, _ := JobID(b.Job)
+		return cmp.Compare(x, y)
+	})
+	jobs := make([]*skiplock.Job, len(sorted))
+	texts, delays := make([]string, len(sorted)), make([]float64, len(sorted))
+	for i, f := range sorted {
 		jobs[i] = f.Job
 		texts[i] = errorText(f.Err)
-		if f.Job != nil {
-			delays[i] = q.backoff(f.Job.Attempts).Seconds()
-		}
+		delays[i] = q.backoff(f.Job.Attempts).Seconds()
 	}
 	ids, tokens, err := leaseArgs(jobs)
 	if err != nil {
@@ -174,7 +196,7 @@ func (q *Queue) FailMany(ctx context.Context, failures []Failure) ([]*skiplock.J
 	if err != nil {
 		return nil, fmt.Errorf("bucketed: fail %d job(s): %w", len(jobs), err)
 	}
-	return lostJobs(jobs, ids, done), nil
+	return lostJobs(jobs, done), nil
 }
 
 // backoff is the wait before retrying after the attempts-th failure:
@@ -236,7 +258,7 @@ func (q *Queue) fenced(ctx context.Context, what, sql string, jobs []*skiplock.J
 	if err != nil {
 		return nil, fmt.Errorf("bucketed: %s %d job(s): %w", what, len(jobs), err)
 	}
-	return lostJobs(jobs, ids, done), nil
+	return lostJobs(jobs, done), nil
 }
 
 // Extend is the heartbeat: the job's lease now ends d from now (d <= 0

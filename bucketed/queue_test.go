@@ -271,3 +271,25 @@ func TestNotClaimedBeforeRunAt(t *testing.T) {
 		t.Fatalf("due job: claimed %d, %v", len(jobs), err)
 	}
 }
+
+// TestFailManyKeepsEachError: a batch of failures records each job's own
+// error, whatever order the batch comes in.
+func TestFailManyKeepsEachError(t *testing.T) {
+	q, _ := newQueue(t, nil)
+	ctx := ctxT(t)
+	mustEnqueue(t, q, nJobs(5, "default")...)
+	jobs, _ := q.Dequeue(ctx, "default", 5)
+	var fs []bucketed.Failure
+	for i := len(jobs) - 1; i >= 0; i-- { // reversed: not id order
+		fs = append(fs, bucketed.Failure{Job: jobs[i], Err: errors.New("error of " + jobs[i].ID)})
+	}
+	if lost, err := q.FailMany(ctx, fs); err != nil || len(lost) != 0 {
+		t.Fatal(lost, err)
+	}
+	for _, j := range jobs {
+		got, _ := q.Lookup(ctx, mustID(t, j))
+		if got.LastError != "error of "+j.ID || got.Status != skiplock.StatusQueued {
+			t.Errorf("job %s: %s %q", j.ID, got.Status, got.LastError)
+		}
+	}
+}

@@ -101,7 +101,7 @@ RETURNING j."id", j."lease_expires_at"`)
   "last_error" = c.err, "lease_expires_at" = NULL, "last_updated" = now()
 FROM unnest($1::INT8[], $2::INT8[], $3::TEXT[], $4::FLOAT8[]) AS c (id, token, err, delay)
 WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status" = 'Running'
-RETURNING j."id", j."status"::TEXT`)
+RETURNING j."id"`)
 
 	// After an ambiguous commit: which of these leases did complete.
 	s.completedWith = r.Replace(`SELECT j."id" FROM {T} AS j, unnest($1::INT8[], $2::INT8[]) AS c (id, token)

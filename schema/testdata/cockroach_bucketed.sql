@@ -50,9 +50,9 @@ CREATE TABLE IF NOT EXISTS "skiplock"."jobs" (
   PRIMARY KEY ("id")
 );
 
-CREATE INDEX IF NOT EXISTS "jobs_dequeue" ON "skiplock"."jobs" ("status", "queue", "priority", "run_at") USING HASH WITH (bucket_count = 8);
+CREATE INDEX IF NOT EXISTS "jobs_dequeue" ON "skiplock"."jobs" ("queue", "priority", "run_at", "id") USING HASH WITH (bucket_count = 8) WHERE "status" = 'Queued';
 
-CREATE INDEX IF NOT EXISTS "jobs_lease_expiry" ON "skiplock"."jobs" ("lease_expires_at") WHERE "status" = 'Running';
+CREATE INDEX IF NOT EXISTS "jobs_lease_expiry" ON "skiplock"."jobs" ("queue", "lease_expires_at") WHERE "status" = 'Running';
 
 CREATE UNIQUE INDEX IF NOT EXISTS "jobs_unique_key" ON "skiplock"."jobs" ("queue", "unique_key") WHERE "unique_key" IS NOT NULL AND "status" IN ('Queued', 'Running');
 

@@ -50,9 +50,9 @@ CREATE TABLE IF NOT EXISTS "skiplock"."jobs" (
   PRIMARY KEY ("id")
 );
 
-CREATE INDEX IF NOT EXISTS "jobs_dequeue" ON "skiplock"."jobs" ("bucket" HASH, "status" ASC, "queue" ASC, "priority" ASC, "run_at" ASC) INCLUDE ("id");
+CREATE INDEX IF NOT EXISTS "jobs_dequeue" ON "skiplock"."jobs" ("bucket" HASH, "queue" ASC, "priority" ASC, "run_at" ASC, "id" ASC) WHERE "status" = 'Queued';
 
-CREATE INDEX IF NOT EXISTS "jobs_lease_expiry" ON "skiplock"."jobs" ("lease_expires_at" ASC) WHERE "status" = 'Running';
+CREATE INDEX IF NOT EXISTS "jobs_lease_expiry" ON "skiplock"."jobs" ("queue" ASC, "lease_expires_at" ASC) WHERE "status" = 'Running';
 
 CREATE UNIQUE INDEX IF NOT EXISTS "jobs_unique_key" ON "skiplock"."jobs" ("queue" ASC, "unique_key" ASC) WHERE "unique_key" IS NOT NULL AND "status" IN ('Queued', 'Running');
 

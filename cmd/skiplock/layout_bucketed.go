@@ -1,0 +1,195 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// bucketedCLI is the bucketed layout behind enqueue, work and stats.
+type bucketedCLI struct{}
+
+func init() { registerLayout(schema.LayoutBucketed, bucketedCLI{}) }
+
+func (bucketedCLI) defaultMode() string { return "lease" }
+
+func (bucketedCLI) enqueue(ctx context.Context, db *skiplock.DB, schemaName string, jobs []skiplock.NewJob) (int, error) {
+	q, err := bucketed.New(ctx, db, &bucketed.Config{Schema: schemaName, EnqueueBatch: len(jobs)})
+	if err != nil {
+		return 0, err
+	}
+	return q.EnqueueMany(ctx, jobs)
+}
+
+// Defaults of the bucketed work command.
+const (
+	// bucketedZeroWorkBatch is the claim size when jobs take no time: one
+	// statement serves many jobs. Jobs that take time are claimed one at a
+	// time so that none waits behind another in a worker's hand.
+	bucketedZeroWorkBatch = 128
+	// bucketedMaxPool caps the pool: in lease mode a worker holds a
+	// connection only while it claims, so a few dozen connections serve
+	// hundreds of workers.
+	bucketedMaxPool = 32
+	// bucketedStopGrace is how long work lets in-flight jobs finish after
+	// an interrupt before it cancels them and gives their leases back.
+	bucketedStopGrace = 10 * time.Second
+)
+
+// bucketedPoolSize is the pool the work command needs: one connection per
+// worker up to bucketedMaxPool, plus the completer, the heartbeat and the
+// --until-empty check.
+func bucketedPoolSize(workers int) int { return min(workers, bucketedMaxPool) + 3 }
+
+// bucketedPoolFits fails, saying the fix, when the pool work needs for
+// workers exceeds the server's max_connections.
+func bucketedPoolFits(workers, serverMax int) error {
+	if need := bucketedPoolSize(workers); need > serverMax {
+		return skiplock.Usagef("server allows %d connections; --workers %d in lease mode needs a pool of %d: raise max_connections or use fewer --workers", serverMax, workers, need)
+	}
+	return nil
+}
+
+func (bucketedCLI) work(ctx context.Context, e *env, small *skiplock.DB, o workOptions) (workReport, error) {
+	if o.Mode != "lease" {
+		return workReport{}, skiplock.Usagef("--mode %s: the bucketed layout works with leases (--mode lease); --mode tx belongs to --layout fanout", o.Mode)
+	}
+	need := bucketedPoolSize(o.Workers)
+	if serverMax, err := small.ServerMaxConnections(ctx); err != nil {
+		e.logf("cannot read the server's max_connections (%v): not checking that %d connections fit", err, need)
+	} else if err := bucketedPoolFits(o.Workers, serverMax); err != nil {
+		return workReport{}, err
+	}
+	dsn, err := e.resolveDSN(ctx)
+	if err != nil {
+		return workReport{}, err
+	}
+	db, err := skiplock.Open(ctx, dsn, &skiplock.OpenConfig{Engine: small.Engine(), MaxConns: int32(need)})
+	if err != nil {
+		return workReport{}, err
+	}
+	defer db.Close()
+	q, err := bucketed.New(ctx, db, &bucketed.Config{Schema: o.Schema, VisibilityTimeout: o.VisibilityTimeout})
+	if err != nil {
+		return workReport{}, err
+	}
+	batch := o.Batch
+	if batch == 0 {
+		batch = 1
+		if o.Work == 0 {
+			batch = bucketedZeroWorkBatch
+		}
+	}
+	cfg := &bucketed.WorkerConfig{
+		Queue: o.Queue, Workers: o.Workers, Batch: batch, Logf: e.logf,
+		Handler: func(ctx context.Context, _ *skiplock.Job) error {
+			if o.Work <= 0 {
+				return nil
+			}
+			t := time.NewTimer(o.Work)
+			defer t.Stop()
+			select {
+			case <-t.C:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
+	}
+	if o.Record {
+		// One work_log row per job, in the completion's transaction: it
+		// commits exactly when the job's Success does.
+		insert := fmt.Sprintf(`INSERT INTO %s.%s ("job_id", "worker") SELECT * FROM unnest($1::TEXT[], $2::TEXT[])`,
+			skiplock.QuoteIdent(o.Schema), skiplock.QuoteIdent(schema.WorkLogTable))
+		cfg.OnComplete = func(ctx context.Context, tx skiplock.Tx, done []*skiplock.Job) error {
+			ids, owners := make([]string, len(done)), make([]string, len(done))
+			for i, j := range done {
+				ids[i], owners[i] = j.ID, j.LeaseOwner
+			}
+			_, err := tx.Exec(ctx, insert, ids, owners)
+			return err
+		}
+	}
+	w, err := q.NewWorker(cfg)
+	if err != nil {
+		return workReport{}, err
+	}
+	start := time.Now()
+	// The workers' parent outlives an interrupt, so that Stop can let the
+	// jobs in hand finish before cancelling them.
+	if err := w.Start(context.WithoutCancel(ctx)); err != nil {
+		return workReport{}, err
+	}
+	waitErr := bucketedWait(ctx, e, q, w, o)
+	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bucketedStopGrace)
+	defer cancel()
+	if err := w.Stop(stopCtx); err != nil {
+		e.logf("stop: jobs still running after %v were cancelled and given back: %v", bucketedStopGrace, err)
+	}
+	st := w.Stats()
+	rep := workReport{Handled: st.Completed, Failed: st.Failed, Seconds: time.Since(start).Seconds()}
+	return rep, waitErr
+}
+
+// bucketedWait returns when ctx ends, or with --until-empty once nothing
+// of the queue is Queued or Running anywhere (expired leases included: it
+// waits for them to come back and be worked). It prints progress every
+// few seconds.
+func bucketedWait(ctx context.Context, e *env, q *bucketed.Queue, w *bucketed.Worker, o workOptions) error {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	last, lastDone := time.Now(), int64(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		if time.Since(last) >= 5*time.Second {
+			done := w.Stats().Completed
+			e.logf("progress: %d handled (%.0f jobs/s)", done, float64(done-lastDone)/time.Since(last).Seconds())
+			last, lastDone = time.Now(), done
+		}
+		if !o.UntilEmpty {
+			continue
+		}
+		pending, err := q.Pending(ctx, o.Queue)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if !pending {
+			return nil
+		}
+	}
+}
+
+func (bucketedCLI) stats(ctx context.Context, db *skiplock.DB, schemaName, queue string) (layoutStats, error) {
+	q, err := bucketed.New(ctx, db, &bucketed.Config{Schema: schemaName})
+	if err != nil {
+		return layoutStats{}, err
+	}
+	st, err := q.Stats(ctx, queue)
+	if err != nil {
+		return layoutStats{}, err
+	}
+	out := layoutStats{
+		ByStatus: map[string]int64{}, ByQueue: st.ByQueue, ByBucket: map[string]int64{},
+		QueuedOldestS: st.QueuedOldest.Seconds(), InFlightLeases: st.InFlightLeases,
+		Dead: st.ByStatus[skiplock.StatusFailed],
+	}
+	for s, n := range st.ByStatus {
+		out.ByStatus[string(s)] = n
+	}
+	for b, n := range st.ByBucket {
+		out.ByBucket[strconv.Itoa(b)] = n
+	}
+	return out, nil
+}

@@ -206,6 +206,25 @@ func (p *Postgres) Stop(ctx context.Context) error {
 	return nil
 }
 
+// Restart restarts a running server with a fast shutdown (open
+// transactions roll back, clients are disconnected), keeping its settings
+// and port. Fault tests use it.
+func (p *Postgres) Restart(ctx context.Context) error {
+	bin, err := p.binDir()
+	if err != nil {
+		return err
+	}
+	owner, err := serverUser()
+	if err != nil {
+		return err
+	}
+	args := []string{"-D", p.dataDir(), "-l", p.LogFile(), "-m", "fast", "-w", "-t", strconv.Itoa(int(startWait.Seconds())), "restart"}
+	if out, err := run(ctx, owner, filepath.Join(bin, "pg_ctl"), args...); err != nil {
+		return fmt.Errorf("restart PostgreSQL in %s: %w\n%s", p.dataDir(), err, out)
+	}
+	return nil
+}
+
 // Remove stops the server and deletes its directory.
 func (p *Postgres) Remove(ctx context.Context) error {
 	if err := p.Stop(ctx); err != nil {

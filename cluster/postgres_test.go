@@ -68,6 +68,14 @@ func TestPostgresLifecycle(t *testing.T) {
 		t.Fatal("a wrong password was accepted")
 	}
 
+	if err := pg.Restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st3, _ := pg.Status(ctx); !st3.Running || st3.PID == st.PID || st3.Port != st.Port {
+		t.Fatalf("after restart: %+v (before: %+v)", st3, st)
+	}
+	checkSettings(t, ctx, pg.DSN(), map[string]string{"max_connections": "50", "fsync": "off"})
+
 	if err := pg.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,199 @@
+package chaos_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/skiplock/skiplock/internal/faultproxy"
+	"github.com/skiplock/skiplock/internal/testdb"
+)
+
+var layouts = []string{"bucketed", "fanout"}
+
+// setup migrates a fresh schema for layout and enqueues n jobs.
+func setup(t *testing.T, layout string, n int) (dsn, name string) {
+	t.Helper()
+	db := testdb.Open(t, nil)
+	name = testdb.Schema(t, db)
+	dsn = testdb.DSN(t)
+	cli(t, dsn, "--schema", name, "migrate", "--layout", layout)
+	cli(t, dsn, "--schema", name, "enqueue", "--layout", layout, "--count", strconv.Itoa(n))
+	return dsn, name
+}
+
+func workArgs(name, layout string, extra ...string) []string {
+	return append([]string{"--schema", name, "work", "--layout", layout, "--workers", "8", "--work", "20ms",
+		"--record", "--visibility-timeout", "2s"}, extra...)
+}
+
+// drain runs one last worker until nothing is queued or leased anywhere:
+// it waits for the leases of killed workers to expire and works those jobs.
+func drain(t *testing.T, dsn, name, layout string) {
+	t.Helper()
+	cli(t, dsn, append(workArgs(name, layout, "--until-empty"), "--work", "0s")...)
+}
+
+func report(t *testing.T, what, layout string, c tally, extra string) {
+	t.Helper()
+	line := fmt.Sprintf("chaos: %s layout=%s %s %s", what, layout, c, extra)
+	t.Log(line)
+	fmt.Println(line)
+}
+
+// TestWorkerCrashes kills worker processes with SIGKILL at random moments
+// and restarts them, then checks that every job was done and recorded
+// exactly once.
+func TestWorkerCrashes(t *testing.T) {
+	sc := suiteScale()
+	for _, layout := range layouts {
+		t.Run(layout, func(t *testing.T) {
+			dsn, name := setup(t, layout, sc.jobs)
+			db := testdb.Open(t, nil)
+			procs := []*workerProc{startWorker(t, dsn, workArgs(name, layout)...), startWorker(t, dsn, workArgs(name, layout)...)}
+			busyKills := 0
+			for k := 0; k < sc.kills; k++ {
+				jitterSleep(150*time.Millisecond, 500*time.Millisecond)
+				if c := count(t, db, layout, name, int64(sc.jobs)); c.logJobs < c.jobs {
+					busyKills++
+				}
+				p := procs[rand.IntN(len(procs))]
+				p.kill()
+				p.start()
+			}
+			for _, p := range procs {
+				p.stop() //nolint:errcheck // a worker's exit code after SIGTERM is not the point
+			}
+			drain(t, dsn, name, layout)
+			c := count(t, db, layout, name, int64(sc.jobs))
+			report(t, "worker-crash", layout, c, fmt.Sprintf("kills=%d kills_with_work_left=%d", sc.kills, busyKills))
+			mustBeExact(t, c)
+		})
+	}
+}
+
+// TestDatabaseRestarts restarts PostgreSQL (fast shutdown) during a run;
+// workers must reconnect by themselves, say so, and lose nothing.
+func TestDatabaseRestarts(t *testing.T) {
+	sc := suiteScale()
+	testdb.DSN(t) // starts the harness's server unless SKIPLOCK_TEST_DSN is set
+	server := testdb.Server()
+	if server == nil {
+		t.Skip("SKIPLOCK_TEST_DSN points at an outside server: this test restarts the harness's own server")
+	}
+	for _, layout := range layouts {
+		t.Run(layout, func(t *testing.T) {
+			dsn, name := setup(t, layout, sc.jobs*2)
+			procs := []*workerProc{startWorker(t, dsn, workArgs(name, layout)...), startWorker(t, dsn, workArgs(name, layout)...)}
+			for r := 0; r < sc.restarts; r++ {
+				jitterSleep(400*time.Millisecond, 900*time.Millisecond)
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				if err := server.Restart(ctx); err != nil {
+					cancel()
+					t.Fatal(err)
+				}
+				cancel()
+			}
+			time.Sleep(time.Second)
+			logs := ""
+			for _, p := range procs {
+				p.stop() //nolint:errcheck
+				logs += p.allLogs()
+			}
+			drain(t, dsn, name, layout)
+			db := testdb.Open(t, nil)
+			c := count(t, db, layout, name, int64(sc.jobs*2))
+			reconnects := strings.Count(logs, "recovered")
+			report(t, "db-restart", layout, c, fmt.Sprintf("restarts=%d worker_recoveries_logged=%d", sc.restarts, reconnects))
+			mustBeExact(t, c)
+			if !strings.Contains(logs, "retrying in") {
+				t.Errorf("no worker said it was retrying after %d restarts; logs:\n%s", sc.restarts, tail(logs, 40))
+			}
+		})
+	}
+}
+
+// TestConnectionFaults puts a proxy between workers and PostgreSQL that
+// cuts connections mid-statement and delays traffic, and terminates random
+// worker backends on top; ambiguous commits must resolve by the layouts'
+// rules, and nothing may be lost or recorded twice.
+func TestConnectionFaults(t *testing.T) {
+	sc := suiteScale()
+	for _, layout := range layouts {
+		t.Run(layout, func(t *testing.T) {
+			dsn, name := setup(t, layout, sc.jobs)
+			u, err := url.Parse(dsn)
+			if err != nil || u.Host == "" {
+				t.Skip("test DSN is not a URL with a host")
+			}
+			proxy, err := faultproxy.Start(u.Host, faultproxy.Config{CutRate: 0.01, DelayRate: 0.05, Delay: 20 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer proxy.Close()
+			pu := *u
+			pu.Host = proxy.Addr()
+			q := pu.Query()
+			q.Set("application_name", "chaos_worker")
+			pu.RawQuery = q.Encode()
+			faulty := pu.String()
+
+			procs := []*workerProc{startWorker(t, faulty, workArgs(name, layout)...), startWorker(t, faulty, workArgs(name, layout)...)}
+			db := testdb.Open(t, nil)
+			var terminated atomic.Int64
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					select {
+					case <-stop:
+						return
+					case <-time.After(300 * time.Millisecond):
+					}
+					var killed bool
+					err := db.QueryRow(context.Background(), `SELECT coalesce(bool_or(pg_terminate_backend(pid)), false) FROM
+						(SELECT pid FROM pg_stat_activity WHERE application_name = 'chaos_worker' ORDER BY random() LIMIT 1) s`).Scan(&killed)
+					if err == nil && killed {
+						terminated.Add(1)
+					}
+				}
+			}()
+			runFor := 3 * time.Second
+			if sc.jobs > 5000 {
+				runFor = 12 * time.Second
+			}
+			time.Sleep(runFor)
+			close(stop)
+			wg.Wait()
+			for _, p := range procs {
+				p.stop() //nolint:errcheck
+			}
+			proxy.Close()
+			accepted, cut, delayed := proxy.Stats()
+			drain(t, dsn, name, layout)
+			c := count(t, db, layout, name, int64(sc.jobs))
+			report(t, "conn-faults", layout, c, fmt.Sprintf("connections=%d cut=%d delayed_chunks=%d backends_terminated=%d", accepted, cut, delayed, terminated.Load()))
+			mustBeExact(t, c)
+			if cut == 0 && terminated.Load() == 0 {
+				t.Error("no fault was injected: the test proved nothing")
+			}
+		})
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,6 +1,9 @@
 # skiplock: make bench runs the main job, make test runs the tests.
 GO ?= go
 BIN := bin/skiplock
+# pipefail: a recipe that filters a test's output still fails with the test.
+SHELL := /bin/bash
+.SHELLFLAGS := -o pipefail -c
 
 .PHONY: all setup build test bench lint clean
 
@@ -29,6 +32,16 @@ test-engines: setup
 BENCH_FLAGS ?=
 bench: setup build
 	$(BIN) bench latency --workers 500 --work 1s --duration 30s $(BENCH_FLAGS)
+
+# The reliability suite at full scale (20,000 jobs, 10 worker kills, two
+# database restarts, connection cuts), then bounded fuzzing of the CLI's
+# input parsing and of identifier quoting. Prints its figures.
+.PHONY: test-chaos
+test-chaos: setup
+	SKIPLOCK_CHAOS=full $(GO) test -count=1 -timeout 30m -v ./internal/chaos 2>&1 | grep -E '^(chaos:|--- |ok|FAIL|PASS|panic)'
+	$(GO) test -run '^$$' -fuzz FuzzSchemaPrint -fuzztime 30s ./cmd/skiplock
+	$(GO) test -run '^$$' -fuzz FuzzParseRunAt -fuzztime 15s ./cmd/skiplock
+	$(GO) test -run '^$$' -fuzz FuzzQuoteIdent -fuzztime 15s .
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt wants to change:"; echo "$$out"; exit 1; fi

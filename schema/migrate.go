@@ -118,7 +118,7 @@ func apply(ctx context.Context, conn skiplock.Conn, d *skiplock.Dialect, opts Op
 	}
 	for _, s := range stmts {
 		if _, err := q.Exec(ctx, s); err != nil {
-			return fmt.Errorf("migrate %s/%d %s: %w\nstatement: %s", m.Layout, m.Version, m.Name, err, firstLine(s))
+			return fmt.Errorf("migrate %s/%d %s: %w%s\nstatement: %s", m.Layout, m.Version, m.Name, err, privilegeHint(err), firstLine(s))
 		}
 	}
 	if _, err := q.Exec(ctx, record, string(m.Layout), m.Version, m.Name); err != nil {
@@ -147,9 +147,17 @@ func runBootstrap(ctx context.Context, conn skiplock.Querier, d *skiplock.Dialec
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("migrate: create schema %q and its bookkeeping tables: %w", schemaName, err)
+		return fmt.Errorf("migrate: create schema %q and its bookkeeping tables: %w%s", schemaName, err, privilegeHint(err))
 	}
 	return nil
+}
+
+// privilegeHint says what to do when the role may not change the schema.
+func privilegeHint(err error) string {
+	if skiplock.SQLState(err) == "42501" {
+		return ": run skiplock migrate as the role that owns the schema (worker roles need only the grants `skiplock schema grant` prints)"
+	}
+	return ""
 }
 
 func execAll(ctx context.Context, q skiplock.Querier, stmts []string) error {

@@ -111,8 +111,12 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	maxAttempts := fs.Int("max-attempts", 0, fmt.Sprintf("attempts before a job is dead (default %d)", skiplock.DefaultMaxAttempts))
 	uniqueKey := fs.String("unique-key", "", "skip the job while one with this key is queued or running (bucketed; --count 1)")
 	batch := fs.Int("batch", 5000, "jobs per INSERT")
+	maxPayload := fs.Int("max-payload", skiplock.DefaultMaxPayloadBytes, "refuse payloads larger than this many bytes")
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *maxPayload < 1 || *maxPayload > skiplock.DefaultMaxPayloadBytes {
+		return skiplock.Usagef("--max-payload %d: use 1 to %d bytes", *maxPayload, skiplock.DefaultMaxPayloadBytes)
 	}
 	_, lc, err := layoutCLI(*layout)
 	if err != nil {
@@ -129,7 +133,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	job := skiplock.NewJob{Queue: *queue, Payload: json.RawMessage(*payload), Priority: *priority, RunAt: at, MaxAttempts: *maxAttempts, UniqueKey: *uniqueKey}
-	if err := job.Normalize(0); err != nil {
+	if err := job.Normalize(*maxPayload); err != nil {
 		return err
 	}
 	db, err := e.open(ctx, 4)

@@ -12,21 +12,29 @@ import (
 func init() {
 	register(&command{
 		name:    "schema",
-		usage:   "schema print --engine E --layout L [--buckets N] [--tablets N]",
-		summary: "print the DDL for an engine and layout, without connecting",
+		usage:   "schema print|grant ...",
+		summary: "print the DDL for an engine and layout, or the grants for a worker role, without connecting",
 		run:     runSchema,
 	})
 }
 
+const (
+	schemaPrintUsage = "schema print --engine postgres|yugabyte|cockroach --layout bucketed|fanout [--buckets N] [--tablets N]"
+	schemaGrantUsage = "schema grant --role R [--engine E] [--layout bucketed,fanout]"
+)
+
 func runSchema(ctx context.Context, e *env, args []string) error {
-	usage := "schema print --engine postgres|yugabyte|cockroach --layout bucketed|fanout [--buckets N] [--tablets N]"
+	if len(args) > 0 && args[0] == "grant" {
+		return runSchemaGrant(e, args[1:])
+	}
 	if len(args) == 0 || args[0] != "print" {
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			fmt.Fprintln(e.stderr, "usage: skiplock "+usage)
+			fmt.Fprintf(e.stderr, "usage: skiplock %s\n       skiplock %s\n", schemaPrintUsage, schemaGrantUsage)
 			return nil
 		}
-		return skiplock.Usagef("usage: skiplock %s", usage)
+		return skiplock.Usagef("usage: skiplock %s\n       skiplock %s", schemaPrintUsage, schemaGrantUsage)
 	}
+	usage := schemaPrintUsage
 	fs := e.flags("schema print", usage)
 	layout := fs.String("layout", "", "bucketed or fanout")
 	buckets := fs.Int("buckets", 0, fmt.Sprintf("bucketed: bucket count (default %d)", schema.DefaultBuckets))
@@ -54,5 +62,33 @@ func runSchema(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "-- skiplock %s layout on %s, schema %s\n", l, engine, e.schema)
 	fmt.Fprintln(e.stdout, strings.Join(stmts, ";\n\n")+";")
+	return nil
+}
+
+// runSchemaGrant prints the GRANT statements that let a role enqueue and
+// work without owning anything: the owner migrates, then runs these.
+func runSchemaGrant(e *env, args []string) error {
+	fs := e.flags("schema grant", schemaGrantUsage)
+	role := fs.String("role", "", "the role that enqueues and works")
+	layouts := fs.String("layout", "bucketed,fanout", "layouts the role works, comma-separated")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	engine, err := e.parsedEngine()
+	if err != nil {
+		return err
+	}
+	if engine == skiplock.EngineAuto {
+		engine = skiplock.EnginePostgres
+	}
+	ls, err := schema.ParseLayouts(*layouts)
+	if err != nil {
+		return err
+	}
+	stmts, err := schema.WorkerGrants(engine.Dialect(), e.schema, *role, ls)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(e.stdout, "-- run as the schema's owner, after skiplock migrate\n%s;\n", strings.Join(stmts, ";\n"))
 	return nil
 }

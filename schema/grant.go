@@ -1,0 +1,41 @@
+package schema
+
+import (
+	"fmt"
+
+	"github.com/skiplock/skiplock"
+)
+
+// WorkerGrants renders the statements an owner runs so that role can
+// enqueue and work the given layouts and nothing more: read the bookkeeping
+// tables, DML on the queue tables and work_log, the id sequence where the
+// engine uses one. The role cannot migrate, create or drop anything.
+func WorkerGrants(d *skiplock.Dialect, schemaName, role string, layouts []Layout) ([]string, error) {
+	if err := skiplock.ValidateIdent("schema", schemaName); err != nil {
+		return nil, err
+	}
+	if err := skiplock.ValidateIdent("role", role); err != nil {
+		return nil, err
+	}
+	s, r := skiplock.QuoteIdent(schemaName), skiplock.QuoteIdent(role)
+	table := func(name string) string { return s + "." + skiplock.QuoteIdent(name) }
+	stmts := []string{
+		fmt.Sprintf("GRANT USAGE ON SCHEMA %s TO %s", s, r),
+		fmt.Sprintf("GRANT SELECT ON %s, %s TO %s", table(SettingTable), table(MigrationTable), r),
+		fmt.Sprintf("GRANT SELECT, INSERT ON %s TO %s", table(WorkLogTable), r),
+	}
+	for _, l := range layouts {
+		switch l {
+		case LayoutBucketed:
+			stmts = append(stmts, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO %s", table(JobsTable), r))
+			if d.IDSequence != "" {
+				stmts = append(stmts, fmt.Sprintf("GRANT USAGE, SELECT ON SEQUENCE %s TO %s", table(fmt.Sprintf(d.IDSequence, JobsTable, "id")), r))
+			}
+		case LayoutFanout:
+			stmts = append(stmts, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s, %s TO %s", table(JobQueueTable), table(DeadJobTable), r))
+		default:
+			return nil, skiplock.Usagef("unknown layout %q: use bucketed or fanout", l)
+		}
+	}
+	return stmts, nil
+}

@@ -33,7 +33,12 @@
 // recorded in a separate short transaction, where the rollback cannot erase
 // it: attempts+1 and last_error. When a job has failed max_attempts times it
 // moves to the dead-letter table <schema>.job_dead with its last error,
-// instead of looping forever.
+// instead of looping forever. In the moment between the rollback and that
+// recording another worker can claim the job and see the old count; the
+// recording then waits for that worker's transaction, and counts both
+// failures if it fails too (nothing if it succeeds). So no failure goes
+// uncounted, and under contention on one job a handler can run a little
+// more often than max_attempts.
 //
 // A worker process that dies mid-job (crash, kill -9, lost network) records
 // nothing: the server rolls its transaction back when it notices the dead
@@ -46,6 +51,11 @@
 // to job_dead by hand. Set idle_in_transaction_session_timeout or TCP
 // keepalives on the server so that a vanished client's locks are released
 // promptly.
+//
+// A connection lost while the handler runs is the handler's failure: the
+// server rolls the transaction back, and the attempt is recorded over a
+// fresh connection. A handler that swallows a failed statement (leaving
+// the transaction aborted) or tries to commit also fails its attempt.
 //
 // Serialization failures (normal on YugabyteDB and CockroachDB) and
 // connections lost before anything reached the server go through

@@ -307,13 +307,32 @@ func TestClaimIsOneIndexSeek(t *testing.T) {
 	if _, err := db.Exec(ctx, "ANALYZE "+table(s, schema.JobQueueTable)); err != nil {
 		t.Fatal(err)
 	}
+	// pgx prepares statements, and PostgreSQL may switch a prepared
+	// statement to a generic plan after five runs: check both.
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		t.Run(mode, func(t *testing.T) { explainClaim(t, db, q, mode) })
+	}
+}
+
+func explainClaim(t *testing.T, db *skiplock.DB, q *fanout.Queue, planMode string) {
+	ctx := context.Background()
 	tx, err := db.Begin(ctx, skiplock.TxOptions{Isolation: skiplock.IsoReadCommitted})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx) //nolint:errcheck
-	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) "+fanout.ClaimSQL(q),
-		"80000000-0000-0000-0000-000000000000", q.Name())
+	if _, err := tx.Exec(ctx, "SET LOCAL plan_cache_mode = "+planMode); err != nil {
+		t.Fatal(err)
+	}
+	// A server-side prepared statement, as the driver uses, explained
+	// through EXECUTE so that the plan cache mode applies.
+	stmt := "fanout_claim_" + strings.TrimPrefix(planMode, "force_")
+	if _, err := tx.Exec(ctx, "PREPARE "+stmt+" (text, text) AS "+fanout.ClaimSQL(q)); err != nil {
+		t.Fatal(err)
+	}
+	defer db.Exec(ctx, "DEALLOCATE "+stmt) //nolint:errcheck
+	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE "+stmt+"("+
+		skiplock.QuoteLiteral("80000000-0000-0000-0000-000000000000")+", "+skiplock.QuoteLiteral(q.Name())+")")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,7 +372,7 @@ func TestClaimIsOneIndexSeek(t *testing.T) {
 			t.Errorf("plan has a %s", bad)
 		}
 	}
-	if !strings.Contains(text, "Index Cond: (id >= ") {
+	if !strings.Contains(text, "Index Cond: (id >= ") || !strings.Contains(text, "Index Cond: (id < ") {
 		t.Errorf("first branch does not seek on id >= start")
 	}
 }
@@ -371,7 +390,7 @@ func exactlyOnce(t *testing.T, n int, fail func(job *skiplock.Job) bool) fanout.
 		t.Fatal(err)
 	}
 	record := recordHandler(s)
-	var calls atomic.Int64
+	var calls, reported atomic.Int64
 	w, err := q.StartWorker(ctx, &fanout.WorkerConfig{
 		Workers: workers,
 		Handler: func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
@@ -383,6 +402,11 @@ func exactlyOnce(t *testing.T, n int, fail func(job *skiplock.Job) bool) fanout.
 				return errors.New("injected failure")
 			}
 			return nil
+		},
+		OnResult: func(_ int, r *fanout.Result, err error) {
+			if r.Job != nil && err == nil {
+				reported.Add(1)
+			}
 		},
 		IdleMin: time.Millisecond, IdleMax: 20 * time.Millisecond,
 		Logf: t.Logf,
@@ -430,6 +454,9 @@ func exactlyOnce(t *testing.T, n int, fail func(job *skiplock.Job) bool) fanout.
 	if calls.Load() != c.Handled+c.Failed {
 		t.Errorf("%d handler calls, but %d handled + %d failed", calls.Load(), c.Handled, c.Failed)
 	}
+	if reported.Load() != c.Handled+c.Failed {
+		t.Errorf("OnResult heard %d results, but %d handled + %d failed", reported.Load(), c.Handled, c.Failed)
+	}
 	t.Logf("%d jobs, %d workers: %+v", n, workers, c)
 	return c
 }
@@ -438,12 +465,14 @@ func TestExactlyOnce(t *testing.T) {
 	exactlyOnce(t, 50000, nil)
 }
 
-// TestExactlyOnceWithFailures: one job in ten fails its first attempt
-// after writing its work_log row. The rollback must erase the row, the
-// attempt must be recorded (else the job fails again and Failed grows),
-// and the retry must succeed.
+// TestExactlyOnceWithFailures: one job in ten fails its first handler call
+// after writing its work_log row. The rollback must erase the row and the
+// job must come back and succeed. (The failure is keyed on the first call,
+// not on job.Attempts == 1: another worker can claim the job between the
+// rollback and the recording of the attempt and see the old count; both
+// failures are then counted, as TestPoisonJobGoesDead checks.)
 func TestExactlyOnceWithFailures(t *testing.T) {
-	var chosen sync.Map
+	var chosen, failed sync.Map
 	fail := func(job *skiplock.Job) bool {
 		h := fnv.New32a()
 		h.Write([]byte(job.ID))
@@ -451,7 +480,8 @@ func TestExactlyOnceWithFailures(t *testing.T) {
 			return false
 		}
 		chosen.Store(job.ID, true)
-		return job.Attempts == 1
+		_, again := failed.LoadOrStore(job.ID, true)
+		return !again
 	}
 	c := exactlyOnce(t, 50000, fail)
 	var want int64
@@ -625,7 +655,7 @@ func TestStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-started
+	waitStarted(t, started)
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -642,11 +672,11 @@ func TestStop(t *testing.T) {
 	for len(started) > 0 {
 		<-started
 	}
-	w, err = q.StartWorker(ctx, &fanout.WorkerConfig{Workers: 4, Handler: slow})
+	w, err = q.StartWorker(ctx, &fanout.WorkerConfig{Workers: 4, Handler: slow, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
 	}
-	<-started
+	waitStarted(t, started)
 	expired, cancel := context.WithCancel(ctx)
 	cancel()
 	if err := w.Stop(expired); !errors.Is(err, context.Canceled) {
@@ -661,6 +691,15 @@ func TestStop(t *testing.T) {
 	}
 	if got := count(t, db, "SELECT count(*) FROM "+table(s, schema.WorkLogTable)); got != c.Handled+c2.Handled {
 		t.Errorf("after hard stop: logged %d, handled %d", got, c.Handled+c2.Handled)
+	}
+}
+
+func waitStarted(t *testing.T, started chan struct{}) {
+	t.Helper()
+	select {
+	case <-started:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no handler started within 30s")
 	}
 }
 
@@ -703,5 +742,98 @@ func TestStatsAndHasQueued(t *testing.T) {
 	}
 	if res, err := q.Process(ctx, func(context.Context, skiplock.Tx, *skiplock.Job) error { return nil }); err != nil || res.Job != nil {
 		t.Errorf("other queue's jobs were claimed: %+v %v", res, err)
+	}
+}
+
+// TestMisbehavingHandlers: a handler that tries to commit its transaction,
+// or ignores a failed statement and returns nil, fails its attempt; none of
+// its work is kept.
+func TestMisbehavingHandlers(t *testing.T) {
+	q, db, s := setup(t, 0, nil)
+	ctx := context.Background()
+	record := recordHandler(s)
+	for name, h := range map[string]fanout.Handler{
+		"commits": func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
+			if err := record(ctx, tx, job); err != nil {
+				return err
+			}
+			return tx.Commit(ctx)
+		},
+		"ignores an error": func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
+			if err := record(ctx, tx, job); err != nil {
+				return err
+			}
+			tx.Exec(ctx, "SELECT 1/0") //nolint:errcheck // the point of the test
+			return nil
+		},
+	} {
+		id, err := q.Enqueue(ctx, skiplock.NewJob{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := q.Process(ctx, h)
+		if err != nil || res.HandlerErr == nil || res.Job == nil || res.Job.ID != id {
+			t.Fatalf("%s: %+v %v", name, res, err)
+		}
+		t.Logf("%s: %v", name, res.HandlerErr)
+		if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)+" WHERE id = $1 AND attempts = 1 AND last_error <> ''", id); n != 1 {
+			t.Errorf("%s: the failed attempt was not recorded", name)
+		}
+		if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.WorkLogTable)); n != 0 {
+			t.Errorf("%s: %d work_log rows kept", name, n)
+		}
+		if _, err := db.Exec(ctx, "DELETE FROM "+table(s, schema.JobQueueTable)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestConnectionDiesMidJob: the server ends the worker's session while the
+// handler runs. Nothing of the job's work is kept, the job comes back, and
+// the next Process (on a fresh connection) handles it once.
+func TestConnectionDiesMidJob(t *testing.T) {
+	q, db, s := setup(t, 0, nil)
+	ctx := context.Background()
+	id, err := q.Enqueue(ctx, skiplock.NewJob{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	record := recordHandler(s)
+	calls := 0
+	h := func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
+		calls++
+		if err := record(ctx, tx, job); err != nil {
+			return err
+		}
+		if calls > 1 {
+			return nil
+		}
+		var pid int32
+		if err := tx.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+			return err
+		}
+		if _, err := db.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+			t.Fatal(err)
+		}
+		_, err := tx.Exec(ctx, "SELECT 1")
+		return err
+	}
+	res, err := q.Process(ctx, h)
+	t.Logf("first call: %+v, %v", res, err)
+	if res.Job == nil || res.Job.ID != id || (res.HandlerErr == nil && err == nil) {
+		t.Fatalf("first call: %+v %v", res, err)
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.WorkLogTable)); n != 0 {
+		t.Fatalf("a dead session's work was kept: %d rows", n)
+	}
+	res, err = q.Process(ctx, h)
+	if err != nil || res.Job == nil || res.Job.ID != id || res.HandlerErr != nil {
+		t.Fatalf("second call: %+v %v", res, err)
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.WorkLogTable)+" WHERE job_id = $1", id); n != 1 {
+		t.Errorf("work_log has %d rows for the job, want 1", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)); n != 0 {
+		t.Errorf("queue has %d rows left", n)
 	}
 }

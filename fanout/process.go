@@ -16,7 +16,8 @@ import (
 
 // Handler does one job's work inside the transaction that claimed it.
 // Whatever it writes through tx commits together with the job's removal, or
-// not at all. It must not commit or roll back tx. Returning an error (or
+// not at all. It must not commit or roll back tx (both return an error and
+// change nothing). Returning an error (or
 // panicking) rolls everything back and counts a failed attempt.
 //
 // The handler may run more than once for one job: after a failed attempt,
@@ -45,6 +46,18 @@ type Result struct {
 	// failures and lost connections.
 	Tries int
 }
+
+// errHandlerEndsTx is what a handler gets when it tries to end the
+// transaction it was given.
+var errHandlerEndsTx = errors.New("fanout: a handler must not commit or roll back its transaction: Process commits it with the job's removal, or rolls it back when the handler returns an error")
+
+// handlerTx is the transaction a handler sees: it runs statements, but
+// ending the transaction is Process's business, since the job's removal
+// must commit with the handler's work.
+type handlerTx struct{ skiplock.Tx }
+
+func (handlerTx) Commit(context.Context) error   { return errHandlerEndsTx }
+func (handlerTx) Rollback(context.Context) error { return errHandlerEndsTx }
 
 // handlerError marks an error as the handler's, so that Process can tell
 // it from a failure of its own statements. It unwraps, so a serialization
@@ -80,10 +93,13 @@ func (q *Queue) Process(ctx context.Context, h Handler) (Result, error) {
 			return err
 		}
 		res.Job = job
-		if err := workloop.Call(func() error { return h(ctx, tx, job) }); err != nil {
+		if err := workloop.Call(func() error { return h(ctx, handlerTx{tx}, job) }); err != nil {
 			return &handlerError{err: err}
 		}
 		n, err := tx.Exec(ctx, q.sql.del, job.ID)
+		if skiplock.SQLState(err) == "25P02" {
+			return &handlerError{err: fmt.Errorf("the handler returned no error but left its transaction aborted (it ignored a failed statement): %w", err)}
+		}
 		if err != nil {
 			return err
 		}

@@ -30,7 +30,7 @@ type statements struct {
 
 // jobColumns are the columns claim returns, in scan order. The payload
 // travels as text so that both drivers scan it into a string.
-const jobColumns = `"id", "queue", "payload"::text, "attempts", "max_attempts", "last_error", "created_at"`
+const jobColumns = `"id", "queue", "payload"::text AS "payload", "attempts", "max_attempts", "last_error", "created_at"`
 
 func render(schemaName string) statements {
 	s := skiplock.QuoteIdent(schemaName)
@@ -45,12 +45,14 @@ func render(schemaName string) statements {
 	// at or after the start: PostgreSQL's and YSQL's Append are lazy
 	// (EXPLAIN ANALYZE shows "never executed"), and CockroachDB runs UNION
 	// ALL branches serially (cockroachdb/cockroach#87463).
-	branch := func(cmp string) string {
-		return `(SELECT ` + jobColumns + ` FROM ` + q + ` WHERE "id" ` + cmp + ` $1 AND "queue" = $2` +
-			` ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED)`
+	// PostgreSQL refuses a locking clause directly on a UNION branch
+	// (0A000), so each branch is a derived table that locks its own rows.
+	branch := func(alias, cmp string) string {
+		return `SELECT * FROM (SELECT ` + jobColumns + ` FROM ` + q + ` WHERE "id" ` + cmp + ` $1 AND "queue" = $2` +
+			` ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED) AS "` + alias + `"`
 	}
 	return statements{
-		claim: branch(">=") + ` UNION ALL ` + branch("<") + ` LIMIT 1`,
+		claim: branch("after", ">=") + ` UNION ALL ` + branch("before", "<") + ` LIMIT 1`,
 		del:   `DELETE FROM ` + q + ` WHERE "id" = $1`,
 		fail: `UPDATE ` + q + ` SET "attempts" = "attempts" + 1, "last_error" = $2 WHERE "id" = $1` +
 			` RETURNING "attempts", "max_attempts"`,

@@ -23,10 +23,11 @@ type WorkerConfig struct {
 	Workers int
 	// Handler does each job's work. Required.
 	Handler Handler
-	// OnResult, when set, hears every Process call that claimed a job,
-	// from the worker's goroutine (keep it quick): for counters and
-	// latency recording.
-	OnResult func(worker int, r *Result)
+	// OnResult, when set, hears every Process call that claimed a job or
+	// failed, with Process's error, from the worker's goroutine (keep it
+	// quick): for counters and latency recording. Empty polls are not
+	// reported.
+	OnResult func(worker int, r *Result, err error)
 	// IdleMin, IdleMax, ErrorMin and ErrorMax tune the waits after an
 	// empty poll or a failure (see workloop.Config); 0 means its defaults.
 	IdleMin, IdleMax, ErrorMin, ErrorMax time.Duration
@@ -119,20 +120,23 @@ func (q *Queue) StartWorker(ctx context.Context, cfg *WorkerConfig) (*Worker, er
 		if err != nil {
 			w.errored.Add(1)
 		}
+		if cfg.OnResult != nil && (res.Job != nil || err != nil) {
+			cfg.OnResult(i, &res, err)
+		}
 		if res.Job == nil {
 			return false, err
 		}
 		switch {
-		case res.HandlerErr == nil && err == nil:
+		case err != nil:
+			// Counted above: a stop mid-job, a lost database, an
+			// ambiguous commit.
+		case res.HandlerErr == nil:
 			w.handled.Add(1)
-		case res.HandlerErr != nil:
+		default:
 			w.failed.Add(1)
 			if res.Dead {
 				w.dead.Add(1)
 			}
-		}
-		if cfg.OnResult != nil {
-			cfg.OnResult(i, &res)
 		}
 		return true, err
 	}

@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// fanoutCLI is the enqueue/work/stats glue for the fanout layout.
+type fanoutCLI struct{}
+
+func init() { registerLayout(schema.LayoutFanout, fanoutCLI{}) }
+
+// defaultMode: fanout processes each job inside its dequeue transaction.
+func (fanoutCLI) defaultMode() string { return "tx" }
+
+func (fanoutCLI) enqueue(ctx context.Context, db *skiplock.DB, schemaName string, jobs []skiplock.NewJob) (int, error) {
+	q, err := fanout.New(db, &fanout.Config{Schema: schemaName})
+	if err != nil {
+		return 0, err
+	}
+	ids, err := q.EnqueueMany(ctx, jobs)
+	return len(ids), err
+}
+
+// workPoolSpare is how many connections the work command's pool has beyond
+// one per worker, for the --until-empty probe.
+const workPoolSpare = 2
+
+func (fanoutCLI) work(ctx context.Context, e *env, db *skiplock.DB, o workOptions) (workReport, error) {
+	if o.Mode != "tx" {
+		return workReport{}, skiplock.Usagef("--mode %s: the fanout layout processes each job inside its dequeue transaction (--mode tx); use --layout bucketed for leases", o.Mode)
+	}
+	if o.Batch > 1 {
+		return workReport{}, skiplock.Usagef("--batch %d: the fanout layout claims one job per transaction; leave --batch out", o.Batch)
+	}
+	// Each worker holds a connection while it works: the shared pool is
+	// sized for short commands, so open one sized for the workers.
+	if need := o.Workers + workPoolSpare; int(db.Stats().Max) < need {
+		dsn, err := e.resolveDSN(ctx)
+		if err != nil {
+			return workReport{}, err
+		}
+		wdb, err := skiplock.Open(ctx, dsn, &skiplock.OpenConfig{Engine: db.Engine(), MaxConns: int32(need)})
+		if err != nil {
+			return workReport{}, err
+		}
+		defer wdb.Close()
+		db = wdb
+	}
+	q, err := fanout.New(db, &fanout.Config{Schema: o.Schema, Queue: o.Queue})
+	if err != nil {
+		return workReport{}, err
+	}
+	handler := demoHandler(o)
+
+	start := time.Now()
+	// The workers get a context that outlives ctx, so that an interrupt
+	// stops them gracefully (jobs in flight finish) rather than abruptly.
+	w, err := q.StartWorker(context.WithoutCancel(ctx), &fanout.WorkerConfig{Workers: o.Workers, Handler: handler, Logf: e.logf})
+	if err != nil {
+		var ce *fanout.ConnLimitError
+		if errors.As(err, &ce) {
+			return workReport{}, fmt.Errorf("server allows %d connections; --mode tx with %d workers needs %d: raise max_connections or use --mode lease",
+				ce.Allowed, ce.Workers, ce.Needed)
+		}
+		return workReport{}, err
+	}
+	waitErr := waitFanout(ctx, q, o.UntilEmpty)
+	stopCtx, cancel := context.WithTimeout(context.Background(), o.Work+30*time.Second)
+	defer cancel()
+	if err := w.Stop(stopCtx); err != nil {
+		e.logf("jobs still running %v after the stop: cancelled them (they are back in the queue)", o.Work+30*time.Second)
+	}
+	c := w.Counts()
+	rep := workReport{Handled: c.Handled, Failed: c.Failed, Seconds: time.Since(start).Seconds()}
+	if c.Dead > 0 || c.Errors > 0 {
+		e.logf("%d job(s) moved to %s; %d database error(s)", c.Dead, schema.DeadJobTable, c.Errors)
+	}
+	return rep, waitErr
+}
+
+// demoHandler is the built-in handler: work (sleep) for o.Work, and with
+// o.Record write a work_log row inside the job's transaction, so the row
+// commits if and only if the job is removed.
+func demoHandler(o workOptions) fanout.Handler {
+	ins := "INSERT INTO " + skiplock.QuoteIdent(o.Schema) + "." + skiplock.QuoteIdent(schema.WorkLogTable) +
+		" (job_id, worker) VALUES ($1, $2)"
+	host, _ := os.Hostname()
+	prefix := host + ":" + strconv.Itoa(os.Getpid()) + ":"
+	return func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
+		if o.Work > 0 {
+			t := time.NewTimer(o.Work)
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				t.Stop()
+				return ctx.Err()
+			}
+		}
+		if o.Record {
+			n, _ := fanout.WorkerIndex(ctx)
+			if _, err := tx.Exec(ctx, ins, job.ID, prefix+strconv.Itoa(n)); err != nil {
+				return fmt.Errorf("record to %s: %w", schema.WorkLogTable, err)
+			}
+		}
+		return nil
+	}
+}
+
+// waitFanout returns when ctx ends or, with untilEmpty, once the queue has
+// no job left (a job being processed still has its row, so "none left"
+// means every job finished or died).
+func waitFanout(ctx context.Context, q *fanout.Queue, untilEmpty bool) error {
+	if !untilEmpty {
+		<-ctx.Done()
+		return nil
+	}
+	tick := time.NewTicker(200 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		more, err := q.HasQueued(ctx)
+		if err != nil && ctx.Err() == nil {
+			return err
+		}
+		if !more {
+			return nil
+		}
+	}
+}
+
+func (fanoutCLI) stats(ctx context.Context, db *skiplock.DB, schemaName, queue string) (layoutStats, error) {
+	q, err := fanout.New(db, &fanout.Config{Schema: schemaName})
+	if err != nil {
+		return layoutStats{}, err
+	}
+	st, err := q.Stats(ctx, queue)
+	if err != nil {
+		return layoutStats{}, err
+	}
+	return layoutStats{
+		// A fanout job is Queued until it is done (its row is deleted) or
+		// dead (moved to job_dead).
+		ByStatus:      map[string]int64{string(skiplock.StatusQueued): st.Queued, "Dead": st.Dead},
+		ByQueue:       st.QueuedByQueue,
+		QueuedOldestS: st.OldestQueued.Seconds(),
+		Dead:          st.Dead,
+	}, nil
+}

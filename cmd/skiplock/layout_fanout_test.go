@@ -1,0 +1,84 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/testdb"
+)
+
+// TestFanoutCLI enqueues, works with --record until empty, and checks
+// work_log (each job recorded exactly once) and stats --json.
+func TestFanoutCLI(t *testing.T) {
+	db := testdb.Open(t, nil)
+	name := testdb.Schema(t, db)
+	t.Setenv("SKIPLOCK_DSN", testdb.DSN(t))
+	for _, args := range [][]string{
+		{"--schema", name, "migrate", "--layout", "fanout"},
+		{"--schema", name, "enqueue", "--layout", "fanout", "--count", "2000", "--batch", "700"},
+		{"--schema", name, "enqueue", "--layout", "fanout", "--queue", "other"},
+		{"--schema", name, "work", "--layout", "fanout", "--workers", "8", "--until-empty", "--record"},
+	} {
+		if code, out, errs := cli(t, args...); code != 0 {
+			t.Fatalf("%v: exit %d\n%s%s", args, code, out, errs)
+		}
+	}
+	var total, distinct int64
+	err := db.QueryRow(t.Context(), `SELECT count(*), count(DISTINCT "job_id") FROM `+skiplock.QuoteIdent(name)+`."work_log"`).Scan(&total, &distinct)
+	if err != nil || total != 2000 || distinct != 2000 {
+		t.Fatalf("work_log: %d rows, %d distinct jobs (%v); want 2000 and 2000", total, distinct, err)
+	}
+	code, out, errs := cli(t, "--schema", name, "--json", "stats", "--layout", "fanout")
+	if code != 0 {
+		t.Fatalf("stats: exit %d %s", code, errs)
+	}
+	var st struct {
+		ByStatus      map[string]int64 `json:"by_status"`
+		QueuedOldestS *float64         `json:"queued_oldest_s"`
+		ByQueue       map[string]int64 `json:"by_queue"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil || st.QueuedOldestS == nil {
+		t.Fatalf("stats --json: %v\n%s", err, out)
+	}
+	// The other queue's job is still there: work served "default" only.
+	if st.ByStatus["Queued"] != 1 || st.ByStatus["Dead"] != 0 || st.ByQueue["other"] != 1 || *st.QueuedOldestS < 0 {
+		t.Fatalf("stats: %s", out)
+	}
+}
+
+func TestFanoutCLIRefusesBadInput(t *testing.T) {
+	t.Setenv("SKIPLOCK_DSN", testdb.DSN(t))
+	db := testdb.Open(t, nil)
+	name := testdb.Schema(t, db)
+	if code, _, errs := cli(t, "--schema", name, "migrate", "--layout", "fanout"); code != 0 {
+		t.Fatal(errs)
+	}
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"work", "--mode", "lease", "--until-empty"}, "--layout bucketed"},
+		{[]string{"work", "--batch", "10", "--until-empty"}, "one job per transaction"},
+		{[]string{"enqueue", "--run-at", "1h"}, "scheduled jobs"},
+		{[]string{"enqueue", "--priority", "2"}, "no priorities"},
+	} {
+		args := append([]string{"--schema", name}, c.args[0], "--layout", "fanout")
+		args = append(args, c.args[1:]...)
+		code, _, errs := cli(t, args...)
+		if code != exitUsage || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d, %q; want exit %d and %q", c.args, code, errs, exitUsage, c.want)
+		}
+	}
+	allowed, err := db.ServerMaxConnections(t.Context())
+	if err != nil {
+		t.Skipf("no max_connections: %v", err)
+	}
+	code, _, errs := cli(t, "--schema", name, "work", "--layout", "fanout", "--workers", fmt.Sprint(allowed), "--until-empty")
+	want := fmt.Sprintf("server allows %d connections; --mode tx with %d workers needs %d: raise max_connections or use --mode lease", allowed, allowed, allowed+5)
+	if code != exitError || !strings.Contains(errs, want) {
+		t.Errorf("too many workers: exit %d %q; want %q", code, errs, want)
+	}
+}

@@ -6,8 +6,8 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/queuecfg"
 	"github.com/skiplock/skiplock/retry"
-	"github.com/skiplock/skiplock/schema"
 )
 
 // Defaults for Config.
@@ -64,10 +64,8 @@ func (c *Config) withDefaults(d *skiplock.Dialect) (Config, error) {
 	if c != nil {
 		out = *c
 	}
-	if out.Schema == "" {
-		out.Schema = schema.DefaultSchema
-	}
-	if err := skiplock.ValidateIdent("schema", out.Schema); err != nil {
+	shared := queuecfg.Shared{Schema: &out.Schema, MaxPayloadBytes: &out.MaxPayloadBytes, EnqueueBatch: &out.EnqueueBatch, Retry: &out.Retry}
+	if err := shared.Fill(d, DefaultEnqueueBatch); err != nil {
 		return out, err
 	}
 	for _, f := range []struct {
@@ -99,22 +97,5 @@ func (c *Config) withDefaults(d *skiplock.Dialect) (Config, error) {
 		host, _ := os.Hostname()
 		out.Owner = fmt.Sprintf("%s:%d", host, os.Getpid())
 	}
-	if out.MaxPayloadBytes < 0 {
-		return out, skiplock.Usagef("max payload bytes %d is negative: use 0 for the default (%d)", out.MaxPayloadBytes, skiplock.DefaultMaxPayloadBytes)
-	}
-	if out.EnqueueBatch < 0 {
-		return out, skiplock.Usagef("enqueue batch %d is negative: use 0 for the default (%d)", out.EnqueueBatch, DefaultEnqueueBatch)
-	}
-	if out.EnqueueBatch == 0 {
-		out.EnqueueBatch = DefaultEnqueueBatch
-	}
-	r := retry.Options{}
-	if out.Retry != nil {
-		r = *out.Retry
-	}
-	if r.Isolation == skiplock.IsoDefault {
-		r.Isolation = d.DefaultIsolation
-	}
-	out.Retry = &r
 	return out, nil
 }

@@ -8,8 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/queuecfg"
 	"github.com/skiplock/skiplock/retry"
-	"github.com/skiplock/skiplock/schema"
 )
 
 // DefaultEnqueueBatch is how many jobs one INSERT carries when
@@ -46,10 +46,8 @@ func (c *Config) withDefaults(d *skiplock.Dialect) (Config, error) {
 	if c != nil {
 		out = *c
 	}
-	if out.Schema == "" {
-		out.Schema = schema.DefaultSchema
-	}
-	if err := skiplock.ValidateIdent("schema", out.Schema); err != nil {
+	shared := queuecfg.Shared{Schema: &out.Schema, MaxPayloadBytes: &out.MaxPayloadBytes, EnqueueBatch: &out.EnqueueBatch, Retry: &out.Retry}
+	if err := shared.Fill(d, DefaultEnqueueBatch); err != nil {
 		return out, err
 	}
 	if out.Queue == "" {
@@ -58,23 +56,6 @@ func (c *Config) withDefaults(d *skiplock.Dialect) (Config, error) {
 	if err := skiplock.ValidateQueueName(out.Queue); err != nil {
 		return out, err
 	}
-	if out.MaxPayloadBytes < 0 {
-		return out, skiplock.Usagef("max payload bytes %d is negative: use 0 for the default (%d)", out.MaxPayloadBytes, skiplock.DefaultMaxPayloadBytes)
-	}
-	if out.EnqueueBatch < 0 {
-		return out, skiplock.Usagef("enqueue batch %d is negative: use 0 for the default (%d)", out.EnqueueBatch, DefaultEnqueueBatch)
-	}
-	if out.EnqueueBatch == 0 {
-		out.EnqueueBatch = DefaultEnqueueBatch
-	}
-	r := retry.Options{}
-	if out.Retry != nil {
-		r = *out.Retry
-	}
-	if r.Isolation == skiplock.IsoDefault {
-		r.Isolation = d.DefaultIsolation
-	}
-	out.Retry = &r
 	return out, nil
 }
 

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"sort"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/skiplock/skiplock"
@@ -150,7 +148,7 @@ func clusterStatus(ctx context.Context, e *env, c *cluster.MultiNode) error {
 		tw = tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintf(tw, "RELATION\tKIND\t%s\tLEADERS\n", shard)
 		for _, s := range st.Shards {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", s.Name, s.Kind, s.Count, formatLeaders(s.Leaders))
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\n", s.Name, s.Kind, s.Count, formatCounts(s.Leaders, "-"))
 		}
 		tw.Flush()
 	}
@@ -158,21 +156,4 @@ func clusterStatus(ctx context.Context, e *env, c *cluster.MultiNode) error {
 		fmt.Fprintf(e.stdout, "note: %s\n", n)
 	}
 	return nil
-}
-
-// formatLeaders prints "node=count" pairs in node order.
-func formatLeaders(m map[string]int) string {
-	if len(m) == 0 {
-		return "-"
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
-	}
-	return strings.Join(parts, " ")
 }

@@ -310,19 +310,20 @@ func runStats(ctx context.Context, e *env, args []string) error {
 
 func printStats(e *env, st layoutStats) {
 	fmt.Fprintf(e.stdout, "%s (schema %s)\n", st.Layout, e.schema)
-	fmt.Fprintf(e.stdout, "  by status: %s\n", formatCounts(st.ByStatus))
+	fmt.Fprintf(e.stdout, "  by status: %s\n", formatCounts(st.ByStatus, "(none)"))
 	if len(st.ByQueue) > 0 {
-		fmt.Fprintf(e.stdout, "  by queue:  %s\n", formatCounts(st.ByQueue))
+		fmt.Fprintf(e.stdout, "  by queue:  %s\n", formatCounts(st.ByQueue, "(none)"))
 	}
 	if len(st.ByBucket) > 0 {
-		fmt.Fprintf(e.stdout, "  by bucket: %s\n", formatCounts(st.ByBucket))
+		fmt.Fprintf(e.stdout, "  by bucket: %s\n", formatCounts(st.ByBucket, "(none)"))
 	}
 	fmt.Fprintf(e.stdout, "  oldest queued: %.1fs  in-flight leases: %d  dead: %d\n", st.QueuedOldestS, st.InFlightLeases, st.Dead)
 }
 
-func formatCounts(m map[string]int64) string {
+// formatCounts prints "key=count" pairs in key order, or none when empty.
+func formatCounts[N int | int64](m map[string]N, none string) string {
 	if len(m) == 0 {
-		return "(none)"
+		return none
 	}
 	keys := make([]string, 0, len(m))
 	for k := range m {

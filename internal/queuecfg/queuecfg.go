@@ -1,0 +1,50 @@
+// Package queuecfg fills and checks the settings both layouts' Configs
+// share (schema, payload limit, enqueue batch, retry options), so the two
+// layouts validate them the same way from one place while each keeps its
+// own exported Config fields.
+package queuecfg
+
+import (
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/retry"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// Shared points at a layout Config's shared fields.
+type Shared struct {
+	Schema          *string
+	MaxPayloadBytes *int
+	EnqueueBatch    *int
+	Retry           **retry.Options
+}
+
+// Fill validates the shared fields and fills their defaults: the default
+// schema, defaultBatch jobs per INSERT, and a copy of the retry options at
+// the engine's queue isolation when none is set. Bad values are usage
+// errors that name the field and the fix.
+func (s Shared) Fill(d *skiplock.Dialect, defaultBatch int) error {
+	if *s.Schema == "" {
+		*s.Schema = schema.DefaultSchema
+	}
+	if err := skiplock.ValidateIdent("schema", *s.Schema); err != nil {
+		return err
+	}
+	if *s.MaxPayloadBytes < 0 {
+		return skiplock.Usagef("max payload bytes %d is negative: use 0 for the default (%d)", *s.MaxPayloadBytes, skiplock.DefaultMaxPayloadBytes)
+	}
+	if *s.EnqueueBatch < 0 {
+		return skiplock.Usagef("enqueue batch %d is negative: use 0 for the default (%d)", *s.EnqueueBatch, defaultBatch)
+	}
+	if *s.EnqueueBatch == 0 {
+		*s.EnqueueBatch = defaultBatch
+	}
+	r := retry.Options{}
+	if *s.Retry != nil {
+		r = **s.Retry
+	}
+	if r.Isolation == skiplock.IsoDefault {
+		r.Isolation = d.DefaultIsolation
+	}
+	*s.Retry = &r
+	return nil
+}

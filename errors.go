@@ -27,6 +27,7 @@ type UsageError struct {
 	Msg string
 }
 
+// Error returns the message.
 func (e *UsageError) Error() string { return e.Msg }
 
 // Usagef builds a UsageError from a format.

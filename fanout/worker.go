@@ -47,6 +47,7 @@ type ConnLimitError struct {
 	Needed int
 }
 
+// Error says what the server allows, what the run needs, and the fix.
 func (e *ConnLimitError) Error() string {
 	return fmt.Sprintf("server allows %d connections; %d fanout workers need %d (each holds one while it processes, plus %d spare): raise max_connections, run fewer workers, or use the bucketed layout's leases",
 		e.Allowed, e.Workers, e.Needed, SpareConns)

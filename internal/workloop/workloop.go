@@ -173,6 +173,7 @@ type PanicError struct {
 	Stack []byte
 }
 
+// Error names the panic value.
 func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
 
 // Call runs handler and turns a panic into a *PanicError, so one bad job

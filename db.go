@@ -28,6 +28,13 @@ type OpenConfig struct {
 	// MaxConns caps the pool; 0 leaves the driver's default (4 per CPU, at
 	// least 4 here).
 	MaxConns int32
+	// PipelineBegin sends each transaction's BEGIN in one network write
+	// with its first statement, sparing a round trip per transaction (see
+	// pipeline_jackc.go). Off by default. The jackc/pgx driver only
+	// (PostgreSQL, where it is tested; CockroachDB speaks the same
+	// protocol but has not been run with it); the YugabyteDB smart driver
+	// ignores it.
+	PipelineBegin bool
 }
 
 // Open connects to dsn with the right driver for its engine: it first asks
@@ -63,6 +70,9 @@ func Open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
 		pool, err = openYugabyte(ctx, dsn, cfg.MaxConns)
 	} else {
 		pool, err = openJackc(ctx, dsn, cfg.MaxConns)
+		if jp, ok := pool.(jackcPool); ok && err == nil && cfg.PipelineBegin {
+			pool = pipelinedPool{jp}
+		}
 	}
 	if err != nil {
 		return nil, redactError(err, dsn)

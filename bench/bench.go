@@ -8,14 +8,28 @@
 //
 //   - latency: seed 003's pgbench test. Preload jobs; each of W workers
 //     loops: claim one job, work on it for D, complete it. Lease mode runs
-//     the bucketed layout over a small pool (a worker holds a connection
-//     only while it claims or completes); tx mode runs the fanout layout,
-//     where a worker holds one connection for the whole job.
+//     the bucketed layout over a small pool, the way a producer feeds its
+//     worker slots: a few claimers each take every worker's request
+//     waiting and claim that many jobs in one Dequeue, and a few
+//     completers write finished jobs in one CompleteMany each (see
+//     leaseRunner); no worker holds a connection while it works. Tx mode
+//     runs the fanout layout, where a worker holds one connection for the
+//     whole job.
 //   - lock: seed 003's lock-only test. W clients each run BEGIN; lock one
 //     job from a random start (FOR UPDATE SKIP LOCKED); COMMIT, deleting
 //     nothing.
 //   - throughput: a burn-down like River's `river bench -n`: preload N no-op
-//     jobs, work them all, report jobs/s.
+//     jobs, work them all, report jobs/s. In lease mode each worker claims
+//     a batch (default 200) in one Dequeue and completes it in one
+//     CompleteMany.
+//
+// Timed runs stop claiming at the deadline and let the jobs in flight
+// finish: jobs/s counts them over the time to the last completion.
+// pgbench -T instead drops the transactions still running at the end and
+// divides by the window; the report gives that count too
+// (Report.WindowJobsPerS), so the two tools can be compared either way.
+// Both leave out connection set-up: the pool is opened before the clock
+// starts, as pgbench's "without initial connection time" does.
 //
 // A bench empties and refills the layouts' tables in its own schema
 // (Config.Schema, "skiplock_bench" from the CLI): never point it at a
@@ -97,6 +111,11 @@ type Config struct {
 	Progress time.Duration
 	// Baseline also runs the seed's script through pgbench.
 	Baseline bool
+	// SeparateBegin sends each transaction's BEGIN as its own round trip,
+	// as pgbench's scripts do; by default the workers' pool pipelines it
+	// with the transaction's first statement
+	// (skiplock.OpenConfig.PipelineBegin).
+	SeparateBegin bool
 
 	// DSN is the database; Engine forces an engine ("" detects it).
 	DSN    string
@@ -253,8 +272,13 @@ type recorder struct {
 	ijobs, ideq *Histogram // since the last progress line
 	done        atomic.Int64
 	errors      atomic.Int64
-	mu          sync.Mutex
-	samples     []string
+	// windowEnd, when set (timed runs), is the end of the --duration
+	// window; inWindow counts the jobs finished by then, as pgbench -T
+	// counts (it drops the transactions still running at the end).
+	windowEnd time.Time
+	inWindow  atomic.Int64
+	mu        sync.Mutex
+	samples   []string
 }
 
 func newRecorder() *recorder {
@@ -271,6 +295,9 @@ func (r *recorder) job(deq, total time.Duration) {
 		r.ideq.Record(deq)
 	}
 	r.done.Add(1)
+	if !r.windowEnd.IsZero() && !time.Now().After(r.windowEnd) {
+		r.inWindow.Add(1)
+	}
 }
 
 // maxErrorSamples bounds the distinct error texts a report keeps.
@@ -329,11 +356,15 @@ func (r *recorder) progress(ctx context.Context, out io.Writer, every time.Durat
 }
 
 // fill puts the recorder's totals into rep.
-func (r *recorder) fill(rep *Report, secs float64, counters *retry.Counters, conns int) {
+func (r *recorder) fill(rep *Report, secs float64, window time.Duration, counters *retry.Counters, conns int) {
 	rep.Jobs = r.done.Load()
 	rep.Seconds = secs
 	if secs > 0 {
 		rep.JobsPerS = float64(rep.Jobs) / secs
+	}
+	if !r.windowEnd.IsZero() && window > 0 {
+		w := float64(r.inWindow.Load()) / window.Seconds()
+		rep.WindowJobsPerS = &w
 	}
 	rep.LatencyMS, rep.DequeueMS = r.jobs.Summary(), r.deq.Summary()
 	rep.Errors = r.errors.Load()
@@ -382,7 +413,8 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 		Machine: DescribeMachine(), Engine: DescribeEngine(ctx, admin),
 		Settings: &Settings{Schema: c.Schema, Queue: DefaultQueue, WorkS: c.Work.Seconds(), DurationS: c.Duration.Seconds(),
 			Preload: c.Jobs, Batch: c.Batch, Conns: c.Conns, ProgressS: max(c.Progress, 0).Seconds(), Baseline: c.Baseline,
-			IdealJobsS: c.idealRate()},
+			PipelineBegin: !c.SeparateBegin && admin.Engine() != skiplock.EngineYugabyte,
+			IdealJobsS:    c.idealRate()},
 	}
 	switch c.Scenario {
 	case ScenarioLock:
@@ -450,7 +482,7 @@ func checkConnections(ctx context.Context, db *skiplock.DB, c *Config, baseline 
 func openPool(ctx context.Context, c *Config) (*skiplock.DB, error) {
 	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	db, err := skiplock.Open(openCtx, c.DSN, &skiplock.OpenConfig{Engine: c.Engine, MaxConns: int32(c.Conns)})
+	db, err := skiplock.Open(openCtx, c.DSN, &skiplock.OpenConfig{Engine: c.Engine, MaxConns: int32(c.Conns), PipelineBegin: !c.SeparateBegin})
 	if err != nil {
 		return nil, err
 	}

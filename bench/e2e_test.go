@@ -114,6 +114,30 @@ func TestLatencyForADuration(t *testing.T) {
 	if rep.Connections > 2 {
 		t.Fatalf("%d connections with --conns 2", rep.Connections)
 	}
+	// Counted as pgbench -T counts: only jobs finished within the 2 s.
+	if w := rep.WindowJobsPerS; w == nil || *w <= 0 || *w*2 > float64(rep.Jobs) {
+		t.Fatalf("window jobs/s %v with %d jobs in %.2fs", w, rep.Jobs, rep.Seconds)
+	}
+}
+
+// Many lease-mode workers on a pool of two: claims are coalesced and
+// completions batched, and still every preloaded job is worked exactly
+// once (a second completion of a job would come back as a lost lease, an
+// error) and each job's latency covers its work.
+func TestLeaseManyWorkersFewConnections(t *testing.T) {
+	c, _ := config(t, bench.Config{Scenario: bench.ScenarioLatency, Workers: 60, Conns: 2,
+		Work: 30 * time.Millisecond, Jobs: 600, Progress: -1})
+	rep := run(t, c)
+	if rep.Jobs != 600 {
+		t.Fatalf("worked %d jobs, want the 600 preloaded", rep.Jobs)
+	}
+	checkCounts(t, rep)
+	if rep.Connections > 2 {
+		t.Fatalf("%d connections with --conns 2", rep.Connections)
+	}
+	if rep.LatencyMS.Min < 30 {
+		t.Fatalf("a job took %.3f ms, less than its 30 ms of work", rep.LatencyMS.Min)
+	}
 }
 
 func TestThroughputBurnDown(t *testing.T) {

@@ -26,6 +26,10 @@ type driver interface {
 	tables() []string
 }
 
+// finisher is a driver that writes work in the background (batched
+// completions): finish returns once everything handed over is written.
+type finisher interface{ finish() }
+
 // newDriver makes a layout's driver on the workers' pool.
 type newDriver func(db *skiplock.DB, c *Config, counters *retry.Counters) (driver, error)
 
@@ -70,6 +74,7 @@ func runJobs(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 	var deadline time.Time
 	if c.Duration > 0 {
 		deadline = start.Add(c.Duration)
+		rec.windowEnd = deadline
 	}
 	// A burn-down (no duration) ends when no job is left to claim; a timed
 	// run stops claiming at the deadline and lets the jobs in flight
@@ -105,10 +110,13 @@ func runJobs(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 		}()
 	}
 	wg.Wait()
+	if f, ok := drv.(finisher); ok {
+		f.finish() // completions handed over are part of the run
+	}
 	secs := time.Since(start).Seconds()
 	stopProgress()
 	peakConns := int(max(peak.Load(), int64(pool.Stats().Total)))
-	rec.fill(rep, secs, counters, peakConns)
+	rec.fill(rep, secs, c.Duration, counters, peakConns)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("bench interrupted after %.1fs and %d jobs: %w", secs, rep.Jobs, err)
 	}
@@ -176,7 +184,16 @@ func runLock(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 	var empties atomic.Int64
 	start := time.Now()
 	deadline := start.Add(c.Duration)
+	rec.windowEnd = deadline
 	go rec.progress(progCtx, c.Out, c.Progress, start, pool, &peak)
+	var pidMu sync.Mutex
+	var pids []int32
+	workersDone := make(chan struct{})
+	go stuckWatchdog(ctx, admin, workersDone, deadline, func() []int32 {
+		pidMu.Lock()
+		defer pidMu.Unlock()
+		return append([]int32(nil), pids...)
+	})
 	var wg sync.WaitGroup
 	for w := 0; w < c.Workers; w++ {
 		wg.Add(1)
@@ -188,10 +205,22 @@ func runLock(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 				return
 			}
 			defer conn.Release()
+			pidMu.Lock()
+			pids = append(pids, int32(conn.PID()))
+			pidMu.Unlock()
+			// The transactions run under a context that is never
+			// cancelled: with a cancellable one, pgx arms and disarms a
+			// cancel watcher around every statement, a tenth of the
+			// client's CPU in this scenario, which the server then lacks
+			// (pgbench has no such cost). The loop checks ctx between
+			// transactions, so an interrupt ends the run within one
+			// (millisecond) transaction; a stuck one is cancelled on the
+			// server by stuckWatchdog.
+			txCtx := context.WithoutCancel(ctx)
 			for ctx.Err() == nil && time.Now().Before(deadline) {
 				t0 := time.Now()
 				var claim time.Duration
-				err := retry.Run(ctx, conn, opts, func(ctx context.Context, tx skiplock.Tx) error {
+				err := retry.Run(txCtx, conn, opts, func(ctx context.Context, tx skiplock.Tx) error {
 					s := time.Now()
 					rows, err := tx.Query(ctx, sql, randomKey())
 					if err != nil {
@@ -220,9 +249,10 @@ func runLock(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 		}()
 	}
 	wg.Wait()
+	close(workersDone)
 	secs := time.Since(start).Seconds()
 	stopProgress()
-	rec.fill(rep, secs, counters, int(max(peak.Load(), int64(pool.Stats().Total))))
+	rec.fill(rep, secs, c.Duration, counters, int(max(peak.Load(), int64(pool.Stats().Total))))
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("bench interrupted after %.1fs: %w", secs, err)
 	}
@@ -230,6 +260,49 @@ func runLock(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 		c.Logf("warning: %d transactions found no row to lock: %v", n, ErrQueueDry)
 	}
 	return nil
+}
+
+// Watchdog grace periods: how long workers whose statements run without a
+// cancellable context get to return after an interrupt, or after the
+// deadline, before their statements are cancelled on the server.
+const (
+	stopGrace     = 2 * time.Second
+	deadlineGrace = 30 * time.Second
+)
+
+// stuckWatchdog cancels, on the server, the statements of the connections
+// pids lists when the workers have not returned stopGrace after ctx ends
+// or deadlineGrace after the deadline: workers that run their statements
+// under a context that is never cancelled (to spare pgx's per-statement
+// cancel watcher) can still be interrupted. Best effort: an engine without
+// pg_cancel_backend just waits.
+func stuckWatchdog(ctx context.Context, admin *skiplock.DB, done <-chan struct{}, deadline time.Time, pids func() []int32) {
+	late := time.NewTimer(time.Until(deadline) + deadlineGrace)
+	defer late.Stop()
+	select {
+	case <-done:
+		return
+	case <-late.C:
+	case <-ctx.Done():
+		select {
+		case <-done:
+			return
+		case <-time.After(stopGrace):
+		}
+	}
+	for {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		_, err := admin.Exec(cctx, "SELECT pg_cancel_backend(p) FROM unnest($1::int4[]) AS p", pids())
+		cancel()
+		if err != nil {
+			return
+		}
+		select {
+		case <-done:
+			return
+		case <-time.After(stopGrace):
+		}
+	}
 }
 
 // randomKey is a random start in the text UUID key space, as pgbench's
@@ -299,6 +372,12 @@ func runBaseline(ctx context.Context, c *Config, admin *skiplock.DB, path string
 	if b.JobsPerS > 0 {
 		ratio := rep.JobsPerS / b.JobsPerS
 		rep.Ratio = &ratio
+		if rep.WindowJobsPerS != nil {
+			// pgbench's tps already counts only what finished in -T.
+			b.WindowJobsPerS = &b.JobsPerS
+			wr := *rep.WindowJobsPerS / b.JobsPerS
+			rep.WindowRatio = &wr
+		}
 	}
 	return nil
 }

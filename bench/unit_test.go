@@ -125,6 +125,31 @@ func TestReportJSONFields(t *testing.T) {
 			t.Errorf("table lacks %q:\n%s", want, table.String())
 		}
 	}
+
+	// A timed run also counts as pgbench -T does, and says so.
+	window, windowRatio := 491.7, 1.004
+	r.WindowJobsPerS, r.WindowRatio = &window, &windowRatio
+	r.Settings = &Settings{DurationS: 60, IdealJobsS: 500}
+	buf.Reset()
+	if err := r.WriteJSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	m = nil
+	if err := json.Unmarshal(buf.Bytes(), &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["window_jobs_per_s"] != 491.7 || m["window_ratio"] != 1.004 {
+		t.Fatalf("window_jobs_per_s %v, window_ratio %v", m["window_jobs_per_s"], m["window_ratio"])
+	}
+	table.Reset()
+	if err := r.WriteTable(&table); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"within the 1m0s window): skiplock 491.7 jobs/s (98.3% of ideal)", "1.004x counted as pgbench -T counts"} {
+		if !strings.Contains(table.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, table.String())
+		}
+	}
 }
 
 // checkReportFields checks the fields DESIGN.md names.

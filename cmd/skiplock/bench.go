@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
+	"runtime/pprof"
 	"time"
 
+	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bench"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -13,7 +16,7 @@ func init() {
 	register(&command{
 		name: "bench",
 		usage: "bench latency|lock|throughput [--layout L] [--mode lease|tx] [--workers N] [--work D] [--duration D] " +
-			"[--jobs N] [--batch N] [--conns N] [--progress D] [--baseline] [--json]",
+			"[--jobs N] [--batch N] [--conns N] [--progress D] [--baseline] [--separate-begin] [--cpuprofile FILE] [--json]",
 		summary: "the load driver: the seeds' latency and lock tests, a burn-down; --baseline runs pgbench too",
 		run:     runBench,
 	})
@@ -46,6 +49,8 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.Conns, "conns", 0, "worker pool size (lease mode default min(workers, 50); tx mode and lock hold one per worker)")
 	fs.DurationVar(&cfg.Progress, "progress", 5*time.Second, "interval between progress lines (0 turns them off)")
 	fs.BoolVar(&cfg.Baseline, "baseline", false, "also run the seed's script through pgbench with the same workers and duration")
+	fs.BoolVar(&cfg.SeparateBegin, "separate-begin", false, "send each transaction's BEGIN as its own round trip, as pgbench's scripts do (default: BEGIN rides with the first statement)")
+	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the run to this file (for finding the load driver's own overhead)")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
@@ -82,6 +87,17 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	if cfg.DSN, err = e.resolveDSN(ctx); err != nil {
 		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return skiplock.Usagef("--cpuprofile: %v", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("--cpuprofile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	rep, err := bench.Run(ctx, &cfg)
 	if err != nil {

@@ -513,6 +513,26 @@ func TestCancelBeforeCommitIsNotAmbiguous(t *testing.T) {
 // finishes the commit. Run must report it as ambiguous after one attempt,
 // and the row is in fact there, once.
 func TestCommitCutButCommitted(t *testing.T) {
+	// Run must report the cut COMMIT as ambiguous every time (checked in
+	// each round). That the server then commits it is the reason, shown
+	// here; a few rounds are allowed because now and then the server rolls
+	// the orphaned COMMIT back instead (seen about once in 15 runs), which
+	// is the other half of "ambiguous".
+	for round := 1; round <= 5; round++ {
+		if rows := cutCommitRound(t); rows == 1 {
+			if round > 1 {
+				t.Logf("round %d: the cut COMMIT committed (earlier rounds rolled back)", round)
+			}
+			return
+		}
+	}
+	t.Fatal("in 5 rounds the cut COMMIT never committed: the test no longer shows why Run must not retry it")
+}
+
+// cutCommitRound cuts a COMMIT in flight, checks Run reports it as
+// ambiguous without retrying, lets the server finish, and returns how many
+// rows the transaction left (1 committed, 0 rolled back).
+func cutCommitRound(t *testing.T) int64 {
 	db, s := setup(t)
 	var check string
 	if err := db.QueryRow(context.Background(), "SHOW client_connection_check_interval").Scan(&check); err != nil || check != "0" {
@@ -595,9 +615,7 @@ func TestCommitCutButCommitted(t *testing.T) {
 	for count(t, db, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid) != 0 {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if n := count(t, db, "SELECT count(*) FROM "+s+".t"); n != 1 {
-		t.Fatalf("%d rows after the cut COMMIT, want 1: it committed, which is why Run must not retry it", n)
-	}
+	return count(t, db, "SELECT count(*) FROM "+s+".t")
 }
 
 // TestPanicRollsBack: a panicking fn leaves no transaction open on a

@@ -41,6 +41,8 @@ import (
 	"github.com/testcontainers/testcontainers-go"
 	"github.com/testcontainers/testcontainers-go/modules/cockroachdb"
 	"github.com/testcontainers/testcontainers-go/wait"
+
+	"github.com/skiplock/skiplock"
 )
 
 // Images, overridable so that a machine with its own mirror or a newer
@@ -135,10 +137,10 @@ func (m *matrix) runDSN(ctx context.Context) {
 		m.add(name, skipped, "SKIPLOCK_TEST_DSN is not set (point it at a YugabyteDB or CockroachDB server, e.g. from `skiplock cluster up`)")
 		return
 	}
-	label := redact(dsn)
+	label := skiplock.RedactDSN(dsn)
 	version, err := serverVersion(ctx, dsn)
 	if err != nil {
-		m.add(name, failed, "%s does not answer: %v", redact(dsn), err)
+		m.add(name, failed, "%s does not answer: %v", skiplock.RedactDSN(dsn), err)
 		return
 	}
 	m.suite(ctx, name, label+" ("+shortVersion(version)+")", dsn)
@@ -321,28 +323,6 @@ func shortVersion(v string) string {
 		v = v[:60] + "..."
 	}
 	return v
-}
-
-// redact hides a DSN's password.
-func redact(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" {
-		if _, ok := u.User.Password(); ok {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-		}
-		q := u.Query()
-		if q.Has("password") {
-			q.Set("password", "xxxxx")
-			u.RawQuery = q.Encode()
-		}
-		return u.String()
-	}
-	f := strings.Fields(dsn)
-	for i, kv := range f {
-		if strings.HasPrefix(strings.ToLower(kv), "password=") {
-			f[i] = "password=xxxxx"
-		}
-	}
-	return strings.Join(f, " ")
 }
 
 func oneLine(err error) string { return strings.Join(strings.Fields(err.Error()), " ") }

@@ -130,11 +130,7 @@ func (p *Postgres) Port() int { return p.state.Port }
 // unless it already runs, and waits until it answers. Concurrent Starts of
 // one directory (two commands at once) serialise on a lock file.
 func (p *Postgres) Start(ctx context.Context) error {
-	bin, err := p.binDir()
-	if err != nil {
-		return err
-	}
-	owner, err := serverUser()
+	bin, owner, err := p.tools()
 	if err != nil {
 		return err
 	}
@@ -189,11 +185,7 @@ func (p *Postgres) Start(ctx context.Context) error {
 // Stop stops the server (fast shutdown: open transactions roll back). A
 // server that is not running is not an error.
 func (p *Postgres) Stop(ctx context.Context) error {
-	bin, err := p.binDir()
-	if err != nil {
-		return err
-	}
-	owner, err := serverUser()
+	bin, owner, err := p.tools()
 	if err != nil {
 		return err
 	}
@@ -210,11 +202,7 @@ func (p *Postgres) Stop(ctx context.Context) error {
 // transactions roll back, clients are disconnected), keeping its settings
 // and port. Fault tests use it.
 func (p *Postgres) Restart(ctx context.Context) error {
-	bin, err := p.binDir()
-	if err != nil {
-		return err
-	}
-	owner, err := serverUser()
+	bin, owner, err := p.tools()
 	if err != nil {
 		return err
 	}
@@ -254,11 +242,7 @@ func (p *Postgres) Status(ctx context.Context) (PostgresStatus, error) {
 	if !st.Initialized {
 		return st, nil
 	}
-	bin, err := p.binDir()
-	if err != nil {
-		return st, err
-	}
-	owner, err := serverUser()
+	bin, owner, err := p.tools()
 	if err != nil {
 		return st, err
 	}
@@ -272,6 +256,15 @@ func (p *Postgres) Status(ctx context.Context) (PostgresStatus, error) {
 // Load reads the recorded port and password of an existing server, so DSN
 // works without Start.
 func (p *Postgres) Load() error { return p.loadState() }
+
+// tools finds the server binaries and the user they run as.
+func (p *Postgres) tools() (bin string, owner *user.User, err error) {
+	if bin, err = p.binDir(); err != nil {
+		return "", nil, err
+	}
+	owner, err = serverUser()
+	return bin, owner, err
+}
 
 func (p *Postgres) binDir() (string, error) {
 	if p.cfg.BinDir != "" {

@@ -16,18 +16,12 @@ func init() { drivers[schema.LayoutBucketed] = newBucketedDriver }
 // bucketedDriver runs lease mode: jobs are claimed under a lease, worked
 // without holding a connection, and completed in a second short
 // transaction. Workers that work one job at a time for a while (the
-// latency scenario) go through a leaseRunner; otherwise each worker claims
-// up to a batch itself and completes it in one statement (no work) or job
-// by job.
+// latency scenario) run on bucketed.Worker (leaseDriver); otherwise each
+// worker claims up to a batch itself and completes it in one statement
+// (no work) or job by job.
 type bucketedDriver struct {
 	q     *bucketed.Queue
 	batch int
-	conns int
-	// lease serves workers whose jobs take time (the latency scenario)
-	// with coalesced claims and batched completions; nil when jobs take
-	// no time (the burn-down), where each worker claims and completes a
-	// whole batch itself.
-	lease *leaseRunner
 }
 
 func newBucketedDriver(db *skiplock.DB, c *Config, counters *retry.Counters) (driver, error) {
@@ -37,9 +31,9 @@ func newBucketedDriver(db *skiplock.DB, c *Config, counters *retry.Counters) (dr
 	if err != nil {
 		return nil, err
 	}
-	d := &bucketedDriver{q: q, batch: c.Batch, conns: c.Conns}
+	d := &bucketedDriver{q: q, batch: c.Batch}
 	if c.Work > 0 && c.Batch == 1 {
-		d.lease = newLeaseRunner(q, c.Workers)
+		return &leaseDriver{bucketedDriver: d, c: c}, nil
 	}
 	return d, nil
 }
@@ -51,19 +45,7 @@ func (d *bucketedDriver) enqueue(ctx context.Context, jobs []skiplock.NewJob) er
 	return err
 }
 
-// finish writes the completions still in hand; runJobs calls it once the
-// workers have returned.
-func (d *bucketedDriver) finish() {
-	if d.lease != nil {
-		d.lease.finish()
-	}
-}
-
 func (d *bucketedDriver) step(ctx context.Context, work time.Duration, rec *recorder) (int, error) {
-	if d.lease != nil {
-		d.lease.start(ctx, rec, d.conns)
-		return d.lease.step(ctx, work)
-	}
 	start := time.Now()
 	jobs, err := d.q.Dequeue(ctx, DefaultQueue, d.batch)
 	claim := time.Since(start)

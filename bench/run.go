@@ -26,9 +26,13 @@ type driver interface {
 	tables() []string
 }
 
-// finisher is a driver that writes work in the background (batched
-// completions): finish returns once everything handed over is written.
-type finisher interface{ finish() }
+// workerRunner is a driver that runs the layout's own worker pool
+// (bucketed.Worker) instead of runJobs' goroutines calling step:
+// runWorkers works jobs until deadline (zero: until none is left),
+// records each in rec, and returns once the jobs in flight are written.
+type workerRunner interface {
+	runWorkers(ctx context.Context, deadline time.Time, rec *recorder) error
+}
 
 // newDriver makes a layout's driver on the workers' pool.
 type newDriver func(db *skiplock.DB, c *Config, counters *retry.Counters) (driver, error)
@@ -81,7 +85,18 @@ func runJobs(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 	// finish, as pgbench -T does.
 	var dry atomic.Int64
 	var wg sync.WaitGroup
-	for w := 0; w < c.Workers; w++ {
+	workers := c.Workers
+	if r, ok := drv.(workerRunner); ok {
+		workers = 0 // they are the driver's
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := r.runWorkers(ctx, deadline, rec); err != nil && ctx.Err() == nil {
+				rec.fail(err)
+			}
+		}()
+	}
+	for w := 0; w < workers; w++ {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -110,9 +125,6 @@ func runJobs(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 		}()
 	}
 	wg.Wait()
-	if f, ok := drv.(finisher); ok {
-		f.finish() // completions handed over are part of the run
-	}
 	secs := time.Since(start).Seconds()
 	stopProgress()
 	peakConns := int(max(peak.Load(), int64(pool.Stats().Total)))

@@ -3,7 +3,6 @@ package bucketed
 import (
 	"context"
 	"errors"
-	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -29,16 +28,29 @@ type WorkerConfig struct {
 	// turn; 0 means 1. Raise it for short jobs: one claim statement then
 	// serves many jobs.
 	Batch int
+	// Claimers bounds the claim statements in flight at once; 0 means a
+	// quarter of the queue's pool (its DB's Stats().Max), at least 1 and
+	// at most 8. A goroutine that wants jobs while that many claims run
+	// waits, and the next claim takes its share together with every other
+	// waiting goroutine's (up to max(64, Batch) jobs in one statement), so
+	// hundreds of goroutines asking at once need a few statements, not
+	// one transaction each queueing for the pool. A lone request is
+	// claimed at once, as before.
+	Claimers int
+	// Completers is how many goroutines write results; 0 means an eighth
+	// of the queue's pool, at least 1 and at most 4.
+	Completers int
 	// FlushSize bounds how many results one completion statement carries;
-	// 0 means 1000. Results are batched by a single completer: whatever
-	// arrives while it writes goes into its next statement, so batches grow
-	// with load and a lone result waits for nobody.
+	// 0 means 1000. Each completer writes whatever has arrived while it
+	// was busy in its next statement, so batches grow with load and a
+	// lone result waits for nobody.
 	FlushSize int
 	// Heartbeat is how often the leases of jobs in hand are extended; 0
 	// means a third of the visibility timeout.
 	Heartbeat time.Duration
-	// Owner prefixes the lease owner of each goroutine ("owner/3"); ""
-	// means the queue's Config.Owner.
+	// Owner is the lease owner recorded on the jobs this worker claims
+	// (one claim serves several goroutines); "" means the queue's
+	// Config.Owner.
 	Owner string
 	// OnComplete, when set, runs inside each completion transaction with
 	// the jobs that transaction completed (those whose lease held), so a
@@ -46,6 +58,13 @@ type WorkerConfig struct {
 	// run more than once for the same jobs when the transaction is
 	// retried; use only tx.
 	OnComplete func(ctx context.Context, tx skiplock.Tx, done []*skiplock.Job) error
+	// AfterComplete, when set, is called once for each job whose Success
+	// committed, after the commit, with when its goroutine asked for work
+	// (before the claim) and when the claim returned it: time.Since(asked)
+	// is the job's latency from request to committed completion (with
+	// Batch > 1 it includes waiting behind the batch's earlier jobs). It
+	// runs on a completer goroutine: keep it quick.
+	AfterComplete func(job *skiplock.Job, asked, claimed time.Time)
 	// Retention, when positive, makes the worker delete jobs that finished
 	// longer ago than this, once a minute.
 	Retention time.Duration
@@ -58,16 +77,20 @@ type WorkerConfig struct {
 }
 
 // Worker runs a handler over a queue's jobs with a pool of goroutines
-// (internal/workloop): batched claims, batched completions, heartbeats,
-// panics turned into failures, graceful shutdown.
+// (internal/workloop): gathered claims (see WorkerConfig.Claimers),
+// batched completions, heartbeats, panics turned into failures, graceful
+// shutdown.
 type Worker struct {
-	q    *Queue
-	cfg  WorkerConfig
-	pool *workloop.Pool
+	q           *Queue
+	cfg         WorkerConfig
+	gatherLimit int // most jobs one gathered claim takes
+	pool        *workloop.Pool
+	claims      claims
 
 	results  chan result
 	stopping chan struct{} // closed by Stop: start no more jobs
-	flushed  chan struct{} // closed when the completer has drained results
+	flushers sync.WaitGroup
+	flushed  chan struct{} // closed when the completers have drained results
 	stopBeat chan struct{}
 	bg       sync.WaitGroup // heartbeat and retention
 
@@ -98,9 +121,10 @@ const (
 )
 
 type result struct {
-	job  *skiplock.Job
-	what outcome
-	err  error
+	job            *skiplock.Job
+	what           outcome
+	err            error
+	asked, claimed time.Time // for AfterComplete
 }
 
 // NewWorker checks cfg and returns a Worker; Start runs it.
@@ -128,6 +152,24 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 			*f.v = f.def
 		}
 	}
+	// The claim and completion helpers default to shares of the pool
+	// they draw on.
+	poolMax := int(q.db.Stats().Max)
+	if poolMax <= 0 {
+		poolMax = 8
+	}
+	for _, f := range []struct {
+		name string
+		v    *int
+		def  int
+	}{{"claimers", &c.Claimers, min(8, max(1, poolMax/4))}, {"completers", &c.Completers, min(4, max(1, poolMax/8))}} {
+		if *f.v < 0 || *f.v > 1000 {
+			return nil, skiplock.Usagef("bucketed worker: %s %d is out of range: use 1 to 1000 (0 for the default, %d here)", f.name, *f.v, f.def)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
 	if c.Heartbeat < 0 || c.Retention < 0 {
 		return nil, skiplock.Usagef("bucketed worker: heartbeat %v and retention %v cannot be negative", c.Heartbeat, c.Retention)
 	}
@@ -143,7 +185,7 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
-	return &Worker{q: q, cfg: c, inHand: map[*skiplock.Job]context.CancelFunc{}}, nil
+	return &Worker{q: q, cfg: c, gatherLimit: max(gatherMin, c.Batch), inHand: map[*skiplock.Job]context.CancelFunc{}}, nil
 }
 
 // Start launches the goroutines. ctx is the parent of every handler's
@@ -161,7 +203,11 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.flushed = make(chan struct{})
 	w.stopBeat = make(chan struct{})
 	bgCtx := context.WithoutCancel(ctx)
-	go w.complete(bgCtx)
+	for range w.cfg.Completers {
+		w.flushers.Add(1)
+		go w.complete(bgCtx)
+	}
+	go func() { w.flushers.Wait(); close(w.flushed) }()
 	w.bg.Add(1)
 	go w.heartbeat(bgCtx)
 	if w.cfg.Retention > 0 {
@@ -210,11 +256,13 @@ func (w *Worker) Stats() WorkerStats {
 }
 
 // step claims a batch and works it.
-func (w *Worker) step(ctx context.Context, n int) (bool, error) {
-	jobs, err := w.q.DequeueAs(ctx, w.cfg.Queue, w.cfg.Batch, fmt.Sprintf("%s/%d", w.cfg.Owner, n))
+func (w *Worker) step(ctx context.Context, _ int) (bool, error) {
+	asked := time.Now()
+	jobs, err := w.claim(ctx, w.cfg.Batch)
 	if err != nil || len(jobs) == 0 {
 		return false, err
 	}
+	claimed := time.Now()
 	w.claimed.Add(int64(len(jobs)))
 	cancels := make([]context.CancelFunc, len(jobs))
 	ctxs := make([]context.Context, len(jobs))
@@ -246,16 +294,16 @@ func (w *Worker) step(ctx context.Context, n int) (bool, error) {
 		case err != nil:
 			w.results <- result{job: j, what: outFail, err: err}
 		default:
-			w.results <- result{job: j, what: outComplete}
+			w.results <- result{job: j, what: outComplete, asked: asked, claimed: claimed}
 		}
 	}
 	return true, nil
 }
 
-// complete is the completer: it writes results in batches, taking
-// whatever has arrived while the previous batch was being written.
+// complete is a completer: it writes results in batches, taking
+// whatever has arrived while its previous batch was being written.
 func (w *Worker) complete(ctx context.Context) {
-	defer close(w.flushed)
+	defer w.flushers.Done()
 	for {
 		r, ok := <-w.results
 		if !ok {
@@ -280,11 +328,13 @@ func (w *Worker) complete(ctx context.Context) {
 
 func (w *Worker) flush(ctx context.Context, batch []result) {
 	var done, rel, drop []*skiplock.Job
+	var doneRes []result
 	var fails []Failure
 	for _, r := range batch {
 		switch r.what {
 		case outComplete:
 			done = append(done, r.job)
+			doneRes = append(doneRes, r)
 		case outFail:
 			fails = append(fails, Failure{Job: r.job, Err: r.err})
 		case outRelease:
@@ -305,6 +355,17 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 		}
 		w.completed.Add(int64(len(done) - len(lost)))
 		w.lost.Add(int64(len(lost)))
+		if w.cfg.AfterComplete != nil && len(lost) < len(done) {
+			gone := make(map[*skiplock.Job]bool, len(lost))
+			for _, j := range lost {
+				gone[j] = true
+			}
+			for _, r := range doneRes {
+				if !gone[r.job] {
+					w.cfg.AfterComplete(r.job, r.asked, r.claimed)
+				}
+			}
+		}
 	}
 	if len(fails) > 0 {
 		lost, err := w.q.FailMany(ctx, fails)

@@ -42,8 +42,9 @@ const (
 )
 
 // bucketedPoolSize is the pool the work command needs: one connection per
-// worker up to bucketedMaxPool, plus the completer, the heartbeat and the
-// --until-empty check.
+// worker up to bucketedMaxPool (the Worker's claimers and completers share
+// it, a few at a time), plus room for the heartbeat, the retention sweep
+// and the --until-empty check.
 func bucketedPoolSize(workers int) int { return min(workers, bucketedMaxPool) + 3 }
 
 // bucketedPoolFits fails, saying the fix, when the pool work needs for

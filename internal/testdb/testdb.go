@@ -15,7 +15,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -64,8 +67,15 @@ func DSN(t testing.TB) string {
 }
 
 func startServer() error {
+	reapOrphans()
 	var err error
 	if tmpDir, err = os.MkdirTemp("", "skiplock-test-"); err != nil {
+		return err
+	}
+	// Record who owns this server, so that a later run can stop it if this
+	// test binary dies without reaching Main's cleanup (a timeout panic, a
+	// kill).
+	if err := os.WriteFile(filepath.Join(tmpDir, ownerFile), []byte(strconv.Itoa(os.Getpid())), 0o644); err != nil {
 		return err
 	}
 	// The server may run as another user (postgres, under root), who must
@@ -86,6 +96,28 @@ func startServer() error {
 	}
 	dsn = server.DSN()
 	return nil
+}
+
+const ownerFile = "owner.pid"
+
+// reapOrphans stops and removes the servers of earlier test binaries that
+// died without cleaning up: their owner.pid names a process that is gone.
+func reapOrphans() {
+	dirs, _ := filepath.Glob(filepath.Join(os.TempDir(), "skiplock-test-*"))
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, ownerFile))
+		if err != nil {
+			continue
+		}
+		pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		if err != nil || pid <= 0 || syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue // unreadable, or its owner still runs
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		cluster.NewPostgres(&cluster.PostgresConfig{Dir: filepath.Join(dir, "pg")}).Stop(ctx) //nolint:errcheck // best effort
+		cancel()
+		os.RemoveAll(dir)
+	}
 }
 
 // Server returns the throwaway server, or nil when SKIPLOCK_TEST_DSN is

@@ -177,7 +177,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if e := r.Engine; e != nil {
 		fmt.Fprintf(b, "\nengine: %s, %s", e.Name, firstLine(e.Version))
 		if len(e.Server) > 0 {
-			fmt.Fprintf(b, "\nserver: %s", formatMap(e.Server))
+			fmt.Fprintf(b, "\nserver: %s", formatPairs(e.Server))
 		}
 		if e.Pgbench != "" {
 			fmt.Fprintf(b, "\npgbench: %s", e.Pgbench)
@@ -206,7 +206,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	tw.Flush()
 	if r.Retries.Total > 0 {
-		fmt.Fprintf(b, "retries by SQLSTATE: %s\n", formatCounts(r.Retries.BySQLState))
+		fmt.Fprintf(b, "retries by SQLSTATE: %s\n", formatPairs(r.Retries.BySQLState))
 	}
 	for _, e := range r.ErrorSamples {
 		fmt.Fprintf(b, "error: %s\n", e)
@@ -251,7 +251,8 @@ func firstLine(s string) string {
 	return s
 }
 
-func formatMap(m map[string]string) string {
+// formatPairs prints "key=value" pairs in key order.
+func formatPairs[V any](m map[string]V) string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -259,20 +260,7 @@ func formatMap(m map[string]string) string {
 	sort.Strings(keys)
 	parts := make([]string, len(keys))
 	for i, k := range keys {
-		parts[i] = k + "=" + m[k]
-	}
-	return strings.Join(parts, " ")
-}
-
-func formatCounts(m map[string]int64) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, len(keys))
-	for i, k := range keys {
-		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
+		parts[i] = fmt.Sprintf("%s=%v", k, m[k])
 	}
 	return strings.Join(parts, " ")
 }

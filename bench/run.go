@@ -45,29 +45,42 @@ func retryOptions(db *skiplock.DB, counters *retry.Counters) *retry.Options {
 	return &retry.Options{Isolation: db.Dialect().DefaultIsolation, Counters: counters}
 }
 
-// runJobs runs the latency or throughput scenario.
-func runJobs(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) error {
-	mk, ok := drivers[c.Layout]
+// prepare empties the bench tables, opens the workers' pool, makes the
+// layout's driver and preloads c.Jobs jobs. done closes the pool and
+// empties the tables again.
+func prepare(ctx context.Context, c *Config, admin *skiplock.DB, layout schema.Layout) (*skiplock.DB, driver, *retry.Counters, func(), error) {
+	mk, ok := drivers[layout]
 	if !ok {
-		return fmt.Errorf("layout %s is not available in this build", c.Layout)
+		return nil, nil, nil, nil, fmt.Errorf("layout %s is not available in this build", layout)
 	}
 	if err := empty(ctx, c, admin); err != nil {
-		return err
+		return nil, nil, nil, nil, err
 	}
-	defer emptyAfter(ctx, c, admin)
 	pool, err := openPool(ctx, c)
 	if err != nil {
-		return err
+		emptyAfter(ctx, c, admin)
+		return nil, nil, nil, nil, err
 	}
-	defer pool.Close()
+	done := func() { pool.Close(); emptyAfter(ctx, c, admin) }
 	counters := &retry.Counters{}
 	drv, err := mk(pool, c, counters)
+	if err == nil {
+		err = preload(ctx, c, admin, c.Jobs, drv.enqueue, drv.tables()...)
+	}
+	if err != nil {
+		done()
+		return nil, nil, nil, nil, err
+	}
+	return pool, drv, counters, done, nil
+}
+
+// runJobs runs the latency or throughput scenario.
+func runJobs(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) error {
+	pool, drv, counters, done, err := prepare(ctx, c, admin, c.Layout)
 	if err != nil {
 		return err
 	}
-	if err := preload(ctx, c, admin, c.Jobs, drv.enqueue, drv.tables()...); err != nil {
-		return err
-	}
+	defer done()
 
 	rec := newRecorder()
 	var peak atomic.Int64
@@ -166,27 +179,11 @@ func lockSQL(c *Config) string {
 // runLock runs the lock scenario: each client holds one connection and
 // runs BEGIN; lock one row; COMMIT until the deadline.
 func runLock(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) error {
-	mk, ok := drivers[schema.LayoutFanout]
-	if !ok {
-		return fmt.Errorf("layout fanout is not available in this build")
-	}
-	if err := empty(ctx, c, admin); err != nil {
-		return err
-	}
-	defer emptyAfter(ctx, c, admin)
-	pool, err := openPool(ctx, c)
+	pool, _, counters, done, err := prepare(ctx, c, admin, schema.LayoutFanout)
 	if err != nil {
 		return err
 	}
-	defer pool.Close()
-	counters := &retry.Counters{}
-	drv, err := mk(pool, c, counters)
-	if err != nil {
-		return err
-	}
-	if err := preload(ctx, c, admin, c.Jobs, drv.enqueue, drv.tables()...); err != nil {
-		return err
-	}
+	defer done()
 	sql := lockSQL(c)
 	opts := retryOptions(pool, counters)
 	rec := newRecorder()

@@ -37,7 +37,7 @@ func (d *fanoutDriver) enqueue(ctx context.Context, jobs []skiplock.NewJob) erro
 func (d *fanoutDriver) step(ctx context.Context, work time.Duration, rec *recorder) (int, error) {
 	start := time.Now()
 	res, err := d.q.Process(ctx, func(ctx context.Context, _ skiplock.Tx, _ *skiplock.Job) error {
-		return sleepCtx(ctx, work)
+		return retry.Sleep(ctx, work)
 	})
 	if err != nil {
 		return 0, err

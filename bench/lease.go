@@ -7,6 +7,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/retry"
 )
 
 // leaseDriver runs the latency scenario in lease mode (jobs that take
@@ -34,7 +35,7 @@ const leasePoll = 20 * time.Millisecond
 func (d *leaseDriver) runWorkers(ctx context.Context, deadline time.Time, rec *recorder) error {
 	w, err := d.q.NewWorker(&bucketed.WorkerConfig{
 		Queue: DefaultQueue, Workers: d.c.Workers, Batch: 1,
-		Handler: func(ctx context.Context, _ *skiplock.Job) error { return sleepCtx(ctx, d.c.Work) },
+		Handler: func(ctx context.Context, _ *skiplock.Job) error { return retry.Sleep(ctx, d.c.Work) },
 		AfterComplete: func(_ *skiplock.Job, asked, claimed time.Time) {
 			rec.job(claimed.Sub(asked), time.Since(asked))
 		},
@@ -75,11 +76,11 @@ func (d *leaseDriver) runWorkers(ctx context.Context, deadline time.Time, rec *r
 // job is left.
 func (d *leaseDriver) wait(ctx context.Context, deadline time.Time) error {
 	if !deadline.IsZero() {
-		sleepCtx(ctx, time.Until(deadline)) //nolint:errcheck // ctx ends the run
+		retry.Sleep(ctx, time.Until(deadline)) //nolint:errcheck // ctx ends the run
 		return nil
 	}
 	for {
-		if err := sleepCtx(ctx, leasePoll); err != nil {
+		if err := retry.Sleep(ctx, leasePoll); err != nil {
 			return nil
 		}
 		pending, err := d.q.Pending(ctx, DefaultQueue)

@@ -127,12 +127,12 @@ func runJobs(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 					if failing++; failing >= maxFailing {
 						return // the report carries the errors
 					}
-					sleepCtx(ctx, 50*time.Millisecond+rand.N(50*time.Millisecond)) //nolint:errcheck // ctx ends the loop
+					retry.Sleep(ctx, 50*time.Millisecond+rand.N(50*time.Millisecond)) //nolint:errcheck // ctx ends the loop
 				case n == 0 && deadline.IsZero():
 					return
 				case n == 0:
 					dry.Add(1)
-					sleepCtx(ctx, 10*time.Millisecond) //nolint:errcheck // ctx ends the loop
+					retry.Sleep(ctx, 10*time.Millisecond) //nolint:errcheck // ctx ends the loop
 				}
 			}
 		}()
@@ -389,19 +389,4 @@ func runBaseline(ctx context.Context, c *Config, admin *skiplock.DB, path string
 		}
 	}
 	return nil
-}
-
-// sleepCtx sleeps for d or until ctx ends.
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

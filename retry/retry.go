@@ -182,7 +182,7 @@ func Run(ctx context.Context, b skiplock.Beginner, opts *Options, fn func(ctx co
 			o.Counters.ended(Retryable, true)
 			return fmt.Errorf("retry: gave up after %d attempts, each failed with a retryable error (reduce contention or raise Options.MaxAttempts): %w", attempt, err)
 		}
-		if serr := sleep(ctx, backoff(o.BaseDelay, o.MaxDelay, attempt)); serr != nil {
+		if serr := Sleep(ctx, backoff(o.BaseDelay, o.MaxDelay, attempt)); serr != nil {
 			return fmt.Errorf("retry: stopped after %d attempts because the context ended (%w); last error: %w", attempt, serr, err)
 		}
 		o.Counters.retried(err)
@@ -238,7 +238,13 @@ func backoff(base, maxDelay time.Duration, attempt int) time.Duration {
 	return time.Duration(rand.Int64N(n))
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep waits for d or until ctx ends, whichever comes first, and returns
+// ctx's error if it ended. A d of zero or less returns nil at once. The
+// backoff loops across skiplock wait with it.
+func Sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return nil
+	}
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {

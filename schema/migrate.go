@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/retry"
 )
 
 // MigrateConfig says what Migrate creates.
@@ -142,7 +143,7 @@ func runBootstrap(ctx context.Context, conn skiplock.Querier, d *skiplock.Dialec
 		if err = execAll(ctx, conn, bootstrap(d, schemaName)); err == nil || !racyDDLError(err) {
 			break
 		}
-		if serr := sleep(ctx, time.Duration(attempt+1)*20*time.Millisecond); serr != nil {
+		if serr := retry.Sleep(ctx, time.Duration(attempt+1)*20*time.Millisecond); serr != nil {
 			return serr
 		}
 	}
@@ -378,7 +379,7 @@ WHERE l."expires_at" < now()`, l.table, int(rowLockLease.Seconds()))
 		if err != nil && !racyDDLError(err) {
 			return nil, err
 		}
-		if err := sleep(ctx, wait); err != nil {
+		if err := retry.Sleep(ctx, wait); err != nil {
 			return nil, err
 		}
 		wait = min(wait*2, time.Second)
@@ -420,17 +421,6 @@ func (l *rowLock) release(ctx context.Context) {
 		<-l.done
 	}
 	l.db.Exec(ctx, fmt.Sprintf(`DELETE FROM %s WHERE "name" = 'migrate' AND "holder" = $1`, l.table), l.holder) //nolint:errcheck // an unreleased lease expires
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }
 
 func firstLine(s string) string {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -88,19 +89,7 @@ func (bucketedCLI) work(ctx context.Context, e *env, small *skiplock.DB, o workO
 	}
 	cfg := &bucketed.WorkerConfig{
 		Queue: o.Queue, Workers: o.Workers, Batch: batch, Logf: e.logf,
-		Handler: func(ctx context.Context, _ *skiplock.Job) error {
-			if o.Work <= 0 {
-				return nil
-			}
-			t := time.NewTimer(o.Work)
-			defer t.Stop()
-			select {
-			case <-t.C:
-				return nil
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		},
+		Handler: func(ctx context.Context, _ *skiplock.Job) error { return retry.Sleep(ctx, o.Work) },
 	}
 	if o.Record {
 		// One work_log row per job, in the completion's transaction: it

@@ -10,6 +10,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -96,14 +97,8 @@ func demoHandler(o workOptions) fanout.Handler {
 	host, _ := os.Hostname()
 	prefix := host + ":" + strconv.Itoa(os.Getpid()) + ":"
 	return func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
-		if o.Work > 0 {
-			t := time.NewTimer(o.Work)
-			select {
-			case <-t.C:
-			case <-ctx.Done():
-				t.Stop()
-				return ctx.Err()
-			}
+		if err := retry.Sleep(ctx, o.Work); err != nil {
+			return err
 		}
 		if o.Record {
 			n, _ := fanout.WorkerIndex(ctx)

@@ -54,16 +54,44 @@ func Main(m *testing.M) {
 // be had.
 func DSN(t testing.TB) string {
 	t.Helper()
+	d, err := serverDSN()
+	if err != nil {
+		t.Fatalf("testdb: no test database: %v", err)
+	}
+	return d
+}
+
+func serverDSN() (string, error) {
 	once.Do(func() {
 		if dsn = os.Getenv("SKIPLOCK_TEST_DSN"); dsn != "" {
 			return
 		}
 		setupErr = startServer()
 	})
-	if setupErr != nil {
-		t.Fatalf("testdb: no test database: %v", setupErr)
+	return dsn, setupErr
+}
+
+// ExampleDB is for runnable examples, which have no testing.T: a DB on the
+// test server (started if need be) with schemaName dropped and the layouts
+// migrated into it afresh. It panics when no database can be had.
+func ExampleDB(schemaName string, layouts ...schema.Layout) *skiplock.DB {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	d, err := serverDSN()
+	if err != nil {
+		panic("testdb: no test database: " + err.Error())
 	}
-	return dsn
+	db, err := skiplock.Open(ctx, d, nil)
+	if err != nil {
+		panic(err)
+	}
+	if _, err := db.Exec(ctx, "DROP SCHEMA IF EXISTS "+skiplock.QuoteIdent(schemaName)+" CASCADE"); err != nil {
+		panic(err)
+	}
+	if _, err := schema.Migrate(ctx, db, &schema.MigrateConfig{Options: schema.Options{Schema: schemaName}, Layouts: layouts}); err != nil {
+		panic(err)
+	}
+	return db
 }
 
 func startServer() error {

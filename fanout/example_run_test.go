@@ -1,0 +1,55 @@
+package fanout_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// Process jobs inside their own transactions: a handler's writes commit
+// with the job's removal, and a failed handler leaves no trace but the
+// recorded attempt. Runs against the test database.
+func Example() {
+	ctx := context.Background()
+	db := testdb.ExampleDB("example_fanout", schema.LayoutFanout)
+	defer db.Close()
+
+	q, err := fanout.New(db, &fanout.Config{Schema: "example_fanout"})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := q.EnqueueMany(ctx, []skiplock.NewJob{{Payload: []byte(`1`)}, {Payload: []byte(`2`)}, {Payload: []byte(`3`)}}); err != nil {
+		panic(err)
+	}
+	handled, failedOnce := 0, false
+	for {
+		res, err := q.Process(ctx, func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
+			if !failedOnce {
+				failedOnce = true
+				return errors.New("first try fails") // rolled back; the job stays queued
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO "example_fanout"."work_log" (job_id, worker) VALUES ($1, 'example')`, job.ID)
+			return err
+		})
+		if err != nil {
+			panic(err)
+		}
+		if res.Job == nil {
+			break // nothing left
+		}
+		if res.HandlerErr == nil {
+			handled++
+		}
+	}
+	var logged, queued int
+	if err := db.QueryRow(ctx, `SELECT (SELECT count(*) FROM "example_fanout"."work_log"), (SELECT count(*) FROM "example_fanout"."job_queue")`).Scan(&logged, &queued); err != nil {
+		panic(err)
+	}
+	fmt.Println("handled:", handled, "work_log rows:", logged, "left in queue:", queued)
+	// Output: handled: 3 work_log rows: 3 left in queue: 0
+}

@@ -1,11 +1,9 @@
 package main
 
 import (
-	"encoding/json"
 	"strings"
 	"testing"
 
-	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/testdb"
 )
 
@@ -15,33 +13,16 @@ func TestBucketedCLI(t *testing.T) {
 	db := testdb.Open(t, nil)
 	name := testdb.Schema(t, db)
 	t.Setenv("SKIPLOCK_DSN", testdb.DSN(t))
-	for _, args := range [][]string{
-		{"--schema", name, "migrate", "--layout", "bucketed"},
-		{"--schema", name, "enqueue", "--layout", "bucketed", "--count", "3000", "--batch", "1000"},
-		{"--schema", name, "enqueue", "--layout", "bucketed", "--queue", "later", "--run-at", "1h"},
-		{"--schema", name, "work", "--layout", "bucketed", "--workers", "8", "--until-empty", "--record"},
-	} {
-		if code, out, errs := cli(t, args...); code != 0 {
-			t.Fatalf("%v: exit %d\n%s%s", args, code, out, errs)
-		}
+	cliAll(t,
+		[]string{"--schema", name, "migrate", "--layout", "bucketed"},
+		[]string{"--schema", name, "enqueue", "--layout", "bucketed", "--count", "3000", "--batch", "1000"},
+		[]string{"--schema", name, "enqueue", "--layout", "bucketed", "--queue", "later", "--run-at", "1h"},
+		[]string{"--schema", name, "work", "--layout", "bucketed", "--workers", "8", "--until-empty", "--record"},
+	)
+	if total, distinct := workLog(t, db, name); total != 3000 || distinct != 3000 {
+		t.Fatalf("work_log: %d rows, %d distinct jobs; want 3000 and 3000", total, distinct)
 	}
-	var total, distinct int64
-	err := db.QueryRow(t.Context(), `SELECT count(*), count(DISTINCT "job_id") FROM `+skiplock.QuoteIdent(name)+`."work_log"`).Scan(&total, &distinct)
-	if err != nil || total != 3000 || distinct != 3000 {
-		t.Fatalf("work_log: %d rows, %d distinct jobs (%v); want 3000 and 3000", total, distinct, err)
-	}
-	code, out, errs := cli(t, "--schema", name, "--json", "stats", "--layout", "bucketed")
-	if code != 0 {
-		t.Fatalf("stats: exit %d %s", code, errs)
-	}
-	var st struct {
-		ByStatus      map[string]int64 `json:"by_status"`
-		QueuedOldestS *float64         `json:"queued_oldest_s"`
-		ByQueue       map[string]int64 `json:"by_queue"`
-	}
-	if err := json.Unmarshal([]byte(out), &st); err != nil || st.QueuedOldestS == nil {
-		t.Fatalf("stats --json: %v\n%s", err, out)
-	}
+	st, out := statsJSON(t, name, "bucketed")
 	if st.ByStatus["Success"] != 3000 || st.ByStatus["Queued"] != 1 || st.ByStatus["Running"] != 0 || st.ByQueue["later"] != 1 || *st.QueuedOldestS != 0 {
 		t.Fatalf("stats: %s", out)
 	}

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
 
-	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/testdb"
 )
 
@@ -16,33 +14,16 @@ func TestFanoutCLI(t *testing.T) {
 	db := testdb.Open(t, nil)
 	name := testdb.Schema(t, db)
 	t.Setenv("SKIPLOCK_DSN", testdb.DSN(t))
-	for _, args := range [][]string{
-		{"--schema", name, "migrate", "--layout", "fanout"},
-		{"--schema", name, "enqueue", "--layout", "fanout", "--count", "2000", "--batch", "700"},
-		{"--schema", name, "enqueue", "--layout", "fanout", "--queue", "other"},
-		{"--schema", name, "work", "--layout", "fanout", "--workers", "8", "--until-empty", "--record"},
-	} {
-		if code, out, errs := cli(t, args...); code != 0 {
-			t.Fatalf("%v: exit %d\n%s%s", args, code, out, errs)
-		}
+	cliAll(t,
+		[]string{"--schema", name, "migrate", "--layout", "fanout"},
+		[]string{"--schema", name, "enqueue", "--layout", "fanout", "--count", "2000", "--batch", "700"},
+		[]string{"--schema", name, "enqueue", "--layout", "fanout", "--queue", "other"},
+		[]string{"--schema", name, "work", "--layout", "fanout", "--workers", "8", "--until-empty", "--record"},
+	)
+	if total, distinct := workLog(t, db, name); total != 2000 || distinct != 2000 {
+		t.Fatalf("work_log: %d rows, %d distinct jobs; want 2000 and 2000", total, distinct)
 	}
-	var total, distinct int64
-	err := db.QueryRow(t.Context(), `SELECT count(*), count(DISTINCT "job_id") FROM `+skiplock.QuoteIdent(name)+`."work_log"`).Scan(&total, &distinct)
-	if err != nil || total != 2000 || distinct != 2000 {
-		t.Fatalf("work_log: %d rows, %d distinct jobs (%v); want 2000 and 2000", total, distinct, err)
-	}
-	code, out, errs := cli(t, "--schema", name, "--json", "stats", "--layout", "fanout")
-	if code != 0 {
-		t.Fatalf("stats: exit %d %s", code, errs)
-	}
-	var st struct {
-		ByStatus      map[string]int64 `json:"by_status"`
-		QueuedOldestS *float64         `json:"queued_oldest_s"`
-		ByQueue       map[string]int64 `json:"by_queue"`
-	}
-	if err := json.Unmarshal([]byte(out), &st); err != nil || st.QueuedOldestS == nil {
-		t.Fatalf("stats --json: %v\n%s", err, out)
-	}
+	st, out := statsJSON(t, name, "fanout")
 	// The other queue's job is still there: work served "default" only.
 	if st.ByStatus["Queued"] != 1 || st.ByStatus["Dead"] != 0 || st.ByQueue["other"] != 1 || *st.QueuedOldestS < 0 {
 		t.Fatalf("stats: %s", out)

@@ -43,9 +43,16 @@ test-chaos: setup
 	$(GO) test -run '^$$' -fuzz FuzzParseRunAt -fuzztime 15s ./cmd/skiplock
 	$(GO) test -run '^$$' -fuzz FuzzQuoteIdent -fuzztime 15s .
 
+# Every module of the repository: the library and its tool modules.
+MODULES := . internal/enginematrix
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt wants to change:"; echo "$$out"; exit 1; fi
-	$(GO) vet ./...
+	@bash scripts/check-binaries.sh
+	@for m in $(MODULES); do \
+	  d=$$($(GO) -C $$m mod tidy -diff 2>&1) || { echo "go mod tidy would change $$m/go.mod or go.sum (run go mod tidy there):"; echo "$$d"; exit 1; }; \
+	done
+	@for m in $(MODULES); do $(GO) -C $$m vet ./... || exit 1; done
 
 clean:
 	rm -rf bin

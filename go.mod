@@ -5,6 +5,7 @@ go 1.25.0
 require (
 	github.com/cockroachdb/cockroachdb-parser v0.25.2
 	github.com/jackc/pgx/v5 v5.12.0
+	github.com/montanaflynn/stats v0.14.0
 	github.com/yugabyte/pgx/v5 v5.7.6-yb-1
 )
 
@@ -39,7 +40,6 @@ require (
 	github.com/kr/pretty v0.3.1 // indirect
 	github.com/kr/text v0.2.0 // indirect
 	github.com/lib/pq v1.10.6 // indirect
-	github.com/montanaflynn/stats v0.14.0 // indirect
 	github.com/openzipkin/zipkin-go v0.4.3 // indirect
 	github.com/petermattis/goid v0.0.0-20180202154549-b0b1615b78e5 // indirect
 	github.com/pierrre/geohash v1.0.0 // indirect

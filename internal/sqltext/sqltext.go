@@ -1,0 +1,168 @@
+// Package sqltext reads the SQL skiplock sends from embedded .sql files and
+// renders it for one schema and engine.
+//
+// A file is a list of named blocks. A block starts at a line
+// "-- name: <name>" and runs to the next such line; other comment lines are
+// kept as documentation but stripped from the rendered text. Values that
+// differ per schema or engine appear as placeholders
+// /* TEMPLATE: <key> */, replaced by Render (as River's .sql files mark
+// the schema). Values a statement works on never are placeholders: they
+// travel as $n parameters.
+package sqltext
+
+import (
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+)
+
+// Block is one named statement of a file.
+type Block struct {
+	// Name is the block's name, unique in its file.
+	Name string
+	// SQL is the statement text with comment-only lines removed and
+	// placeholders left in place.
+	SQL string
+	// Line is the 1-based line of the block's "-- name:" marker.
+	Line int
+}
+
+// File is a parsed .sql file.
+type File struct {
+	// Path names the file in error messages.
+	Path   string
+	Blocks []Block
+}
+
+var (
+	nameLine    = regexp.MustCompile(`^--\s*name:\s*([A-Za-z_][A-Za-z0-9_]*)\s*$`)
+	placeholder = regexp.MustCompile(`/\*\s*TEMPLATE:\s*([A-Za-z_][A-Za-z0-9_]*)\s*\*/`)
+)
+
+// Parse splits src into its named blocks. Text before the first marker may
+// only be comments or blank lines; a duplicate or empty block is an error.
+func Parse(path, src string) (*File, error) {
+	f := &File{Path: path}
+	seen := map[string]bool{}
+	var cur *Block
+	var body []string
+	flush := func() error {
+		if cur == nil {
+			return nil
+		}
+		cur.SQL = strings.TrimSpace(strings.Join(body, "\n"))
+		cur.SQL = strings.TrimSuffix(cur.SQL, ";")
+		if cur.SQL == "" {
+			return fmt.Errorf("%s:%d: block %q has no statement", path, cur.Line, cur.Name)
+		}
+		f.Blocks = append(f.Blocks, *cur)
+		return nil
+	}
+	for i, line := range strings.Split(src, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if m := nameLine.FindStringSubmatch(trimmed); m != nil {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+			if seen[m[1]] {
+				return nil, fmt.Errorf("%s:%d: block %q is defined twice", path, i+1, m[1])
+			}
+			seen[m[1]] = true
+			cur, body = &Block{Name: m[1], Line: i + 1}, nil
+			continue
+		}
+		if strings.HasPrefix(trimmed, "--") || (cur == nil && trimmed == "") {
+			continue
+		}
+		if cur == nil {
+			return nil, fmt.Errorf("%s:%d: SQL before the first -- name: marker", path, i+1)
+		}
+		body = append(body, line)
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// MustParse is Parse for embedded files, which tests prove well formed.
+func MustParse(path, src string) *File {
+	f, err := Parse(path, src)
+	if err != nil {
+		panic(err)
+	}
+	return f
+}
+
+// Names lists the file's block names in file order.
+func (f *File) Names() []string {
+	out := make([]string, len(f.Blocks))
+	for i, b := range f.Blocks {
+		out[i] = b.Name
+	}
+	return out
+}
+
+// Render renders every block with vars and returns them by name. A
+// placeholder without a value is an error, and so is a value no block uses
+// (a misspelt key would otherwise go unnoticed).
+func (f *File) Render(vars map[string]string) (map[string]string, error) {
+	out := make(map[string]string, len(f.Blocks))
+	used := map[string]bool{}
+	for _, b := range f.Blocks {
+		s, err := render(b.SQL, vars, used)
+		if err != nil {
+			return nil, fmt.Errorf("%s:%d (%s): %w", f.Path, b.Line, b.Name, err)
+		}
+		out[b.Name] = s
+	}
+	var unused []string
+	for k := range vars {
+		if !used[k] {
+			unused = append(unused, k)
+		}
+	}
+	if len(unused) > 0 {
+		sort.Strings(unused)
+		return nil, fmt.Errorf("%s: template values %v are used by no block", f.Path, unused)
+	}
+	return out, nil
+}
+
+// Render replaces the placeholders of one statement.
+func Render(sql string, vars map[string]string) (string, error) {
+	return render(sql, vars, map[string]bool{})
+}
+
+func render(sql string, vars map[string]string, used map[string]bool) (string, error) {
+	var missing []string
+	out := placeholder.ReplaceAllStringFunc(sql, func(m string) string {
+		key := placeholder.FindStringSubmatch(m)[1]
+		v, ok := vars[key]
+		if !ok {
+			missing = append(missing, key)
+			return m
+		}
+		used[key] = true
+		return v
+	})
+	if len(missing) > 0 {
+		return "", fmt.Errorf("no value for template %v", missing)
+	}
+	return out, nil
+}
+
+// Placeholders lists the distinct placeholder keys in sql, sorted.
+func Placeholders(sql string) []string {
+	seen := map[string]bool{}
+	var keys []string
+	for _, m := range placeholder.FindAllStringSubmatch(sql, -1) {
+		if !seen[m[1]] {
+			seen[m[1]] = true
+			keys = append(keys, m[1])
+		}
+	}
+	sort.Strings(keys)
+	return keys
+}

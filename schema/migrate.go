@@ -106,11 +106,13 @@ func Migrate(ctx context.Context, db *skiplock.DB, cfg *MigrateConfig) ([]Migrat
 func apply(ctx context.Context, conn skiplock.Conn, d *skiplock.Dialect, opts Options, m Migration) error {
 	record := fmt.Sprintf(`INSERT INTO %s.%s ("layout", "version", "name") VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
 		skiplock.QuoteIdent(opts.Schema), skiplock.QuoteIdent(MigrationTable))
-	stmts := m.Up(d, opts)
+	stmts, err := m.Up(d, opts)
+	if err != nil {
+		return fmt.Errorf("migrate %s/%d %s: %w", m.Layout, m.Version, m.Name, err)
+	}
 	var q skiplock.Querier = conn
 	var tx skiplock.Tx
 	if d.TransactionalDDL {
-		var err error
 		if tx, err = conn.Begin(ctx, skiplock.TxOptions{}); err != nil {
 			return fmt.Errorf("migrate %s/%d: begin: %w", m.Layout, m.Version, err)
 		}

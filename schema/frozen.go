@@ -24,9 +24,9 @@ var migrationFiles embed.FS
 // frozen migration files.
 const MigrationDir = "migration"
 
-// MigrationPath is the path of a migration's file for an engine, relative
+// migrationPath is the path of a migration's file for an engine, relative
 // to this package's directory.
-func MigrationPath(engine skiplock.Engine, layout Layout, version int, name string) string {
+func migrationPath(engine skiplock.Engine, layout Layout, version int, name string) string {
 	return path.Join(MigrationDir, string(engine), string(layout), frozen.Name(version, name))
 }
 
@@ -113,7 +113,7 @@ func (m Migration) Up(d *skiplock.Dialect, o Options) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := MigrationPath(d.Engine, m.Layout, m.Version, m.Name)
+	p := migrationPath(d.Engine, m.Layout, m.Version, m.Name)
 	stmts, ok := frozenStatements[p]
 	if !ok {
 		return nil, fmt.Errorf("migration %s/%d %s has no file for engine %q (%s)", m.Layout, m.Version, m.Name, d.Engine, p)

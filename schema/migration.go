@@ -13,9 +13,13 @@ import (
 // per layout and are never reused; a released migration's files are never
 // edited, only followed by a new migration.
 type Migration struct {
-	Layout  Layout
+	// Layout is the layout the migration belongs to (core for the tables
+	// both share).
+	Layout Layout
+	// Version is the migration's number within its layout, from 1.
 	Version int
-	Name    string
+	// Name is the file name's <name> part, recorded in skiplock_migration.
+	Name string
 }
 
 // Migrations lists every migration, in the order they apply, as the

@@ -82,16 +82,16 @@ func generate(out io.Writer, dir string, layout schema.Layout, name string, chec
 		if len(have) > 0 {
 			n = have[len(have)-1].number
 		}
+		if latest >= 0 && n != latest {
+			return fmt.Errorf("layout %s has %d versions on %s but %d on %s: every engine needs a file for every version; restore the missing files from git", layout, latest, plans[0].engine, n, engine)
+		}
 		for i, v := range have {
 			if v.number != i+1 {
 				return fmt.Errorf("%s: expected version %d here: versions count up from 001 without gaps; restore the missing file from git", v.path, i+1)
 			}
-			if v.name != plansName(plans, i) && len(plans) > 0 {
-				return fmt.Errorf("%s is named %q on %s but %q on %s: a version has one name on every engine", v.path, v.name, engine, plansName(plans, i), plans[0].engine)
+			if len(plans) > 0 && v.name != plans[0].have[i].name {
+				return fmt.Errorf("%s is named %q on %s but %q on %s: a version has one name on every engine", v.path, v.name, engine, plans[0].have[i].name, plans[0].engine)
 			}
-		}
-		if latest >= 0 && n != latest {
-			return fmt.Errorf("layout %s has %d versions on %s but %d on %s: every engine needs a file for every version; restore the missing files from git", layout, latest, plans[0].engine, n, engine)
 		}
 		latest = n
 		want, err := templateModel(engine, layout, model)
@@ -119,8 +119,8 @@ func generate(out io.Writer, dir string, layout schema.Layout, name string, chec
 	if check {
 		return fmt.Errorf("layout %s: the model has statements no migration holds: run SKIPLOCK_MIGRATION=<name> go generate ./schema and commit the new files", layout)
 	}
-	if latest == 0 {
-		name = firstNames[layout]
+	if first, ok := firstNames[layout]; ok && latest == 0 {
+		name = first
 	}
 	if !validName.MatchString(name) {
 		return fmt.Errorf("layout %s: the model has new statements for version %03d, which needs a name of lower-case letters, digits and _ (got %q): run SKIPLOCK_MIGRATION=<name> go generate ./schema", layout, latest+1, name)
@@ -131,9 +131,6 @@ func generate(out io.Writer, dir string, layout schema.Layout, name string, chec
 	var files []newFile
 	for _, p := range plans {
 		sub := filepath.Join(dir, string(p.engine), string(layout))
-		if matches, _ := filepath.Glob(filepath.Join(sub, fmt.Sprintf("%03d_*.up.sql", latest+1))); len(matches) > 0 {
-			return fmt.Errorf("%s exists: refusing to overwrite a frozen migration", matches[0])
-		}
 		nameStatements(p.added)
 		v := version{number: latest + 1, name: name, path: filepath.Join(sub, frozen.Name(latest+1, name)), stmts: p.added}
 		text := frozen.Format(header(p.engine, layout, v), p.added)
@@ -151,6 +148,7 @@ func generate(out io.Writer, dir string, layout schema.Layout, name string, chec
 		if err := os.MkdirAll(filepath.Dir(f.path), 0o755); err != nil {
 			return err
 		}
+		// O_EXCL: an existing file, frozen, is never replaced.
 		w, err := os.OpenFile(f.path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
 			return fmt.Errorf("refusing to overwrite a frozen migration: %w", err)
@@ -165,14 +163,6 @@ func generate(out io.Writer, dir string, layout schema.Layout, name string, chec
 		fmt.Fprintf(out, "wrote %s\n", f.path)
 	}
 	return nil
-}
-
-// plansName is the name version i+1 has on the first engine read.
-func plansName(plans []enginePlan, i int) string {
-	if len(plans) == 0 || i >= len(plans[0].have) {
-		return ""
-	}
-	return plans[0].have[i].name
 }
 
 // header is the comment at the top of a new frozen file.

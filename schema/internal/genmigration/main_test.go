@@ -183,3 +183,20 @@ func TestTemplatingIsChecked(t *testing.T) {
 		t.Fatal("a template with a fixed bucket count passed verify")
 	}
 }
+
+// TestMissingFileIsRefused removes one engine's file: the generator does
+// not write a new 001 for it beside the others, it says to restore it.
+func TestMissingFileIsRefused(t *testing.T) {
+	dir := copyMigrations(t)
+	if err := os.Remove(filepath.Join(dir, "cockroach", "bucketed", "001_jobs.up.sql")); err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	err := run(&out, dir, "", false, schema.ModelStatements)
+	if err == nil || !strings.Contains(err.Error(), "restore the missing files from git") {
+		t.Fatalf("want a refusal, got %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cockroach", "bucketed", "001_jobs.up.sql")); err == nil {
+		t.Fatal("the generator recreated a removed frozen file")
+	}
+}

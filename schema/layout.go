@@ -240,6 +240,10 @@ func WorkLogTableDef() *Table {
 // UUIDSplitPoints divides the text UUID key space into n equal ranges and
 // returns the n-1 boundaries, as seed 003 does for 8 tablets
 // ("20000000-0000-0000-0000-000000000000", ...).
+//
+// Frozen migrations split at these points ([TemplateValues]), so this
+// function is part of their contract: it must never return other points
+// for a given n.
 func UUIDSplitPoints(n int) []string {
 	var out []string
 	const space = uint64(1) << 32 // the first 8 hex digits

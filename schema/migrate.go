@@ -44,18 +44,9 @@ func Migrate(ctx context.Context, db *skiplock.DB, cfg *MigrateConfig) ([]Migrat
 	if cfg == nil {
 		cfg = &MigrateConfig{}
 	}
-	opts, err := cfg.Options.withDefaults()
+	opts, layouts, err := cfg.resolve()
 	if err != nil {
 		return nil, err
-	}
-	layouts := cfg.Layouts
-	if layouts == nil {
-		layouts = Layouts
-	}
-	for _, l := range layouts {
-		if _, err := ParseLayout(string(l)); err != nil {
-			return nil, err
-		}
 	}
 	logf := cfg.Logf
 	if logf == nil {
@@ -101,16 +92,92 @@ func Migrate(ctx context.Context, db *skiplock.DB, cfg *MigrateConfig) ([]Migrat
 	return todo, nil
 }
 
+// resolve validates the configuration and fills in defaults.
+func (cfg *MigrateConfig) resolve() (Options, []Layout, error) {
+	opts, err := cfg.Options.withDefaults()
+	if err != nil {
+		return opts, nil, err
+	}
+	layouts := cfg.Layouts
+	if layouts == nil {
+		layouts = Layouts
+	}
+	for _, l := range layouts {
+		if _, err := ParseLayout(string(l)); err != nil {
+			return opts, nil, err
+		}
+	}
+	return opts, layouts, nil
+}
+
+// Plan is what Migrate would do to a schema, found without changing it.
+type Plan struct {
+	// Options are what the migrations render with: the options asked for,
+	// with the counts the schema already records in their place.
+	Options Options
+	// Bootstrap holds the statements that create the schema and its
+	// bookkeeping tables; empty when they exist.
+	Bootstrap []string
+	// Pending lists the migrations Migrate would apply, in order.
+	Pending []PendingMigration
+}
+
+// PendingMigration is a migration not yet applied, with the statements
+// Migrate would run for it.
+type PendingMigration struct {
+	Migration
+	Statements []string
+}
+
+// DryRun reports what Migrate would apply with cfg, and the SQL it would
+// run, without creating or changing anything: it only reads
+// skiplock_migration and skiplock_setting when they exist, and takes no
+// lock, so a migration another process applies meanwhile is not seen. Like
+// Migrate, it refuses options that contradict the schema's recorded counts.
+func DryRun(ctx context.Context, db *skiplock.DB, cfg *MigrateConfig) (*Plan, error) {
+	if cfg == nil {
+		cfg = &MigrateConfig{}
+	}
+	opts, layouts, err := cfg.resolve()
+	if err != nil {
+		return nil, err
+	}
+	d := db.Dialect()
+	plan := &Plan{}
+	applied, err := appliedVersions(ctx, db, opts.Schema)
+	switch state := skiplock.SQLState(err); {
+	case err == nil:
+		if err := checkSettings(ctx, db, &opts, cfg.Options); err != nil {
+			return nil, err
+		}
+	case state == "42P01" || state == "3F000": // no table, or no schema
+		applied, plan.Bootstrap = nil, bootstrap(d, opts.Schema)
+	default:
+		return nil, err
+	}
+	plan.Options = opts
+	for _, m := range pending(layouts, applied) {
+		stmts, err := m.Up(d, opts)
+		if err != nil {
+			return nil, err
+		}
+		plan.Pending = append(plan.Pending, PendingMigration{Migration: m, Statements: stmts})
+	}
+	return plan, nil
+}
+
 // apply runs one migration and records it: in one transaction where DDL is
 // transactional, statement by statement (each idempotent) elsewhere.
 func apply(ctx context.Context, conn skiplock.Conn, d *skiplock.Dialect, opts Options, m Migration) error {
 	record := fmt.Sprintf(`INSERT INTO %s.%s ("layout", "version", "name") VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
 		skiplock.QuoteIdent(opts.Schema), skiplock.QuoteIdent(MigrationTable))
-	stmts := m.Up(d, opts)
+	stmts, err := m.Up(d, opts)
+	if err != nil {
+		return fmt.Errorf("migrate %s/%d %s: %w", m.Layout, m.Version, m.Name, err)
+	}
 	var q skiplock.Querier = conn
 	var tx skiplock.Tx
 	if d.TransactionalDDL {
-		var err error
 		if tx, err = conn.Begin(ctx, skiplock.TxOptions{}); err != nil {
 			return fmt.Errorf("migrate %s/%d: begin: %w", m.Layout, m.Version, err)
 		}

@@ -8,38 +8,54 @@ import (
 	"github.com/skiplock/skiplock"
 )
 
-// Migration is one numbered, embedded schema change for a layout. Versions
-// count up from 1 per layout and are never reused; a released migration is
-// never edited, only followed by a new one.
+// Migration is one numbered schema change for a layout, applied from a
+// frozen file per engine (see the package doc). Versions count up from 1
+// per layout and are never reused; a released migration's files are never
+// edited, only followed by a new migration.
 type Migration struct {
-	Layout  Layout
+	// Layout is the layout the migration belongs to (core for the tables
+	// both share).
+	Layout Layout
+	// Version is the migration's number within its layout, from 1.
 	Version int
-	Name    string
-	// Up renders the statements for an engine. Each must be idempotent
-	// (IF NOT EXISTS), since engines without transactional DDL cannot roll
-	// a half-applied migration back and run it again instead.
-	Up func(d *skiplock.Dialect, o Options) []string
+	// Name is the file name's <name> part, recorded in skiplock_migration.
+	Name string
 }
 
-// Migrations lists every migration, in the order they apply.
-var Migrations = []Migration{
-	{Layout: LayoutCore, Version: 1, Name: "work_log", Up: func(d *skiplock.Dialect, o Options) []string {
-		return WorkLogTableDef().Create(d, o.Schema)
-	}},
-	{Layout: LayoutBucketed, Version: 1, Name: "jobs", Up: func(d *skiplock.Dialect, o Options) []string {
-		stmts := []string{createStatusType(d, o.Schema)}
-		stmts = append(stmts, JobsTableDef(o.Buckets).Create(d, o.Schema)...)
-		return append(stmts, upsertSetting(o.Schema, SettingBuckets, strconv.Itoa(o.Buckets)))
-	}},
-	{Layout: LayoutFanout, Version: 1, Name: "job_queue", Up: func(d *skiplock.Dialect, o Options) []string {
-		var stmts []string
+// Migrations lists every migration, in the order they apply, as the
+// embedded files under migration/ define them.
+var Migrations = loadMigrations()
+
+// ModelStatements renders, from the table model ([JobsTableDef] and the
+// others), the statements that create layout from nothing: the current
+// schema as the model describes it. LayoutCore gives work_log. Migrate
+// never runs these: `go generate ./schema` freezes them into a new
+// migration file, and the tests check that the frozen migrations create
+// exactly this schema.
+func ModelStatements(d *skiplock.Dialect, layout Layout, o *Options) ([]string, error) {
+	opts, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	var stmts []string
+	switch layout {
+	case LayoutCore:
+		stmts = WorkLogTableDef().Create(d, opts.Schema)
+	case LayoutBucketed:
+		stmts = []string{createStatusType(d, opts.Schema)}
+		stmts = append(stmts, JobsTableDef(opts.Buckets).Create(d, opts.Schema)...)
+		stmts = append(stmts, upsertSetting(opts.Schema, SettingBuckets, strconv.Itoa(opts.Buckets)))
+	case LayoutFanout:
 		if d.UUIDExtension != "" {
 			stmts = append(stmts, "CREATE EXTENSION IF NOT EXISTS "+skiplock.QuoteIdent(d.UUIDExtension))
 		}
-		stmts = append(stmts, JobQueueTableDef(o.Tablets).Create(d, o.Schema)...)
-		stmts = append(stmts, DeadJobTableDef().Create(d, o.Schema)...)
-		return append(stmts, upsertSetting(o.Schema, SettingTablets, strconv.Itoa(o.Tablets)))
-	}},
+		stmts = append(stmts, JobQueueTableDef(opts.Tablets).Create(d, opts.Schema)...)
+		stmts = append(stmts, DeadJobTableDef().Create(d, opts.Schema)...)
+		stmts = append(stmts, upsertSetting(opts.Schema, SettingTablets, strconv.Itoa(opts.Tablets)))
+	default:
+		return nil, skiplock.Usagef("unknown layout %q: use core, bucketed or fanout", layout)
+	}
+	return stmts, nil
 }
 
 // Setting names kept in skiplock_setting: what the DDL was made with, so
@@ -106,8 +122,9 @@ func layoutOrder(l Layout) int {
 }
 
 // DDL renders every statement that creates layout on the dialect's engine
-// from scratch: the bookkeeping tables, core, then the layout's migrations.
-// It needs no connection; `skiplock schema print` shows it.
+// from scratch, as Migrate would run them: the bookkeeping tables, then the
+// frozen migrations of core and of the layout. It needs no connection;
+// `skiplock schema print` shows it.
 func DDL(d *skiplock.Dialect, layout Layout, o *Options) ([]string, error) {
 	opts, err := o.withDefaults()
 	if err != nil {
@@ -115,7 +132,11 @@ func DDL(d *skiplock.Dialect, layout Layout, o *Options) ([]string, error) {
 	}
 	stmts := bootstrap(d, opts.Schema)
 	for _, m := range pending([]Layout{layout}, nil) {
-		stmts = append(stmts, m.Up(d, opts)...)
+		up, err := m.Up(d, opts)
+		if err != nil {
+			return nil, err
+		}
+		stmts = append(stmts, up...)
 	}
 	return stmts, nil
 }

@@ -168,3 +168,28 @@ func TestQuotedIdentifiersEverywhere(t *testing.T) {
 		}
 	}
 }
+
+func TestConflictTargetRepeatsTheIndex(t *testing.T) {
+	var unique *Index
+	for i, ix := range JobsTableDef(DefaultBuckets).Indexes {
+		if ix.Unique {
+			unique = &JobsTableDef(DefaultBuckets).Indexes[i]
+		}
+	}
+	if unique == nil {
+		t.Fatal("the jobs table has no unique index")
+	}
+	want := `("queue", "unique_key") WHERE "unique_key" IS NOT NULL AND "status" IN ('Queued', 'Running')`
+	if got := unique.ConflictTarget(); got != want {
+		t.Fatalf("ConflictTarget = %s, want %s", got, want)
+	}
+	if got := (Index{Name: "x", Columns: []IndexColumn{{Name: `we"ird`}}, Unique: true}).ConflictTarget(); got != `("we""ird")` {
+		t.Fatalf("ConflictTarget = %s", got)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a non-unique index made a conflict target")
+		}
+	}()
+	_ = Index{Name: "y", Columns: []IndexColumn{{Name: "a"}}}.ConflictTarget()
+}

@@ -83,9 +83,25 @@ func TestStatementsParseOnCockroach(t *testing.T) {
 			t.Errorf("CockroachDB's sharded index fans out itself; the claim should not scan per bucket:\n%s", s)
 		}
 	}
-	pg := strings.Join(bucketed.Statements(skiplock.EnginePostgres.Dialect(), "s"), "\n")
-	if !strings.Contains(pg, `"bucket" = h.bucket`) {
-		t.Error("PostgreSQL claim should scan per bucket")
+	for _, e := range []skiplock.Engine{skiplock.EnginePostgres, skiplock.EngineYugabyte} {
+		if all := strings.Join(bucketed.Statements(e.Dialect(), "s"), "\n"); !strings.Contains(all, `"bucket" = h.bucket`) {
+			t.Errorf("%s claim should scan per bucket", e)
+		}
+	}
+}
+
+// TestInsertTargetsTheUniqueIndex checks that insert's ON CONFLICT target
+// is the jobs_unique_key index of the table model, predicate and all.
+func TestInsertTargetsTheUniqueIndex(t *testing.T) {
+	var target string
+	for _, ix := range schema.JobsTableDef(schema.DefaultBuckets).Indexes {
+		if ix.Name == "jobs_unique_key" {
+			target = ix.ConflictTarget()
+		}
+	}
+	insert := bucketed.Statements(skiplock.EnginePostgres.Dialect(), "s")[0]
+	if target == "" || !strings.Contains(insert, "ON CONFLICT "+target+" DO NOTHING") {
+		t.Fatalf("insert does not target the unique index %s:\n%s", target, insert)
 	}
 }
 

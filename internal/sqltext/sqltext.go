@@ -108,6 +108,19 @@ func (f *File) Names() []string {
 	return out
 }
 
+// Template returns the named block with its placeholders in place, for a
+// statement whose template values are known only when it is sent (render
+// it then with Render). It panics if the file has no such block: callers
+// ask at package initialization, where any test of the package sees it.
+func (f *File) Template(name string) string {
+	for _, b := range f.Blocks {
+		if b.Name == name {
+			return b.SQL
+		}
+	}
+	panic(fmt.Sprintf("sqltext: %s has no block %q", f.Path, name))
+}
+
 // Render renders every block with vars and returns them by name. A
 // placeholder without a value is an error, and so is a value no block uses
 // (a misspelt key would otherwise go unnoticed).

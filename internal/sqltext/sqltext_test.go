@@ -103,3 +103,16 @@ func TestRegister(t *testing.T) {
 	}()
 	Register(Source{Path: "a/test.sql", File: f})
 }
+
+func TestTemplate(t *testing.T) {
+	f := MustParse("sample.sql", sample)
+	if got := f.Template("done"); got != `DELETE FROM /* TEMPLATE: schema */."jobs" WHERE "id" = $1` {
+		t.Fatalf("Template(done) = %q", got)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Template of a missing block did not panic")
+		}
+	}()
+	f.Template("nosuch")
+}

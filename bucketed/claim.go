@@ -152,11 +152,14 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 	for pass := 0; ; pass++ {
 		now := time.Now()
 		order, prio, at, ids, hinted := q.hints.args(queue, start, pass == 0, now)
-		args := []any{queue, n, owner, newToken(), q.cfg.VisibilityTimeout.Seconds(), order, prio, at, ids}
+		p := claimParams{
+			Queue: queue, Limit: n, Owner: owner, Token: newToken(), LeaseSeconds: q.cfg.VisibilityTimeout.Seconds(),
+			Buckets: order, HintPriorities: prio, HintRunAts: at, HintIDs: ids,
+		}
 		var claimed []claimedJob
 		err := q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 			var err error
-			claimed, err = claimRows(ctx, tx, q.sql.claim, args)
+			claimed, err = claimRows(ctx, tx, q.sql.claim, p.args())
 			return err
 		})
 		if err != nil {

@@ -16,7 +16,10 @@ func Statements(d *skiplock.Dialect, schemaName string) []string {
 // second session would, and with no hints, so a test can hold the locks.
 func (q *Queue) ClaimTx(ctx context.Context, tx skiplock.Querier, queue string, n int) ([]*skiplock.Job, error) {
 	order, prio, at, ids, _ := q.hints.args(queue, 0, false, noHintTime)
-	claimed, err := claimRows(ctx, tx, q.sql.claim, []any{queue, n, "test", newToken(), q.cfg.VisibilityTimeout.Seconds(), order, prio, at, ids})
+	claimed, err := claimRows(ctx, tx, q.sql.claim, claimParams{
+		Queue: queue, Limit: n, Owner: "test", Token: newToken(), LeaseSeconds: q.cfg.VisibilityTimeout.Seconds(),
+		Buckets: order, HintPriorities: prio, HintRunAts: at, HintIDs: ids,
+	}.args())
 	jobs := make([]*skiplock.Job, len(claimed))
 	for i := range claimed {
 		jobs[i] = claimed[i].job

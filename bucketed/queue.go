@@ -87,7 +87,7 @@ func (q *Queue) Enqueue(ctx context.Context, job skiplock.NewJob) (Enqueued, err
 	var out Enqueued
 	err = q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		out = Enqueued{}
-		ids, err := queryIDs(ctx, tx, q.sql.insert, args...)
+		ids, err := queryIDs(ctx, tx, q.sql.insert, args.args()...)
 		if err != nil {
 			return err
 		}
@@ -96,7 +96,7 @@ func (q *Queue) Enqueue(ctx context.Context, job skiplock.NewJob) (Enqueued, err
 			return nil
 		}
 		out.Duplicate = true
-		rows, err := queryIDs(ctx, tx, q.sql.uniqueLookup, args[0].([]string)[0], job.UniqueKey)
+		rows, err := queryIDs(ctx, tx, q.sql.uniqueLookup, args.Queues[0], job.UniqueKey)
 		if err == nil && len(rows) > 0 {
 			out.ID = rows[0]
 		}
@@ -113,7 +113,7 @@ func (q *Queue) Enqueue(ctx context.Context, job skiplock.NewJob) (Enqueued, err
 // fewer than len(jobs) when unique keys deduplicate. Every job is
 // validated before anything is written.
 func (q *Queue) EnqueueMany(ctx context.Context, jobs []skiplock.NewJob) (int, error) {
-	batches := make([][]any, 0, len(jobs)/q.cfg.EnqueueBatch+1)
+	batches := make([]insertParams, 0, len(jobs)/q.cfg.EnqueueBatch+1)
 	for i := 0; i < len(jobs); i += q.cfg.EnqueueBatch {
 		args, err := q.insertArgs(jobs[i:min(i+q.cfg.EnqueueBatch, len(jobs))])
 		if err != nil {
@@ -126,7 +126,7 @@ func (q *Queue) EnqueueMany(ctx context.Context, jobs []skiplock.NewJob) (int, e
 		var n int
 		err := q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 			var err error
-			n, err = execCount(ctx, tx, q.sql.insert, args...)
+			n, err = execCount(ctx, tx, q.sql.insert, args.args()...)
 			return err
 		})
 		if err != nil {
@@ -149,7 +149,7 @@ func (q *Queue) EnqueueTx(ctx context.Context, tx pgx.Tx, jobs ...skiplock.NewJo
 	if err != nil {
 		return 0, err
 	}
-	n, err := execCount(ctx, skiplock.WrapTx(tx), q.sql.insert, args...)
+	n, err := execCount(ctx, skiplock.WrapTx(tx), q.sql.insert, args.args()...)
 	if err != nil {
 		return 0, fmt.Errorf("bucketed: enqueue in caller's transaction: %w", err)
 	}
@@ -157,7 +157,7 @@ func (q *Queue) EnqueueTx(ctx context.Context, tx pgx.Tx, jobs ...skiplock.NewJo
 }
 
 // insertArgs validates jobs and turns them into the INSERT's arrays.
-func (q *Queue) insertArgs(jobs []skiplock.NewJob) ([]any, error) {
+func (q *Queue) insertArgs(jobs []skiplock.NewJob) (insertParams, error) {
 	n := len(jobs)
 	queues, payloads := make([]string, n), make([]string, n)
 	prios, maxAtt := make([]int16, n), make([]int32, n)
@@ -166,9 +166,9 @@ func (q *Queue) insertArgs(jobs []skiplock.NewJob) ([]any, error) {
 		j := jobs[i] // a copy: Normalize fills defaults
 		if err := j.Normalize(q.cfg.MaxPayloadBytes); err != nil {
 			if n > 1 {
-				return nil, skiplock.Usagef("job %d: %v", i, err)
+				return insertParams{}, skiplock.Usagef("job %d: %v", i, err)
 			}
-			return nil, err
+			return insertParams{}, err
 		}
 		queues[i], payloads[i] = j.Queue, string(j.Payload)
 		prios[i], maxAtt[i] = int16(j.Priority), int32(j.MaxAttempts)
@@ -181,7 +181,7 @@ func (q *Queue) insertArgs(jobs []skiplock.NewJob) ([]any, error) {
 			keys[i] = &k
 		}
 	}
-	return []any{queues, payloads, prios, runAt, maxAtt, keys}, nil
+	return insertParams{Queues: queues, Payloads: payloads, Priorities: prios, RunAts: runAt, MaxAttempts: maxAtt, UniqueKeys: keys}, nil
 }
 
 func execCount(ctx context.Context, q skiplock.Querier, sql string, args ...any) (int, error) {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
-	"github.com/skiplock/skiplock/internal/crdbsql"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -74,18 +73,35 @@ func nJobs(n int, queue string) []skiplock.NewJob {
 	return jobs
 }
 
-func TestStatementsParseOnCockroach(t *testing.T) {
+// TestStatementsRenderForEveryEngine renders bucketed.sql for every
+// engine (a block without a statement, or a statement without a block,
+// panics) and checks the claim's bucket predicate. internal/crdbcheck, its
+// own module, parses every statement with CockroachDB's grammar.
+func TestStatementsRenderForEveryEngine(t *testing.T) {
 	for _, s := range bucketed.Statements(skiplock.EngineCockroach.Dialect(), "My$Schema") {
-		if _, err := crdbsql.Parse(s); err != nil {
-			t.Error(err)
-		}
 		if strings.Contains(s, `"bucket" = h.bucket`) {
 			t.Errorf("CockroachDB's sharded index fans out itself; the claim should not scan per bucket:\n%s", s)
 		}
 	}
-	pg := strings.Join(bucketed.Statements(skiplock.EnginePostgres.Dialect(), "s"), "\n")
-	if !strings.Contains(pg, `"bucket" = h.bucket`) {
-		t.Error("PostgreSQL claim should scan per bucket")
+	for _, e := range []skiplock.Engine{skiplock.EnginePostgres, skiplock.EngineYugabyte} {
+		if all := strings.Join(bucketed.Statements(e.Dialect(), "s"), "\n"); !strings.Contains(all, `"bucket" = h.bucket`) {
+			t.Errorf("%s claim should scan per bucket", e)
+		}
+	}
+}
+
+// TestInsertTargetsTheUniqueIndex checks that insert's ON CONFLICT target
+// is the jobs_unique_key index of the table model, predicate and all.
+func TestInsertTargetsTheUniqueIndex(t *testing.T) {
+	var target string
+	for _, ix := range schema.JobsTableDef(schema.DefaultBuckets).Indexes {
+		if ix.Name == "jobs_unique_key" {
+			target = ix.ConflictTarget()
+		}
+	}
+	insert := bucketed.Statements(skiplock.EnginePostgres.Dialect(), "s")[0]
+	if target == "" || !strings.Contains(insert, "ON CONFLICT "+target+" DO NOTHING") {
+		t.Fatalf("insert does not target the unique index %s:\n%s", target, insert)
 	}
 }
 

@@ -1,14 +1,17 @@
 package bucketed
 
 import (
-	"strings"
+	_ "embed"
+	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqltext"
 	"github.com/skiplock/skiplock/schema"
 )
 
-// statements holds every statement the queue sends, rendered once for the
-// schema and engine. Values always travel as $n parameters.
+// statements holds every statement the queue sends, rendered once per
+// Queue from bucketed.sql for the schema and engine. Values always travel
+// as $n parameters.
 type statements struct {
 	insert, uniqueLookup                                  string
 	claim                                                 string
@@ -16,116 +19,119 @@ type statements struct {
 	completedWith, deleteFinished, stats, pending, lookup string
 }
 
+//go:embed bucketed.sql
+var sqlSource string
+
+// sqlFile is bucketed.sql, parsed once.
+var sqlFile = sqltext.MustParse("bucketed/bucketed.sql", sqlSource)
+
+func init() {
+	sqltext.Register(sqltext.Source{Path: sqlFile.Path, File: sqlFile, Vars: sqlVars})
+}
+
 // jobColumns is what a claim returns, in scanJob's order.
 const jobColumns = `j."id", j."queue", j."payload"::TEXT, j."priority", j."status"::TEXT, j."attempts", j."max_attempts",
   j."create_ts", j."run_at", j."last_error", j."lease_owner", j."lease_token", j."lease_expires_at", j."bucket"`
 
-// uniqueConflict names the partial unique index on live jobs' keys, for
-// ON CONFLICT (it must repeat the index's predicate).
-const uniqueConflict = `("queue", "unique_key") WHERE "unique_key" IS NOT NULL AND "status" IN ('Queued', 'Running')`
+// uniqueIndex names the partial unique index on live jobs' keys that
+// insert's ON CONFLICT must match.
+const uniqueIndex = "jobs_unique_key"
 
-func buildStatements(d *skiplock.Dialect, schemaName string) statements {
-	t := skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.JobsTable)
-	status := skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.StatusType)
-	r := strings.NewReplacer("{T}", t, "{S}", status)
-	var s statements
+// uniqueConflict renders the ON CONFLICT target from the jobs table's
+// model, so that the target and the index it must match never disagree.
+func uniqueConflict() string {
+	for _, ix := range schema.JobsTableDef(schema.DefaultBuckets).Indexes {
+		if ix.Name == uniqueIndex {
+			return ix.ConflictTarget()
+		}
+	}
+	panic("bucketed: the jobs table has no index " + uniqueIndex)
+}
 
-	s.insert = r.Replace(`INSERT INTO {T} ("queue", "payload", "priority", "run_at", "max_attempts", "unique_key")
-SELECT u.q, u.p::JSONB, u.pr, COALESCE(u.ra, now()), u.ma, u.uk
-FROM unnest($1::TEXT[], $2::TEXT[], $3::INT2[], $4::TIMESTAMPTZ[], $5::INT4[], $6::TEXT[]) AS u (q, p, pr, ra, ma, uk)
-ON CONFLICT ` + uniqueConflict + ` DO NOTHING
-RETURNING "id"`)
-
-	s.uniqueLookup = r.Replace(`SELECT "id" FROM {T} WHERE "queue" = $1 AND "unique_key" = $2 AND "status" IN ('Queued', 'Running')`)
-
-	// The claim. Branch one: jobs of the queue whose lease has expired.
-	// Branch two: for each bucket in the order given ($6, rotated by the
-	// caller), the bucket's claimable Queued jobs after its hint ($7..$9;
-	// a priority below the SMALLINT range means no hint). Each branch locks
-	// in its own subquery on the table (PITFALLS 1); LATERAL runs the
-	// bucket scan once per bucket, and the outer LIMIT stops pulling rows,
-	// and so locking them, at $2. ARRAY(...) collects the ids once before
-	// the UPDATE touches a row (PITFALLS 2). Where the engine's sharded
-	// index fans out itself, the bucket predicate is left out and the
-	// caller passes one branch.
+// sqlVars are bucketed.sql's template values for an engine and schema.
+func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
+	// Where the engine's sharded index fans out itself, the claim leaves
+	// the bucket out and the caller passes one branch.
 	bucketPred := `"bucket" = h.bucket AND `
 	if d.ShardedIndexFansOut {
 		bucketPred = ""
 	}
-	s.claim = r.Replace(`UPDATE {T} AS j SET "status" = 'Running', "attempts" = j."attempts" + 1, "lease_owner" = $3, "lease_token" = $4,
-  "lease_expires_at" = now() + $5::FLOAT8 * INTERVAL '1 second', "last_updated" = now()
-WHERE j."id" = ANY(ARRAY(
-  SELECT c.id FROM (
-    SELECT e.id FROM (
-      SELECT "id" FROM {T}
-      WHERE "status" = 'Running' AND "queue" = $1 AND "lease_expires_at" <= now()
-      ORDER BY "lease_expires_at" LIMIT $2 FOR UPDATE SKIP LOCKED) AS e
-    UNION ALL
-    SELECT b.id FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i)
-    CROSS JOIN LATERAL (
-      SELECT "id" FROM {T}
-      WHERE ` + bucketPred + `"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now()
-        AND ("priority", "run_at", "id") > (h.p, h.t, h.i)
-      ORDER BY "priority", "run_at", "id" LIMIT $2 FOR UPDATE SKIP LOCKED) AS b
-  ) AS c LIMIT $2))
-RETURNING ` + jobColumns)
+	return map[string]string{
+		"table":            skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.JobsTable),
+		"status_type":      skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.StatusType),
+		"job_columns":      jobColumns,
+		"unique_conflict":  uniqueConflict(),
+		"bucket_predicate": bucketPred,
+	}
+}
 
-	// Lease operations take parallel arrays of ids and lease tokens and
-	// touch only rows still Running under that token (the fence).
-	const fence = `FROM unnest($1::INT8[], $2::INT8[]) AS c (id, token)
-WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status" = 'Running'`
-
-	s.complete = r.Replace(`UPDATE {T} AS j SET "status" = 'Success', "finished_at" = now(), "lease_expires_at" = NULL, "last_updated" = now()
-` + fence + `
-RETURNING j."id"`)
-
-	s.cancel = r.Replace(`UPDATE {T} AS j SET "status" = 'Canceled', "finished_at" = now(), "lease_expires_at" = NULL, "last_updated" = now()
-` + fence + `
-RETURNING j."id"`)
-
-	s.release = r.Replace(`UPDATE {T} AS j SET "status" = 'Queued', "attempts" = GREATEST(j."attempts" - 1, 0), "lease_expires_at" = NULL, "last_updated" = now()
-` + fence + `
-RETURNING j."id"`)
-
-	s.extend = r.Replace(`UPDATE {T} AS j SET "lease_expires_at" = now() + $3::FLOAT8 * INTERVAL '1 second', "last_updated" = now()
-` + fence + `
-RETURNING j."id", j."lease_expires_at"`)
-	s.extendIDs = strings.TrimSuffix(s.extend, `, j."lease_expires_at"`)
-
-	// Fail: dead once attempts reach max_attempts, else Queued again at
-	// now + the caller's backoff ($4, seconds, per job).
-	s.fail = r.Replace(`UPDATE {T} AS j SET
-  "status" = CASE WHEN j."attempts" >= j."max_attempts" THEN 'Failed'::{S} ELSE 'Queued'::{S} END,
-  "finished_at" = CASE WHEN j."attempts" >= j."max_attempts" THEN now() END,
-  "run_at" = CASE WHEN j."attempts" >= j."max_attempts" THEN j."run_at" ELSE now() + c.delay * INTERVAL '1 second' END,
-  "last_error" = c.err, "lease_expires_at" = NULL, "last_updated" = now()
-FROM unnest($1::INT8[], $2::INT8[], $3::TEXT[], $4::FLOAT8[]) AS c (id, token, err, delay)
-WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status" = 'Running'
-RETURNING j."id"`)
-
-	// After an ambiguous commit: which of these leases did complete.
-	s.completedWith = r.Replace(`SELECT j."id" FROM {T} AS j, unnest($1::INT8[], $2::INT8[]) AS c (id, token)
-WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status" = 'Success'`)
-
-	s.deleteFinished = r.Replace(`DELETE FROM {T} WHERE "id" = ANY(ARRAY(
-  SELECT "id" FROM {T} WHERE "finished_at" < now() - $1::FLOAT8 * INTERVAL '1 second'
-  ORDER BY "finished_at" LIMIT $2))`)
-
-	s.stats = r.Replace(`SELECT "status"::TEXT, "queue", "bucket", count(*),
-  min(CASE WHEN "status" = 'Queued' AND "run_at" <= now() THEN "run_at" END),
-  count(CASE WHEN "status" = 'Running' AND "lease_expires_at" > now() THEN 1 END),
-  now()
-FROM {T} WHERE ($1 = '' OR "queue" = $1)
-GROUP BY "status", "queue", "bucket"`)
-
-	s.pending = r.Replace(`SELECT EXISTS (SELECT 1 FROM {T} WHERE "status" = 'Queued' AND "queue" = $1)
-  OR EXISTS (SELECT 1 FROM {T} WHERE "status" = 'Running' AND "queue" = $1)`)
-	s.lookup = r.Replace(`SELECT ` + jobColumns + ` FROM {T} AS j WHERE j."id" = $1`)
+func buildStatements(d *skiplock.Dialect, schemaName string) statements {
+	var s statements
+	err := sqlFile.Fill(sqlVars(d, schemaName), map[string]*string{
+		"insert":          &s.insert,
+		"unique_lookup":   &s.uniqueLookup,
+		"claim":           &s.claim,
+		"complete":        &s.complete,
+		"fail":            &s.fail,
+		"cancel":          &s.cancel,
+		"release":         &s.release,
+		"extend":          &s.extend,
+		"extend_ids":      &s.extendIDs,
+		"completed_with":  &s.completedWith,
+		"delete_finished": &s.deleteFinished,
+		"stats":           &s.stats,
+		"pending":         &s.pending,
+		"lookup":          &s.lookup,
+	})
+	if err != nil {
+		// The file is embedded and the same for every schema: the tests
+		// render it for every engine, so this cannot happen in a build
+		// that passed them.
+		panic(err)
+	}
 	return s
 }
 
-// all lists every statement, for tests that check them against a grammar.
+// all lists every statement, for tests that check them.
 func (s *statements) all() []string {
 	return []string{s.insert, s.uniqueLookup, s.claim, s.complete, s.fail, s.cancel, s.release, s.extend, s.extendIDs,
 		s.completedWith, s.deleteFinished, s.stats, s.pending, s.lookup}
+}
+
+// claimParams are the claim's parameters.
+type claimParams struct {
+	// Queue is the queue to claim from; Limit the most jobs to claim.
+	Queue string
+	Limit int
+	// Owner and Token mark the lease; LeaseSeconds is its length.
+	Owner        string
+	Token        int64
+	LeaseSeconds float64
+	// Buckets lists the buckets to scan, in order, and the Hint arrays
+	// each bucket's hint, parallel to it (see hints.args).
+	Buckets        []int16
+	HintPriorities []int32
+	HintRunAts     []time.Time
+	HintIDs        []int64
+}
+
+// args lists p in the claim's $n order.
+func (p claimParams) args() []any {
+	return []any{p.Queue, p.Limit, p.Owner, p.Token, p.LeaseSeconds, p.Buckets, p.HintPriorities, p.HintRunAts, p.HintIDs}
+}
+
+// insertParams are insert's parameters: one element per job in each array.
+// A nil RunAts element means now; a nil UniqueKeys element, no key.
+type insertParams struct {
+	Queues      []string
+	Payloads    []string
+	Priorities  []int16
+	RunAts      []*time.Time
+	MaxAttempts []int32
+	UniqueKeys  []*string
+}
+
+// args lists p in insert's $n order.
+func (p insertParams) args() []any {
+	return []any{p.Queues, p.Payloads, p.Priorities, p.RunAts, p.MaxAttempts, p.UniqueKeys}
 }

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"context"
+	_ "embed"
 	"fmt"
 	"net"
 	"net/url"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqltext"
 )
 
 // cockroachSpec is CockroachDB's documented local cluster: n insecure
@@ -101,34 +103,49 @@ func (cockroachSpec) dsn(_ *MultiNode, n Node) string {
 	return u.String()
 }
 
-func (cockroachSpec) memberCountSQL() string {
-	return "SELECT count(*) FROM crdb_internal.gossip_nodes WHERE is_live"
-}
+func (cockroachSpec) memberCountSQL() string { return crdbMemberCountSQL }
 
 func (cockroachSpec) notes(*MultiNode) []string { return nil }
-
-// crdbUnsafeInternalsSQL lets the session read crdb_internal, which
-// CockroachDB fences off behind allow_unsafe_internals from v25.4 (off by
-// default in later releases). Older versions reject the variable, and need
-// nothing: its error is ignored.
-const crdbUnsafeInternalsSQL = "SET allow_unsafe_internals = on"
 
 func (cockroachSpec) prepare(ctx context.Context, conn *pgx.Conn) {
 	_, _ = conn.Exec(ctx, crdbUnsafeInternalsSQL)
 }
 
-// SQL the status report sends to CockroachDB (each parsed by the tests
-// with CockroachDB's grammar).
-const (
-	crdbNodesSQL  = `SELECT node_id, address, sql_address, locality, is_live, ranges, leases FROM crdb_internal.gossip_nodes ORDER BY node_id`
-	crdbTablesSQL = `SELECT table_name FROM information_schema.tables WHERE table_schema = $1 AND table_type = 'BASE TABLE' ORDER BY table_name`
+//go:embed cockroach.sql
+var crdbSource string
+
+// crdbFile is cockroach.sql, which documents each statement; the
+// CockroachDB grammar check in internal/crdbcheck parses every block.
+var crdbFile = sqltext.MustParse("cluster/cockroach.sql", crdbSource)
+
+func init() {
+	sqltext.Register(sqltext.Source{Path: crdbFile.Path, File: crdbFile, Vars: func(_ *skiplock.Dialect, schemaName string) map[string]string {
+		return crdbRangesVars(schemaName, "jobs") // any table: the check parses, it does not run
+	}})
+}
+
+// The statements the readiness probe and the status report send to
+// CockroachDB.
+var (
+	crdbMemberCountSQL     = crdbFile.Template("member_count")
+	crdbUnsafeInternalsSQL = crdbFile.Template("allow_unsafe_internals")
+	crdbNodesSQL           = crdbFile.Template("nodes")
+	crdbTablesSQL          = crdbFile.Template("tables")
+	crdbRangesTemplate     = crdbFile.Template("ranges")
 )
+
+func crdbRangesVars(schemaName, table string) map[string]string {
+	return map[string]string{"table": skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(table)}
+}
 
 // crdbRangesSQL counts a table's ranges (with its indexes') by
 // leaseholder node.
 func crdbRangesSQL(schemaName, table string) string {
-	return "SELECT lease_holder::STRING, count(*) FROM [SHOW RANGES FROM TABLE " +
-		skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(table) + " WITH DETAILS] GROUP BY 1 ORDER BY 1"
+	s, err := sqltext.Render(crdbRangesTemplate, crdbRangesVars(schemaName, table))
+	if err != nil {
+		panic(err) // the template has one placeholder, and it gets a value
+	}
+	return s
 }
 
 func (cockroachSpec) status(ctx context.Context, conn *pgx.Conn, schemaName string, st *MultiNodeStatus) error {

@@ -8,27 +8,14 @@ import (
 	"testing"
 
 	"github.com/skiplock/skiplock"
-	"github.com/skiplock/skiplock/internal/crdbsql"
 	. "github.com/skiplock/skiplock/schema"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 
-// TestCockroachDDLParses proves every CockroachDB statement of both layouts
-// parses under CockroachDB 25.2's grammar.
-func TestCockroachDDLParses(t *testing.T) {
-	for _, layout := range Layouts {
-		stmts, err := DDL(skiplock.EngineCockroach.Dialect(), layout, &Options{Schema: "skiplock", Buckets: 16, Tablets: 8})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, s := range stmts {
-			if n, err := crdbsql.Parse(s); err != nil || n != 1 {
-				t.Errorf("%s: %v (statements: %d)", layout, err, n)
-			}
-		}
-	}
-}
+// The CockroachDB DDL of every layout is parsed with CockroachDB's grammar
+// by internal/crdbcheck (its own module, which keeps the parser out of
+// go.mod), and so are the golden testdata/cockroach_*.sql.
 
 func TestCockroachBucketedIsHashSharded(t *testing.T) {
 	stmts, err := DDL(skiplock.EngineCockroach.Dialect(), LayoutBucketed, &Options{Buckets: 16})
@@ -167,4 +154,26 @@ func TestQuotedIdentifiersEverywhere(t *testing.T) {
 			}
 		}
 	}
+}
+
+func TestConflictTargetRepeatsTheIndex(t *testing.T) {
+	var got []string
+	for _, ix := range JobsTableDef(DefaultBuckets).Indexes {
+		if ix.Unique {
+			got = append(got, ix.ConflictTarget())
+		}
+	}
+	want := `("queue", "unique_key") WHERE "unique_key" IS NOT NULL AND "status" IN ('Queued', 'Running')`
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("the jobs table's conflict targets are %q, want one: %s", got, want)
+	}
+	if got := (Index{Name: "x", Columns: []IndexColumn{{Name: `we"ird`}}, Unique: true}).ConflictTarget(); got != `("we""ird")` {
+		t.Fatalf("ConflictTarget = %s", got)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("a non-unique index made a conflict target")
+		}
+	}()
+	_ = Index{Name: "y", Columns: []IndexColumn{{Name: "a"}}}.ConflictTarget()
 }

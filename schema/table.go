@@ -211,3 +211,23 @@ func (ix Index) render(d *skiplock.Dialect, schemaName string, t *Table) string 
 	}
 	return s
 }
+
+// ConflictTarget renders ix as the conflict target of INSERT ... ON
+// CONFLICT: its key columns and, for a partial index, its predicate, which
+// the target must repeat for the engine to infer the index. Rendering the
+// target from the index keeps the two from disagreeing. It panics unless
+// ix is unique, since only a unique index can be a conflict target.
+func (ix Index) ConflictTarget() string {
+	if !ix.Unique {
+		panic("schema: index " + ix.Name + " is not unique and cannot be a conflict target")
+	}
+	keys := make([]string, len(ix.Columns))
+	for i, c := range ix.Columns {
+		keys[i] = skiplock.QuoteIdent(c.Name)
+	}
+	s := "(" + strings.Join(keys, ", ") + ")"
+	if ix.Where != "" {
+		s += " WHERE " + ix.Where
+	}
+	return s
+}

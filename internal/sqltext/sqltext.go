@@ -13,8 +13,12 @@ package sqltext
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
+
+	"github.com/skiplock/skiplock"
 )
 
 // Block is one named statement of a file.
@@ -104,6 +108,19 @@ func (f *File) Names() []string {
 	return out
 }
 
+// Template returns the named block with its placeholders in place, for a
+// statement whose template values are known only when it is sent (render
+// it then with Render). It panics if the file has no such block: callers
+// ask at package initialization, where any test of the package sees it.
+func (f *File) Template(name string) string {
+	for _, b := range f.Blocks {
+		if b.Name == name {
+			return b.SQL
+		}
+	}
+	panic(fmt.Sprintf("sqltext: %s has no block %q", f.Path, name))
+}
+
 // Render renders every block with vars and returns them by name. A
 // placeholder without a value is an error, and so is a value no block uses
 // (a misspelt key would otherwise go unnoticed).
@@ -165,4 +182,75 @@ func Placeholders(sql string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// Fill renders every block with vars and stores each in the string dst
+// names for it. It is an error if a block has no destination or a
+// destination no block, so a statement can neither be left out of the
+// struct that holds a package's SQL nor be asked for under a wrong name.
+func (f *File) Fill(vars map[string]string, dst map[string]*string) error {
+	out, err := f.Render(vars)
+	if err != nil {
+		return err
+	}
+	var problems []string
+	for _, name := range f.Names() {
+		p, ok := dst[name]
+		if !ok {
+			problems = append(problems, fmt.Sprintf("block %q is used by no statement", name))
+			continue
+		}
+		*p = out[name]
+	}
+	for name := range dst {
+		if _, ok := out[name]; !ok {
+			problems = append(problems, fmt.Sprintf("no block %q", name))
+		}
+	}
+	if len(problems) > 0 {
+		sort.Strings(problems)
+		return fmt.Errorf("%s: %s", f.Path, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// Source is an embedded .sql file a package renders at run time.
+// Packages register theirs so that checks outside the package, such as the
+// CockroachDB grammar check in internal/crdbcheck, can render every block
+// with the values the package itself would use.
+type Source struct {
+	// Path is the file's slash-separated path from the repository root.
+	Path string
+	// File is the parsed file.
+	File *File
+	// Vars returns the template values for an engine's dialect and a
+	// schema, as the package renders them.
+	Vars func(d *skiplock.Dialect, schemaName string) map[string]string
+}
+
+var (
+	sourcesMu sync.Mutex
+	sources   []Source
+)
+
+// Register records src, normally from a package's init. Registering one
+// path twice panics.
+func Register(src Source) {
+	sourcesMu.Lock()
+	defer sourcesMu.Unlock()
+	for _, s := range sources {
+		if s.Path == src.Path {
+			panic("sqltext: " + src.Path + " is registered twice")
+		}
+	}
+	sources = append(sources, src)
+}
+
+// Sources lists the registered files, sorted by path.
+func Sources() []Source {
+	sourcesMu.Lock()
+	defer sourcesMu.Unlock()
+	out := slices.Clone(sources)
+	slices.SortFunc(out, func(a, b Source) int { return strings.Compare(a.Path, b.Path) })
+	return out
 }

@@ -63,3 +63,56 @@ func TestParseErrors(t *testing.T) {
 		}
 	}
 }
+
+func TestFill(t *testing.T) {
+	f := MustParse("sample.sql", sample)
+	vars := map[string]string{"schema": `"s"`, "extra": ""}
+	var claim, done string
+	if err := f.Fill(vars, map[string]*string{"claim": &claim, "done": &done}); err != nil {
+		t.Fatal(err)
+	}
+	if claim != "SELECT \"id\" FROM \"s\".\"jobs\"\nWHERE \"queue\" = $1 " || done != `DELETE FROM "s"."jobs" WHERE "id" = $1` {
+		t.Fatalf("claim = %q, done = %q", claim, done)
+	}
+	err := f.Fill(vars, map[string]*string{"claim": &claim})
+	if err == nil || !strings.Contains(err.Error(), `block "done" is used by no statement`) {
+		t.Fatalf("unused block: err = %v", err)
+	}
+	err = f.Fill(vars, map[string]*string{"claim": &claim, "done": &done, "dequeue": new(string)})
+	if err == nil || !strings.Contains(err.Error(), `no block "dequeue"`) {
+		t.Fatalf("missing block: err = %v", err)
+	}
+	if err := f.Fill(map[string]string{}, map[string]*string{"claim": &claim, "done": &done}); err == nil {
+		t.Fatal("missing template value: no error")
+	}
+}
+
+func TestRegister(t *testing.T) {
+	before := len(Sources())
+	f := MustParse("z/test.sql", sample)
+	Register(Source{Path: "z/test.sql", File: f})
+	Register(Source{Path: "a/test.sql", File: f})
+	got := Sources()
+	if len(got) != before+2 || got[0].Path != "a/test.sql" || got[len(got)-1].Path != "z/test.sql" {
+		t.Fatalf("sources = %+v", got)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("registering a path twice did not panic")
+		}
+	}()
+	Register(Source{Path: "a/test.sql", File: f})
+}
+
+func TestTemplate(t *testing.T) {
+	f := MustParse("sample.sql", sample)
+	if got := f.Template("done"); got != `DELETE FROM /* TEMPLATE: schema */."jobs" WHERE "id" = $1` {
+		t.Fatalf("Template(done) = %q", got)
+	}
+	defer func() {
+		if recover() == nil {
+			t.Fatal("Template of a missing block did not panic")
+		}
+	}()
+	f.Template("nosuch")
+}

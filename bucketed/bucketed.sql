@@ -1,0 +1,136 @@
+-- Every statement the bucketed layout sends, rendered once per Queue for
+-- its schema and engine (sql.go). Templates:
+--   table             the jobs table, schema-qualified and quoted
+--   status_type       the job_status enum, schema-qualified and quoted
+--   job_columns       what scanJob reads, in its order
+--   unique_conflict   the ON CONFLICT target, rendered from the
+--                     jobs_unique_key index of schema.JobsTableDef
+--   bucket_predicate  the claim's per-bucket filter, empty where the
+--                     engine's sharded index fans out itself
+-- Values always travel as $n parameters; statements with many of them
+-- take a params struct whose args method lists them in $n order.
+
+-- name: insert
+-- Adds jobs from parallel arrays (insertParams). A job whose unique key a
+-- live job of its queue already holds is skipped: the conflict target
+-- repeats the partial unique index's columns and predicate, which is how
+-- the engine infers that index.
+INSERT INTO /* TEMPLATE: table */ ("queue", "payload", "priority", "run_at", "max_attempts", "unique_key")
+SELECT u.q, u.p::JSONB, u.pr, COALESCE(u.ra, now()), u.ma, u.uk
+FROM unnest($1::TEXT[], $2::TEXT[], $3::INT2[], $4::TIMESTAMPTZ[], $5::INT4[], $6::TEXT[]) AS u (q, p, pr, ra, ma, uk)
+ON CONFLICT /* TEMPLATE: unique_conflict */ DO NOTHING
+RETURNING "id";
+
+-- name: unique_lookup
+-- The live job holding a unique key: $1 the queue, $2 the key.
+SELECT "id" FROM /* TEMPLATE: table */ WHERE "queue" = $1 AND "unique_key" = $2 AND "status" IN ('Queued', 'Running');
+
+-- name: claim
+-- The claim (claimParams). Branch one: jobs of the queue whose lease has
+-- expired. Branch two: for each bucket in the order given ($6, rotated by
+-- the caller), the bucket's claimable Queued jobs after its hint ($7..$9;
+-- a priority below the SMALLINT range means no hint). Each branch locks in
+-- its own subquery on the table (on a view or a CTE reference a locking
+-- clause locks nothing); LATERAL runs the bucket scan once per bucket, and
+-- the outer LIMIT stops pulling rows, and so locking them, at $2.
+-- ARRAY(...) collects the ids once before the UPDATE touches a row (a
+-- LIMIT ... SKIP LOCKED subquery on the inner side of a nested loop may
+-- run more than once and claim more than $2). Where the engine's sharded
+-- index fans out itself, the bucket predicate is left out and the caller
+-- passes one branch.
+UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Running', "attempts" = j."attempts" + 1, "lease_owner" = $3, "lease_token" = $4,
+  "lease_expires_at" = now() + $5::FLOAT8 * INTERVAL '1 second', "last_updated" = now()
+WHERE j."id" = ANY(ARRAY(
+  SELECT c.id FROM (
+    SELECT e.id FROM (
+      SELECT "id" FROM /* TEMPLATE: table */
+      WHERE "status" = 'Running' AND "queue" = $1 AND "lease_expires_at" <= now()
+      ORDER BY "lease_expires_at" LIMIT $2 FOR UPDATE SKIP LOCKED) AS e
+    UNION ALL
+    SELECT b.id FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i)
+    CROSS JOIN LATERAL (
+      SELECT "id" FROM /* TEMPLATE: table */
+      WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now()
+        AND ("priority", "run_at", "id") > (h.p, h.t, h.i)
+      ORDER BY "priority", "run_at", "id" LIMIT $2 FOR UPDATE SKIP LOCKED) AS b
+  ) AS c LIMIT $2))
+RETURNING /* TEMPLATE: job_columns */;
+
+-- Lease operations take parallel arrays of ids ($1) and lease tokens ($2)
+-- and touch only rows still Running under that token (the fence).
+
+-- name: complete
+UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Success', "finished_at" = now(), "lease_expires_at" = NULL, "last_updated" = now()
+FROM unnest($1::INT8[], $2::INT8[]) AS c (id, token)
+WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status" = 'Running'
+RETURNING j."id";
+
+-- name: cancel
+UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Canceled', "finished_at" = now(), "lease_expires_at" = NULL, "last_updated" = now()
+FROM unnest($1::INT8[], $2::INT8[]) AS c (id, token)
+WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status" = 'Running'
+RETURNING j."id";
+
+-- name: release
+-- Gives the jobs back without counting the attempt.
+UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Queued', "attempts" = GREATEST(j."attempts" - 1, 0), "lease_expires_at" = NULL, "last_updated" = now()
+FROM unnest($1::INT8[], $2::INT8[]) AS c (id, token)
+WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status" = 'Running'
+RETURNING j."id";
+
+-- name: extend
+-- Extends leases to now + $3 seconds and returns the new expiry.
+UPDATE /* TEMPLATE: table */ AS j SET "lease_expires_at" = now() + $3::FLOAT8 * INTERVAL '1 second', "last_updated" = now()
+FROM unnest($1::INT8[], $2::INT8[]) AS c (id, token)
+WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status" = 'Running'
+RETURNING j."id", j."lease_expires_at";
+
+-- name: extend_ids
+-- extend, returning only the ids.
+UPDATE /* TEMPLATE: table */ AS j SET "lease_expires_at" = now() + $3::FLOAT8 * INTERVAL '1 second', "last_updated" = now()
+FROM unnest($1::INT8[], $2::INT8[]) AS c (id, token)
+WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status" = 'Running'
+RETURNING j."id";
+
+-- name: fail
+-- Fail: dead once attempts reach max_attempts, else Queued again at
+-- now + the caller's backoff ($4, seconds, per job); $3 the errors.
+UPDATE /* TEMPLATE: table */ AS j SET
+  "status" = CASE WHEN j."attempts" >= j."max_attempts" THEN 'Failed'::/* TEMPLATE: status_type */ ELSE 'Queued'::/* TEMPLATE: status_type */ END,
+  "finished_at" = CASE WHEN j."attempts" >= j."max_attempts" THEN now() END,
+  "run_at" = CASE WHEN j."attempts" >= j."max_attempts" THEN j."run_at" ELSE now() + c.delay * INTERVAL '1 second' END,
+  "last_error" = c.err, "lease_expires_at" = NULL, "last_updated" = now()
+FROM unnest($1::INT8[], $2::INT8[], $3::TEXT[], $4::FLOAT8[]) AS c (id, token, err, delay)
+WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status" = 'Running'
+RETURNING j."id";
+
+-- name: completed_with
+-- After an ambiguous commit: which of these leases did complete.
+SELECT j."id" FROM /* TEMPLATE: table */ AS j, unnest($1::INT8[], $2::INT8[]) AS c (id, token)
+WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status" = 'Success';
+
+-- name: delete_finished
+-- Retention: up to $2 jobs that finished more than $1 seconds ago, oldest
+-- first.
+DELETE FROM /* TEMPLATE: table */ WHERE "id" = ANY(ARRAY(
+  SELECT "id" FROM /* TEMPLATE: table */ WHERE "finished_at" < now() - $1::FLOAT8 * INTERVAL '1 second'
+  ORDER BY "finished_at" LIMIT $2));
+
+-- name: stats
+-- Counts per status, queue and bucket, with the oldest claimable run_at,
+-- the live leases and the server's clock: $1 the queue or '' for all.
+SELECT "status"::TEXT, "queue", "bucket", count(*),
+  min(CASE WHEN "status" = 'Queued' AND "run_at" <= now() THEN "run_at" END),
+  count(CASE WHEN "status" = 'Running' AND "lease_expires_at" > now() THEN 1 END),
+  now()
+FROM /* TEMPLATE: table */ WHERE ($1 = '' OR "queue" = $1)
+GROUP BY "status", "queue", "bucket";
+
+-- name: pending
+-- Whether queue $1 has a Queued or Running job.
+SELECT EXISTS (SELECT 1 FROM /* TEMPLATE: table */ WHERE "status" = 'Queued' AND "queue" = $1)
+  OR EXISTS (SELECT 1 FROM /* TEMPLATE: table */ WHERE "status" = 'Running' AND "queue" = $1);
+
+-- name: lookup
+-- One job by id ($1).
+SELECT /* TEMPLATE: job_columns */ FROM /* TEMPLATE: table */ AS j WHERE j."id" = $1;

@@ -38,8 +38,15 @@ var testFiles = map[string]map[string]string{
 // the golden DDL, which is what `skiplock schema print` prints.
 var scriptFiles = []string{"schema/testdata/cockroach_*.sql"}
 
+// migrationFiles match the frozen CockroachDB migrations, which
+// TestCockroachDDLParses checks as schema.DDL renders them (for split and
+// unsplit tables, which choose between their conditional blocks).
+var migrationFiles = []string{"schema/migration/cockroach/*/*.up.sql"}
+
 // otherFiles match .sql files that are not CockroachDB SQL, and say why.
 var otherFiles = map[string]string{
+	"schema/migration/postgres/*/*.up.sql": "frozen PostgreSQL migrations, applied by the schema tests to a real server",
+	"schema/migration/yugabyte/*/*.up.sql": "frozen YugabyteDB migrations (no parser checks YSQL; the schema goldens cover them)",
 	"schema/testdata/postgres_*.sql":       "golden PostgreSQL DDL",
 	"schema/testdata/yugabyte_*.sql":       "golden YugabyteDB DDL (no parser checks YSQL; reviewers read the diff)",
 	"cluster/testdata/yugabyte-status.sql": "golden YSQL of the YugabyteDB status report",
@@ -137,6 +144,10 @@ func TestEverySQLFileIsChecked(t *testing.T) {
 			})
 			continue
 		}
+		if p, ok := matchAny(migrationFiles, name); ok {
+			used[p] = true
+			continue
+		}
 		if p, ok := matchAny(others, name); ok {
 			used[p] = true
 			continue
@@ -157,7 +168,7 @@ func TestEverySQLFileIsChecked(t *testing.T) {
 			t.Errorf("testFiles lists %s, which does not exist", p)
 		}
 	}
-	for _, p := range append(slices.Clone(scriptFiles), others...) {
+	for _, p := range slices.Concat(scriptFiles, migrationFiles, others) {
 		if !used[p] {
 			t.Errorf("%s matches no file", p)
 		}
@@ -213,8 +224,12 @@ func parseEach(t *testing.T, blocks map[string]string) {
 // by statement and as `skiplock schema print` prints it.
 func TestCockroachDDLParses(t *testing.T) {
 	for _, layout := range schema.Layouts {
-		for _, s := range schemas {
-			stmts, err := schema.DDL(skiplock.EngineCockroach.Dialect(), layout, &schema.Options{Schema: s, Buckets: 16, Tablets: 8})
+		for i, s := range schemas {
+			tablets := 8
+			if i%2 == 1 {
+				tablets = 1 // an unsplit table: the other conditional blocks
+			}
+			stmts, err := schema.DDL(skiplock.EngineCockroach.Dialect(), layout, &schema.Options{Schema: s, Buckets: 16, Tablets: tablets})
 			if err != nil {
 				t.Fatal(err)
 			}

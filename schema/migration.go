@@ -26,6 +26,9 @@ var Migrations = []Migration{
 	{Layout: LayoutCore, Version: 1, Name: "work_log", Up: func(d *skiplock.Dialect, o Options) []string {
 		return WorkLogTableDef().Create(d, o.Schema)
 	}},
+	{Layout: LayoutCore, Version: 2, Name: "leader", Up: func(d *skiplock.Dialect, o Options) []string {
+		return LeaderTableDef().Create(d, o.Schema)
+	}},
 	{Layout: LayoutBucketed, Version: 1, Name: "jobs", Up: func(d *skiplock.Dialect, o Options) []string {
 		stmts := []string{createStatusType(d, o.Schema)}
 		stmts = append(stmts, JobsTableDef(o.Buckets).Create(d, o.Schema)...)

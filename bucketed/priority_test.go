@@ -2,12 +2,15 @@ package bucketed_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
@@ -228,5 +231,50 @@ func TestExhaustedLeaseIsNeverClaimed(t *testing.T) {
 	}
 	if n := count(t, q.DB(), `SELECT count(*) FROM `+jobsTable(name)+` WHERE "status" = 'Running' AND "attempts" = 1 AND "max_attempts" = 1`); n != 1 {
 		t.Fatalf("the exhausted job is not left Running for the rescuer: %d", n)
+	}
+}
+
+// TestFailWithUnstorableErrorText: error text the database would refuse
+// (a NUL byte, invalid UTF-8, a multi-byte character cut at the length
+// limit) must not keep a job from failing: with max_attempts 2 it ends
+// Failed after exactly two attempts, its text cleaned.
+func TestFailWithUnstorableErrorText(t *testing.T) {
+	t.Parallel()
+	for name, text := range map[string]string{
+		"nul":       "bad\x00byte",
+		"invalid":   "bad \xff utf-8",
+		"multibyte": strings.Repeat("é", bucketed.MaxErrorText),
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			q, name := newQueue(t, &bucketed.Config{RetryBase: time.Millisecond, RetryMax: time.Millisecond})
+			ctx := ctxT(t)
+			mustEnqueue(t, q, skiplock.NewJob{MaxAttempts: 2, Payload: json.RawMessage(`1`)})
+			runs := 0
+			for runs < 10 {
+				jobs, err := q.Dequeue(ctx, "default", 1)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(jobs) == 0 {
+					if count(t, q.DB(), `SELECT count(*) FROM `+jobsTable(name)+` WHERE "status" = 'Queued'`) == 0 {
+						break
+					}
+					time.Sleep(2 * time.Millisecond) // the retry's backoff
+					continue
+				}
+				runs++
+				if err := q.Fail(ctx, jobs[0], errors.New(text)); err != nil {
+					t.Fatalf("attempt %d: Fail: %v", runs, err)
+				}
+			}
+			var status, lastError string
+			if err := q.DB().QueryRow(ctx, `SELECT "status"::TEXT, "last_error" FROM `+jobsTable(name)).Scan(&status, &lastError); err != nil {
+				t.Fatal(err)
+			}
+			if runs != 2 || status != "Failed" || !utf8.ValidString(lastError) || strings.ContainsRune(lastError, 0) {
+				t.Fatalf("%d runs, status %s, last_error valid %v: want 2 runs and Failed", runs, status, utf8.ValidString(lastError))
+			}
+		})
 	}
 }

@@ -26,18 +26,35 @@ RETURNING "id";
 SELECT "id" FROM /* TEMPLATE: table */ WHERE "queue" = $1 AND "unique_key" = $2 AND "status" IN ('Queued', 'Running');
 
 -- name: claim
--- The claim (claimParams). Branch one: jobs of the queue whose lease has
--- expired. Branch two: for each bucket in the order given ($6, rotated by
--- the caller), the bucket's claimable Queued jobs after its hint ($7..$9;
--- a priority below the SMALLINT range means no hint). Each branch locks in
--- its own subquery on the table (on a view or a CTE reference a locking
--- clause locks nothing); LATERAL runs the bucket scan once per bucket, and
--- the outer LIMIT stops pulling rows, and so locking them, at $2.
--- ARRAY(...) collects the ids once before the UPDATE touches a row (a
--- LIMIT ... SKIP LOCKED subquery on the inner side of a nested loop may
--- run more than once and claim more than $2). Where the engine's sharded
--- index fans out itself, the bucket predicate is left out and the caller
--- passes one branch.
+-- The claim (claimParams) takes jobs of one priority only: the best
+-- (lowest) priority that any claimable job of the queue has, read first,
+-- unlocked, from each bucket's head and from the expired leases. Rows
+-- locked by concurrent claims count too, so a claim may come up short, but
+-- it never takes a worse priority while a better one waits. The CTE is
+-- read twice, so every engine computes it once (no MATERIALIZED keyword:
+-- YugabyteDB's PostgreSQL 11 grammar lacks it).
+-- Branch one: jobs of the queue whose lease expired and that have
+-- attempts left (the maintenance rescuer fails the others). Branch two:
+-- for each bucket in the order given ($6, rotated by the caller), the
+-- bucket's claimable Queued jobs of that priority after its hint ($7..$9;
+-- a priority below the SMALLINT range means no hint, and a hint at a worse
+-- priority than the best is ignored, since the best level's rows all sort
+-- below it). Each branch locks in its own subquery on the table (on a view
+-- or a CTE reference a locking clause locks nothing); LATERAL runs the
+-- bucket scan once per bucket, and the outer LIMIT stops pulling rows, and
+-- so locking them, at $2. ARRAY(...) collects the ids once before the
+-- UPDATE touches a row (a LIMIT ... SKIP LOCKED subquery on the inner side
+-- of a nested loop may run more than once and claim more than $2). Where
+-- the engine's sharded index fans out itself, the bucket predicate is left
+-- out and the caller passes one branch.
+WITH best AS (SELECT LEAST(
+    (SELECT min(x."priority") FROM unnest($6::INT2[]) AS h (bucket) CROSS JOIN LATERAL (
+      SELECT "priority" FROM /* TEMPLATE: table */
+      WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now()
+      ORDER BY "priority", "run_at", "id" LIMIT 1) AS x),
+    (SELECT min("priority") FROM /* TEMPLATE: table */
+      WHERE "status" = 'Running' AND "queue" = $1 AND "lease_expires_at" <= now()
+        AND "attempts" < "max_attempts")) AS p)
 UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Running', "attempts" = j."attempts" + 1, "lease_owner" = $3, "lease_token" = $4,
   "lease_expires_at" = now() + $5::FLOAT8 * INTERVAL '1 second', "last_updated" = now()
 WHERE j."id" = ANY(ARRAY(
@@ -45,14 +62,16 @@ WHERE j."id" = ANY(ARRAY(
     SELECT e.id FROM (
       SELECT "id" FROM /* TEMPLATE: table */
       WHERE "status" = 'Running' AND "queue" = $1 AND "lease_expires_at" <= now()
+        AND "attempts" < "max_attempts" AND "priority" = (SELECT p FROM best)
       ORDER BY "lease_expires_at" LIMIT $2 FOR UPDATE SKIP LOCKED) AS e
     UNION ALL
     SELECT b.id FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i)
     CROSS JOIN LATERAL (
       SELECT "id" FROM /* TEMPLATE: table */
       WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now()
-        AND ("priority", "run_at", "id") > (h.p, h.t, h.i)
-      ORDER BY "priority", "run_at", "id" LIMIT $2 FOR UPDATE SKIP LOCKED) AS b
+        AND "priority" = (SELECT p FROM best)
+        AND ("priority", "run_at", "id") > (CASE WHEN h.p <= (SELECT p FROM best) THEN h.p ELSE -32769 END, h.t, h.i)
+      ORDER BY "run_at", "id" LIMIT $2 FOR UPDATE SKIP LOCKED) AS b
   ) AS c LIMIT $2))
 RETURNING /* TEMPLATE: job_columns */;
 

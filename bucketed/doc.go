@@ -34,20 +34,28 @@
 //
 // # Order
 //
-// Jobs are claimed by (priority, run_at, id): lower priority first, then
-// earlier run_at (which is the create time for a job enqueued to run now),
-// then enqueue order. That order is exact within a bucket. Across buckets
-// a claim visits every bucket, starting from a different one each time
-// (round robin), and takes from each bucket's head in turn until it has n
-// jobs, as seed 003's fan-out does. So across buckets the order is fair
-// but not strict: a job can be claimed while an earlier or higher-priority
-// job waits at the head of another bucket, for at most the claims that
-// start elsewhere before one starts at or passes its bucket (about one
-// round of the buckets). Rows locked by concurrent claims are skipped, not
-// waited for. On CockroachDB the hash-sharded index fans one ordered scan
-// over its shards itself (Dialect.ShardedIndexFansOut), and the order is
-// global. Jobs whose lease has expired are claimed first, ahead of every
-// Queued job.
+// Priority first, across every bucket: a claim takes jobs of the best
+// (lowest) priority that any claimable job of the queue has, and never a
+// job of a worse priority while one of a better priority is claimable,
+// except one locked by a concurrent claim (which is skipped, not waited
+// for; a claim may then come up short). The best priority is read from
+// each bucket's head before the claim locks anything.
+//
+// Within one priority, jobs leave each bucket in (run_at, id) order:
+// earlier run_at (the create time for a job enqueued to run now), then
+// enqueue order. Across buckets a claim starts at a different bucket each
+// time (round robin) and takes from that bucket's head, moving on to the
+// next bucket only when it needs more jobs. So the order across buckets is
+// fair but not strict, and the inversion is bounded by one round of the
+// buckets: a job that is the oldest of its priority in its bucket is
+// claimed within the next B claims of the Queue (B the bucket count), each
+// of which takes the head of some bucket. On CockroachDB the hash-sharded
+// index fans one ordered scan over its shards itself
+// (Dialect.ShardedIndexFansOut), and the order within a priority is
+// global. Jobs whose lease expired (with attempts left) are claimed ahead
+// of the Queued jobs of their priority; one with no attempts left is never
+// claimed again: the maintenance leader's rescuer fails it (package
+// maintenance).
 //
 // # The dequeue statement
 //

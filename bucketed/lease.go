@@ -10,11 +10,13 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/errtext"
 	"github.com/skiplock/skiplock/retry"
 )
 
-// MaxErrorText bounds last_error, in bytes.
-const MaxErrorText = 4096
+// MaxErrorText bounds last_error, in bytes: longer error text is cut at a
+// character boundary.
+const MaxErrorText = errtext.MaxBytes
 
 // leaseArgs turns jobs into the fence's id and token arrays, sorted by id
 // so that concurrent batches (a heartbeat and a completion, say) lock
@@ -180,7 +182,7 @@ func (q *Queue) FailMany(ctx context.Context, failures []Failure) ([]*skiplock.J
 	texts, delays := make([]string, len(sorted)), make([]float64, len(sorted))
 	for i, f := range sorted {
 		jobs[i] = f.Job
-		texts[i] = errorText(f.Err)
+		texts[i] = errtext.Of(f.Err)
 		delays[i] = q.backoff(f.Job.Attempts).Seconds()
 	}
 	ids, tokens, err := leaseArgs(jobs)
@@ -208,17 +210,6 @@ func (q *Queue) backoff(attempts int) time.Duration {
 		d = q.cfg.RetryMax
 	}
 	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
-}
-
-func errorText(err error) string {
-	s := "failed"
-	if err != nil {
-		s = err.Error()
-	}
-	if len(s) > MaxErrorText {
-		s = s[:MaxErrorText]
-	}
-	return s
 }
 
 // Cancel marks a leased job Canceled: it will not run again. It returns

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/errtext"
 	"github.com/skiplock/skiplock/internal/workloop"
 	"github.com/skiplock/skiplock/retry"
 )
@@ -167,7 +167,7 @@ func (q *Queue) claim(ctx context.Context, tx skiplock.Tx) (*skiplock.Job, error
 // the rollback: when that worker commits, the job is gone and nothing is
 // counted (it succeeded); when it rolls back, both failures count.
 func (q *Queue) recordFailure(ctx context.Context, id string, cause error) (dead bool, err error) {
-	msg := errorText(cause)
+	msg := errtext.Of(cause)
 	err = retry.Run(ctx, q.db, q.cfg.Retry, func(ctx context.Context, tx skiplock.Tx) error {
 		dead = false
 		found := false
@@ -184,20 +184,6 @@ func (q *Queue) recordFailure(ctx context.Context, id string, cause error) (dead
 		return err
 	})
 	return dead, err
-}
-
-// maxErrorBytes bounds the last_error text kept per job.
-const maxErrorBytes = 4000
-
-// errorText is err's message as the database can store it: valid UTF-8,
-// no NUL bytes (PostgreSQL text refuses both), at most maxErrorBytes.
-func errorText(err error) string {
-	s := strings.ToValidUTF8(err.Error(), "\uFFFD")
-	s = strings.ReplaceAll(s, "\x00", "\\0")
-	if len(s) > maxErrorBytes {
-		s = strings.ToValidUTF8(s[:maxErrorBytes], "") + "..."
-	}
-	return s
 }
 
 // randomStart is a random point in the text UUID key space, where a claim

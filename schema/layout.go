@@ -57,6 +57,7 @@ const (
 	MigrationTable = "skiplock_migration"
 	SettingTable   = "skiplock_setting"
 	LockTable      = "skiplock_lock"
+	LeaderTable    = "skiplock_leader"
 )
 
 // Defaults for Options.
@@ -234,6 +235,23 @@ func WorkLogTableDef() *Table {
 			{Name: "handled_at", Type: TypeTimestamp, NotNull: true, Default: DefaultNow},
 		},
 		Indexes: []Index{{Name: "work_log_job_id", Columns: []IndexColumn{{Name: "job_id"}}}},
+	}
+}
+
+// LeaderTableDef describes skiplock_leader: one lease row per elected role
+// (the maintenance leader), with a fencing token that grows with every
+// takeover so that a deposed holder's statements can be refused.
+func LeaderTableDef() *Table {
+	return &Table{
+		Name: LeaderTable,
+		Columns: []Column{
+			{Name: "name", Type: TypeText, NotNull: true},
+			{Name: "holder", Type: TypeText, NotNull: true},
+			{Name: "token", Type: TypeBigInt, NotNull: true},
+			{Name: "elected_at", Type: TypeTimestamp, NotNull: true},
+			{Name: "expires_at", Type: TypeTimestamp, NotNull: true},
+		},
+		PrimaryKey: []string{"name"},
 	}
 }
 

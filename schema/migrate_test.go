@@ -110,8 +110,8 @@ func TestMigrateOneLayoutThenTheOther(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[0].Layout != LayoutCore || got[1].Layout != LayoutFanout {
-		t.Fatalf("applied %+v, want core then fanout", got)
+	if len(got) != 3 || got[0].Layout != LayoutCore || got[1].Layout != LayoutCore || got[2].Layout != LayoutFanout {
+		t.Fatalf("applied %+v, want core (2) then fanout", got)
 	}
 	if _, err := Buckets(ctx, db, name); err == nil {
 		t.Fatal("Buckets on a fanout-only schema should say to migrate")

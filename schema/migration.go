@@ -28,7 +28,8 @@ var Migrations = loadMigrations()
 
 // ModelStatements renders, from the table model ([JobsTableDef] and the
 // others), the statements that create layout from nothing: the current
-// schema as the model describes it. LayoutCore gives work_log. Migrate
+// schema as the model describes it. LayoutCore gives work_log and
+// skiplock_leader. Migrate
 // never runs these: `go generate ./schema` freezes them into a new
 // migration file, and the tests check that the frozen migrations create
 // exactly this schema.
@@ -41,6 +42,7 @@ func ModelStatements(d *skiplock.Dialect, layout Layout, o *Options) ([]string, 
 	switch layout {
 	case LayoutCore:
 		stmts = WorkLogTableDef().Create(d, opts.Schema)
+		stmts = append(stmts, LeaderTableDef().Create(d, opts.Schema)...)
 	case LayoutBucketed:
 		stmts = []string{createStatusType(d, opts.Schema)}
 		stmts = append(stmts, JobsTableDef(opts.Buckets).Create(d, opts.Schema)...)

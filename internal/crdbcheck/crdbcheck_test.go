@@ -19,6 +19,7 @@ import (
 	_ "github.com/skiplock/skiplock/bucketed"
 	_ "github.com/skiplock/skiplock/cluster"
 	_ "github.com/skiplock/skiplock/fanout"
+	_ "github.com/skiplock/skiplock/maintenance"
 )
 
 // schemas are the schema names DDL and registered files are rendered for:

@@ -27,6 +27,15 @@ CREATE TABLE IF NOT EXISTS "skiplock"."work_log" (
 
 CREATE INDEX IF NOT EXISTS "work_log_job_id" ON "skiplock"."work_log" ("job_id");
 
+CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_leader" (
+  "name" TEXT NOT NULL,
+  "holder" TEXT NOT NULL,
+  "token" BIGINT NOT NULL,
+  "elected_at" timestamptz NOT NULL,
+  "expires_at" timestamptz NOT NULL,
+  PRIMARY KEY ("name")
+);
+
 CREATE TABLE IF NOT EXISTS "skiplock"."job_queue" (
   "id" TEXT NOT NULL DEFAULT gen_random_uuid()::text,
   "queue" TEXT NOT NULL DEFAULT 'default',

@@ -85,6 +85,8 @@ func TestCommittedFilesAreCurrent(t *testing.T) {
 
 // TestFirstVersionIsReproducible regenerates version 001 into an empty
 // directory: the generator is deterministic and wrote the committed files.
+// Only layouts still at version 001 can be compared: from nothing, the
+// generator writes a layout's whole current model as its 001.
 func TestFirstVersionIsReproducible(t *testing.T) {
 	dir := t.TempDir()
 	var out bytes.Buffer
@@ -92,13 +94,24 @@ func TestFirstVersionIsReproducible(t *testing.T) {
 		t.Fatal(err)
 	}
 	got, want := snapshot(t, dir), snapshot(t, committed)
-	if len(got) != 9 || len(got) != len(want) {
-		t.Fatalf("generated %d files, committed %d", len(got), len(want))
+	later := map[string]bool{} // engine/layout directories past 001
+	for rel := range want {
+		if !strings.HasPrefix(filepath.Base(rel), "001_") {
+			later[filepath.Dir(rel)] = true
+		}
 	}
+	compared := 0
 	for rel, text := range want {
+		if later[filepath.Dir(rel)] {
+			continue
+		}
+		compared++
 		if got[rel] != text {
 			t.Errorf("%s: regenerated differs from the committed file:\n%s", rel, got[rel])
 		}
+	}
+	if len(got) != 9 || compared < 6 {
+		t.Fatalf("generated %d files (want 9), compared %d with the committed ones (want at least the 6 of bucketed and fanout)", len(got), compared)
 	}
 }
 

@@ -1,0 +1,81 @@
+-- Statements of the maintenance leader. Placeholders: leader (the leader
+-- lease table), jobs (bucketed's table), status (its status enum type),
+-- dead (fanout's dead letters). Values are $n parameters.
+
+-- name: elect
+-- Takes the lease when nobody holds it or the holder's lease expired. Each
+-- takeover draws the next fencing token; a live lease is left alone (no row
+-- comes back). Two electors racing for the same expired row: one updates,
+-- the other waits for its row lock, re-checks the WHERE against the new row
+-- and updates nothing.
+INSERT INTO /* TEMPLATE: leader */ AS l ("name", "holder", "token", "elected_at", "expires_at")
+VALUES ($1, $2, 1, now(), now() + $3::FLOAT8 * INTERVAL '1 second')
+ON CONFLICT ("name") DO UPDATE SET "holder" = excluded."holder", "token" = l."token" + 1,
+  "elected_at" = excluded."elected_at", "expires_at" = excluded."expires_at"
+WHERE l."expires_at" <= now()
+RETURNING l."token";
+
+-- name: renew
+-- Extends a lease that is still ours and still live; no row back means the
+-- lease was lost.
+UPDATE /* TEMPLATE: leader */ SET "expires_at" = now() + $4::FLOAT8 * INTERVAL '1 second'
+WHERE "name" = $1 AND "holder" = $2 AND "token" = $3 AND "expires_at" > now()
+RETURNING "token";
+
+-- name: resign
+-- Ends our lease now, so that another process takes over at its next try
+-- instead of after the lease runs out.
+UPDATE /* TEMPLATE: leader */ SET "expires_at" = now()
+WHERE "name" = $1 AND "holder" = $2 AND "token" = $3 AND "expires_at" > now();
+
+-- name: fence
+-- The first statement of every maintenance transaction: the lease must be
+-- ours and live. FOR SHARE holds the row until the transaction ends, so a
+-- takeover (an UPDATE of this row) waits for the maintenance work to commit
+-- or roll back: two leaders never act at once.
+SELECT "token" FROM /* TEMPLATE: leader */
+WHERE "name" = $1 AND "token" = $2 AND "expires_at" > now()
+FOR SHARE;
+
+-- name: current
+-- Who leads, for status pages and tests.
+SELECT "holder", "token", "elected_at", "expires_at", "expires_at" > now()
+FROM /* TEMPLATE: leader */ WHERE "name" = $1;
+
+-- name: rescue_bucketed
+-- The rescuer: Running jobs whose lease expired (their worker died, lost
+-- its connection or stalled past the visibility timeout). A job with
+-- attempts left goes back to Queued, to run again; one whose attempts
+-- reached max_attempts becomes Failed, so a job that kills its worker every
+-- time ends instead of running for ever. The old holder's late completion
+-- is refused by the lease-token fence either way, since the row is no
+-- longer Running under its token. The ids are collected once, locked and
+-- limited, before the UPDATE touches a row.
+UPDATE /* TEMPLATE: jobs */ AS j SET
+  "status" = CASE WHEN j."attempts" >= j."max_attempts" THEN 'Failed'::/* TEMPLATE: status */ ELSE 'Queued'::/* TEMPLATE: status */ END,
+  "finished_at" = CASE WHEN j."attempts" >= j."max_attempts" THEN now() END,
+  "last_error" = 'lease expired during attempt ' || j."attempts"::TEXT || ' of ' || j."max_attempts"::TEXT ||
+    ': the worker died, lost its connection or stalled past its visibility timeout',
+  "lease_expires_at" = NULL, "last_updated" = now()
+WHERE j."id" = ANY(ARRAY(
+    SELECT "id" FROM /* TEMPLATE: jobs */
+    WHERE "status" = 'Running' AND "lease_expires_at" <= now()
+    ORDER BY "lease_expires_at" LIMIT $1 FOR UPDATE SKIP LOCKED))
+  AND j."status" = 'Running' AND j."lease_expires_at" <= now()
+RETURNING j."id", j."status"::TEXT;
+
+-- name: prune_bucketed
+-- The pruner: finished jobs of one status ($1) that finished longer than $2
+-- seconds ago, at most $3 per statement, oldest first.
+DELETE FROM /* TEMPLATE: jobs */ WHERE "id" = ANY(ARRAY(
+  SELECT "id" FROM /* TEMPLATE: jobs */
+  WHERE "status" = $1::/* TEMPLATE: status */ AND "finished_at" < now() - $2::FLOAT8 * INTERVAL '1 second'
+  ORDER BY "finished_at" LIMIT $3));
+
+-- name: prune_dead
+-- The pruner for fanout's dead letters: those that died longer than $1
+-- seconds ago, at most $2 per statement.
+DELETE FROM /* TEMPLATE: dead */ WHERE "id" = ANY(ARRAY(
+  SELECT "id" FROM /* TEMPLATE: dead */
+  WHERE "died_at" < now() - $1::FLOAT8 * INTERVAL '1 second'
+  LIMIT $2));

@@ -1,0 +1,446 @@
+package maintenance
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqltext"
+	"github.com/skiplock/skiplock/retry"
+	"github.com/skiplock/skiplock/schema"
+)
+
+//go:embed maintenance.sql
+var sqlFile string
+
+// sqlParsed is maintenance.sql, parsed once.
+var sqlParsed = sqltext.MustParse("maintenance/maintenance.sql", sqlFile)
+
+func init() {
+	sqltext.Register(sqltext.Source{Path: sqlParsed.Path, File: sqlParsed,
+		Vars: func(_ *skiplock.Dialect, schemaName string) map[string]string { return templateValues(schemaName) }})
+}
+
+// Name is the lease row's name for the maintenance leader.
+const Name = "maintenance"
+
+// ErrNotLeader is returned by [Service.Fenced] when this process does not
+// hold the lease (any more).
+var ErrNotLeader = errors.New("maintenance: this process is not the leader (another process took over, or the lease expired)")
+
+// templateValues are the placeholder values of maintenance.sql for a
+// schema.
+func templateValues(schemaName string) map[string]string {
+	q := func(table string) string { return skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(table) }
+	return map[string]string{
+		"leader": q(schema.LeaderTable),
+		"jobs":   q(schema.JobsTable),
+		"status": q(schema.StatusType),
+		"dead":   q(schema.DeadJobTable),
+	}
+}
+
+// Stats count what a Service did since it started.
+type Stats struct {
+	// Elected counts the times this process took the lease.
+	Elected int64
+	// Lost counts the times it lost the lease without resigning.
+	Lost int64
+	// Rescued counts expired-lease jobs put back to Queued.
+	Rescued int64
+	// RescuedFailed counts expired-lease jobs that had no attempts left and
+	// became Failed.
+	RescuedFailed int64
+	// Pruned counts deleted finished jobs and dead letters.
+	Pruned int64
+	// HookRuns counts hook rounds that committed.
+	HookRuns int64
+	// Errors counts task rounds and lease statements that failed.
+	Errors int64
+}
+
+// Leader describes the current holder of the lease.
+type Leader struct {
+	Holder    string
+	Token     int64
+	ElectedAt time.Time
+	ExpiresAt time.Time
+	// Live is false when the lease has expired and nobody took it yet.
+	Live bool
+}
+
+// Service competes for the maintenance lease of a schema and, while it
+// leads, runs the rescuer, the pruner and the hooks.
+type Service struct {
+	db      *skiplock.DB
+	cfg     Config
+	sql     map[string]string
+	layouts map[schema.Layout]bool
+	iso     skiplock.IsoLevel
+
+	token atomic.Int64 // our fencing token while leading, else 0
+
+	elected, lost, rescued, rescuedFailed, pruned, hookRuns, errs atomic.Int64
+
+	cancel context.CancelFunc
+	done   chan struct{}
+	once   sync.Once
+}
+
+// Start validates cfg, checks that the schema is migrated, and starts
+// competing for the lease in the background. Stop ends it.
+func Start(ctx context.Context, db *skiplock.DB, cfg *Config) (*Service, error) {
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	stmts, err := sqlParsed.Render(templateValues(c.Schema))
+	if err != nil {
+		return nil, err
+	}
+	applied, err := schema.AppliedMigrations(ctx, db, c.Schema)
+	if err != nil {
+		return nil, fmt.Errorf("maintenance: %w (run `skiplock migrate --schema %s` first)", err, c.Schema)
+	}
+	layouts := map[schema.Layout]bool{}
+	leaderTable := false
+	for _, a := range applied {
+		layouts[a.Layout] = true
+		if a.Layout == schema.LayoutCore && a.Version >= 2 {
+			leaderTable = true
+		}
+	}
+	if !leaderTable {
+		return nil, fmt.Errorf("maintenance: schema %q has no %s table: run `skiplock migrate --schema %s` to upgrade it", c.Schema, schema.LeaderTable, c.Schema)
+	}
+	s := &Service{db: db, cfg: c, sql: stmts, layouts: layouts, iso: db.Dialect().DefaultIsolation, done: make(chan struct{})}
+	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	s.cancel = cancel
+	go s.run(runCtx)
+	return s, nil
+}
+
+// Stop stops competing and, if this process leads, resigns so that another
+// takes over at once. It waits for a task round in progress to end.
+func (s *Service) Stop(ctx context.Context) error {
+	s.once.Do(s.cancel)
+	select {
+	case <-s.done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	if tok := s.token.Swap(0); tok != 0 {
+		if _, err := s.db.Exec(ctx, s.sql["resign"], Name, s.cfg.Holder, tok); err != nil {
+			return fmt.Errorf("maintenance: resign (the lease will expire on its own): %w", err)
+		}
+		s.logf("maintenance: %s resigned as leader (token %d)", s.cfg.Holder, tok)
+	}
+	return nil
+}
+
+// IsLeader reports whether this process holds the lease, as far as it
+// knows; statements are fenced either way.
+func (s *Service) IsLeader() bool { return s.token.Load() != 0 }
+
+// Holder is the name this process competes under.
+func (s *Service) Holder() string { return s.cfg.Holder }
+
+// Stats returns the counts so far.
+func (s *Service) Stats() Stats {
+	return Stats{Elected: s.elected.Load(), Lost: s.lost.Load(), Rescued: s.rescued.Load(),
+		RescuedFailed: s.rescuedFailed.Load(), Pruned: s.pruned.Load(), HookRuns: s.hookRuns.Load(), Errors: s.errs.Load()}
+}
+
+// CurrentLeader reads who holds the maintenance lease of a schema; nil
+// when nobody ever did.
+func CurrentLeader(ctx context.Context, q skiplock.Querier, schemaName string) (*Leader, error) {
+	sql, err := sqltext.Render(sqlParsed.Template("current"), templateValues(schemaName))
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.Query(ctx, sql, Name)
+	if err != nil {
+		return nil, fmt.Errorf("maintenance: read the leader of schema %q: %w", schemaName, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		return nil, rows.Err()
+	}
+	var l Leader
+	if err := rows.Scan(&l.Holder, &l.Token, &l.ElectedAt, &l.ExpiresAt, &l.Live); err != nil {
+		return nil, err
+	}
+	return &l, nil
+}
+
+// queryToken runs a statement that returns at most one token: ok is false
+// when it returned no row. (Query rather than QueryRow keeps "no row"
+// driver-neutral.)
+func queryToken(ctx context.Context, q skiplock.Querier, sql string, args ...any) (tok int64, ok bool, err error) {
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		return 0, false, err
+	}
+	defer rows.Close()
+	if rows.Next() {
+		if err := rows.Scan(&tok); err != nil {
+			return 0, false, err
+		}
+		ok = true
+	}
+	rows.Close()
+	return tok, ok, rows.Err()
+}
+
+// Fenced runs fn in a transaction that first proves this process still
+// leads (see the package doc): ErrNotLeader when it does not. Retryable
+// errors run the whole transaction again.
+func (s *Service) Fenced(ctx context.Context, fn func(ctx context.Context, tx skiplock.Tx) error) error {
+	tok := s.token.Load()
+	if tok == 0 {
+		return ErrNotLeader
+	}
+	err := retry.Run(ctx, s.db, &retry.Options{Isolation: s.iso}, func(ctx context.Context, tx skiplock.Tx) error {
+		if _, ok, err := queryToken(ctx, tx, s.sql["fence"], Name, tok); err != nil || !ok {
+			if err == nil {
+				err = ErrNotLeader
+			}
+			return err
+		}
+		return fn(ctx, tx)
+	})
+	if errors.Is(err, ErrNotLeader) {
+		s.stepDown(tok, "its lease was taken or expired")
+	}
+	return err
+}
+
+func (s *Service) stepDown(tok int64, why string) {
+	if s.token.CompareAndSwap(tok, 0) {
+		s.lost.Add(1)
+		s.logf("maintenance: %s is no longer leader (token %d): %s", s.cfg.Holder, tok, why)
+	}
+}
+
+func (s *Service) logf(format string, args ...any) {
+	if s.cfg.Logf != nil {
+		s.cfg.Logf(format, args...)
+	}
+}
+
+// task is one periodic duty of the leader.
+type task struct {
+	name     string
+	interval time.Duration
+	run      func(ctx context.Context) error
+	next     time.Time
+}
+
+func (s *Service) tasks() []*task {
+	var ts []*task
+	if s.layouts[schema.LayoutBucketed] {
+		ts = append(ts, &task{name: "rescuer", interval: s.cfg.RescueInterval, run: s.rescue})
+	}
+	if s.layouts[schema.LayoutBucketed] || s.layouts[schema.LayoutFanout] {
+		ts = append(ts, &task{name: "pruner", interval: s.cfg.PruneInterval, run: s.prune})
+	}
+	for _, h := range s.cfg.Hooks {
+		ts = append(ts, &task{name: h.Name, interval: h.Interval, run: s.hook(h)})
+	}
+	return ts
+}
+
+func (s *Service) run(ctx context.Context) {
+	defer close(s.done)
+	tasks := s.tasks()
+	var renewAt time.Time
+	for {
+		now := time.Now()
+		wait := s.cfg.ElectInterval
+		if !s.IsLeader() {
+			if s.elect(ctx) {
+				renewAt = time.Now().Add(s.cfg.LeaseTTL / 3)
+				for _, t := range tasks {
+					t.next = time.Now() // a new leader catches up at once
+				}
+			}
+			// Jitter keeps followers from trying in lockstep.
+			wait = s.cfg.ElectInterval/2 + rand.N(s.cfg.ElectInterval)
+		}
+		if s.IsLeader() {
+			if !now.Before(renewAt) {
+				s.renew(ctx)
+				renewAt = time.Now().Add(s.cfg.LeaseTTL / 3)
+			}
+			wait = time.Until(renewAt)
+			for _, t := range tasks {
+				if !s.IsLeader() || ctx.Err() != nil {
+					break
+				}
+				if !time.Now().Before(t.next) {
+					if err := t.run(ctx); err != nil && !errors.Is(err, ErrNotLeader) && ctx.Err() == nil {
+						s.errs.Add(1)
+						s.logf("maintenance: %s: %v", t.name, err)
+					}
+					t.next = time.Now().Add(t.interval)
+				}
+				wait = min(wait, time.Until(t.next))
+			}
+		}
+		if retry.Sleep(ctx, max(wait, time.Millisecond)) != nil {
+			return
+		}
+	}
+}
+
+func (s *Service) elect(ctx context.Context) bool {
+	tok, ok, err := queryToken(ctx, s.db, s.sql["elect"], Name, s.cfg.Holder, s.cfg.LeaseTTL.Seconds())
+	switch {
+	case err != nil:
+		if ctx.Err() == nil {
+			s.errs.Add(1)
+			s.logf("maintenance: election: %v", err)
+		}
+		return false
+	case !ok:
+		return false // someone else leads
+	}
+	s.token.Store(tok)
+	s.elected.Add(1)
+	s.logf("maintenance: %s is now leader of schema %q (token %d)", s.cfg.Holder, s.cfg.Schema, tok)
+	return true
+}
+
+func (s *Service) renew(ctx context.Context) {
+	tok := s.token.Load()
+	_, ok, err := queryToken(ctx, s.db, s.sql["renew"], Name, s.cfg.Holder, tok, s.cfg.LeaseTTL.Seconds())
+	switch {
+	case err == nil && !ok:
+		s.stepDown(tok, "renewal found the lease taken or expired")
+	case err != nil && ctx.Err() == nil:
+		// The lease may still be ours; the next renewal or fenced statement
+		// tells. Fencing keeps it safe meanwhile.
+		s.errs.Add(1)
+		s.logf("maintenance: renew lease: %v", err)
+	}
+}
+
+// batches runs one statement in fenced transactions until it changes fewer
+// rows than a batch or MaxBatches ran, and returns the rows changed by the
+// batches that committed. committed, when set, runs after each commit
+// (one may run more than once per batch when a retry redoes it).
+func (s *Service) batches(ctx context.Context, one func(ctx context.Context, tx skiplock.Tx) (int64, error), committed func()) (int64, error) {
+	var total int64
+	for i := 0; i < s.cfg.MaxBatches; i++ {
+		var n int64
+		err := s.Fenced(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+			var err error
+			n, err = one(ctx, tx)
+			return err
+		})
+		if err != nil {
+			return total, err
+		}
+		if committed != nil {
+			committed()
+		}
+		total += n
+		if n < int64(s.cfg.BatchSize) {
+			break
+		}
+	}
+	return total, nil
+}
+
+func (s *Service) rescue(ctx context.Context) error {
+	var queued, failed, batchQueued, batchFailed int64
+	_, err := s.batches(ctx, func(ctx context.Context, tx skiplock.Tx) (int64, error) {
+		rows, err := tx.Query(ctx, s.sql["rescue_bucketed"], s.cfg.BatchSize)
+		if err != nil {
+			return 0, err
+		}
+		defer rows.Close()
+		var q, f int64
+		for rows.Next() {
+			var id int64
+			var status string
+			if err := rows.Scan(&id, &status); err != nil {
+				return 0, err
+			}
+			if skiplock.Status(status) == skiplock.StatusFailed {
+				f++
+			} else {
+				q++
+			}
+		}
+		if err := rows.Err(); err != nil {
+			return 0, err
+		}
+		batchQueued, batchFailed = q, f
+		return q + f, nil
+	}, func() { queued, failed = queued+batchQueued, failed+batchFailed })
+	s.rescued.Add(queued)
+	s.rescuedFailed.Add(failed)
+	if queued+failed > 0 {
+		s.logf("maintenance: rescuer: %d expired leases back to Queued, %d Failed with no attempts left", queued, failed)
+	}
+	return err
+}
+
+func (s *Service) prune(ctx context.Context) error {
+	r := s.cfg.Retention
+	var total int64
+	if s.layouts[schema.LayoutBucketed] {
+		for _, p := range []struct {
+			status skiplock.Status
+			age    time.Duration
+		}{{skiplock.StatusSuccess, r.Completed}, {skiplock.StatusCanceled, r.Canceled}, {skiplock.StatusFailed, r.Failed}} {
+			if p.age == KeepForever {
+				continue
+			}
+			n, err := s.batches(ctx, func(ctx context.Context, tx skiplock.Tx) (int64, error) {
+				return tx.Exec(ctx, s.sql["prune_bucketed"], string(p.status), p.age.Seconds(), s.cfg.BatchSize)
+			}, nil)
+			total += n
+			if err != nil {
+				s.addPruned(total)
+				return fmt.Errorf("prune %s jobs: %w", p.status, err)
+			}
+		}
+	}
+	if s.layouts[schema.LayoutFanout] && r.Dead != KeepForever {
+		n, err := s.batches(ctx, func(ctx context.Context, tx skiplock.Tx) (int64, error) {
+			return tx.Exec(ctx, s.sql["prune_dead"], r.Dead.Seconds(), s.cfg.BatchSize)
+		}, nil)
+		total += n
+		if err != nil {
+			s.addPruned(total)
+			return fmt.Errorf("prune dead jobs: %w", err)
+		}
+	}
+	s.addPruned(total)
+	return nil
+}
+
+func (s *Service) addPruned(n int64) {
+	if n > 0 {
+		s.pruned.Add(n)
+		s.logf("maintenance: pruner deleted %d finished jobs", n)
+	}
+}
+
+func (s *Service) hook(h Hook) func(ctx context.Context) error {
+	return func(ctx context.Context) error {
+		err := s.Fenced(ctx, h.Run)
+		if err == nil {
+			s.hookRuns.Add(1)
+		}
+		return err
+	}
+}

@@ -153,3 +153,34 @@ SELECT EXISTS (SELECT 1 FROM /* TEMPLATE: table */ WHERE "status" = 'Queued' AND
 -- name: lookup
 -- One job by id ($1).
 SELECT /* TEMPLATE: job_columns */ FROM /* TEMPLATE: table */ AS j WHERE j."id" = $1;
+
+-- Actions by id, without a lease, for operators and tools. Each changes
+-- the row only in the states it applies to and returns its id; no row back
+-- means the id is unknown or the job is in another state, and the caller
+-- reads status_by_id to say which.
+
+-- name: cancel_by_id
+-- A Queued or Running job ($1) becomes Canceled and will not run again. A
+-- Running job's holder then finds its lease gone: its next heartbeat
+-- cancels the handler's context, and its completion is refused by the
+-- lease fence (the row is no longer Running).
+UPDATE /* TEMPLATE: table */ SET "status" = 'Canceled', "finished_at" = now(), "lease_expires_at" = NULL, "last_updated" = now()
+WHERE "id" = $1 AND "status" IN ('Queued', 'Running')
+RETURNING "id";
+
+-- name: retry_by_id
+-- A Failed or Canceled job ($1) is Queued again to run now, with its
+-- attempts reset; its last error stays until the next attempt's outcome.
+UPDATE /* TEMPLATE: table */ SET "status" = 'Queued', "attempts" = 0, "run_at" = now(), "finished_at" = NULL,
+  "lease_expires_at" = NULL, "last_updated" = now()
+WHERE "id" = $1 AND "status" IN ('Failed', 'Canceled')
+RETURNING "id";
+
+-- name: delete_by_id
+-- A finished job ($1: Success, Failed or Canceled) is deleted.
+DELETE FROM /* TEMPLATE: table */ WHERE "id" = $1 AND "status" IN ('Success', 'Failed', 'Canceled')
+RETURNING "id";
+
+-- name: status_by_id
+-- A job's status ($1), to say why an action did not apply.
+SELECT "status"::TEXT FROM /* TEMPLATE: table */ WHERE "id" = $1;

@@ -17,6 +17,7 @@ type statements struct {
 	claim                                                 string
 	complete, fail, cancel, release, extend, extendIDs    string
 	completedWith, deleteFinished, stats, pending, lookup string
+	cancelByID, retryByID, deleteByID, statusByID         string
 }
 
 //go:embed bucketed.sql
@@ -82,6 +83,10 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		"stats":           &s.stats,
 		"pending":         &s.pending,
 		"lookup":          &s.lookup,
+		"cancel_by_id":    &s.cancelByID,
+		"retry_by_id":     &s.retryByID,
+		"delete_by_id":    &s.deleteByID,
+		"status_by_id":    &s.statusByID,
 	})
 	if err != nil {
 		// The file is embedded and the same for every schema: the tests
@@ -95,7 +100,7 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 // all lists every statement, for tests that check them.
 func (s *statements) all() []string {
 	return []string{s.insert, s.uniqueLookup, s.claim, s.complete, s.fail, s.cancel, s.release, s.extend, s.extendIDs,
-		s.completedWith, s.deleteFinished, s.stats, s.pending, s.lookup}
+		s.completedWith, s.deleteFinished, s.stats, s.pending, s.lookup, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID}
 }
 
 // claimParams are the claim's parameters.

@@ -65,3 +65,40 @@ WHERE ($1::text = '' OR "queue" = $1::text) GROUP BY "queue";
 -- name: exists
 -- Whether a queue has a live job: $1 the queue.
 SELECT EXISTS (SELECT 1 FROM /* TEMPLATE: queue_table */ WHERE "queue" = $1);
+
+-- Actions by id, for operators and tools. Each returns the job's id when
+-- it changed something; no row back means the id is unknown or the job is
+-- somewhere the action does not apply, and the caller reads where_by_id.
+
+-- name: cancel_by_id
+-- A pending job ($1) that no worker holds moves to job_dead, its
+-- last_error saying it was cancelled, so it can be retried later. SKIP
+-- LOCKED: a job a worker holds is running inside that worker's
+-- transaction, which commits or rolls back with its handler; no other
+-- session can stop it.
+WITH "moved" AS (DELETE FROM /* TEMPLATE: queue_table */
+    WHERE "id" = (SELECT "id" FROM /* TEMPLATE: queue_table */ WHERE "id" = $1 FOR UPDATE SKIP LOCKED)
+  RETURNING "id", "queue", "payload", "attempts", "max_attempts", "created_at")
+INSERT INTO /* TEMPLATE: dead_table */ ("id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at")
+SELECT "id", "queue", "payload", "attempts", "max_attempts", 'cancelled by an operator', "created_at" FROM "moved"
+RETURNING "id";
+
+-- name: retry_by_id
+-- A dead job ($1) goes back into the queue with its attempts reset; its
+-- last error stays until its next attempt.
+WITH "moved" AS (DELETE FROM /* TEMPLATE: dead_table */ WHERE "id" = $1
+  RETURNING "id", "queue", "payload", "max_attempts", "last_error", "created_at")
+INSERT INTO /* TEMPLATE: queue_table */ ("id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at")
+SELECT "id", "queue", "payload", 0, "max_attempts", "last_error", "created_at" FROM "moved"
+RETURNING "id";
+
+-- name: delete_by_id
+-- A dead job ($1) is deleted. (A fanout job that succeeded left no row.)
+DELETE FROM /* TEMPLATE: dead_table */ WHERE "id" = $1 RETURNING "id";
+
+-- name: where_by_id
+-- Where a job ($1) is: 'pending' (in the queue; held by a worker or not, as
+-- far as this statement can tell without waiting), 'dead', or no row.
+SELECT 'pending' FROM /* TEMPLATE: queue_table */ WHERE "id" = $1
+UNION ALL
+SELECT 'dead' FROM /* TEMPLATE: dead_table */ WHERE "id" = $1;

@@ -13,6 +13,7 @@ import (
 // identifier is quoted; every value is a $n parameter.
 type statements struct {
 	claim, del, fail, bury, insert, queued, dead, exists string
+	cancelByID, retryByID, deleteByID, whereByID         string
 }
 
 //go:embed fanout.sql
@@ -45,6 +46,7 @@ func render(schemaName string) statements {
 	err := sqlFile.Fill(sqlVars(nil, schemaName), map[string]*string{
 		"claim": &s.claim, "del": &s.del, "fail": &s.fail, "bury": &s.bury,
 		"insert": &s.insert, "queued": &s.queued, "dead": &s.dead, "exists": &s.exists,
+		"cancel_by_id": &s.cancelByID, "retry_by_id": &s.retryByID, "delete_by_id": &s.deleteByID, "where_by_id": &s.whereByID,
 	})
 	if err != nil {
 		// The file is embedded and the same for every schema: the tests
@@ -59,5 +61,6 @@ func (s statements) all() map[string]string {
 	return map[string]string{
 		"claim": s.claim, "del": s.del, "fail": s.fail, "bury": s.bury,
 		"insert": s.insert, "queued": s.queued, "dead": s.dead, "exists": s.exists,
+		"cancel_by_id": s.cancelByID, "retry_by_id": s.retryByID, "delete_by_id": s.deleteByID, "where_by_id": s.whereByID,
 	}
 }

@@ -74,6 +74,14 @@ const DefaultSchema = "skiplock_bench"
 // DefaultQueue is the queue the benches fill.
 const DefaultQueue = "bench"
 
+// Upper bounds of Config's counts, so that none wraps in a pool size or
+// asks for more memory than a machine has. Jobs has none: preloading
+// streams them in batches.
+const (
+	MaxWorkers = 10_000
+	MaxBatch   = 10_000
+)
+
 // SpareConns is what a run needs beyond its workers' connections: the
 // bench's own control connections (preload, stats) and headroom.
 const SpareConns = 5
@@ -186,6 +194,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if o.Work < 0 || o.Duration < 0 || o.Jobs < 0 || o.Batch < 0 || o.Conns < 0 {
 		return o, skiplock.Usagef("--work, --duration, --jobs, --batch and --conns cannot be negative")
+	}
+	if o.Workers > MaxWorkers || o.Conns > MaxWorkers || o.Batch > MaxBatch {
+		return o, skiplock.Usagef("--workers %d, --conns %d, --batch %d: the limits are %d workers and connections, and %d jobs per claim", o.Workers, o.Conns, o.Batch, MaxWorkers, MaxBatch)
 	}
 	if o.Scenario == ScenarioLatency && o.Work == 0 {
 		o.Work = time.Second
@@ -468,10 +479,10 @@ func checkConnections(ctx context.Context, db *skiplock.DB, c *Config, baseline 
 			what = fmt.Sprintf("--mode lease with --conns %d", c.Conns)
 			fix = "raise max_connections or lower --conns"
 		}
-		return fmt.Errorf("server allows %d connections%s; %s needs %d: %s", allowed, busy, what, need, fix)
+		return skiplock.Usagef("server allows %d connections%s; %s needs %d: %s", allowed, busy, what, need, fix)
 	}
 	if baseline && c.Workers+SpareConns > allowed-others {
-		return fmt.Errorf("server allows %d connections%s; --baseline runs pgbench with %d clients, which needs %d: raise max_connections or drop --baseline",
+		return skiplock.Usagef("server allows %d connections%s; --baseline runs pgbench with %d clients, which needs %d: raise max_connections or drop --baseline",
 			allowed, busy, c.Workers, c.Workers+SpareConns)
 	}
 	return nil

@@ -210,6 +210,10 @@ func TestConfigDefaultsAndUsage(t *testing.T) {
 		{Scenario: ScenarioLock, Layout: schema.LayoutBucketed},
 		{Scenario: ScenarioLatency, Workers: -1},
 		{Scenario: ScenarioLatency, Schema: "no spaces"},
+		{Scenario: ScenarioLatency, Workers: MaxWorkers + 1},
+		{Scenario: ScenarioThroughput, Conns: 1 << 32},
+		{Scenario: ScenarioThroughput, Batch: 1 << 62},
+		{Scenario: ScenarioLatency, Schema: "information_schema"},
 	} {
 		if _, err := bad.withDefaults(); !skiplock.IsUsage(err) {
 			t.Errorf("%+v: err = %v, want a usage error", bad, err)

@@ -165,10 +165,7 @@ func (q *Queue) insertArgs(jobs []skiplock.NewJob) ([]any, error) {
 	for i := range jobs {
 		j := jobs[i] // a copy: Normalize fills defaults
 		if err := j.Normalize(q.cfg.MaxPayloadBytes); err != nil {
-			if n > 1 {
-				return nil, skiplock.Usagef("job %d: %v", i, err)
-			}
-			return nil, err
+			return nil, skiplock.Usagef("job %d: %v", i, err)
 		}
 		queues[i], payloads[i] = j.Queue, string(j.Payload)
 		prios[i], maxAtt[i] = int16(j.Priority), int32(j.MaxAttempts)

@@ -1,0 +1,119 @@
+package main
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// jobRows counts both layouts' job rows in a schema.
+func jobRows(t *testing.T, db *skiplock.DB, name string) int64 {
+	t.Helper()
+	s := skiplock.QuoteIdent(name)
+	var n int64
+	if err := db.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM `+s+`."jobs") + (SELECT count(*) FROM `+s+`."job_queue")`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestOutOfRangeInputExits2AndWritesNothing: numbers that would wrap in
+// their column or exhaust memory, payloads and keys the database would
+// reject halfway, times that would read as "now", and system schemas are
+// all refused up front with exit 2, and nothing is written.
+func TestOutOfRangeInputExits2AndWritesNothing(t *testing.T) {
+	db := testdb.Open(t, nil)
+	name := testdb.Schema(t, db)
+	t.Setenv("SKIPLOCK_DSN", testdb.DSN(t))
+	cliAll(t, []string{"--schema", name, "migrate"})
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"enqueue", "--max-attempts", "4294967296"}, "max attempts 4294967296 is out of range"},
+		{[]string{"enqueue", "--max-attempts", "2147483648"}, "max attempts 2147483648 is out of range"},
+		{[]string{"enqueue", "--layout", "fanout", "--max-attempts", "2147483648"}, "max attempts 2147483648 is out of range"},
+		{[]string{"enqueue", "--priority", "2147483648"}, "priority 2147483648 is out of range"},
+		{[]string{"enqueue", "--count", "9000000000000000000", "--batch", "9000000000000000000"}, "--batch 9000000000000000000: the limit is 10000"},
+		{[]string{"enqueue", "--count", "100000000", "--batch", "100000000"}, "--batch 100000000: the limit is 10000"},
+		{[]string{"enqueue", "--payload", `"\u0000"`}, `job for queue "default": payload has the escape \u0000`},
+		{[]string{"enqueue", "--layout", "fanout", "--payload", `{"a":"\u0000"}`}, `\u0000`},
+		{[]string{"enqueue", "--payload", `"\ud800"`}, "lone UTF-16 high surrogate"},
+		{[]string{"enqueue", "--payload", `["\udfff"]`}, "lone UTF-16 low surrogate"},
+		{[]string{"enqueue", "--payload", "\"\xff\""}, "not valid UTF-8"},
+		{[]string{"enqueue", "--payload", "\"\xc0\xaf\""}, "not valid UTF-8"}, // overlong "/"
+		{[]string{"enqueue", "--payload", `1e999999`}, "too large"},
+		{[]string{"enqueue", "--layout", "fanout", "--payload", `{"n":1e-999999}`}, "digits after the decimal point"},
+		{[]string{"enqueue", "--unique-key", "\xff"}, "unique key \"\\xff\" is not valid UTF-8"},
+		{[]string{"enqueue", "--unique-key", "a\x00b"}, "NUL"},
+		{[]string{"enqueue", "--run-at", "0001-01-01T00:00:00Z"}, "before 1970"},
+		{[]string{"enqueue", "--run-at", "1969-12-31T23:59:59Z"}, "before 1970"},
+		{[]string{"work", "--workers", "9000000000000000000"}, "--workers 9000000000000000000: use 1 to 10000"},
+		{[]string{"work", "--layout", "fanout", "--workers", "2147483647"}, "use 1 to 10000"},
+		{[]string{"work", "--batch", "1000000"}, "--batch 1000000: use 1 to 10000"},
+		{[]string{"local", "start", "--max-connections", "4294967296"}, "--max-connections 4294967296: use 10 to 262143"},
+	} {
+		code, out, errs := cli(t, append([]string{"--schema", name}, tc.args...)...)
+		if code != exitUsage || !strings.Contains(errs, tc.want) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 and %q", tc.args, code, out, errs, tc.want)
+		}
+	}
+	if n := jobRows(t, db, name); n != 0 {
+		t.Fatalf("refused input wrote %d jobs", n)
+	}
+	// A time from 1970 on is stored as given, not as now.
+	cliAll(t, []string{"--schema", name, "enqueue", "--run-at", "1970-01-01T00:00:00Z"})
+	var runAt string
+	if err := db.QueryRow(t.Context(), `SELECT to_char("run_at" AT TIME ZONE 'UTC', 'YYYY-MM-DD') FROM `+skiplock.QuoteIdent(name)+`."jobs"`).Scan(&runAt); err != nil || runAt != "1970-01-01" {
+		t.Fatalf("run_at %q (%v), want 1970-01-01", runAt, err)
+	}
+}
+
+// TestSystemSchemasAreRefused: migrate creates nothing in a system schema.
+func TestSystemSchemasAreRefused(t *testing.T) {
+	db := testdb.Open(t, nil)
+	t.Setenv("SKIPLOCK_DSN", testdb.DSN(t))
+	for _, s := range []string{"information_schema", "INFORMATION_SCHEMA", "pg_catalog", "pg_toast", "crdb_internal"} {
+		code, _, errs := cli(t, "--schema", s, "migrate")
+		if code != exitUsage || !strings.Contains(errs, "system schema") {
+			t.Errorf("--schema %s: exit %d, %q; want exit 2 and a word on system schemas", s, code, errs)
+		}
+	}
+	var n int
+	if err := db.QueryRow(t.Context(), `SELECT count(*) FROM pg_tables WHERE tablename = 'skiplock_migration' AND schemaname IN ('information_schema', 'pg_catalog', 'pg_toast')`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d skiplock tables in system schemas (%v)", n, err)
+	}
+}
+
+// TestLayoutsRefuseABadJobByIndexBeforeWriting: both layouts' EnqueueMany
+// validate every job before writing any, and name the bad one.
+func TestLayoutsRefuseABadJobByIndexBeforeWriting(t *testing.T) {
+	db := testdb.Open(t, nil)
+	name := testdb.Schema(t, db)
+	ctx := context.Background()
+	if _, err := schema.Migrate(ctx, db, &schema.MigrateConfig{Options: schema.Options{Schema: name}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []skiplock.NewJob{
+		{Payload: []byte(`"\u0000"`)},
+		{Payload: []byte(`"\ud800x"`)},
+		{Payload: []byte("\"\xed\xa0\x80\"")},
+		{Payload: []byte(`[1e999999]`)},
+		{MaxAttempts: 1 << 32},
+	} {
+		for _, l := range schema.Layouts {
+			jobs := []skiplock.NewJob{{Payload: []byte(`{}`)}, {Payload: []byte(`{}`)}, bad}
+			n, err := layoutCLIs[l].enqueue(ctx, db, name, jobs)
+			if n != 0 || !skiplock.IsUsage(err) || !strings.Contains(err.Error(), "job 2: ") {
+				t.Errorf("%s %q: added %d, err %v; want a usage error naming job 2", l, bad.Payload, n, err)
+			}
+		}
+	}
+	if n := jobRows(t, db, name); n != 0 {
+		t.Fatalf("refused batches wrote %d jobs", n)
+	}
+}

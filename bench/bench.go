@@ -129,7 +129,8 @@ type Config struct {
 	DSN    string
 	Engine skiplock.Engine
 	// Schema is the bench's own schema (emptied and refilled!); "" is
-	// DefaultSchema.
+	// DefaultSchema. Run creates it and marks it as the bench's; it refuses
+	// an existing schema without that mark, which may hold real queues.
 	Schema string
 	// Out hears progress lines; nil is silent.
 	Out io.Writer
@@ -416,8 +417,8 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 	if err := checkConnections(ctx, admin, &c, pgbenchErr == nil); err != nil {
 		return nil, err
 	}
-	if _, err := schema.Migrate(ctx, admin, &schema.MigrateConfig{Options: schema.Options{Schema: c.Schema}, Logf: c.Logf}); err != nil {
-		return nil, fmt.Errorf("bench: migrate schema %s: %w", c.Schema, err)
+	if err := ownSchema(ctx, admin, &c); err != nil {
+		return nil, err
 	}
 	rep := &Report{
 		Tool: "skiplock", Scenario: c.Scenario, Layout: string(c.Layout), Mode: c.Mode, Workers: c.Workers,
@@ -452,6 +453,47 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 		return rep, fmt.Errorf("baseline: %w", err)
 	}
 	return rep, nil
+}
+
+// ownerSetting marks, in a schema's skiplock_setting table, a schema that
+// the bench created, and so may empty.
+const ownerSetting = "bench.owner"
+
+// ownSchema makes sure the run's schema is the bench's own: a schema that
+// does not exist yet is created and marked as the bench's; an existing one
+// must carry the mark. Any other schema, which may hold real queues, is
+// refused with a usage error before anything is changed. A DefaultSchema
+// left by versions of the bench that did not mark their schema is adopted:
+// the bench has always created it for itself.
+func ownSchema(ctx context.Context, admin *skiplock.DB, c *Config) error {
+	var exists bool
+	if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM information_schema.schemata WHERE schema_name = $1)", c.Schema).Scan(&exists); err != nil {
+		return fmt.Errorf("bench: look for schema %s: %w", c.Schema, err)
+	}
+	if exists {
+		settings, err := schema.ReadSettings(ctx, admin, c.Schema)
+		if settings[ownerSetting] == "" && (c.Schema != DefaultSchema || err != nil) {
+			return skiplock.Usagef("schema %q was not created by skiplock bench, and a bench empties the schema it runs in (jobs, dead jobs, work_log): "+
+				"run it in a schema of its own: leave --schema out (the bench then uses %s) or name a schema that does not exist yet, such as --schema %s",
+				c.Schema, DefaultSchema, benchName(c.Schema))
+		}
+	}
+	if _, err := schema.Migrate(ctx, admin, &schema.MigrateConfig{Options: schema.Options{Schema: c.Schema}, Logf: c.Logf}); err != nil {
+		return fmt.Errorf("bench: migrate schema %s: %w", c.Schema, err)
+	}
+	mark := fmt.Sprintf(`INSERT INTO %s ("name", "value") VALUES ($1, $2) ON CONFLICT ("name") DO NOTHING`, table(c, schema.SettingTable))
+	if _, err := admin.Exec(ctx, mark, ownerSetting, "skiplock bench: emptied and refilled by every run"); err != nil {
+		return fmt.Errorf("bench: mark schema %s as the bench's: %w", c.Schema, err)
+	}
+	return nil
+}
+
+// benchName suggests a schema name for a bench next to name.
+func benchName(name string) string {
+	if len(name)+len("_bench") > skiplock.MaxIdentLen {
+		return DefaultSchema
+	}
+	return name + "_bench"
 }
 
 // checkConnections fails early when the server cannot give the run the

@@ -117,3 +117,30 @@ func TestLayoutsRefuseABadJobByIndexBeforeWriting(t *testing.T) {
 		t.Fatalf("refused batches wrote %d jobs", n)
 	}
 }
+
+// TestBenchRefusesAQueueSchema: bench throughput pointed at a schema with
+// real queues exits 2, says how to run it, and leaves every job and
+// work_log row where it was.
+func TestBenchRefusesAQueueSchema(t *testing.T) {
+	db := testdb.Open(t, nil)
+	name := testdb.Schema(t, db)
+	t.Setenv("SKIPLOCK_DSN", testdb.DSN(t))
+	cliAll(t,
+		[]string{"--schema", name, "migrate"},
+		[]string{"--schema", name, "enqueue", "--layout", "bucketed", "--count", "1000"},
+		[]string{"--schema", name, "enqueue", "--layout", "fanout", "--count", "500"},
+	)
+	if _, err := db.Exec(t.Context(), `INSERT INTO `+skiplock.QuoteIdent(name)+`."work_log" ("job_id", "worker") VALUES ('1', 'w')`); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs := cli(t, "--schema", name, "bench", "throughput", "--jobs", "100")
+	if code != exitUsage || !strings.Contains(errs, "was not created by skiplock bench") || !strings.Contains(errs, "leave --schema out") {
+		t.Fatalf("bench on a queue schema: exit %d, %q; want exit 2 and how to run it", code, errs)
+	}
+	if n := jobRows(t, db, name); n != 1500 {
+		t.Fatalf("bench left %d of 1500 jobs", n)
+	}
+	if rows, _ := workLog(t, db, name); rows != 1 {
+		t.Fatalf("bench left %d of 1 work_log rows", rows)
+	}
+}

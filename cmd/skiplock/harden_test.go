@@ -2,7 +2,11 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/skiplock/skiplock"
@@ -143,4 +147,77 @@ func TestBenchRefusesAQueueSchema(t *testing.T) {
 	if rows, _ := workLog(t, db, name); rows != 1 {
 		t.Fatalf("bench left %d of 1 work_log rows", rows)
 	}
+}
+
+// TestLocalStartRefusesDirectoriesItDoesNotOwn: SKIPLOCK_LOCAL_DIR naming a
+// symlink, someone else's directory or a non-empty directory without a
+// server is refused with exit 2, and the directory keeps its owner, mode
+// and contents.
+func TestLocalStartRefusesDirectoriesItDoesNotOwn(t *testing.T) {
+	base, err := os.MkdirTemp("", "skiplock-local-refuse-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(base)
+	target := filepath.Join(base, "target")
+	if err := os.Mkdir(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(target, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	link := filepath.Join(base, "link")
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+	full := filepath.Join(base, "full")
+	if err := os.Mkdir(full, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(full, "precious"), []byte("keep"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]string{link: "is a symbolic link", full: "is not empty and holds no embedded server"}
+	if os.Geteuid() == 0 {
+		other := filepath.Join(base, "other")
+		if err := os.Mkdir(other, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(other, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		cases[other] = "belongs to another user (uid 65534)"
+	}
+	t.Setenv("SKIPLOCK_DSN", "")
+	t.Setenv("DATABASE_URL", "")
+	targetBefore := describeDir(t, target)
+	for dir, want := range cases {
+		before := describeDir(t, dir)
+		t.Setenv("SKIPLOCK_LOCAL_DIR", dir)
+		code, _, errs := cli(t, "local", "start")
+		if code != exitUsage || !strings.Contains(errs, want) || !strings.Contains(errs, "SKIPLOCK_LOCAL_DIR") {
+			t.Errorf("local start in %s: exit %d, %q; want exit 2 and %q", dir, code, errs, want)
+		}
+		if after := describeDir(t, dir); after != before {
+			t.Errorf("%s changed: %s, was %s", dir, after, before)
+		}
+	}
+	if after := describeDir(t, target); after != targetBefore || !strings.HasSuffix(after, "[]") {
+		t.Errorf("the symlink's target is now %s, was %s", after, targetBefore)
+	}
+}
+
+// describeDir is a directory's owner, mode and entries (through links).
+func describeDir(t *testing.T, dir string) string {
+	t.Helper()
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, _ := os.ReadDir(dir)
+	var entries []string
+	for _, n := range names {
+		entries = append(entries, n.Name())
+	}
+	return fmt.Sprintf("uid %d mode %v %v", fi.Sys().(*syscall.Stat_t).Uid, fi.Mode(), entries)
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -220,4 +221,42 @@ func describeDir(t *testing.T, dir string) string {
 		entries = append(entries, n.Name())
 	}
 	return fmt.Sprintf("uid %d mode %v %v", fi.Sys().(*syscall.Stat_t).Uid, fi.Mode(), entries)
+}
+
+// TestDSNPasswordsNeverShow runs the DSNs the hardening issue found leaking
+// through commands that connect, against the test server's port: no piece
+// of the password of 4 bytes or more shows on stdout or stderr.
+func TestDSNPasswordsNeverShow(t *testing.T) {
+	u, err := url.Parse(testdb.DSN(t))
+	if err != nil || u.Port() == "" {
+		t.Skipf("the test DSN %s names no port", skiplock.RedactDSN(testdb.DSN(t)))
+	}
+	p := u.Port()
+	for _, tc := range []struct{ dsn, pw string }{
+		{"host=127.0.0.1 port=" + p + ` user=leaky password = 'it\'s@Tail' dbname=postgres sslmode=disabled`, "it's@Tail"},
+		{"postgres://leaky:it's@Tail@127.0.0.1:" + p + "/postgres", "it's@Tail"},
+		{"postgres://leaky:Ab1:Cd2/Ef3#Gh4%Ij5@127.0.0.1:" + p + "/postgres", "Ab1:Cd2/Ef3#Gh4%Ij5"},
+		{"host=127.0.0.1 port=" + p + ` user=leaky password='a\' bcdef' dbname=postgres`, "a' bcdef"},
+		{"host=127.0.0.1 port=" + p + ` user=leaky password='Quoted\' Sp ace' dbname=postgres connect_timeout=5`, "Quoted' Sp ace"},
+	} {
+		for _, args := range [][]string{
+			{"migrate"},
+			{"enqueue", "--count", "1"},
+			{"stats"},
+			{"work", "--until-empty"},
+			{"bench", "throughput", "--jobs", "10"},
+		} {
+			code, out, errs := cli(t, append([]string{"--dsn", tc.dsn}, args...)...)
+			if code == exitOK {
+				t.Errorf("%s with %q: exit 0", args[0], tc.dsn)
+			}
+			for n := 4; n <= len(tc.pw); n++ {
+				for i := 0; i+n <= len(tc.pw); i++ {
+					if w := tc.pw[i : i+n]; strings.Contains(out+errs, w) {
+						t.Fatalf("%s with %q shows %q of the password:\n%s%s", args[0], tc.dsn, w, out, errs)
+					}
+				}
+			}
+		}
+	}
 }

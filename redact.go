@@ -163,7 +163,11 @@ func inspectKV(dsn string) (shown, user, db, pw string, hasUser, hasDB bool, sec
 			}
 			raw, s = s[:end+1], strings.TrimLeft(s[end+1:], spaces)
 		}
-		val := unescapeKV(strings.TrimSuffix(strings.TrimPrefix(raw, "'"), "'"))
+		val := raw
+		if strings.HasPrefix(raw, "'") {
+			val = raw[1 : len(raw)-1]
+		}
+		val = unescapeKV(val)
 		switch key {
 		case "password", "sslpassword":
 			secrets = append(secrets, val, raw)

@@ -106,7 +106,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	queue := fs.String("queue", skiplock.DefaultQueue, "queue name")
 	count := fs.Int("count", 1, "how many jobs")
 	payload := fs.String("payload", "{}", "JSON payload of every job")
-	runAt := fs.String("run-at", "", "when the jobs may run: RFC 3339 time, or a delay such as 30s (default now)")
+	runAt := fs.String("run-at", "", "when the jobs may run: RFC 3339 time from 1970 on, or a delay such as 30s (default now)")
 	priority := fs.Int("priority", 0, "priority, lower runs first (-32768..32767)")
 	maxAttempts := fs.Int("max-attempts", 0, fmt.Sprintf("attempts before a job is dead (default %d)", skiplock.DefaultMaxAttempts))
 	uniqueKey := fs.String("unique-key", "", "skip the job while one with this key is queued or running (bucketed; --count 1)")

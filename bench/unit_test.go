@@ -72,6 +72,16 @@ func TestPgbenchConnInfoKeepsPasswordOffTheCommandLine(t *testing.T) {
 			t.Fatalf("%s: conninfo %q, want %q", dsn, ci, want)
 		}
 	}
+	// A DSN the driver refuses: its error shows no piece of the password.
+	for _, dsn := range []string{
+		`host=db.example user=app password = 'it\'s@Tail' sslmode=disabled`,
+		"postgres://app:Ab1:Cd2/Ef3#Gh4%Ij5@db.example/queue",
+	} {
+		_, _, err := pgbenchConnInfo(dsn)
+		if err == nil || strings.Contains(err.Error(), "Tail") || strings.Contains(err.Error(), "Ef3#") || strings.Contains(err.Error(), "Gh4") {
+			t.Errorf("%s: err %v", dsn, err)
+		}
+	}
 }
 
 func TestPgbenchArgs(t *testing.T) {

@@ -24,7 +24,9 @@ const (
 // than stored, so that no time is ever mistaken for the zero time ("now");
 // the upper bound is the last instant RFC 3339 can write.
 var (
+	// MinRunAt is the earliest NewJob.RunAt: the Unix epoch.
 	MinRunAt = time.Unix(0, 0).UTC()
+	// MaxRunAt is the latest NewJob.RunAt.
 	MaxRunAt = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
 )
 

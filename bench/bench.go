@@ -78,8 +78,10 @@ const DefaultQueue = "bench"
 // asks for more memory than a machine has. Jobs has none: preloading
 // streams them in batches.
 const (
+	// MaxWorkers bounds Config.Workers and Config.Conns.
 	MaxWorkers = 10_000
-	MaxBatch   = 10_000
+	// MaxBatch bounds Config.Batch, the jobs one claim takes.
+	MaxBatch = 10_000
 )
 
 // SpareConns is what a run needs beyond its workers' connections: the

@@ -71,3 +71,24 @@ func TestNormalizeRangeChecks(t *testing.T) {
 		}
 	}
 }
+
+// FuzzPayloadAgreesWithJSONB: for any valid JSON, Normalize accepts it if
+// and only if the server's jsonb does.
+func FuzzPayloadAgreesWithJSONB(f *testing.F) {
+	for _, p := range []string{`"\u0000"`, `"\ud800\udc00"`, `"\udbff"`, `1e131071`, `1e-16383`, `0e-16384`, "\"\xf0\x9f\x98\x80\"", `{"a":[1,2.5e3,"\\u0000"]}`, `-0.0e-0`} {
+		f.Add([]byte(p))
+	}
+	db := testdb.Open(f, nil)
+	f.Fuzz(func(t *testing.T, p []byte) {
+		if !json.Valid(p) {
+			return
+		}
+		j := skiplock.NewJob{Payload: p}
+		ours := j.Normalize(0)
+		var s string
+		theirs := db.QueryRow(context.Background(), "SELECT $1::text::jsonb::text", string(p)).Scan(&s)
+		if (ours == nil) != (theirs == nil) {
+			t.Fatalf("payload %q: Normalize says %v, jsonb says %v", p, ours, theirs)
+		}
+	})
+}

@@ -223,7 +223,9 @@ func (c *Config) withDefaults() (Config, error) {
 		if o.Jobs == 0 {
 			// Enough for the whole run at the ideal rate, with a margin, so
 			// that the queue never runs dry.
-			o.Jobs = int(math.Ceil(o.idealRate()*o.Duration.Seconds()*1.25)) + 2*o.Workers
+			// (Capped, so that a tiny --work with a huge --duration cannot
+			// overflow int.)
+			o.Jobs = int(min(math.Ceil(o.idealRate()*o.Duration.Seconds()*1.25), 1e12)) + 2*o.Workers
 		}
 	}
 	if o.Batch == 0 {

@@ -230,3 +230,10 @@ func TestConfigDefaultsAndUsage(t *testing.T) {
 		}
 	}
 }
+
+func TestLatencyJobsDoNotOverflow(t *testing.T) {
+	c, err := (&Config{Scenario: ScenarioLatency, Workers: MaxWorkers, Work: time.Nanosecond, Duration: 1 << 62}).withDefaults()
+	if err != nil || c.Jobs <= 0 {
+		t.Fatalf("jobs %d, err %v", c.Jobs, err)
+	}
+}

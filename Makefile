@@ -38,13 +38,15 @@ bench: setup build
 
 # The reliability suite at full scale (20,000 jobs, 10 worker kills, two
 # database restarts, connection cuts), then bounded fuzzing of the CLI's
-# input parsing and of identifier quoting. Prints its figures.
+# input parsing, of identifier quoting and of DSN redaction. Prints its
+# figures.
 .PHONY: test-chaos
 test-chaos: setup
 	SKIPLOCK_CHAOS=full $(GO) test -count=1 -timeout 30m -v ./internal/chaos 2>&1 | grep -E '^(chaos:|--- |ok|FAIL|PASS|panic)'
 	$(GO) test -run '^$$' -fuzz FuzzSchemaPrint -fuzztime 30s ./cmd/skiplock
 	$(GO) test -run '^$$' -fuzz FuzzParseRunAt -fuzztime 15s ./cmd/skiplock
 	$(GO) test -run '^$$' -fuzz FuzzQuoteIdent -fuzztime 15s .
+	$(GO) test -run '^$$' -fuzz FuzzRedactDSN -fuzztime 30s .
 
 # Every module of the repository: the library and its tool modules.
 MODULES := . internal/enginematrix internal/crdbcheck

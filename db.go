@@ -41,8 +41,17 @@ type OpenConfig struct {
 // the server which engine it is over one plain connection, then opens a
 // jackc/pgx pool for PostgreSQL and CockroachDB, or a YugabyteDB smart
 // driver pool with load_balance=true for YugabyteDB (the option is never
-// sent to other servers: PITFALLS 3). Errors never show the DSN's password.
+// sent to other servers). Errors never show any part of the DSN's
+// password (see RedactDSNError).
 func Open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
+	db, err := open(ctx, dsn, cfg)
+	if err != nil {
+		return nil, RedactDSNError(err, dsn)
+	}
+	return db, nil
+}
+
+func open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
 	if cfg == nil {
 		cfg = &OpenConfig{}
 	}
@@ -75,7 +84,7 @@ func Open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
 		}
 	}
 	if err != nil {
-		return nil, redactError(err, dsn)
+		return nil, err
 	}
 	return &DB{Pool: pool, dialect: engine.Dialect(), version: version, owned: true}, nil
 }
@@ -84,17 +93,17 @@ func Open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
 func probeEngine(ctx context.Context, dsn string) (Engine, string, error) {
 	cc, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return "", "", redactError(Usagef("DSN does not parse: %v: use postgres://user:password@host:port/database or key=value pairs", err), dsn)
+		return "", "", dsnParseError(dsn, func(s string) error { _, err := pgx.ParseConfig(s); return err })
 	}
 	dropSmartDriverParams(cc.RuntimeParams)
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
-		return "", "", redactError(fmt.Errorf("connect: %w: check that the server is running and the DSN is right", err), dsn)
+		return "", "", fmt.Errorf("connect: %w: check that the server is running and the DSN is right", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var version string
 	if err := conn.QueryRow(ctx, "SELECT version()").Scan(&version); err != nil {
-		return "", "", redactError(fmt.Errorf("detect engine: %w", err), dsn)
+		return "", "", fmt.Errorf("detect engine: %w", err)
 	}
 	return EngineFromVersion(version), version, nil
 }
@@ -102,7 +111,7 @@ func probeEngine(ctx context.Context, dsn string) (Engine, string, error) {
 func openJackc(ctx context.Context, dsn string, maxConns int32) (Pool, error) {
 	pc, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
-		return nil, Usagef("DSN does not parse: %v", err)
+		return nil, dsnParseError(dsn, func(s string) error { _, err := pgxpool.ParseConfig(s); return err })
 	}
 	if maxConns > 0 {
 		pc.MaxConns = maxConns
@@ -118,7 +127,7 @@ func openJackc(ctx context.Context, dsn string, maxConns int32) (Pool, error) {
 func openYugabyte(ctx context.Context, dsn string, maxConns int32) (Pool, error) {
 	pc, err := ybpgxpool.ParseConfig(withLoadBalance(dsn))
 	if err != nil {
-		return nil, Usagef("DSN does not parse: %v", err)
+		return nil, dsnParseError(dsn, func(s string) error { _, err := ybpgxpool.ParseConfig(withLoadBalance(s)); return err })
 	}
 	if maxConns > 0 {
 		pc.MaxConns = maxConns

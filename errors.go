@@ -3,9 +3,6 @@ package skiplock
 import (
 	"errors"
 	"fmt"
-	"net/url"
-	"regexp"
-	"strings"
 )
 
 // Errors every layout shares. Compare with errors.Is.
@@ -40,73 +37,6 @@ func IsUsage(err error) bool {
 	var u *UsageError
 	return errors.As(err, &u)
 }
-
-// RedactDSN returns the DSN with any password replaced by "xxxxx", in both
-// URL form (postgres://u:pw@h/db) and key/value form (password=pw), so that
-// it can be logged.
-func RedactDSN(dsn string) string {
-	if strings.Contains(dsn, "://") {
-		u, err := url.Parse(dsn)
-		if err != nil || u.Host == "" {
-			// Unparseable: blank everything between the scheme and the last @.
-			return urlUserinfo.ReplaceAllString(dsn, "${1}xxxxx@")
-		}
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), "xxxxx")
-		}
-		q := u.Query()
-		if q.Has("password") {
-			q.Set("password", "xxxxx")
-			u.RawQuery = q.Encode()
-		}
-		return u.String()
-	}
-	fields := strings.Fields(dsn)
-	for i, f := range fields {
-		if strings.HasPrefix(strings.ToLower(f), "password=") {
-			fields[i] = "password=xxxxx"
-		}
-	}
-	return strings.Join(fields, " ")
-}
-
-var urlUserinfo = regexp.MustCompile(`^([a-zA-Z][a-zA-Z0-9+.-]*://).*@`)
-
-// dsnPassword extracts the password from a DSN in either form, or "".
-func dsnPassword(dsn string) string {
-	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" {
-		if pw, ok := u.User.Password(); ok {
-			return pw
-		}
-		return u.Query().Get("password")
-	}
-	for _, f := range strings.Fields(dsn) {
-		if k, v, ok := strings.Cut(f, "="); ok && strings.EqualFold(k, "password") {
-			return strings.Trim(v, "'")
-		}
-	}
-	return ""
-}
-
-// redactError wraps err so that its text never shows the DSN's password.
-func redactError(err error, dsn string) error {
-	if err == nil {
-		return nil
-	}
-	pw := dsnPassword(dsn)
-	if pw == "" || !strings.Contains(err.Error(), pw) {
-		return err
-	}
-	return &redactedError{err: err, pw: pw}
-}
-
-type redactedError struct {
-	err error
-	pw  string
-}
-
-func (e *redactedError) Error() string { return strings.ReplaceAll(e.err.Error(), e.pw, "xxxxx") }
-func (e *redactedError) Unwrap() error { return e.err }
 
 // SQLState returns the SQLSTATE code of the first error in err's chain that
 // has one, from either pgx driver or anything else that offers a

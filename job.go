@@ -86,11 +86,14 @@ type NewJob struct {
 	Queue string
 	// Payload is the job's JSON document; nil means JSON null.
 	Payload json.RawMessage
-	// Priority orders jobs within a queue: lower runs first. Range -32768 to 32767.
+	// Priority orders jobs within a queue: lower runs first. Range
+	// MinPriority to MaxPriority.
 	Priority int
-	// RunAt delays the job; the zero time means now.
+	// RunAt delays the job; the zero time means now. Times before
+	// MinRunAt (1970) or after MaxRunAt are refused.
 	RunAt time.Time
-	// MaxAttempts overrides DefaultMaxAttempts when positive.
+	// MaxAttempts overrides DefaultMaxAttempts when positive, up to
+	// MaxMaxAttempts.
 	MaxAttempts int
 	// UniqueKey, when set, makes the enqueue a no-op while another job
 	// with the same key is Queued or Running (bucketed).
@@ -98,8 +101,11 @@ type NewJob struct {
 }
 
 // Normalize fills defaults and validates the job against maxPayload bytes
-// (0 means DefaultMaxPayloadBytes). It returns a UsageError naming the
-// field at fault.
+// (0 means DefaultMaxPayloadBytes) and against what the columns can hold:
+// a payload jsonb accepts, priority and max attempts within SMALLINT and
+// INTEGER, a run time from MinRunAt to MaxRunAt, a unique key of valid
+// UTF-8 without NUL. It returns a UsageError naming the field at fault.
+// Both layouts call it for every job before they write any.
 func (j *NewJob) Normalize(maxPayload int) error {
 	if maxPayload <= 0 {
 		maxPayload = DefaultMaxPayloadBytes
@@ -119,19 +125,22 @@ func (j *NewJob) Normalize(maxPayload int) error {
 	if !json.Valid(j.Payload) {
 		return Usagef("payload is not valid JSON: %s", truncate(string(j.Payload), 60))
 	}
-	if j.Priority < -32768 || j.Priority > 32767 {
-		return Usagef("priority %d is out of range: use -32768 to 32767 (lower runs first)", j.Priority)
+	if err := checkPayload(j.Payload); err != nil {
+		return err
 	}
-	if j.MaxAttempts < 0 {
-		return Usagef("max attempts %d is negative: use 0 for the default (%d) or a positive count", j.MaxAttempts, DefaultMaxAttempts)
+	if j.Priority < MinPriority || j.Priority > MaxPriority {
+		return Usagef("priority %d is out of range: use %d to %d (lower runs first)", j.Priority, MinPriority, MaxPriority)
+	}
+	if j.MaxAttempts < 0 || j.MaxAttempts > MaxMaxAttempts {
+		return Usagef("max attempts %d is out of range: use 0 for the default (%d) or a count up to %d", j.MaxAttempts, DefaultMaxAttempts, MaxMaxAttempts)
 	}
 	if j.MaxAttempts == 0 {
 		j.MaxAttempts = DefaultMaxAttempts
 	}
-	if len(j.UniqueKey) > 512 {
-		return Usagef("unique key is %d bytes: the limit is 512", len(j.UniqueKey))
+	if err := checkRunAt(j.RunAt); err != nil {
+		return err
 	}
-	return nil
+	return checkUniqueKey(j.UniqueKey)
 }
 
 // ValidateQueueName checks a queue name: 1 to MaxQueueNameLen bytes of

@@ -250,11 +250,16 @@ func TestOpenBadDSNsSayWhatIsWrongWithoutThePassword(t *testing.T) {
 
 func TestRedactDSN(t *testing.T) {
 	for in, want := range map[string]string{
-		"postgres://u:pw@h:5432/db?sslmode=disable": "postgres://u:xxxxx@h:5432/db?sslmode=disable",
-		"postgres://u@h/db?password=pw":             "postgres://u@h/db?password=xxxxx",
-		"host=h user=u password=pw dbname=d":        "host=h user=u password=xxxxx dbname=d",
-		"postgres://u@h/db":                         "postgres://u@h/db",
-		"postgres://u:pw@[::1/db":                   "postgres://xxxxx@[::1/db",
+		"postgres://u:pw@h:5432/db?sslmode=disable":  "postgres://u:xxxxx@h:5432/db?sslmode=disable",
+		"postgres://u@h/db?password=pw":              "postgres://u@h/db?password=xxxxx",
+		"host=h user=u password=pw dbname=d":         "host=h user=u password=xxxxx dbname=d",
+		"postgres://u@h/db":                          "postgres://u@h/db",
+		"host=h password = 'it\\'s@Tail' user=u":     "host=h password=xxxxx user=u",
+		"host=h password=abcd' user='u v' dbname=d'": "host=h password=xxxxx user='u v' dbname='d\\''",
+		"postgres://u:pw@[::1/db":                    "(DSN not shown: it does not parse unambiguously, so any part of it could be its password)",
+		"postgres://leaky:it's@Tail@127.0.0.1:5/db":  "(DSN not shown: it does not parse unambiguously, so any part of it could be its password)",
+		"postgres://u:1234/5678@h/db":                "(DSN not shown: it does not parse unambiguously, so any part of it could be its password)",
+		"host=h password='a\\' b":                    "(DSN not shown: it does not parse unambiguously, so any part of it could be its password)",
 	} {
 		if got := skiplock.RedactDSN(in); got != want {
 			t.Errorf("RedactDSN(%q) = %q, want %q", in, got, want)

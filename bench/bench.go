@@ -74,6 +74,16 @@ const DefaultSchema = "skiplock_bench"
 // DefaultQueue is the queue the benches fill.
 const DefaultQueue = "bench"
 
+// Upper bounds of Config's counts, so that none wraps in a pool size or
+// asks for more memory than a machine has. Jobs has none: preloading
+// streams them in batches.
+const (
+	// MaxWorkers bounds Config.Workers and Config.Conns.
+	MaxWorkers = 10_000
+	// MaxBatch bounds Config.Batch, the jobs one claim takes.
+	MaxBatch = 10_000
+)
+
 // SpareConns is what a run needs beyond its workers' connections: the
 // bench's own control connections (preload, stats) and headroom.
 const SpareConns = 5
@@ -121,7 +131,8 @@ type Config struct {
 	DSN    string
 	Engine skiplock.Engine
 	// Schema is the bench's own schema (emptied and refilled!); "" is
-	// DefaultSchema.
+	// DefaultSchema. Run creates it and marks it as the bench's; it refuses
+	// an existing schema without that mark, which may hold real queues.
 	Schema string
 	// Out hears progress lines; nil is silent.
 	Out io.Writer
@@ -187,6 +198,9 @@ func (c *Config) withDefaults() (Config, error) {
 	if o.Work < 0 || o.Duration < 0 || o.Jobs < 0 || o.Batch < 0 || o.Conns < 0 {
 		return o, skiplock.Usagef("--work, --duration, --jobs, --batch and --conns cannot be negative")
 	}
+	if o.Workers > MaxWorkers || o.Conns > MaxWorkers || o.Batch > MaxBatch {
+		return o, skiplock.Usagef("--workers %d, --conns %d, --batch %d: the limits are %d workers and connections, and %d jobs per claim", o.Workers, o.Conns, o.Batch, MaxWorkers, MaxBatch)
+	}
 	if o.Scenario == ScenarioLatency && o.Work == 0 {
 		o.Work = time.Second
 	}
@@ -209,7 +223,9 @@ func (c *Config) withDefaults() (Config, error) {
 		if o.Jobs == 0 {
 			// Enough for the whole run at the ideal rate, with a margin, so
 			// that the queue never runs dry.
-			o.Jobs = int(math.Ceil(o.idealRate()*o.Duration.Seconds()*1.25)) + 2*o.Workers
+			// (Capped, so that a tiny --work with a huge --duration cannot
+			// overflow int.)
+			o.Jobs = int(min(math.Ceil(o.idealRate()*o.Duration.Seconds()*1.25), 1e12)) + 2*o.Workers
 		}
 	}
 	if o.Batch == 0 {
@@ -405,8 +421,8 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 	if err := checkConnections(ctx, admin, &c, pgbenchErr == nil); err != nil {
 		return nil, err
 	}
-	if _, err := schema.Migrate(ctx, admin, &schema.MigrateConfig{Options: schema.Options{Schema: c.Schema}, Logf: c.Logf}); err != nil {
-		return nil, fmt.Errorf("bench: migrate schema %s: %w", c.Schema, err)
+	if err := ownSchema(ctx, admin, &c); err != nil {
+		return nil, err
 	}
 	rep := &Report{
 		Tool: "skiplock", Scenario: c.Scenario, Layout: string(c.Layout), Mode: c.Mode, Workers: c.Workers,
@@ -443,6 +459,47 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 	return rep, nil
 }
 
+// ownerSetting marks, in a schema's skiplock_setting table, a schema that
+// the bench created, and so may empty.
+const ownerSetting = "bench.owner"
+
+// ownSchema makes sure the run's schema is the bench's own: a schema that
+// does not exist yet is created and marked as the bench's; an existing one
+// must carry the mark. Any other schema, which may hold real queues, is
+// refused with a usage error before anything is changed. A DefaultSchema
+// left by versions of the bench that did not mark their schema is adopted:
+// the bench has always created it for itself.
+func ownSchema(ctx context.Context, admin *skiplock.DB, c *Config) error {
+	var exists bool
+	if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM information_schema.schemata WHERE schema_name = $1)", c.Schema).Scan(&exists); err != nil {
+		return fmt.Errorf("bench: look for schema %s: %w", c.Schema, err)
+	}
+	if exists {
+		settings, err := schema.ReadSettings(ctx, admin, c.Schema)
+		if settings[ownerSetting] == "" && (c.Schema != DefaultSchema || err != nil) {
+			return skiplock.Usagef("schema %q was not created by skiplock bench, and a bench empties the schema it runs in (jobs, dead jobs, work_log): "+
+				"run it in a schema of its own: leave --schema out (the bench then uses %s) or name a schema that does not exist yet, such as --schema %s",
+				c.Schema, DefaultSchema, benchName(c.Schema))
+		}
+	}
+	if _, err := schema.Migrate(ctx, admin, &schema.MigrateConfig{Options: schema.Options{Schema: c.Schema}, Logf: c.Logf}); err != nil {
+		return fmt.Errorf("bench: migrate schema %s: %w", c.Schema, err)
+	}
+	mark := fmt.Sprintf(`INSERT INTO %s ("name", "value") VALUES ($1, $2) ON CONFLICT ("name") DO NOTHING`, table(c, schema.SettingTable))
+	if _, err := admin.Exec(ctx, mark, ownerSetting, "skiplock bench: emptied and refilled by every run"); err != nil {
+		return fmt.Errorf("bench: mark schema %s as the bench's: %w", c.Schema, err)
+	}
+	return nil
+}
+
+// benchName suggests a schema name for a bench next to name.
+func benchName(name string) string {
+	if len(name)+len("_bench") > skiplock.MaxIdentLen {
+		return DefaultSchema
+	}
+	return name + "_bench"
+}
+
 // checkConnections fails early when the server cannot give the run the
 // connections it needs, with the CLI contract's message.
 func checkConnections(ctx context.Context, db *skiplock.DB, c *Config, baseline bool) error {
@@ -468,10 +525,10 @@ func checkConnections(ctx context.Context, db *skiplock.DB, c *Config, baseline 
 			what = fmt.Sprintf("--mode lease with --conns %d", c.Conns)
 			fix = "raise max_connections or lower --conns"
 		}
-		return fmt.Errorf("server allows %d connections%s; %s needs %d: %s", allowed, busy, what, need, fix)
+		return skiplock.Usagef("server allows %d connections%s; %s needs %d: %s", allowed, busy, what, need, fix)
 	}
 	if baseline && c.Workers+SpareConns > allowed-others {
-		return fmt.Errorf("server allows %d connections%s; --baseline runs pgbench with %d clients, which needs %d: raise max_connections or drop --baseline",
+		return skiplock.Usagef("server allows %d connections%s; --baseline runs pgbench with %d clients, which needs %d: raise max_connections or drop --baseline",
 			allowed, busy, c.Workers, c.Workers+SpareConns)
 	}
 	return nil

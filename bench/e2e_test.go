@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bench"
 	"github.com/skiplock/skiplock/internal/testdb"
 )
@@ -199,9 +200,9 @@ func TestLatencyBaselineByJobCount(t *testing.T) {
 }
 
 func TestTooFewConnections(t *testing.T) {
-	c, _ := config(t, bench.Config{Scenario: bench.ScenarioLatency, Mode: bench.ModeTx, Workers: 100_000, Duration: time.Second})
+	c, _ := config(t, bench.Config{Scenario: bench.ScenarioLatency, Mode: bench.ModeTx, Workers: bench.MaxWorkers, Duration: time.Second})
 	_, err := bench.Run(context.Background(), c)
-	if err == nil || !strings.Contains(err.Error(), "--mode tx with 100000 workers needs 100005: raise max_connections or use --mode lease") ||
+	if !skiplock.IsUsage(err) || !strings.Contains(err.Error(), "--mode tx with 10000 workers needs 10005: raise max_connections or use --mode lease") ||
 		!strings.Contains(err.Error(), "server allows ") {
 		t.Fatalf("err = %v", err)
 	}

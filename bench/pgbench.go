@@ -145,8 +145,11 @@ func (r *pgbenchRun) Run(ctx context.Context) (pgbenchResult, *Histogram, error)
 	pw.Close()
 	<-copied
 	if runErr != nil {
-		msg := strings.TrimSpace(strings.ReplaceAll(stderr.String(), password, "xxxxx"))
-		return pgbenchResult{}, nil, fmt.Errorf("pgbench failed (%v): %s", runErr, lastLines(msg, 5))
+		msg := strings.TrimSpace(stderr.String())
+		if password != "" {
+			msg = strings.ReplaceAll(msg, password, "xxxxx")
+		}
+		return pgbenchResult{}, nil, skiplock.RedactDSNError(fmt.Errorf("pgbench failed (%v): %s", runErr, lastLines(msg, 5)), r.DSN)
 	}
 	res, err := parsePgbenchOutput(stdout.String())
 	if err != nil {
@@ -173,7 +176,7 @@ func (r *pgbenchRun) Run(ctx context.Context) (pgbenchResult, *Histogram, error)
 func pgbenchConnInfo(dsn string) (conninfo, password string, err error) {
 	cc, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return "", "", skiplock.Usagef("DSN does not parse: %v", err)
+		return "", "", skiplock.RedactDSNError(err, dsn)
 	}
 	q := func(v string) string {
 		return "'" + strings.ReplaceAll(strings.ReplaceAll(v, `\`, `\\`), "'", `\'`) + "'"

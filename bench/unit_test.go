@@ -72,6 +72,16 @@ func TestPgbenchConnInfoKeepsPasswordOffTheCommandLine(t *testing.T) {
 			t.Fatalf("%s: conninfo %q, want %q", dsn, ci, want)
 		}
 	}
+	// A DSN the driver refuses: its error shows no piece of the password.
+	for _, dsn := range []string{
+		`host=db.example user=app password = 'it\'s@Tail' sslmode=disabled`,
+		"postgres://app:Ab1:Cd2/Ef3#Gh4%Ij5@db.example/queue",
+	} {
+		_, _, err := pgbenchConnInfo(dsn)
+		if err == nil || strings.Contains(err.Error(), "Tail") || strings.Contains(err.Error(), "Ef3#") || strings.Contains(err.Error(), "Gh4") {
+			t.Errorf("%s: err %v", dsn, err)
+		}
+	}
 }
 
 func TestPgbenchArgs(t *testing.T) {
@@ -210,9 +220,20 @@ func TestConfigDefaultsAndUsage(t *testing.T) {
 		{Scenario: ScenarioLock, Layout: schema.LayoutBucketed},
 		{Scenario: ScenarioLatency, Workers: -1},
 		{Scenario: ScenarioLatency, Schema: "no spaces"},
+		{Scenario: ScenarioLatency, Workers: MaxWorkers + 1},
+		{Scenario: ScenarioThroughput, Conns: 1 << 32},
+		{Scenario: ScenarioThroughput, Batch: 1 << 62},
+		{Scenario: ScenarioLatency, Schema: "information_schema"},
 	} {
 		if _, err := bad.withDefaults(); !skiplock.IsUsage(err) {
 			t.Errorf("%+v: err = %v, want a usage error", bad, err)
 		}
+	}
+}
+
+func TestLatencyJobsDoNotOverflow(t *testing.T) {
+	c, err := (&Config{Scenario: ScenarioLatency, Workers: MaxWorkers, Work: time.Nanosecond, Duration: 1 << 62}).withDefaults()
+	if err != nil || c.Jobs <= 0 {
+		t.Fatalf("jobs %d, err %v", c.Jobs, err)
 	}
 }

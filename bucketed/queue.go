@@ -165,10 +165,7 @@ func (q *Queue) insertArgs(jobs []skiplock.NewJob) (insertParams, error) {
 	for i := range jobs {
 		j := jobs[i] // a copy: Normalize fills defaults
 		if err := j.Normalize(q.cfg.MaxPayloadBytes); err != nil {
-			if n > 1 {
-				return insertParams{}, skiplock.Usagef("job %d: %v", i, err)
-			}
-			return insertParams{}, err
+			return insertParams{}, skiplock.Usagef("job %d: %v", i, err)
 		}
 		queues[i], payloads[i] = j.Queue, string(j.Payload)
 		prios[i], maxAtt[i] = int16(j.Priority), int32(j.MaxAttempts)

@@ -19,6 +19,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/skiplock/skiplock"
 )
 
 // PostgresConfig says where and how the embedded PostgreSQL runs. The zero
@@ -406,17 +408,78 @@ func run(ctx context.Context, owner *user.User, name string, args ...string) (st
 	return strings.TrimSpace(string(out)), err
 }
 
-// mkdirOwned makes dir (and parents) and hands dir to owner, so the server
-// user can write it; parents get mode 0755 so the server user can enter.
+// mkdirOwned creates dir, or checks the one there, and hands it to owner
+// (nil: ourselves) with mode 0700, so the server user can write it; new
+// parents get mode 0755 so the server user can enter. So that a wrong path never takes a
+// directory over, it refuses a symbolic link, a directory owned by anyone
+// but us or owner, and a non-empty directory that holds no server of ours.
+// The checks and changes go through one descriptor opened without following
+// links, so the path cannot be swapped in between.
 func mkdirOwned(dir string, owner *user.User) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Dir(dir), err)
+	}
+	created := true
+	if err := os.Mkdir(dir, 0o700); errors.Is(err, os.ErrExist) {
+		created = false
+	} else if err != nil {
 		return fmt.Errorf("create %s: %w", dir, err)
 	}
-	if err := os.Chmod(dir, 0o700); err != nil {
-		return err
+	f, err := os.OpenFile(dir, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_DIRECTORY, 0)
+	isLink := false
+	if err != nil {
+		fi, lerr := os.Lstat(dir)
+		isLink = lerr == nil && fi.Mode()&os.ModeSymlink != 0
 	}
-	return chown(dir, owner)
+	switch {
+	case isLink:
+		return skiplock.Usagef("%s is a symbolic link: refusing to put a server in (and hand over) the directory it points to; set SKIPLOCK_LOCAL_DIR to the real path, or to a path that does not exist yet", dir)
+	case errors.Is(err, syscall.ENOTDIR):
+		return skiplock.Usagef("%s is not a directory: set SKIPLOCK_LOCAL_DIR to a directory, or to a path that does not exist yet", dir)
+	case err != nil:
+		return fmt.Errorf("open %s: %w", dir, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat %s: %w", dir, err)
+	}
+	uid := -1
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		uid = int(st.Uid)
+	}
+	ownerUID := -1
+	if owner != nil {
+		ownerUID, _ = strconv.Atoi(owner.Uid)
+	}
+	if uid != os.Geteuid() && uid != ownerUID {
+		return skiplock.Usagef("%s belongs to another user (uid %d): refusing to take it over; set SKIPLOCK_LOCAL_DIR to a directory of your own, or to a path that does not exist yet", dir, uid)
+	}
+	if !created {
+		names, err := f.Readdirnames(-1)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", dir, err)
+		}
+		for _, n := range names {
+			if !serverDirEntries[n] {
+				return skiplock.Usagef("%s is not empty and holds no embedded server (it has %s): refusing to take it over; set SKIPLOCK_LOCAL_DIR to an empty directory, or to a path that does not exist yet", dir, n)
+			}
+		}
+	}
+	if err := f.Chmod(0o700); err != nil {
+		return fmt.Errorf("chmod %s: %w", dir, err)
+	}
+	if owner != nil {
+		gid, _ := strconv.Atoi(owner.Gid)
+		if err := f.Chown(ownerUID, gid); err != nil {
+			return fmt.Errorf("hand %s to user %s: %w", dir, owner.Username, err)
+		}
+	}
+	return nil
 }
+
+// serverDirEntries are what a server's directory holds.
+var serverDirEntries = map[string]bool{stateFile: true, dataSubdir: true, ".lock": true, "initdb-password": true}
 
 func chown(path string, owner *user.User) error {
 	if owner == nil {

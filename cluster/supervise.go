@@ -576,7 +576,7 @@ func (c *MultiNode) allReady(ctx context.Context) error {
 func SQLReady(ctx context.Context, c *MultiNode, n Node) error {
 	conn, err := pgx.Connect(ctx, c.NodeDSN(n))
 	if err != nil {
-		return err
+		return skiplock.RedactDSNError(err, c.NodeDSN(n))
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	c.spec.prepare(ctx, conn)

@@ -29,7 +29,8 @@ func runBench(ctx context.Context, e *env, args []string) error {
 			"  latency     seed 003's test: preload jobs; W workers claim one, work D, complete (default 500 x 1s for 30s)\n"+
 			"  lock        seed 003's lock-only test: W clients BEGIN; lock one job; COMMIT (default 15 for 30s)\n"+
 			"  throughput  burn-down like river bench -n: preload N no-op jobs and work them all (default 100000)\n\n"+
-			"The bench empties and refills its own schema (%s unless --schema names another).\n"+
+			"The bench empties and refills its own schema: %s, or one --schema names that does not\n"+
+			"exist yet (the bench creates and marks it). It refuses any other schema.\n"+
 			"Run skiplock bench SCENARIO -h for the flags.\n", usage, bench.DefaultSchema)
 		if len(args) == 0 {
 			return errUsageShown

@@ -235,6 +235,27 @@ func countFlags(fs *flag.FlagSet, names ...string) error {
 	return nil
 }
 
+// Upper bounds of the count flags, so that no value wraps in a column or
+// a pool size or asks for more memory than a machine has.
+const (
+	// maxBatch bounds jobs per INSERT or per claim: one batch is held in
+	// memory at a time.
+	maxBatch = 10_000
+	// maxWorkers bounds concurrent workers (each may hold a connection).
+	maxWorkers = 10_000
+	// maxServerConnections is PostgreSQL's own limit on max_connections.
+	maxServerConnections = 262_143
+)
+
+// maxFlag checks that the named int flag is at most hi.
+func maxFlag(fs *flag.FlagSet, name string, hi int) error {
+	f := fs.Lookup(name)
+	if v, ok := f.Value.(flag.Getter).Get().(int); ok && v > hi {
+		return skiplock.Usagef("--%s %d: the limit is %d", name, v, hi)
+	}
+	return nil
+}
+
 // oneOf checks that v is one of allowed.
 func oneOf(name, v string, allowed ...string) error {
 	for _, a := range allowed {

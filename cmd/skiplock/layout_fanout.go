@@ -69,7 +69,7 @@ func (fanoutCLI) work(ctx context.Context, e *env, db *skiplock.DB, o workOption
 	if err != nil {
 		var ce *fanout.ConnLimitError
 		if errors.As(err, &ce) {
-			return workReport{}, fmt.Errorf("server allows %d connections; --mode tx with %d workers needs %d: raise max_connections or use --mode lease",
+			return workReport{}, skiplock.Usagef("server allows %d connections; --mode tx with %d workers needs %d: raise max_connections or use --mode lease",
 				ce.Allowed, ce.Workers, ce.Needed)
 		}
 		return workReport{}, err

@@ -59,7 +59,8 @@ func TestFanoutCLIRefusesBadInput(t *testing.T) {
 	}
 	code, _, errs := cli(t, "--schema", name, "work", "--layout", "fanout", "--workers", fmt.Sprint(allowed), "--until-empty")
 	want := fmt.Sprintf("server allows %d connections; --mode tx with %d workers needs %d: raise max_connections or use --mode lease", allowed, allowed, allowed+5)
-	if code != exitError || !strings.Contains(errs, want) {
-		t.Errorf("too many workers: exit %d %q; want %q", code, errs, want)
+	// The same usage error as the bucketed layout's: exit 2.
+	if code != exitUsage || !strings.Contains(errs, want) {
+		t.Errorf("too many workers: exit %d %q; want exit 2 and %q", code, errs, want)
 	}
 }

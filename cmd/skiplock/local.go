@@ -33,8 +33,8 @@ func runLocal(ctx context.Context, e *env, args []string) error {
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
-	if *maxConns < 10 {
-		return skiplock.Usagef("--max-connections %d: use at least 10", *maxConns)
+	if *maxConns < 10 || *maxConns > maxServerConnections {
+		return skiplock.Usagef("--max-connections %d: use 10 to %d", *maxConns, maxServerConnections)
 	}
 	pg := cluster.NewPostgres(&cluster.PostgresConfig{Logf: e.logf, NoFsync: *noFsync, MaxConnections: *maxConns})
 	switch sub {

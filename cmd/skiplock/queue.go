@@ -106,7 +106,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	queue := fs.String("queue", skiplock.DefaultQueue, "queue name")
 	count := fs.Int("count", 1, "how many jobs")
 	payload := fs.String("payload", "{}", "JSON payload of every job")
-	runAt := fs.String("run-at", "", "when the jobs may run: RFC 3339 time, or a delay such as 30s (default now)")
+	runAt := fs.String("run-at", "", "when the jobs may run: RFC 3339 time from 1970 on, or a delay such as 30s (default now)")
 	priority := fs.Int("priority", 0, "priority, lower runs first (-32768..32767)")
 	maxAttempts := fs.Int("max-attempts", 0, fmt.Sprintf("attempts before a job is dead (default %d)", skiplock.DefaultMaxAttempts))
 	uniqueKey := fs.String("unique-key", "", "skip the job while one with this key is queued or running (bucketed; --count 1)")
@@ -125,6 +125,9 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	if err := countFlags(fs, "count", "batch"); err != nil {
 		return err
 	}
+	if err := maxFlag(fs, "batch", maxBatch); err != nil {
+		return err
+	}
 	if *uniqueKey != "" && *count != 1 {
 		return skiplock.Usagef("--unique-key with --count %d: a unique key dedupes, so enqueue one job at a time", *count)
 	}
@@ -134,7 +137,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	}
 	job := skiplock.NewJob{Queue: *queue, Payload: json.RawMessage(*payload), Priority: *priority, RunAt: at, MaxAttempts: *maxAttempts, UniqueKey: *uniqueKey}
 	if err := job.Normalize(*maxPayload); err != nil {
-		return err
+		return skiplock.Usagef("job for queue %q: %v; nothing was written", *queue, err)
 	}
 	db, err := e.open(ctx, 4)
 	if err != nil {
@@ -142,13 +145,14 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	}
 	start := time.Now()
 	added := 0
+	// Stream: one batch in memory at a time, however large --count is.
+	jobs := make([]skiplock.NewJob, min(*batch, *count))
+	for i := range jobs {
+		jobs[i] = job
+	}
 	for done := 0; done < *count; {
 		n := min(*batch, *count-done)
-		jobs := make([]skiplock.NewJob, n)
-		for i := range jobs {
-			jobs[i] = job
-		}
-		got, err := lc.enqueue(ctx, db, e.schema, jobs)
+		got, err := lc.enqueue(ctx, db, e.schema, jobs[:n])
 		added += got
 		if err != nil {
 			return fmt.Errorf("after %d jobs: %w", added, err)
@@ -167,7 +171,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 }
 
 // parseRunAt reads --run-at: empty (now), a delay ("30s", "5m"), or an
-// RFC 3339 time.
+// RFC 3339 time from 1970 on (earlier times are refused).
 func parseRunAt(s string, now time.Time) (time.Time, error) {
 	if s == "" {
 		return time.Time{}, nil
@@ -181,6 +185,10 @@ func parseRunAt(s string, now time.Time) (time.Time, error) {
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
 		return time.Time{}, skiplock.Usagef("--run-at %q: use an RFC 3339 time (2026-01-02T15:04:05Z) or a delay (30s, 5m)", s)
+	}
+	if t.Before(skiplock.MinRunAt) {
+		// Refused, not stored: the zero time would read as "now".
+		return time.Time{}, skiplock.Usagef("--run-at %q is before 1970: times that early are refused; leave --run-at out to run now", s)
 	}
 	return t, nil
 }
@@ -204,8 +212,8 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if o.Workers < 1 {
-		return skiplock.Usagef("--workers %d: use at least 1", o.Workers)
+	if o.Workers < 1 || o.Workers > maxWorkers {
+		return skiplock.Usagef("--workers %d: use 1 to %d", o.Workers, maxWorkers)
 	}
 	if o.Work < 0 {
 		return skiplock.Usagef("--work %v: a duration cannot be negative", o.Work)
@@ -213,8 +221,8 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	if o.VisibilityTimeout < time.Second {
 		return skiplock.Usagef("--visibility-timeout %v: use at least 1s", o.VisibilityTimeout)
 	}
-	if o.Batch < 0 {
-		return skiplock.Usagef("--batch %d: use at least 1 (or leave it out)", o.Batch)
+	if o.Batch < 0 || o.Batch > maxBatch {
+		return skiplock.Usagef("--batch %d: use 1 to %d (or leave it out)", o.Batch, maxBatch)
 	}
 	if o.Mode == "" {
 		o.Mode = lc.defaultMode()

@@ -140,7 +140,7 @@ func (m *matrix) runDSN(ctx context.Context) {
 	label := skiplock.RedactDSN(dsn)
 	version, err := serverVersion(ctx, dsn)
 	if err != nil {
-		m.add(name, failed, "%s does not answer: %v", skiplock.RedactDSN(dsn), err)
+		m.add(name, failed, "%s does not answer: %v", skiplock.RedactDSN(dsn), skiplock.RedactDSNError(err, dsn))
 		return
 	}
 	m.suite(ctx, name, label+" ("+shortVersion(version)+")", dsn)

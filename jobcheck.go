@@ -1,0 +1,189 @@
+package skiplock
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Range limits of job fields: what the columns can hold. Normalize refuses
+// values past them before anything is written.
+const (
+	// MinPriority and MaxPriority bound NewJob.Priority (a SMALLINT).
+	MinPriority = math.MinInt16
+	MaxPriority = math.MaxInt16
+	// MaxMaxAttempts bounds NewJob.MaxAttempts (an INTEGER).
+	MaxMaxAttempts = math.MaxInt32
+	// MaxUniqueKeyLen is the longest unique key, in bytes.
+	MaxUniqueKeyLen = 512
+)
+
+// Bounds of NewJob.RunAt. Times before the Unix epoch are refused rather
+// than stored, so that no time is ever mistaken for the zero time ("now");
+// the upper bound is the last instant RFC 3339 can write.
+var (
+	// MinRunAt is the earliest NewJob.RunAt: the Unix epoch.
+	MinRunAt = time.Unix(0, 0).UTC()
+	// MaxRunAt is the latest NewJob.RunAt.
+	MaxRunAt = time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+)
+
+// Limits of PostgreSQL's numeric type, which jsonb stores every JSON number
+// in: at most 131072 digits before the decimal point (weight 32767 in base
+// 10000), 16383 after it (the display scale's 14 bits), and an exponent
+// below INT32_MAX/2 in the input text (src/backend/utils/adt/numeric.c;
+// PostgreSQL 15 refuses INT32_MAX/2 itself, later versions one more).
+const (
+	numericMaxIntDigits = 131072
+	numericMaxScale     = 16383
+	numericMaxExponent  = math.MaxInt32 / 2
+)
+
+// checkPayload refuses what PostgreSQL's jsonb rejects although the text is
+// valid JSON to encoding/json: invalid UTF-8, the escape \u0000, a UTF-16
+// surrogate escape that is not part of a pair, and numbers outside
+// numeric's range. p must already be valid JSON.
+func checkPayload(p []byte) error {
+	if !utf8.Valid(p) {
+		i := invalidUTF8At(p)
+		return Usagef("payload is not valid UTF-8 (byte %d): send text as UTF-8, binary data as base64", i)
+	}
+	inString := false
+	for i := 0; i < len(p); i++ {
+		c := p[i]
+		if inString {
+			switch c {
+			case '"':
+				inString = false
+			case '\\':
+				i++
+				if p[i] != 'u' {
+					continue
+				}
+				r := hex4(p[i+1 : i+5])
+				i += 4
+				switch {
+				case r == 0:
+					return Usagef(`payload has the escape \u0000 at byte %d: PostgreSQL's jsonb cannot store the NUL character; drop it or encode the data (base64)`, i-5)
+				case r >= 0xDC00 && r <= 0xDFFF:
+					return Usagef(`payload has a lone UTF-16 low surrogate escape \u%04x at byte %d: PostgreSQL's jsonb accepts surrogates only as a high-low pair`, r, i-5)
+				case r >= 0xD800 && r <= 0xDBFF:
+					if i+6 >= len(p) || p[i+1] != '\\' || p[i+2] != 'u' {
+						return Usagef(`payload has a lone UTF-16 high surrogate escape \u%04x at byte %d: PostgreSQL's jsonb accepts surrogates only as a high-low pair`, r, i-5)
+					}
+					if lo := hex4(p[i+3 : i+7]); lo < 0xDC00 || lo > 0xDFFF {
+						return Usagef(`payload has a UTF-16 high surrogate escape \u%04x at byte %d not followed by a low one: PostgreSQL's jsonb accepts surrogates only as a high-low pair`, r, i-5)
+					}
+					i += 6
+				}
+			}
+			continue
+		}
+		switch {
+		case c == '"':
+			inString = true
+		case c == '-' || c >= '0' && c <= '9':
+			j := i
+			for j < len(p) && strings.IndexByte("+-.eE0123456789", p[j]) >= 0 {
+				j++
+			}
+			if err := checkNumber(string(p[i:j])); err != nil {
+				return Usagef("payload number at byte %d: %v", i, err)
+			}
+			i = j - 1
+		}
+	}
+	return nil
+}
+
+// checkNumber checks that a JSON number fits PostgreSQL's numeric type, by
+// the rules numeric_in applies.
+func checkNumber(tok string) error {
+	shown := tok
+	if len(shown) > 40 {
+		shown = shown[:20] + "..." + shown[len(shown)-10:]
+	}
+	m := strings.TrimPrefix(tok, "-")
+	exp := int64(0)
+	if k := strings.IndexAny(m, "eE"); k >= 0 {
+		e := m[k+1:]
+		m = m[:k]
+		neg := strings.HasPrefix(e, "-")
+		e = strings.TrimLeft(e, "+-")
+		for _, d := range []byte(e) {
+			exp = exp*10 + int64(d-'0')
+			if exp >= numericMaxExponent {
+				return fmt.Errorf("%s: the exponent is out of PostgreSQL's numeric range", shown)
+			}
+		}
+		if neg {
+			exp = -exp
+		}
+	}
+	intPart, frac, _ := strings.Cut(m, ".")
+	if scale := int64(len(frac)) - exp; scale > numericMaxScale {
+		return fmt.Errorf("%s has %d digits after the decimal point: PostgreSQL's numeric keeps at most %d; send it as a string", shown, scale, numericMaxScale)
+	}
+	digits := intPart + frac
+	first := strings.IndexFunc(digits, func(r rune) bool { return r != '0' })
+	if first < 0 {
+		return nil // zero
+	}
+	// The most significant digit's power of ten.
+	if pow := int64(len(intPart)-1-first) + exp; pow >= numericMaxIntDigits {
+		return fmt.Errorf("%s is too large: PostgreSQL's numeric holds at most %d digits before the decimal point; send it as a string", shown, numericMaxIntDigits)
+	}
+	return nil
+}
+
+func hex4(b []byte) rune {
+	var r rune
+	for _, c := range b {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		}
+	}
+	return r
+}
+
+func invalidUTF8At(p []byte) int {
+	for i := 0; i < len(p); {
+		r, n := utf8.DecodeRune(p[i:])
+		if r == utf8.RuneError && n <= 1 {
+			return i
+		}
+		i += n
+	}
+	return len(p)
+}
+
+// checkUniqueKey refuses a unique key the TEXT column cannot hold.
+func checkUniqueKey(k string) error {
+	switch {
+	case len(k) > MaxUniqueKeyLen:
+		return Usagef("unique key is %d bytes: the limit is %d", len(k), MaxUniqueKeyLen)
+	case !utf8.ValidString(k):
+		return Usagef("unique key %q is not valid UTF-8 (byte %d)", k, invalidUTF8At([]byte(k)))
+	case strings.IndexByte(k, 0) >= 0:
+		return Usagef("unique key %q contains a NUL byte, which PostgreSQL text cannot hold", k)
+	}
+	return nil
+}
+
+// checkRunAt refuses a run time outside MinRunAt..MaxRunAt; the zero time
+// (now) is fine.
+func checkRunAt(t time.Time) error {
+	if t.IsZero() || !t.Before(MinRunAt) && !t.After(MaxRunAt) {
+		return nil
+	}
+	return Usagef("run at %s is out of range: use a time from %s to %s, or the zero time for now",
+		t.Format(time.RFC3339Nano), MinRunAt.Format(time.RFC3339), MaxRunAt.Format(time.RFC3339))
+}

@@ -29,7 +29,7 @@ test: setup
 test-engines: setup
 	$(GO) -C internal/enginematrix run . -root ../..
 
-# The seed's latency test (seed 003: 500 workers, 1 s jobs), scaled down to
+# The latency test of the article "Scalable Job Queue in SQL" (500 workers, 1 s jobs), scaled down to
 # 30 s, in lease mode on the embedded PostgreSQL (started if need be).
 # BENCH_FLAGS adds flags, e.g. make bench BENCH_FLAGS="--mode tx --baseline".
 BENCH_FLAGS ?=

@@ -17,7 +17,7 @@ type Dialect struct {
 	// ShardedIndexFansOut is true where a hash-sharded index spreads rows
 	// over shards and the optimizer fans one ordered scan across them
 	// (CockroachDB's USING HASH). Where false, queue code fans out itself
-	// with one UNION ALL branch per bucket, as seed 004 does.
+	// with one UNION ALL branch per bucket, as the YugabyteDB data model does.
 	ShardedIndexFansOut bool
 	// RangeSplits is true where a table can be pre-split into ranges or
 	// tablets at chosen key values; SplitInCreate says whether the split

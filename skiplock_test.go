@@ -153,7 +153,7 @@ func TestNewDBWrapsCallersPoolAndLeavesItOpen(t *testing.T) {
 	}
 }
 
-// TestOpenForcedYugabyteOnPostgresFailsCleanly checks PITFALLS 3 from the
+// TestOpenForcedYugabyteOnPostgresFailsCleanly checks the smart-driver rule (docs/design.md, "Drivers") from the
 // other side: with the engine forced to YugabyteDB, the smart driver's
 // load_balance would hunt for yb_servers(); Open must fail with an error
 // instead of leaking connections until the server refuses more.
@@ -171,7 +171,7 @@ func TestOpenForcedYugabyteOnPostgresFailsCleanly(t *testing.T) {
 	}
 }
 
-// TestAutoOpenNeverSendsLoadBalanceToPostgres is PITFALLS 3 proper: auto
+// TestAutoOpenNeverSendsLoadBalanceToPostgres is the smart-driver rule (docs/design.md, "Drivers") proper: auto
 // detection must pick jackc/pgx for PostgreSQL, which would reject the
 // unknown load_balance startup parameter if it were sent.
 func TestAutoOpenNeverSendsLoadBalanceToPostgres(t *testing.T) {

@@ -1,12 +1,12 @@
-// Package bench is skiplock's load driver: the seeds' benchmark scenarios
+// Package bench is skiplock's load driver: the articles' benchmark scenarios
 // run through the queue layouts' public APIs, with latency kept in a
 // constant-memory histogram, progress lines while running, a report for
-// people and for machines, and an optional pgbench baseline of the seed's
+// people and for machines, and an optional pgbench baseline of the article's
 // own script on the same database.
 //
 // Scenarios (DESIGN.md, "The benchmark scenarios"):
 //
-//   - latency: seed 003's pgbench test. Preload jobs; each of W workers
+//   - latency: the scalable-job-queue article's pgbench test. Preload jobs; each of W workers
 //     loops: claim one job, work on it for D, complete it. Lease mode runs
 //     the bucketed layout over a small pool, the way a producer feeds its
 //     worker slots: a few claimers each take every worker's request
@@ -15,7 +15,7 @@
 //     leaseRunner); no worker holds a connection while it works. Tx mode
 //     runs the fanout layout, where a worker holds one connection for the
 //     whole job.
-//   - lock: seed 003's lock-only test. W clients each run BEGIN; lock one
+//   - lock: the scalable-job-queue article's lock-only test. W clients each run BEGIN; lock one
 //     job from a random start (FOR UPDATE SKIP LOCKED); COMMIT, deleting
 //     nothing.
 //   - throughput: a burn-down like River's `river bench -n`: preload N no-op
@@ -119,7 +119,7 @@ type Config struct {
 	// Progress is the interval between progress lines (default 5s); a
 	// negative value turns them off.
 	Progress time.Duration
-	// Baseline also runs the seed's script through pgbench.
+	// Baseline also runs the article's script through pgbench.
 	Baseline bool
 	// SeparateBegin sends each transaction's BEGIN as its own round trip,
 	// as pgbench's scripts do; by default the workers' pool pipelines it
@@ -172,9 +172,9 @@ func (c *Config) withDefaults() (Config, error) {
 		return o, skiplock.Usagef("--mode %q: use lease (bucketed) or tx (fanout)", o.Mode)
 	}
 	if o.Scenario == ScenarioLock {
-		// Seed 003's lock test reads the fanout table; there is no lease.
+		// The scalable-job-queue article's lock test reads the fanout table; there is no lease.
 		if o.Layout == schema.LayoutBucketed || o.Mode == ModeLease {
-			return o, skiplock.Usagef("the lock scenario is seed 003's lock-only test on the fanout table: use --layout fanout (or leave --layout and --mode out)")
+			return o, skiplock.Usagef("the lock scenario is the scalable-job-queue article's lock-only test on the fanout table: use --layout fanout (or leave --layout and --mode out)")
 		}
 		o.Layout, o.Mode = schema.LayoutFanout, ModeTx
 	}

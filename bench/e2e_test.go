@@ -185,7 +185,7 @@ func TestBaseline(t *testing.T) {
 	}
 }
 
-// The latency baseline runs the seed's script with its sleep and delete;
+// The latency baseline runs the article's script with its sleep and delete;
 // with a job count, pgbench works exactly the jobs preloaded.
 func TestLatencyBaselineByJobCount(t *testing.T) {
 	if _, err := bench.FindPgbench(); errors.Is(err, bench.ErrNoPgbench) {

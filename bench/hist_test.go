@@ -41,7 +41,7 @@ func checkClose(t *testing.T, what string, got, want, rel float64) {
 func TestSummaryMatchesExactPercentiles(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
 	dists := map[string]func() time.Duration{
-		// Around the seed's 1 s jobs, with a tail.
+		// Around the article's 1 s jobs, with a tail.
 		"normal 1s": func() time.Duration { return time.Duration((1 + 0.02*rng.NormFloat64()) * float64(time.Second)) },
 		// Lock-only transactions: milliseconds, heavy tail.
 		"lognormal 10ms": func() time.Duration {

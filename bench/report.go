@@ -51,7 +51,7 @@ type Report struct {
 	// JobsPerS counts over the longer time; pgbench drops them). Null for
 	// runs without a duration.
 	WindowJobsPerS *float64 `json:"window_jobs_per_s,omitempty"`
-	// Baseline is the pgbench run of the seed's script (--baseline), null
+	// Baseline is the pgbench run of the article's script (--baseline), null
 	// when none ran; BaselineSkipped says why it did not.
 	Baseline        *Report `json:"baseline"`
 	BaselineSkipped string  `json:"baseline_skipped,omitempty"`

@@ -167,7 +167,7 @@ func emptyAfter(ctx context.Context, c *Config, admin *skiplock.DB) {
 	}
 }
 
-// lockSQL is seed 003's lock-only statement made correct, the same as
+// lockSQL is the scalable-job-queue article's lock-only statement made correct, the same as
 // scripts/lock.sql: the locking clause on each branch that reads
 // job_queue, from a random start ($1) with wrap-around.
 func lockSQL(c *Config) string {
@@ -318,7 +318,7 @@ func stuckWatchdog(ctx context.Context, admin *skiplock.DB, done <-chan struct{}
 // scripts draw it (eight hex digits).
 func randomKey() string { return fmt.Sprintf("%08x", rand.Uint32()) }
 
-// runBaseline runs the seed's script through pgbench on the same database
+// runBaseline runs the article's script through pgbench on the same database
 // with the same clients and duration, and puts it next to rep.
 func runBaseline(ctx context.Context, c *Config, admin *skiplock.DB, path string, rep *Report) error {
 	mk, ok := drivers[schema.LayoutFanout]

@@ -19,7 +19,7 @@ const noHintPriority = -32769
 
 var noHintTime = time.Unix(0, 0).UTC()
 
-// hints is the tombstone hint (seed 004): per queue name and bucket, the
+// hints is the tombstone hint (the YugabyteDB job-queue data model): per queue name and bucket, the
 // key of the last first-attempt job claimed there, and when the bucket was
 // last scanned from its head.
 type hints struct {

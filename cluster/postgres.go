@@ -31,7 +31,7 @@ type PostgresConfig struct {
 	Dir string
 	// BinDir holds initdb and pg_ctl; "" means FindPostgresBin().
 	BinDir string
-	// MaxConnections defaults to 1100: the seed's 500-worker test in tx mode
+	// MaxConnections defaults to 1100: the article's 500-worker test in tx mode
 	// plus a pgbench baseline of 500 clients, with room to spare.
 	MaxConnections int
 	// SharedBuffers, such as "3GB"; "" sizes it to an eighth of the

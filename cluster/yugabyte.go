@@ -11,18 +11,18 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// yugabyteSpec is seed 004's local universe from yugabyted: node k
+// yugabyteSpec is the YugabyteDB job-queue data model's local universe from yugabyted: node k
 // advertises 127.0.0.k, nodes 2..n join 127.0.0.1, each in its own zone of
 // aws.us-east-2 so that `configure data_placement --fault_tolerance=zone`
 // gives replication factor 3. Every node listens on yugabyted's default
 // ports on its own address.
 type yugabyteSpec struct{}
 
-// The zones nodes are placed in, in turn (seed 004).
+// The zones nodes are placed in, in turn (the YugabyteDB job-queue data model).
 var yugabyteZones = []string{"aws.us-east-2.us-east-2a", "aws.us-east-2.us-east-2b", "aws.us-east-2.us-east-2c"}
 
 // yugabyteTserverFlags turns READ COMMITTED on: without it YugabyteDB runs
-// READ COMMITTED transactions as snapshot isolation (PITFALLS 4).
+// READ COMMITTED transactions as snapshot isolation (docs/design.md, "Retries, isolation and ambiguous commits").
 const yugabyteTserverFlags = "yb_enable_read_committed_isolation=true"
 
 // yugabyteYSQLPort is where every node serves YSQL.

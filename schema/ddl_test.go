@@ -42,8 +42,8 @@ func TestCockroachFanoutSplitsAtValues(t *testing.T) {
 
 // TestGoldenDDL compares each engine's DDL with testdata/<engine>_<layout>.sql.
 // YugabyteDB's extensions have no parser here, so their golden files are
-// the review surface: they were checked by hand against seed 004 (HASH
-// bucket key, ASC create order, INCLUDE) and seed 003 (ASC text key, SPLIT
+// the review surface: they were checked by hand against the YugabyteDB job-queue data model (HASH
+// bucket key, ASC create order, INCLUDE) and the scalable-job-queue article (ASC text key, SPLIT
 // AT VALUES at 2000..., 4000..., ...). Run with -update to rewrite.
 func TestGoldenDDL(t *testing.T) {
 	for _, engine := range skiplock.Engines {

@@ -64,7 +64,7 @@ const (
 const (
 	// DefaultSchema is where skiplock's tables live.
 	DefaultSchema = "skiplock"
-	// DefaultBuckets is the bucketed layout's bucket count. Seed 004 uses 4;
+	// DefaultBuckets is the bucketed layout's bucket count. The YugabyteDB data model uses 4;
 	// we use 8 so that a three-node universe has at least two buckets per
 	// node to spread the dequeue index's hot head over. A dequeue seeks once
 	// per bucket it visits, so more buckets cost latency on small clusters.
@@ -122,8 +122,8 @@ func (o *Options) withDefaults() (Options, error) {
 	return out, nil
 }
 
-// JobsTableDef describes the bucketed layout's table: seed 004's jobs with
-// seed 002's lease columns and seed 001's message type (queue).
+// JobsTableDef describes the bucketed layout's table: the YugabyteDB job-queue data model's jobs with
+// the Reflect task-queue article's lease columns and the job-queue Q&A's message type (queue).
 func JobsTableDef(buckets int) *Table {
 	return &Table{
 		Name: JobsTable,
@@ -149,7 +149,7 @@ func JobsTableDef(buckets int) *Table {
 		PrimaryKey: []string{"id"},
 		Indexes: []Index{
 			{
-				// Seed 004's (bucket HASH, status, create_ts ASC) INCLUDE (id),
+				// The YugabyteDB job-queue data model's (bucket HASH, status, create_ts ASC) INCLUDE (id),
 				// made partial on status = 'Queued' with the queue and priority
 				// a dequeue filters and orders by ahead of the time. Partial:
 				// claiming and finishing a job add no entry here (two fewer
@@ -192,7 +192,7 @@ func JobsTableDef(buckets int) *Table {
 	}
 }
 
-// JobQueueTableDef describes the fanout layout's table: seed 003's
+// JobQueueTableDef describes the fanout layout's table: the scalable-job-queue article's
 // job_queue, text UUID keys range-split into tablets.
 func JobQueueTableDef(tablets int) *Table {
 	return &Table{
@@ -256,7 +256,7 @@ func LeaderTableDef() *Table {
 }
 
 // UUIDSplitPoints divides the text UUID key space into n equal ranges and
-// returns the n-1 boundaries, as seed 003 does for 8 tablets
+// returns the n-1 boundaries, as the scalable-job-queue article does for 8 tablets
 // ("20000000-0000-0000-0000-000000000000", ...).
 //
 // Frozen migrations split at these points ([TemplateValues]), so this
@@ -271,7 +271,7 @@ func UUIDSplitPoints(n int) []string {
 	return out
 }
 
-// createStatusType renders the job_status enum (seed 004's JobStatus).
+// createStatusType renders the job_status enum (the YugabyteDB job-queue data model's JobStatus).
 func createStatusType(d *skiplock.Dialect, schemaName string) string {
 	labels := make([]string, len(skiplock.Statuses))
 	for i, s := range skiplock.Statuses {

@@ -1,6 +1,6 @@
--- Seed 003's latency test (dequeue.sql), made correct: the seed put
+-- The scalable-job-queue article's latency test (dequeue.sql), made correct: the article put
 -- FOR UPDATE SKIP LOCKED on its job_fanout view, which locks nothing
--- (PITFALLS 1), so two clients could take the same job. Here the locking
+-- (docs/design.md, "A locking clause on a view locks nothing"), so two clients could take the same job. Here the locking
 -- clause sits inside each branch that reads job_queue; the random start and
 -- the wrap-around are the view's, written out.
 --

@@ -1,4 +1,4 @@
--- Seed 003's lock-only test, made correct as in latency.sql: each
+-- The scalable-job-queue article's lock-only test, made correct as in latency.sql: each
 -- transaction locks one job from a random start and commits without
 -- deleting it.
 --   PGOPTIONS='-c search_path=skiplock_bench' pgbench -n -M prepared \

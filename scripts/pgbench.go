@@ -1,5 +1,5 @@
-// Package scripts holds the seeds' pgbench scripts, made correct (the
-// locking clause on the table, not on a view: PITFALLS 1), for the bench
+// Package scripts holds the articles' pgbench scripts, made correct (the
+// locking clause on the table, not on a view: docs/design.md, "A locking clause on a view locks nothing"), for the bench
 // command's --baseline runs. The .sql files are the one copy; the bench
 // package reads them through FS.
 package scripts

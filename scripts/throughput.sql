@@ -1,4 +1,4 @@
--- Burn-down (like river bench -n): seed 003's dequeue without the sleep,
+-- Burn-down (like river bench -n): the scalable-job-queue article's dequeue without the sleep,
 -- made correct as in latency.sql. Each transaction locks one job from a
 -- random start, deletes it and commits. Run with -t so that clients x
 -- transactions equals the jobs preloaded:

@@ -17,7 +17,7 @@ func init() {
 		name: "bench",
 		usage: "bench latency|lock|throughput [--layout L] [--mode lease|tx] [--workers N] [--work D] [--duration D] " +
 			"[--jobs N] [--batch N] [--conns N] [--progress D] [--baseline] [--separate-begin] [--cpuprofile FILE] [--json]",
-		summary: "the load driver: the seeds' latency and lock tests, a burn-down; --baseline runs pgbench too",
+		summary: "the load driver: the articles' latency and lock tests, a burn-down; --baseline runs pgbench too",
 		run:     runBench,
 	})
 }
@@ -26,8 +26,8 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	usage := commands["bench"].usage
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintf(e.stderr, "usage: skiplock [global flags] %s\n\n"+
-			"  latency     seed 003's test: preload jobs; W workers claim one, work D, complete (default 500 x 1s for 30s)\n"+
-			"  lock        seed 003's lock-only test: W clients BEGIN; lock one job; COMMIT (default 15 for 30s)\n"+
+			"  latency     the scalable-job-queue article's test: preload jobs; W workers claim one, work D, complete (default 500 x 1s for 30s)\n"+
+			"  lock        the scalable-job-queue article's lock-only test: W clients BEGIN; lock one job; COMMIT (default 15 for 30s)\n"+
 			"  throughput  burn-down like river bench -n: preload N no-op jobs and work them all (default 100000)\n\n"+
 			"The bench empties and refills its own schema: %s, or one --schema names that does not\n"+
 			"exist yet (the bench creates and marks it). It refuses any other schema.\n"+
@@ -49,7 +49,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&cfg.Batch, "batch", 0, "jobs per claim in lease mode (default 1; throughput 200)")
 	fs.IntVar(&cfg.Conns, "conns", 0, "worker pool size (lease mode default min(workers, 50); tx mode and lock hold one per worker)")
 	fs.DurationVar(&cfg.Progress, "progress", 5*time.Second, "interval between progress lines (0 turns them off)")
-	fs.BoolVar(&cfg.Baseline, "baseline", false, "also run the seed's script through pgbench with the same workers and duration")
+	fs.BoolVar(&cfg.Baseline, "baseline", false, "also run the article's script through pgbench with the same workers and duration")
 	fs.BoolVar(&cfg.SeparateBegin, "separate-begin", false, "send each transaction's BEGIN as its own round trip, as pgbench's scripts do (default: BEGIN rides with the first statement)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the run to this file (for finding the load driver's own overhead)")
 	if err := parse(fs, args[1:]); err != nil {

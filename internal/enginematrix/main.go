@@ -246,8 +246,8 @@ func startCockroach(ctx context.Context) (dsn, image string, cleanup func(), err
 	return u.String(), image, cleanup, nil
 }
 
-// startYugabyte runs one yugabyted node with READ COMMITTED on (PITFALLS
-// 4) and waits until YSQL answers.
+// startYugabyte runs one yugabyted node with READ COMMITTED on (docs/design.md,
+// "Retries, isolation and ambiguous commits") and waits until YSQL answers.
 func startYugabyte(ctx context.Context) (dsn, image string, cleanup func(), err error) {
 	image = yugabyteImage()
 	ctr, err := testcontainers.Run(ctx, image,

@@ -163,6 +163,13 @@ func TestLocalCommands(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(out), &st) != nil || !st.Running || st.Port == 0 {
 		t.Fatalf("status --json: %d %q", code, out)
 	}
+	code, out, _ = cli(t, "--json", "local", "dsn")
+	var d struct {
+		DSN string `json:"dsn"`
+	}
+	if code != 0 || json.Unmarshal([]byte(out), &d) != nil || d.DSN != dsn {
+		t.Fatalf("dsn --json: %d %q, want {\"dsn\": %q}", code, out, dsn)
+	}
 	if code, _, errs = cli(t, "local", "stop"); code != 0 {
 		t.Fatalf("stop: %d %s", code, errs)
 	}

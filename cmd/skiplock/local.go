@@ -61,6 +61,13 @@ func runLocal(ctx context.Context, e *env, args []string) error {
 		if !st.Running {
 			return fmt.Errorf("the embedded PostgreSQL in %s is not running: run skiplock local start", pg.Dir())
 		}
+		if e.json {
+			// The one place the password is printed: on request, to the
+			// user's own terminal or script.
+			return e.printJSON(struct {
+				DSN string `json:"dsn"`
+			}{pg.DSN()})
+		}
 		fmt.Fprintln(e.stdout, pg.DSN())
 		return nil
 	}

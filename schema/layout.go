@@ -282,6 +282,13 @@ func createStatusType(d *skiplock.Dialect, schemaName string) string {
 	if d.CreateTypeIfNotExists {
 		return strings.Replace(create, "CREATE TYPE ", "CREATE TYPE IF NOT EXISTS ", 1)
 	}
-	// PostgreSQL and YSQL have no CREATE TYPE IF NOT EXISTS.
-	return "DO $$ BEGIN " + create + "; EXCEPTION WHEN duplicate_object THEN NULL; END $$"
+	// PostgreSQL and YSQL have no CREATE TYPE IF NOT EXISTS. The DO block
+	// looks first and has no EXCEPTION clause: a PL/pgSQL exception block
+	// is a subtransaction, and YugabyteDB's transactional DDL refuses DDL
+	// after a savepoint (transactional-ddl.md, yugabyte-db#31810). The body
+	// is a single-quoted literal, not $$: a schema name may hold $ but
+	// never a quote. Migrations hold the migration lock, so nothing creates
+	// the type between the look and the CREATE.
+	body := fmt.Sprintf("BEGIN IF to_regtype(%s) IS NULL THEN %s; END IF; END", skiplock.QuoteLiteral(name), create)
+	return "DO " + skiplock.QuoteLiteral(body)
 }

@@ -36,6 +36,10 @@ CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_leader" (
   PRIMARY KEY ("name")
 );
 
+DROP INDEX IF EXISTS "skiplock"."work_log_job_id";
+
+CREATE INDEX IF NOT EXISTS "work_log_job_id" ON "skiplock"."work_log" ("job_id" HASH);
+
 DO 'BEGIN IF to_regtype(''"skiplock"."job_status"'') IS NULL THEN CREATE TYPE "skiplock"."job_status" AS ENUM (''Queued'', ''Running'', ''Canceled'', ''Failed'', ''Success''); END IF; END';
 
 CREATE TABLE IF NOT EXISTS "skiplock"."jobs" (
@@ -70,3 +74,11 @@ CREATE INDEX IF NOT EXISTS "jobs_finished" ON "skiplock"."jobs" ("finished_at" A
 INSERT INTO "skiplock"."skiplock_setting" ("name", "value") VALUES ('bucketed.buckets', '8') ON CONFLICT ("name") DO UPDATE SET "value" = excluded."value";
 
 DO 'BEGIN IF to_regtype(''"skiplock"."job_status"'') IS NULL THEN CREATE TYPE "skiplock"."job_status" AS ENUM (''Queued'', ''Running'', ''Canceled'', ''Failed'', ''Success''); END IF; END';
+
+DROP INDEX IF EXISTS "skiplock"."jobs_lease_expiry";
+
+CREATE INDEX IF NOT EXISTS "jobs_lease_expiry" ON "skiplock"."jobs" ("bucket" HASH, "queue" ASC, "lease_expires_at" ASC) WHERE "status" = 'Running';
+
+DROP INDEX IF EXISTS "skiplock"."jobs_finished";
+
+CREATE INDEX IF NOT EXISTS "jobs_finished" ON "skiplock"."jobs" ("bucket" HASH, "finished_at" ASC) WHERE "finished_at" IS NOT NULL;

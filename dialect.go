@@ -117,8 +117,9 @@ var dialects = map[Engine]*Dialect{
 		UUIDText:         "gen_random_uuid()::STRING",
 		// unordered_unique_rowid() avoids a sequence and, unlike
 		// unique_rowid(), is not ordered by time, so new rows do not all
-		// land at the end of one range (faq/sequential-numbers.md,
-		// understand-hotspots.md; see docs/design.md).
+		// land at the end of one range (understand-hotspots.md,
+		// cockroachdb/cockroach#70338; see docs/design.md, "No index is led
+		// by a growing key").
 		BigIDDefault: "DEFAULT unordered_unique_rowid()",
 		Timestamp:    "TIMESTAMPTZ",
 		Now:          "now()",

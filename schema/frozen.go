@@ -36,8 +36,12 @@ func migrationPath(engine skiplock.Engine, layout Layout, version int, name stri
 var frozenStatements = map[string][]frozen.Statement{}
 
 // frozenFiles holds every engine's and layout's files, resolved, in
-// version order, by "<engine>/<layout>".
+// version order, by filesKey.
 var frozenFiles = map[string][]frozen.File{}
+
+func filesKey(engine skiplock.Engine, layout Layout) string {
+	return string(engine) + "/" + string(layout)
+}
 
 // loadMigrations parses every embedded file and lists the migrations they
 // make, ordered by layout (core first) and version. Every engine must have
@@ -79,7 +83,8 @@ func loadMigrations() []Migration {
 				if err != nil {
 					panic("schema: " + err.Error())
 				}
-				frozenFiles[string(engine)+"/"+string(layout)] = append(frozenFiles[string(engine)+"/"+string(layout)], frozen.File{Version: v, Path: p, Stmts: stmts})
+				fk := filesKey(engine, layout)
+				frozenFiles[fk] = append(frozenFiles[fk], frozen.File{Version: v, Path: p, Stmts: stmts})
 			}
 		}
 	}
@@ -147,11 +152,12 @@ func currentStatements(d *skiplock.Dialect, layout Layout, o Options) ([]string,
 	if err != nil {
 		return nil, err
 	}
-	stmts, err := frozen.Current(frozenFiles[string(d.Engine)+"/"+string(layout)])
+	k := filesKey(d.Engine, layout)
+	stmts, err := frozen.Current(frozenFiles[k])
 	if err != nil {
 		return nil, err
 	}
-	return frozen.Render(string(d.Engine)+"/"+string(layout), stmts, TemplateValues(d, opts), Conditions(d, opts))
+	return frozen.Render(k, stmts, TemplateValues(d, opts), Conditions(d, opts))
 }
 
 // TemplateValues returns the value of each placeholder a frozen migration

@@ -28,12 +28,19 @@
 //     only adds statements (a table, an index), it writes version NNN+1
 //     with them for every engine. When it changes something a frozen file
 //     already creates (a column added to a table), it writes nothing and
-//     says so: write that version by hand, for every engine, with
-//     idempotent ALTER statements.
+//     says so: write that version by hand, for every engine (a file with
+//     no block where an engine needs nothing), with idempotent statements.
+//     The no-server drift test and the generator understand DROP INDEX IF
+//     EXISTS followed by the index's new CREATE INDEX, and ALTER TABLE ...
+//     ALTER COLUMN ... SET DEFAULT; anything else needs them taught. A
+//     frozen block that fails on some servers is replaced, never edited: a
+//     block marked "-- replaces: NNN/<block>" runs in that block's place on
+//     databases that have not applied NNN, and in its own version on those
+//     that have, so it must be idempotent.
 //  3. Run go test ./schema: its drift tests migrate a schema from zero and
 //     compare it with one built from the model (PostgreSQL's catalog), and
-//     compare every engine's rendered files with the model's statements
-//     (a hand-written ALTER needs that second test taught what it replaces).
+//     compare what every engine's rendered files create together with the
+//     model's statements.
 //  4. Commit the new files. Never edit or renumber an old one.
 //
 // # Applying

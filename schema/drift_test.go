@@ -168,3 +168,72 @@ func TestMigratedSchemaMatchesModel(t *testing.T) {
 		})
 	}
 }
+
+// fitVersions are the first versions that fit the schema to the
+// distributed engines (docs/design.md, "The status type is created without
+// an exception block" and "No index is led by a growing key"); a database
+// migrated before them has every earlier version.
+var fitVersions = map[Layout]int{LayoutCore: 3, LayoutBucketed: 2}
+
+// TestUpgradeThroughFitVersions builds a schema the way the releases
+// before the fit versions did (each earlier file as released, the old
+// status-type block included, recorded as applied, with jobs in it), then
+// runs Migrate: it applies exactly the fit versions, twice is a no-op,
+// and the schema ends equal to one built from the model.
+func TestUpgradeThroughFitVersions(t *testing.T) {
+	db := testdb.Open(t, nil)
+	if db.Engine() != skiplock.EnginePostgres {
+		t.Skipf("reads PostgreSQL's catalog; the server is %s", db.Engine())
+	}
+	d := db.Dialect()
+	name := testdb.Schema(t, db)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	o := Options{Schema: name}
+	stmts := Bootstrap(d, name)
+	var old []Migration
+	for _, m := range Migrations {
+		if v, ok := fitVersions[m.Layout]; ok && m.Version >= v {
+			continue
+		}
+		up, err := UpAsReleased(m, d, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stmts = append(stmts, up...)
+		stmts = append(stmts, fmt.Sprintf(`INSERT INTO %s."skiplock_migration" ("layout", "version", "name") VALUES (%s, %d, %s)`,
+			skiplock.QuoteIdent(name), skiplock.QuoteLiteral(string(m.Layout)), m.Version, skiplock.QuoteLiteral(m.Name)))
+		old = append(old, m)
+	}
+	if !slices.ContainsFunc(stmts, func(s string) bool { return strings.Contains(s, "EXCEPTION WHEN duplicate_object") }) {
+		t.Fatal("the released bucketed/001 no longer renders its exception block: this test no longer builds an old schema")
+	}
+	stmts = append(stmts, fmt.Sprintf(`INSERT INTO %s."jobs" ("queue") SELECT 'q' || (i %% 3) FROM generate_series(1, 100) AS i`, skiplock.QuoteIdent(name)))
+	for _, s := range stmts {
+		if _, err := db.Exec(ctx, s); err != nil {
+			t.Fatalf("old schema: %v\n%s", err, s)
+		}
+	}
+
+	applied, err := Migrate(ctx, db, &MigrateConfig{Options: o})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, m := range applied {
+		got = append(got, fmt.Sprintf("%s/%d", m.Layout, m.Version))
+	}
+	if want := len(Migrations) - len(old); len(applied) != want || !slices.Contains(got, "core/3") || !slices.Contains(got, "bucketed/2") || !slices.Contains(got, "bucketed/3") {
+		t.Fatalf("the upgrade applied %v, want the %d versions after the old set, core/3, bucketed/2 and bucketed/3 among them", got, want)
+	}
+	if again, err := Migrate(ctx, db, &MigrateConfig{Options: o}); err != nil || len(again) != 0 {
+		t.Fatalf("a second Migrate applied %v, %v", again, err)
+	}
+	var jobs int
+	if err := db.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %s."jobs"`, skiplock.QuoteIdent(name))).Scan(&jobs); err != nil || jobs != 100 {
+		t.Fatalf("jobs after the upgrade: %d, %v", jobs, err)
+	}
+	if msg := catalogDiff(catalog(t, db, name), catalog(t, db, modelSchema(t, db, Options{}, nil))); msg != "" {
+		t.Errorf("an upgraded schema differs from the model:\n%s", msg)
+	}
+}

@@ -30,8 +30,18 @@ func migrationPath(engine skiplock.Engine, layout Layout, version int, name stri
 	return path.Join(MigrationDir, string(engine), string(layout), frozen.Name(version, name))
 }
 
-// frozenStatements holds every embedded file, parsed, by its path.
+// frozenStatements holds every embedded file, parsed, by its path, with
+// each block that a later block replaces carrying the replacement
+// (frozen.Resolve): what Up runs.
 var frozenStatements = map[string][]frozen.Statement{}
+
+// frozenFiles holds every engine's and layout's files, resolved, in
+// version order, by filesKey.
+var frozenFiles = map[string][]frozen.File{}
+
+func filesKey(engine skiplock.Engine, layout Layout) string {
+	return string(engine) + "/" + string(layout)
+}
 
 // loadMigrations parses every embedded file and lists the migrations they
 // make, ordered by layout (core first) and version. Every engine must have
@@ -73,8 +83,20 @@ func loadMigrations() []Migration {
 				if err != nil {
 					panic("schema: " + err.Error())
 				}
-				frozenStatements[p] = stmts
+				fk := filesKey(engine, layout)
+				frozenFiles[fk] = append(frozenFiles[fk], frozen.File{Version: v, Path: p, Stmts: stmts})
 			}
+		}
+	}
+	for k, files := range frozenFiles {
+		sort.Slice(files, func(i, j int) bool { return files[i].Version < files[j].Version })
+		resolved, err := frozen.Resolve(files)
+		if err != nil {
+			panic("schema: " + err.Error())
+		}
+		frozenFiles[k] = resolved
+		for _, f := range resolved {
+			frozenStatements[f.Path] = f.Stmts
 		}
 	}
 	var out []Migration
@@ -119,6 +141,23 @@ func (m Migration) Up(d *skiplock.Dialect, o Options) ([]string, error) {
 		return nil, fmt.Errorf("migration %s/%d %s has no file for engine %q (%s)", m.Layout, m.Version, m.Name, d.Engine, p)
 	}
 	return frozen.Render(p, stmts, TemplateValues(d, opts), Conditions(d, opts))
+}
+
+// currentStatements renders what the frozen migrations of a layout create
+// together on the dialect's engine (frozen.Current): every statement from
+// nothing, with later DROP INDEX and ALTER ... SET DEFAULT statements
+// applied to the earlier ones. The drift tests compare it with the model.
+func currentStatements(d *skiplock.Dialect, layout Layout, o Options) ([]string, error) {
+	opts, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	k := filesKey(d.Engine, layout)
+	stmts, err := frozen.Current(frozenFiles[k])
+	if err != nil {
+		return nil, err
+	}
+	return frozen.Render(k, stmts, TemplateValues(d, opts), Conditions(d, opts))
 }
 
 // TemplateValues returns the value of each placeholder a frozen migration

@@ -171,9 +171,15 @@ func JobsTableDef(buckets int) *Table {
 			},
 			{
 				// Finds a queue's Running jobs whose lease has expired.
+				// lease_expires_at grows with time, and queue has few
+				// values, so on the distributed engines the index is spread:
+				// led by the bucket (HASH) on YugabyteDB, hash-sharded on
+				// CockroachDB; a plain btree on PostgreSQL. See
+				// docs/design.md, "No index is led by a growing key".
 				Name:    "jobs_lease_expiry",
-				Columns: []IndexColumn{{Name: "queue"}, {Name: "lease_expires_at"}},
+				Columns: []IndexColumn{{Name: "bucket", Spread: true}, {Name: "queue"}, {Name: "lease_expires_at"}},
 				Where:   `"status" = 'Running'`,
+				Shards:  buckets,
 			},
 			{
 				// Deduplicates live jobs by unique key.
@@ -183,10 +189,12 @@ func JobsTableDef(buckets int) *Table {
 				Unique:  true,
 			},
 			{
-				// Lets retention find old finished jobs without a scan.
+				// Lets retention find old finished jobs without a scan;
+				// spread like jobs_lease_expiry, since finished_at grows.
 				Name:    "jobs_finished",
-				Columns: []IndexColumn{{Name: "finished_at"}},
+				Columns: []IndexColumn{{Name: "bucket", Spread: true}, {Name: "finished_at"}},
 				Where:   `"finished_at" IS NOT NULL`,
+				Shards:  buckets,
 			},
 		},
 	}
@@ -234,9 +242,18 @@ func WorkLogTableDef() *Table {
 			{Name: "worker", Type: TypeText, NotNull: true},
 			{Name: "handled_at", Type: TypeTimestamp, NotNull: true, Default: DefaultNow},
 		},
-		Indexes: []Index{{Name: "work_log_job_id", Columns: []IndexColumn{{Name: "job_id"}}}},
+		// job_id is looked up by equality only, and a bucketed job's id as
+		// text grows with time: HASH on YugabyteDB, hash-sharded (the
+		// engine's default 16 shards) on CockroachDB.
+		Indexes: []Index{{Name: "work_log_job_id", Columns: []IndexColumn{{Name: "job_id", Hash: true}}, Shards: WorkLogShards}},
 	}
 }
+
+// WorkLogShards is the shard count of work_log's hash-sharded index where
+// the engine shards indexes itself: CockroachDB's default bucket count
+// (sql.defaults.default_hash_sharded_index_bucket_count), written out so
+// that a frozen migration does not depend on a cluster setting.
+const WorkLogShards = 16
 
 // LeaderTableDef describes skiplock_leader: one lease row per elected role
 // (the maintenance leader), with a fencing token that grows with every
@@ -282,6 +299,13 @@ func createStatusType(d *skiplock.Dialect, schemaName string) string {
 	if d.CreateTypeIfNotExists {
 		return strings.Replace(create, "CREATE TYPE ", "CREATE TYPE IF NOT EXISTS ", 1)
 	}
-	// PostgreSQL and YSQL have no CREATE TYPE IF NOT EXISTS.
-	return "DO $$ BEGIN " + create + "; EXCEPTION WHEN duplicate_object THEN NULL; END $$"
+	// PostgreSQL and YSQL have no CREATE TYPE IF NOT EXISTS. The DO block
+	// looks first and has no EXCEPTION clause: a PL/pgSQL exception block
+	// is a subtransaction, and YugabyteDB's transactional DDL refuses DDL
+	// after a savepoint (transactional-ddl.md, yugabyte-db#31810). The body
+	// is a single-quoted literal, not $$: a schema name may hold $ but
+	// never a quote. Migrations hold the migration lock, so nothing creates
+	// the type between the look and the CREATE.
+	body := fmt.Sprintf("BEGIN IF to_regtype(%s) IS NULL THEN %s; END IF; END", skiplock.QuoteLiteral(name), create)
+	return "DO " + skiplock.QuoteLiteral(body)
 }

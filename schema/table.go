@@ -73,7 +73,7 @@ type Index struct {
 	Unique bool
 	// Shards, when positive, spreads the index over that many shards on
 	// engines that shard indexes themselves (CockroachDB's USING HASH),
-	// which then leave out any ShardKey column.
+	// which then leave out any ShardKey or Spread column.
 	Shards int
 }
 
@@ -84,6 +84,18 @@ type IndexColumn struct {
 	// leading column on PostgreSQL, and replaced by the engine's own shard
 	// column where Shards applies.
 	ShardKey bool
+	// Spread marks a column that is in the key only to spread writes over
+	// tablets (the bucket, ahead of a monotonic column): HASH on
+	// YugabyteDB, left out on PostgreSQL (one server, nothing to spread)
+	// and where Shards applies (the engine's own shard column spreads
+	// the index). Queries need not filter on it. Not for a unique index,
+	// whose key it would change on YugabyteDB only.
+	Spread bool
+	// Hash distributes a leading column by its hash on engines that choose
+	// per column (YugabyteDB's HASH, instead of ASC); it changes nothing
+	// elsewhere. For a column looked up only by equality whose values grow
+	// (ids as text).
+	Hash bool
 }
 
 func (t *Table) qualified(schemaName string) string {
@@ -175,9 +187,11 @@ func (ix Index) render(d *skiplock.Dialect, schemaName string, t *Table) string 
 	var keys []string
 	for _, c := range ix.Columns {
 		switch {
-		case c.ShardKey && sharded:
+		case (c.ShardKey || c.Spread) && sharded:
 			continue
-		case c.ShardKey && d.KeyOrderMarkers:
+		case c.Spread && !d.KeyOrderMarkers:
+			continue
+		case (c.ShardKey || c.Spread || c.Hash) && d.KeyOrderMarkers:
 			keys = append(keys, skiplock.QuoteIdent(c.Name)+" HASH")
 		case d.KeyOrderMarkers:
 			keys = append(keys, skiplock.QuoteIdent(c.Name)+" ASC")

@@ -36,6 +36,10 @@ CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_leader" (
   PRIMARY KEY ("name")
 );
 
+DROP INDEX IF EXISTS "skiplock"."work_log"@"work_log_job_id";
+
+CREATE INDEX IF NOT EXISTS "work_log_job_id" ON "skiplock"."work_log" ("job_id") USING HASH WITH (bucket_count = 16);
+
 CREATE TYPE IF NOT EXISTS "skiplock"."job_status" AS ENUM ('Queued', 'Running', 'Canceled', 'Failed', 'Success');
 
 CREATE TABLE IF NOT EXISTS "skiplock"."jobs" (
@@ -68,3 +72,13 @@ CREATE UNIQUE INDEX IF NOT EXISTS "jobs_unique_key" ON "skiplock"."jobs" ("queue
 CREATE INDEX IF NOT EXISTS "jobs_finished" ON "skiplock"."jobs" ("finished_at") WHERE "finished_at" IS NOT NULL;
 
 INSERT INTO "skiplock"."skiplock_setting" ("name", "value") VALUES ('bucketed.buckets', '8') ON CONFLICT ("name") DO UPDATE SET "value" = excluded."value";
+
+ALTER TABLE "skiplock"."jobs" ALTER COLUMN "id" SET DEFAULT unordered_unique_rowid();
+
+DROP INDEX IF EXISTS "skiplock"."jobs"@"jobs_lease_expiry";
+
+CREATE INDEX IF NOT EXISTS "jobs_lease_expiry" ON "skiplock"."jobs" ("queue", "lease_expires_at") USING HASH WITH (bucket_count = 8) WHERE "status" = 'Running';
+
+DROP INDEX IF EXISTS "skiplock"."jobs"@"jobs_finished";
+
+CREATE INDEX IF NOT EXISTS "jobs_finished" ON "skiplock"."jobs" ("finished_at") USING HASH WITH (bucket_count = 8) WHERE "finished_at" IS NOT NULL;

@@ -36,6 +36,10 @@ CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_leader" (
   PRIMARY KEY ("name")
 );
 
+DROP INDEX IF EXISTS "skiplock"."work_log"@"work_log_job_id";
+
+CREATE INDEX IF NOT EXISTS "work_log_job_id" ON "skiplock"."work_log" ("job_id") USING HASH WITH (bucket_count = 16);
+
 CREATE TABLE IF NOT EXISTS "skiplock"."job_queue" (
   "id" TEXT NOT NULL DEFAULT gen_random_uuid()::STRING,
   "queue" TEXT NOT NULL DEFAULT 'default',

@@ -36,6 +36,10 @@ CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_leader" (
   PRIMARY KEY ("name")
 );
 
+DROP INDEX IF EXISTS "skiplock"."work_log_job_id";
+
+CREATE INDEX IF NOT EXISTS "work_log_job_id" ON "skiplock"."work_log" ("job_id" HASH);
+
 CREATE EXTENSION IF NOT EXISTS "pgcrypto";
 
 CREATE TABLE IF NOT EXISTS "skiplock"."job_queue" (

@@ -14,6 +14,22 @@
 // range or tablet, "unsplit" blocks only when it is not; blocks without a
 // condition always run. What the placeholder values and conditions are for
 // given options is decided by package schema (TemplateValues, Conditions).
+//
+// A block of a later, hand-written version may carry a replacement on a
+// comment line after its marker:
+//
+//	-- name: create_type_job_status
+//	-- replaces: 001/create_type_job_status
+//
+// It is the current form of that earlier block, which could not stay as it
+// was (it fails on some servers) and cannot be edited: a database that has
+// not applied the earlier version runs this block in the earlier block's
+// place, one that has runs it in its own version, so it must be idempotent
+// and create what the earlier block created ([Resolve]). A hand-written
+// version may also change what earlier ones created with DROP INDEX IF
+// EXISTS and ALTER TABLE ... ALTER COLUMN ... SET DEFAULT; [Current] applies
+// those to the statements before them, so that the frozen files can be
+// compared with the model.
 package frozen
 
 import (
@@ -39,6 +55,10 @@ type Statement struct {
 	When string
 	// SQL is the statement with its placeholders.
 	SQL string
+	// Replaces names the earlier block this one is the current form of, as
+	// "NNN/<block name>" (version and block of the same engine and
+	// layout); "" for most blocks.
+	Replaces string
 }
 
 // FileName is how a migration file is named: NNN_<name>.up.sql.
@@ -57,7 +77,11 @@ func ParseFileName(base string) (version int, name string, ok bool) {
 // Name renders the file name of a version.
 func Name(version int, name string) string { return fmt.Sprintf("%03d_%s.up.sql", version, name) }
 
-var whenLine = regexp.MustCompile(`^--\s*when:\s*(\S*)\s*$`)
+var (
+	whenLine     = regexp.MustCompile(`^--\s*when:\s*(\S*)\s*$`)
+	replacesLine = regexp.MustCompile(`^--\s*replaces:\s*(\S*)\s*$`)
+	replacesRef  = regexp.MustCompile(`^([0-9]{3})/([a-z][a-z0-9_]*)$`)
+)
 
 // Parse reads a frozen file. A file may hold no statement at all (a
 // version that changes nothing on this engine).
@@ -75,6 +99,16 @@ func Parse(path, src string) ([]Statement, error) {
 			line := strings.TrimSpace(lines[i])
 			if !strings.HasPrefix(line, "--") {
 				break
+			}
+			if m := replacesLine.FindStringSubmatch(line); m != nil {
+				if !replacesRef.MatchString(m[1]) {
+					return nil, fmt.Errorf("%s:%d: block %q: replaces %q: use NNN/<block name>, e.g. 001/create_table_jobs", path, i+1, b.Name, m[1])
+				}
+				if st.Replaces != "" {
+					return nil, fmt.Errorf("%s:%d: block %q replaces two blocks", path, i+1, b.Name)
+				}
+				st.Replaces = m[1]
+				continue
 			}
 			m := whenLine.FindStringSubmatch(line)
 			if m == nil {
@@ -127,6 +161,9 @@ func Format(header []string, stmts []Statement) string {
 		b.WriteString("\n-- name: " + st.Name + "\n")
 		if st.When != "" {
 			b.WriteString("-- when: " + st.When + "\n")
+		}
+		if st.Replaces != "" {
+			b.WriteString("-- replaces: " + st.Replaces + "\n")
 		}
 		b.WriteString(st.SQL + ";\n")
 	}

@@ -178,23 +178,41 @@ func readVersions(dir string, engine skiplock.Engine, layout schema.Layout) ([]v
 	return out, nil
 }
 
-// diff compares the frozen statements with the model's: added are the
-// model's statements no frozen file has (what a new version must hold),
-// removed the frozen statements the model no longer renders (an object
-// that changed or went away).
-func diff(have []version, want []frozen.Statement) (added, removed []frozen.Statement) {
+// current returns what the frozen versions create together
+// (frozen.Resolve, then frozen.Current): hand-written DROP INDEX and ALTER
+// ... SET DEFAULT applied to the statements before them, and replacing
+// blocks in the place of the blocks they replace.
+func current(have []version) ([]frozen.Statement, error) {
+	files := make([]frozen.File, len(have))
+	for i, v := range have {
+		files[i] = frozen.File{Version: v.number, Path: v.path, Stmts: v.stmts}
+	}
+	resolved, err := frozen.Resolve(files)
+	if err != nil {
+		return nil, err
+	}
+	return frozen.Current(resolved)
+}
+
+// diff compares what the frozen versions create with the model's
+// statements: added are the model's statements the frozen files do not
+// create (what a new version must hold), removed the frozen statements the
+// model no longer renders (an object that changed or went away).
+func diff(have []version, want []frozen.Statement) (added, removed []frozen.Statement, err error) {
 	key := func(s frozen.Statement) string { return s.When + "\x00" + s.SQL }
 	inModel := map[string]bool{}
 	for _, s := range want {
 		inModel[key(s)] = true
 	}
+	stmts, err := current(have)
+	if err != nil {
+		return nil, nil, err
+	}
 	frozenSet := map[string]bool{}
-	for _, v := range have {
-		for _, s := range v.stmts {
-			frozenSet[key(s)] = true
-			if !inModel[key(s)] {
-				removed = append(removed, s)
-			}
+	for _, s := range stmts {
+		frozenSet[key(s)] = true
+		if !inModel[key(s)] {
+			removed = append(removed, s)
 		}
 	}
 	for _, s := range want {
@@ -202,21 +220,22 @@ func diff(have []version, want []frozen.Statement) (added, removed []frozen.Stat
 			added = append(added, s)
 		}
 	}
-	return added, removed
+	return added, removed, nil
 }
 
-// verify renders the frozen versions for each of checkOptions and checks
-// that together they hold exactly the statements the model renders.
+// verify renders what the frozen versions create together (current) for
+// each of checkOptions and checks that it is exactly the statements the
+// model renders.
 func verify(engine skiplock.Engine, layout schema.Layout, versions []version, model modelFunc) error {
 	d := engine.Dialect()
+	stmts, err := current(versions)
+	if err != nil {
+		return err
+	}
 	for _, o := range checkOptions {
-		var got []string
-		for _, v := range versions {
-			stmts, err := frozen.Render(v.path, v.stmts, schema.TemplateValues(d, o), schema.Conditions(d, o))
-			if err != nil {
-				return err
-			}
-			got = append(got, stmts...)
+		got, err := frozen.Render(string(engine)+"/"+string(layout), stmts, schema.TemplateValues(d, o), schema.Conditions(d, o))
+		if err != nil {
+			return err
 		}
 		want, err := model(d, layout, &o)
 		if err != nil {

@@ -98,7 +98,10 @@ func generate(out io.Writer, dir string, layout schema.Layout, name string, chec
 		if err != nil {
 			return err
 		}
-		added, gone := diff(have, want)
+		added, gone, err := diff(have, want)
+		if err != nil {
+			return err
+		}
 		for _, s := range gone {
 			removed = append(removed, fmt.Sprintf("  %s, block %s: %s", engine, s.Name, firstLine(s.SQL)))
 		}

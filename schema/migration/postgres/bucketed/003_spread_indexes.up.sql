@@ -1,0 +1,11 @@
+-- skiplock migration bucketed/003 spread_indexes, postgres.
+--
+-- Written by hand, then frozen: it changes objects that earlier versions
+-- created, which go generate does not write. Databases record this
+-- version as applied, so this file is never edited. What it does and why:
+-- docs/design.md, "No index is led by a growing key".
+--
+-- One "-- name:" block per statement, run in order.
+-- Placeholders are filled by schema.TemplateValues.
+--
+-- This version changes nothing on postgres.

@@ -210,11 +210,10 @@ func (q *Queue) backoff(attempts int) time.Duration {
 	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
 }
 
+// errorText is the last_error kept for a failure: its message, and a
+// panic's stack (skiplock.FailureText), cut to MaxErrorText bytes.
 func errorText(err error) string {
-	s := "failed"
-	if err != nil {
-		s = err.Error()
-	}
+	s := skiplock.FailureText(err)
 	if len(s) > MaxErrorText {
 		s = s[:MaxErrorText]
 	}

@@ -308,6 +308,17 @@ func TestWorkerGracefulStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	waits := func(what string) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() { w.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("Wait %s did not return", what)
+		}
+	}
+	waits("before Start")
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -317,6 +328,7 @@ func TestWorkerGracefulStop(t *testing.T) {
 	if err := w.Stop(stopCtx); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("Stop: want the deadline's error (a hard stop happened), got %v", err)
 	}
+	waits("after Stop")
 	st := w.Stats()
 	if st.Claimed != 10 || st.Released != 10 || st.Failed != 0 || st.Completed != 0 {
 		t.Fatalf("stats %+v: want 10 claimed, 10 released", st)

@@ -79,7 +79,7 @@
 // (a client made, then Start and Stop): [Queue.NewWorker] checks a
 // [WorkerConfig] and returns a [Worker]; [Worker.Start] runs it;
 // [Worker.Stop] stops it gracefully, and hard when its context ends
-// first; [Worker.Stats] counts what it did ([WorkerStats]: Claimed,
+// first; [Worker.Wait] waits for its goroutines; [Worker.Stats] counts what it did ([WorkerStats]: Claimed,
 // Completed, Failed, Released, Lost). WorkerConfig.Queue picks the queue
 // ("" is Config.Queue, itself skiplock.DefaultQueue unless set) and
 // Workers the goroutines (0 is [DefaultWorkers]). A handler's panic fails

@@ -259,6 +259,19 @@ func (w *Worker) Stop(ctx context.Context) error {
 	return err
 }
 
+// Wait blocks until every handler goroutine has returned: after Stop, or
+// once the context given to Start is cancelled. It returns at once for a
+// Worker never started. Results are written back by Stop, which a hard
+// stop still needs.
+func (w *Worker) Wait() {
+	w.mu.Lock()
+	pool := w.pool
+	w.mu.Unlock()
+	if pool != nil {
+		pool.Wait()
+	}
+}
+
 // Stats reports what the worker has done so far.
 func (w *Worker) Stats() WorkerStats {
 	return WorkerStats{Claimed: w.claimed.Load(), Completed: w.completed.Load(), Failed: w.failed.Load(),

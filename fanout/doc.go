@@ -98,7 +98,8 @@
 // (a client made, then Start and Stop): [Queue.NewWorker] checks a
 // [WorkerConfig] and returns a [Worker] without touching the database;
 // [Worker.Start] runs it; [Worker.Stop] stops it gracefully, and hard when
-// its context ends first; [Worker.Stats] counts what it did
+// its context ends first; [Worker.Wait] waits for its goroutines;
+// [Worker.Stats] counts what it did
 // ([WorkerStats]: Completed, Failed, Dead, Errors). WorkerConfig.Queue
 // picks the queue ("" is Config.Queue) and Workers the goroutines (0 is
 // [DefaultWorkers]). A handler's panic fails the attempt as a

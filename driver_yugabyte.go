@@ -59,7 +59,7 @@ func (a ybPool) Stats() PoolStats {
 
 func (a ybPool) Close() { a.q.Close() }
 
-// ybConn adapts an acquired jackc/pgx connection to Conn.
+// ybConn adapts an acquired YugabyteDB smart driver connection to Conn.
 type ybConn struct {
 	ybQuerier[*pgxpool.Conn]
 }

@@ -148,8 +148,19 @@ func TestLeaseExpiry(t *testing.T) {
 // TestNoDoubleDelivery: 64 workers, 50,000 jobs; every delivery counted;
 // every job handled exactly once and none left behind.
 func TestNoDoubleDelivery(t *testing.T) {
-	const jobs, workers = 50000, 64
-	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: workers + 8})
+	noDoubleDelivery(t, testdb.Drivers()[0], 50000)
+}
+
+// TestNoDoubleDeliveryYugabyteAdapter is the same run, smaller, on the
+// YugabyteDB smart driver's pool (a fork of pgxpool, with its own code
+// under 64 concurrent workers), over PostgreSQL with load_balance off.
+func TestNoDoubleDeliveryYugabyteAdapter(t *testing.T) {
+	noDoubleDelivery(t, testdb.Drivers()[1], 5000)
+}
+
+func noDoubleDelivery(t *testing.T, d testdb.Driver, jobs int) {
+	const workers = 64
+	db := d.Open(t, &skiplock.OpenConfig{MaxConns: workers + 8})
 	name := testdb.Schema(t, db)
 	ctx := ctxT(t)
 	if _, err := schema.Migrate(ctx, db, &schema.MigrateConfig{Options: schema.Options{Schema: name}, Layouts: []schema.Layout{schema.LayoutBucketed}}); err != nil {
@@ -201,13 +212,13 @@ func TestNoDoubleDelivery(t *testing.T) {
 		return true
 	})
 	st := w.Stats()
-	if seen != jobs || dupes != 0 || total.Load() != jobs || st.Completed != jobs || st.Lost != 0 {
+	if seen != jobs || dupes != 0 || total.Load() != int64(jobs) || st.Completed != int64(jobs) || st.Lost != 0 {
 		t.Fatalf("%d distinct jobs delivered (want %d), %d more than once, %d deliveries; stats %+v", seen, jobs, dupes, total.Load(), st)
 	}
-	if recorded.Load() < jobs {
+	if recorded.Load() < int64(jobs) {
 		t.Fatalf("OnComplete saw %d jobs, want %d", recorded.Load(), jobs)
 	}
-	if got := count(t, db, "SELECT count(*) FROM "+jobsTable(name)+` WHERE "status" = 'Success' AND "attempts" = 1`); got != jobs {
+	if got := count(t, db, "SELECT count(*) FROM "+jobsTable(name)+` WHERE "status" = 'Success' AND "attempts" = 1`); got != int64(jobs) {
 		t.Fatalf("%d jobs Success with one attempt, want %d", got, jobs)
 	}
 }

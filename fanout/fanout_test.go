@@ -461,8 +461,13 @@ func explainClaim(t *testing.T, db *skiplock.DB, q *fanout.Queue, planMode strin
 // fail says so, and checks that every job has exactly one row, the queue
 // and the dead letters are empty.
 func exactlyOnce(t *testing.T, n int, fail func(job *skiplock.Job) bool) fanout.WorkerStats {
+	return exactlyOnceOn(t, testdb.Drivers()[0], n, fail)
+}
+
+// exactlyOnceOn is exactlyOnce through driver adapter d.
+func exactlyOnceOn(t *testing.T, d testdb.Driver, n int, fail func(job *skiplock.Job) bool) fanout.WorkerStats {
 	const workers = 64
-	q, db, s := setup(t, workers+8, nil)
+	q, db, s := setupOn(t, d, workers+8, nil)
 	ctx := context.Background()
 	ids, err := q.EnqueueMany(ctx, jobs(n))
 	if err != nil {
@@ -545,6 +550,14 @@ func exactlyOnce(t *testing.T, n int, fail func(job *skiplock.Job) bool) fanout.
 
 func TestExactlyOnce(t *testing.T) {
 	exactlyOnce(t, 50000, nil)
+}
+
+// TestExactlyOnceYugabyteAdapter is the same run, smaller, on the
+// YugabyteDB smart driver's pool (a fork of pgxpool, with its own code
+// under 64 workers each holding a connection), over PostgreSQL with
+// load_balance off.
+func TestExactlyOnceYugabyteAdapter(t *testing.T) {
+	exactlyOnceOn(t, testdb.Drivers()[1], 3000, nil)
 }
 
 // TestExactlyOnceWithFailures: one job in ten fails its first handler call

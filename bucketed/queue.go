@@ -176,7 +176,7 @@ func (q *Queue) EnqueueIn(ctx context.Context, db skiplock.Querier, jobs ...skip
 	}
 	ids, err := queryIDs(ctx, db, q.sql.insert, args...)
 	if err != nil {
-		return nil, fmt.Errorf("bucketed: enqueue %d job(s) in the caller's transaction: %w", len(jobs), err)
+		return nil, fmt.Errorf("bucketed: enqueue %d job(s): %w", len(jobs), err)
 	}
 	out := make([]string, len(ids))
 	for i, id := range ids {

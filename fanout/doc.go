@@ -99,13 +99,12 @@
 // [WorkerConfig] and returns a [Worker] without touching the database;
 // [Worker.Start] runs it; [Worker.Stop] stops it gracefully, and hard when
 // its context ends first; [Worker.Wait] waits for its goroutines;
-// [Worker.Stats] counts what it did
-// ([WorkerStats]: Completed, Failed, Dead, Errors). WorkerConfig.Queue
-// picks the queue ("" is Config.Queue) and Workers the goroutines (0 is
-// [DefaultWorkers]). A handler's panic fails the attempt as a
-// *skiplock.PanicError ([Result.HandlerErr]), and its stack is kept in
-// last_error. Queue.StartWorker and Worker.Counts remain as deprecated
-// wrappers.
+// [Worker.Stats] counts what it did ([WorkerStats]: Completed, Failed,
+// Dead, Errors). WorkerConfig.Queue picks the queue ("" is Config.Queue)
+// and Workers the goroutines (0 is [DefaultWorkers]). A handler's panic
+// fails the attempt as a *skiplock.PanicError ([Result.HandlerErr]), and
+// its stack is kept in last_error. Queue.StartWorker and Worker.Counts
+// remain as deprecated wrappers.
 //
 // A handler gets the job's transaction as a skiplock.Tx. Follow-up jobs
 // enqueued through it ([Queue.EnqueueIn], [Queue.EnqueueTx], or the

@@ -33,8 +33,9 @@ type Result struct {
 	// queue had no unlocked job.
 	Job *skiplock.Job
 	// HandlerErr is the handler's error (a *skiplock.PanicError, with its
-	// stack, for a panic) when the job failed. The job's work was rolled back and the
-	// attempt recorded; nil when the job was processed and deleted.
+	// stack, for a panic) when the job failed. The job's work was rolled
+	// back and the attempt recorded; nil when the job was processed and
+	// deleted.
 	HandlerErr error
 	// Dead is true when that failure used the job's last attempt: the job
 	// is now in job_dead.

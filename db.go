@@ -95,6 +95,11 @@ func probeEngine(ctx context.Context, dsn string) (Engine, string, error) {
 	if err != nil {
 		return "", "", dsnParseError(dsn, func(s string) error { _, err := pgx.ParseConfig(s); return err })
 	}
+	return probeEngineConfig(ctx, cc, dsn)
+}
+
+// probeEngineConfig is probeEngine over a parsed config.
+func probeEngineConfig(ctx context.Context, cc *pgx.ConnConfig, dsn string) (Engine, string, error) {
 	dropSmartDriverParams(cc.RuntimeParams)
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
@@ -174,9 +179,66 @@ func NewDB(ctx context.Context, pool *pgxpool.Pool, engine Engine) (*DB, error) 
 	return wrapPool(ctx, newJackcPool(pool), engine)
 }
 
-// NewYugabyteDB wraps a caller's YugabyteDB smart driver pool.
+// NewYugabyteDB wraps a caller's YugabyteDB smart driver pool. Like Open,
+// it asks the server which engine it is rather than trusting the driver:
+// a pool whose DSN turns the smart driver's load balancing on
+// (load_balance, topology_keys) must reach YugabyteDB, and gets a
+// UsageError otherwise. With load balancing off the smart driver is plain
+// pgx, and the DB uses whatever engine the server is (the tests run the
+// YugabyteDB adapter over PostgreSQL that way). Close on the DB does not
+// close the caller's pool.
 func NewYugabyteDB(ctx context.Context, pool *ybpgxpool.Pool) (*DB, error) {
-	return wrapPool(ctx, newYBPool(pool), EngineYugabyte)
+	if pool == nil {
+		return nil, Usagef("NewYugabyteDB: pool is nil: pass the smart driver pool to wrap, or use skiplock.Open")
+	}
+	pc := pool.Config()
+	connString := pc.ConnString()
+	balancing := smartLoadBalancing(connString)
+	var engine Engine
+	var version string
+	var err error
+	if balancing {
+		// Not through the pool: the smart driver's balanced connect waits
+		// for YugabyteDB's server list forever on other engines. One plain
+		// connection with the pool's settings asks instead, as in Open.
+		cc, perr := pgx.ParseConfig(connString)
+		if perr != nil {
+			return nil, RedactDSNError(Usagef("NewYugabyteDB: the pool's DSN does not parse: %v", perr), connString)
+		}
+		yc := pc.ConnConfig
+		cc.Host, cc.Port, cc.Database, cc.User, cc.Password, cc.TLSConfig = yc.Host, yc.Port, yc.Database, yc.User, yc.Password, yc.TLSConfig
+		cc.Fallbacks = nil
+		engine, version, err = probeEngineConfig(ctx, cc, connString)
+	} else {
+		engine, version, err = DetectEngine(ctx, newYBPool(pool))
+	}
+	if err != nil {
+		return nil, RedactDSNError(err, connString)
+	}
+	if balancing && engine != EngineYugabyte {
+		return nil, Usagef("NewYugabyteDB: the pool's DSN turns on the smart driver's load balancing, but the server is %s (%s), not YugabyteDB: drop load_balance and topology_keys from the DSN, or open it with skiplock.Open, which picks the driver for the engine", engine, firstWords(version, 4))
+	}
+	return &DB{Pool: newYBPool(pool), dialect: engine.Dialect(), version: version}, nil
+}
+
+// smartLoadBalancing reports whether a smart driver DSN, in URL or
+// key/value form, turns load balancing on: load_balance set to anything
+// but false, or topology_keys set.
+func smartLoadBalancing(dsn string) bool {
+	params := map[string]string{}
+	if u, err := url.Parse(dsn); err == nil && u.Scheme != "" {
+		for k, v := range u.Query() {
+			params[strings.ToLower(k)] = v[len(v)-1]
+		}
+	} else {
+		for _, f := range strings.Fields(dsn) {
+			if k, v, ok := strings.Cut(f, "="); ok {
+				params[strings.ToLower(k)] = strings.Trim(v, "'")
+			}
+		}
+	}
+	lb, ok := params["load_balance"]
+	return (ok && !strings.EqualFold(lb, "false")) || params["topology_keys"] != ""
 }
 
 func wrapPool(ctx context.Context, p Pool, engine Engine) (*DB, error) {

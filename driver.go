@@ -4,7 +4,10 @@ import "context"
 
 // The two pgx drivers have the same method shapes over different types. The
 // generic adapter below is written once and instantiated for each, so the
-// driver files hold only what truly differs (Begin, Acquire, PID).
+// driver files hold only what truly differs (Begin, Acquire, PID). Every
+// error that crosses it is mapped to skiplock's driver-neutral form
+// (interpretError): a *PgError for the server's errors, ErrTxClosed,
+// ErrTxCommitRollback and ErrNoRows for the drivers' sentinels.
 
 type commandTag interface{ RowsAffected() int64 }
 
@@ -19,19 +22,19 @@ type adapt[Tag commandTag, R Rows, RW Row, Q driverQuerier[Tag, R, RW]] struct{ 
 
 func (a adapt[Tag, R, RW, Q]) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	tag, err := a.q.Exec(ctx, sql, args...)
-	return tag.RowsAffected(), err
+	return tag.RowsAffected(), interpretError(err)
 }
 
 func (a adapt[Tag, R, RW, Q]) Query(ctx context.Context, sql string, args ...any) (Rows, error) {
 	rows, err := a.q.Query(ctx, sql, args...)
 	if err != nil {
-		return nil, err
+		return nil, interpretError(err)
 	}
-	return rows, nil
+	return interpretedRows{rows}, nil
 }
 
 func (a adapt[Tag, R, RW, Q]) QueryRow(ctx context.Context, sql string, args ...any) Row {
-	return a.q.QueryRow(ctx, sql, args...)
+	return interpretedRow{a.q.QueryRow(ctx, sql, args...)}
 }
 
 // driverTx is what both drivers' pgx.Tx offer beyond querying.
@@ -46,5 +49,10 @@ type adaptTx[Tag commandTag, R Rows, RW Row, T driverTx[Tag, R, RW]] struct {
 	adapt[Tag, R, RW, T]
 }
 
-func (a adaptTx[Tag, R, RW, T]) Commit(ctx context.Context) error   { return a.q.Commit(ctx) }
-func (a adaptTx[Tag, R, RW, T]) Rollback(ctx context.Context) error { return a.q.Rollback(ctx) }
+func (a adaptTx[Tag, R, RW, T]) Commit(ctx context.Context) error {
+	return interpretError(a.q.Commit(ctx))
+}
+
+func (a adaptTx[Tag, R, RW, T]) Rollback(ctx context.Context) error {
+	return interpretError(a.q.Rollback(ctx))
+}

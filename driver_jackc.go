@@ -15,9 +15,10 @@ type (
 	jackcTx                                                             = adaptTx[pgconn.CommandTag, pgx.Rows, pgx.Row, pgx.Tx]
 )
 
-// WrapTx adapts a caller's own jackc/pgx transaction so that queue code can
-// run inside it (EnqueueTx). Committing or rolling back stays the caller's
-// business.
+// WrapTx adapts a caller's own jackc/pgx transaction to a Tx, so that queue
+// code can run inside it (the layouts' EnqueueTx). Committing or rolling
+// back stays the caller's business. Errors through the Tx are mapped as
+// every adapter maps them (see PgError).
 func WrapTx(tx pgx.Tx) Tx { return jackcTx{adapt[pgconn.CommandTag, pgx.Rows, pgx.Row, pgx.Tx]{tx}} }
 
 func jackcBegin(ctx context.Context, b interface {
@@ -25,7 +26,7 @@ func jackcBegin(ctx context.Context, b interface {
 }, opts TxOptions) (Tx, error) {
 	tx, err := b.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.TxIsoLevel(opts.Isolation)})
 	if err != nil {
-		return nil, err
+		return nil, interpretError(err)
 	}
 	return WrapTx(tx), nil
 }
@@ -44,7 +45,7 @@ func (a jackcPool) Begin(ctx context.Context, opts TxOptions) (Tx, error) {
 func (a jackcPool) Acquire(ctx context.Context) (Conn, error) {
 	c, err := a.q.Acquire(ctx)
 	if err != nil {
-		return nil, err
+		return nil, interpretError(err)
 	}
 	return jackcConn{jackcQuerier[*pgxpool.Conn]{c}}, nil
 }

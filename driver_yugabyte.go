@@ -15,9 +15,10 @@ type (
 	ybTx                                                             = adaptTx[pgconn.CommandTag, pgx.Rows, pgx.Row, pgx.Tx]
 )
 
-// WrapYugabyteTx adapts a caller's own YugabyteDB smart driver transaction so that queue code can
-// run inside it (EnqueueTx). Committing or rolling back stays the caller's
-// business.
+// WrapYugabyteTx adapts a caller's own YugabyteDB smart driver transaction to a Tx, so that queue
+// code can run inside it (the layouts' EnqueueTx). Committing or rolling
+// back stays the caller's business. Errors through the Tx are mapped as
+// every adapter maps them (see PgError).
 func WrapYugabyteTx(tx pgx.Tx) Tx {
 	return ybTx{adapt[pgconn.CommandTag, pgx.Rows, pgx.Row, pgx.Tx]{tx}}
 }
@@ -27,7 +28,7 @@ func ybBegin(ctx context.Context, b interface {
 }, opts TxOptions) (Tx, error) {
 	tx, err := b.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.TxIsoLevel(opts.Isolation)})
 	if err != nil {
-		return nil, err
+		return nil, interpretError(err)
 	}
 	return WrapYugabyteTx(tx), nil
 }
@@ -46,7 +47,7 @@ func (a ybPool) Begin(ctx context.Context, opts TxOptions) (Tx, error) {
 func (a ybPool) Acquire(ctx context.Context) (Conn, error) {
 	c, err := a.q.Acquire(ctx)
 	if err != nil {
-		return nil, err
+		return nil, interpretError(err)
 	}
 	return ybConn{ybQuerier[*pgxpool.Conn]{c}}, nil
 }
@@ -58,7 +59,7 @@ func (a ybPool) Stats() PoolStats {
 
 func (a ybPool) Close() { a.q.Close() }
 
-// ybConn adapts an acquired jackc/pgx connection to Conn.
+// ybConn adapts an acquired YugabyteDB smart driver connection to Conn.
 type ybConn struct {
 	ybQuerier[*pgxpool.Conn]
 }

@@ -15,7 +15,55 @@ var (
 	ErrNoJob = errors.New("skiplock: no such job")
 	// ErrClosed says the queue or worker was used after Close or Stop.
 	ErrClosed = errors.New("skiplock: closed")
+	// ErrTxClosed says a statement, COMMIT or ROLLBACK was sent on a
+	// transaction that had already been committed or rolled back. Both
+	// drivers' ErrTxClosed match it.
+	ErrTxClosed = errors.New("skiplock: the transaction was already committed or rolled back")
+	// ErrTxCommitRollback says the server answered COMMIT with ROLLBACK,
+	// because a statement in the transaction had failed: nothing was
+	// committed. Both drivers' ErrTxCommitRollback match it.
+	ErrTxCommitRollback = errors.New("skiplock: COMMIT answered ROLLBACK (a statement in the transaction had failed): nothing was committed")
+	// ErrNoRows says QueryRow found no row. Both drivers' ErrNoRows match
+	// it.
+	ErrNoRows = errors.New("skiplock: no rows in result set")
 )
+
+// PgError is an error the server sent, whichever driver received it. The
+// driver adapters map both drivers' *pgconn.PgError to it, so that code
+// above the Querier seam (package retry, the layouts, handlers holding a
+// Tx) reads the SQLSTATE, severity and message without importing a driver.
+// Err keeps the driver's own error: errors.As with the driver's
+// *pgconn.PgError still finds it.
+type PgError struct {
+	// Severity is the unlocalized severity: ERROR, FATAL or PANIC.
+	Severity string
+	// Code is the SQLSTATE, such as "40001".
+	Code string
+	// Message is the server's primary message.
+	Message string
+	// Detail and Hint are the server's optional secondary texts.
+	Detail, Hint string
+	// SchemaName, TableName, ColumnName and ConstraintName name the object
+	// at fault, when the server says.
+	SchemaName, TableName, ColumnName, ConstraintName string
+	// Err is the driver's error; nil for a PgError built by hand.
+	Err error
+}
+
+// Error returns the driver's text, or, for a PgError built by hand, the
+// same "SEVERITY: message (SQLSTATE code)" form.
+func (e *PgError) Error() string {
+	if e.Err != nil {
+		return e.Err.Error()
+	}
+	return e.Severity + ": " + e.Message + " (SQLSTATE " + e.Code + ")"
+}
+
+// SQLState returns the SQLSTATE code.
+func (e *PgError) SQLState() string { return e.Code }
+
+// Unwrap returns the driver's error.
+func (e *PgError) Unwrap() error { return e.Err }
 
 // UsageError is bad input from a caller: a flag, an option, a name. Nothing
 // was changed. The CLI exits with code 2 on it.

@@ -48,7 +48,12 @@ const (
 // keep: fanout has no lease or status, since its rows exist only while work
 // is pending.
 type Job struct {
-	// ID identifies the job within its layout.
+	// ID identifies the job within its layout. It is text in both
+	// layouts, the one job ID type every API that takes or returns a job
+	// id by itself shares: fanout's ids are UUIDs, which no integer holds,
+	// and bucketed's int64 ids travel as decimal text (bucketed.FormatID,
+	// bucketed.ParseID; bucketed keeps int64 forms such as Enqueued.ID and
+	// Lookup for existing callers).
 	ID string
 	// Queue is the job's queue (seed 001's message type).
 	Queue string

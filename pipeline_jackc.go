@@ -27,15 +27,15 @@ type pipelinedPool struct {
 func (a pipelinedPool) Begin(ctx context.Context, opts TxOptions) (Tx, error) {
 	c, err := a.q.Acquire(ctx)
 	if err != nil {
-		return nil, err
+		return nil, interpretError(err)
 	}
-	return &pipelinedTx{conn: c.Conn(), begin: beginSQL(opts), release: c.Release}, nil
+	return interpretedTx{&pipelinedTx{conn: c.Conn(), begin: beginSQL(opts), release: c.Release}}, nil
 }
 
 func (a pipelinedPool) Acquire(ctx context.Context) (Conn, error) {
 	c, err := a.q.Acquire(ctx)
 	if err != nil {
-		return nil, err
+		return nil, interpretError(err)
 	}
 	return pipelinedConn{jackcConn{jackcQuerier[*pgxpool.Conn]{c}}}, nil
 }
@@ -47,7 +47,7 @@ type pipelinedConn struct {
 }
 
 func (a pipelinedConn) Begin(ctx context.Context, opts TxOptions) (Tx, error) {
-	return &pipelinedTx{conn: a.q.Conn(), begin: beginSQL(opts)}, nil
+	return interpretedTx{&pipelinedTx{conn: a.q.Conn(), begin: beginSQL(opts)}}, nil
 }
 
 // pipelinedTx is a transaction whose BEGIN has not been sent until its

@@ -112,6 +112,17 @@ func (q *Queue) Pending(ctx context.Context, queue string) (bool, error) {
 	return b, nil
 }
 
+// LookupJob is Lookup by the id in the form skiplock.Job.ID, EnqueueIn
+// and Enqueued.JobID carry it (decimal text), the form the fanout layout's
+// ids share.
+func (q *Queue) LookupJob(ctx context.Context, id string) (*skiplock.Job, error) {
+	n, err := ParseID(id)
+	if err != nil {
+		return nil, err
+	}
+	return q.Lookup(ctx, n)
+}
+
 // Lookup reads one job by id, for tools and tests.
 func (q *Queue) Lookup(ctx context.Context, id int64) (*skiplock.Job, error) {
 	rows, err := q.db.Query(ctx, q.sql.lookup, id)

@@ -32,6 +32,11 @@ type Config struct {
 	// Schema holds the jobs table (migrated with schema.LayoutBucketed);
 	// "" means schema.DefaultSchema.
 	Schema string
+	// Queue is the queue name used where none is given: for jobs whose
+	// NewJob.Queue is "" and for Workers whose WorkerConfig.Queue is "",
+	// as fanout's Config.Queue is. "" means skiplock.DefaultQueue. The
+	// Queue serves every queue name in its table either way.
+	Queue string
 	// VisibilityTimeout is how long a claim holds a job before another
 	// worker may take it; 0 means DefaultVisibilityTimeout.
 	VisibilityTimeout time.Duration
@@ -66,6 +71,12 @@ func (c *Config) withDefaults(d *skiplock.Dialect) (Config, error) {
 	}
 	shared := queuecfg.Shared{Schema: &out.Schema, MaxPayloadBytes: &out.MaxPayloadBytes, EnqueueBatch: &out.EnqueueBatch, Retry: &out.Retry}
 	if err := shared.Fill(d, DefaultEnqueueBatch); err != nil {
+		return out, err
+	}
+	if out.Queue == "" {
+		out.Queue = skiplock.DefaultQueue
+	}
+	if err := skiplock.ValidateQueueName(out.Queue); err != nil {
 		return out, err
 	}
 	for _, f := range []struct {

@@ -81,6 +81,30 @@
 // dropped. No job is stranded: it waits at most HintMaxAge under a steady
 // load.
 //
+// # Workers
+//
+// Both layouts' workers speak one vocabulary, the shape River users know
+// (a client made, then Start and Stop): [Queue.NewWorker] checks a
+// [WorkerConfig] and returns a [Worker]; [Worker.Start] runs it;
+// [Worker.Stop] stops it gracefully, and hard when its context ends
+// first; [Worker.Wait] waits for its goroutines; [Worker.Stats] counts what it did ([WorkerStats]: Claimed,
+// Completed, Failed, Released, Lost). WorkerConfig.Queue picks the queue
+// ("" is Config.Queue, itself skiplock.DefaultQueue unless set) and
+// Workers the goroutines (0 is [DefaultWorkers]). A handler's panic fails
+// the attempt as a *skiplock.PanicError, and its stack is kept in
+// last_error.
+//
+// [WorkerConfig.OnComplete] runs in the completion's transaction, a
+// skiplock.Tx: follow-up jobs enqueued through it ([Queue.EnqueueIn],
+// [Queue.EnqueueTx], or the fanout layout's) commit exactly when the
+// jobs' Success does. [Queue.EnqueueTx] also takes a caller's own
+// transaction on either driver (skiplock.WrapTx, skiplock.WrapYugabyteTx).
+//
+// Job ids are strings wherever a skiplock.Job carries one, in both
+// layouts (bucketed's are decimal: [FormatID], [ParseID]); EnqueueIn
+// returns them and [Queue.LookupJob] takes them. The int64 forms
+// (Enqueued.ID, Lookup) remain for the callers that use them.
+//
 // Every transaction runs through package retry, at the engine's queue
 // isolation level (Dialect.DefaultIsolation: READ COMMITTED on PostgreSQL
 // and YugabyteDB, where SKIP LOCKED is refused under SERIALIZABLE).

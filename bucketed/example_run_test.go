@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
@@ -57,4 +58,56 @@ func Example() {
 	// claimed: 3 status: Running attempt: 1
 	// completed: 3
 	// late complete is refused: true
+}
+
+// Run a Worker whose OnComplete hook enqueues a follow-up job for each
+// completed one in the completion's transaction: a receipt commits
+// exactly when its job's Success does. Runs against the test database.
+func ExampleQueue_EnqueueIn() {
+	ctx := context.Background()
+	db := testdb.ExampleDB("example_bucketed_worker", schema.LayoutBucketed)
+	defer db.Close()
+
+	q, err := bucketed.New(ctx, db, &bucketed.Config{Schema: "example_bucketed_worker", Queue: "mail"})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := q.EnqueueMany(ctx, []skiplock.NewJob{{Payload: []byte(`1`)}, {Payload: []byte(`2`)}}); err != nil {
+		panic(err)
+	}
+	w, err := q.NewWorker(&bucketed.WorkerConfig{Workers: 2,
+		Handler: func(ctx context.Context, job *skiplock.Job) error { return nil },
+		OnComplete: func(ctx context.Context, tx skiplock.Tx, done []*skiplock.Job) error {
+			for _, j := range done {
+				if _, err := q.EnqueueIn(ctx, tx, skiplock.NewJob{Queue: "receipts", Payload: j.Payload}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}})
+	if err != nil {
+		panic(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		panic(err)
+	}
+	for {
+		pending, err := q.Pending(ctx, "mail")
+		if err != nil {
+			panic(err)
+		}
+		if !pending {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := w.Stop(ctx); err != nil {
+		panic(err)
+	}
+	st, err := q.Stats(ctx, "receipts")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("completed:", w.Stats().Completed, "receipts queued:", st.ByStatus[skiplock.StatusQueued])
+	// Output: completed: 2 receipts queued: 2
 }

@@ -6,8 +6,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
@@ -75,6 +73,15 @@ type Enqueued struct {
 	Duplicate bool
 }
 
+// JobID is ID as skiplock.Job.ID carries it (decimal text), the form
+// LookupJob and fanout's ids share; "" when ID is 0.
+func (e Enqueued) JobID() string {
+	if e.ID == 0 {
+		return ""
+	}
+	return FormatID(e.ID)
+}
+
 // Enqueue adds one job. With a UniqueKey that a Queued or Running job of
 // the same queue already holds, it adds nothing and says so in
 // Enqueued.Duplicate. Bad input returns a skiplock.UsageError and changes
@@ -138,22 +145,44 @@ func (q *Queue) EnqueueMany(ctx context.Context, jobs []skiplock.NewJob) (int, e
 }
 
 // EnqueueTx adds jobs inside the caller's own transaction, in one INSERT,
-// so that they commit or roll back with the caller's data. It does not
-// retry: a serialization failure is the caller's transaction's to retry.
-// It returns how many jobs it added (unique keys may skip some).
-func (q *Queue) EnqueueTx(ctx context.Context, tx pgx.Tx, jobs ...skiplock.NewJob) (int, error) {
+// so that they commit or roll back with the caller's data. tx is any
+// skiplock.Tx: a jackc/pgx transaction through skiplock.WrapTx, a
+// YugabyteDB smart driver one through skiplock.WrapYugabyteTx, or the
+// transaction skiplock hands a fanout handler or an OnComplete hook. It
+// does not retry: a serialization failure is the caller's transaction's
+// to retry. It returns how many jobs it added (unique keys may skip some).
+func (q *Queue) EnqueueTx(ctx context.Context, tx skiplock.Tx, jobs ...skiplock.NewJob) (int, error) {
 	if tx == nil {
 		return 0, skiplock.Usagef("bucketed.EnqueueTx: tx is nil: pass the transaction the jobs belong to")
 	}
+	ids, err := q.EnqueueIn(ctx, tx, jobs...)
+	return len(ids), err
+}
+
+// EnqueueIn adds jobs through any Querier, in one INSERT, and returns the
+// ids of the jobs it added (as skiplock.Job.ID strings; a job whose unique
+// key a live job already holds is skipped and has none). Typically the
+// Querier is the transaction a WorkerConfig.OnComplete hook is given, so
+// that a job's follow-up jobs commit exactly when its completion does, or
+// a caller's transaction; through the Queue's DB each call is its own
+// transaction. Like EnqueueTx it does not retry.
+func (q *Queue) EnqueueIn(ctx context.Context, db skiplock.Querier, jobs ...skiplock.NewJob) ([]string, error) {
+	if db == nil {
+		return nil, skiplock.Usagef("bucketed.EnqueueIn: db is nil: pass the transaction the jobs belong to")
+	}
 	args, err := q.insertArgs(jobs)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	n, err := execCount(ctx, skiplock.WrapTx(tx), q.sql.insert, args.args()...)
+	ids, err := queryIDs(ctx, db, q.sql.insert, args.args()...)
 	if err != nil {
-		return 0, fmt.Errorf("bucketed: enqueue in caller's transaction: %w", err)
+		return nil, fmt.Errorf("bucketed: enqueue %d job(s): %w", len(jobs), err)
 	}
-	return n, nil
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = FormatID(id)
+	}
+	return out, nil
 }
 
 // insertArgs validates jobs and turns them into the INSERT's arrays.
@@ -164,6 +193,9 @@ func (q *Queue) insertArgs(jobs []skiplock.NewJob) (insertParams, error) {
 	runAt, keys := make([]*time.Time, n), make([]*string, n)
 	for i := range jobs {
 		j := jobs[i] // a copy: Normalize fills defaults
+		if j.Queue == "" {
+			j.Queue = q.cfg.Queue
+		}
 		if err := j.Normalize(q.cfg.MaxPayloadBytes); err != nil {
 			return insertParams{}, skiplock.Usagef("job %d: %v", i, err)
 		}
@@ -203,16 +235,25 @@ func queryIDs(ctx context.Context, q skiplock.Querier, sql string, args ...any) 
 	return ids, rows.Err()
 }
 
+// FormatID is a bucketed id as skiplock.Job.ID carries it: decimal text.
+func FormatID(id int64) string { return strconv.FormatInt(id, 10) }
+
+// ParseID is the bucketed id in a skiplock.Job.ID, or a UsageError when
+// the text is not one.
+func ParseID(id string) (int64, error) {
+	n, err := strconv.ParseInt(id, 10, 64)
+	if err != nil {
+		return 0, skiplock.Usagef("job id %q is not a bucketed job id (a decimal integer)", id)
+	}
+	return n, nil
+}
+
 // JobID returns the bucketed id of a job this package returned.
 func JobID(job *skiplock.Job) (int64, error) {
 	if job == nil {
 		return 0, skiplock.Usagef("job is nil")
 	}
-	id, err := strconv.ParseInt(job.ID, 10, 64)
-	if err != nil {
-		return 0, skiplock.Usagef("job id %q is not a bucketed job id (a decimal integer)", job.ID)
-	}
-	return id, nil
+	return ParseID(job.ID)
 }
 
 // scanJob reads one row of jobColumns.
@@ -230,7 +271,7 @@ func scanJob(rows skiplock.Rows) (*skiplock.Job, int, error) {
 		return nil, 0, err
 	}
 	j := &skiplock.Job{
-		ID: strconv.FormatInt(id, 10), Queue: queue, Payload: []byte(payload), Priority: int(prio),
+		ID: FormatID(id), Queue: queue, Payload: []byte(payload), Priority: int(prio),
 		Status: skiplock.Status(status), Attempts: int(attempts), MaxAttempts: int(maxAtt),
 		CreatedAt: created, RunAt: runAt,
 	}

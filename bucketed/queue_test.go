@@ -6,10 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
@@ -26,7 +25,13 @@ func ctxT(t testing.TB) context.Context {
 // newQueue gives a Queue on a fresh migrated schema.
 func newQueue(t testing.TB, cfg *bucketed.Config) (*bucketed.Queue, string) {
 	t.Helper()
-	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
+	return newQueueOn(t, testdb.Drivers()[0], cfg)
+}
+
+// newQueueOn is newQueue through driver adapter d.
+func newQueueOn(t testing.TB, d testdb.Driver, cfg *bucketed.Config) (*bucketed.Queue, string) {
+	t.Helper()
+	db, name := testdb.MigratedOn(t, d.Open(t, nil), nil, schema.LayoutBucketed)
 	return queueOn(t, db, name, cfg), name
 }
 
@@ -142,7 +147,11 @@ func TestConfigValidation(t *testing.T) {
 }
 
 func TestLifecycle(t *testing.T) {
-	q, name := newQueue(t, nil)
+	testdb.ForEachDriver(t, testLifecycle)
+}
+
+func testLifecycle(t *testing.T, d testdb.Driver) {
+	q, name := newQueueOn(t, d, nil)
 	ctx := ctxT(t)
 	e, err := q.Enqueue(ctx, skiplock.NewJob{Queue: "mail", Payload: json.RawMessage(`{"to":"a"}`), Priority: 3, MaxAttempts: 7})
 	if err != nil || e.ID == 0 || e.Duplicate {
@@ -174,6 +183,15 @@ func TestLifecycle(t *testing.T) {
 	got, err := q.Lookup(ctx, e.ID)
 	if err != nil || got.Status != skiplock.StatusSuccess {
 		t.Fatalf("Lookup: %+v %v", got, err)
+	}
+	if got, err := q.LookupJob(ctx, j.ID); err != nil || got.ID != j.ID || e.JobID() != j.ID {
+		t.Fatalf("LookupJob(%q): %+v %v; Enqueued.JobID %q", j.ID, got, err, e.JobID())
+	}
+	if _, err := q.LookupJob(ctx, "not-a-number"); !skiplock.IsUsage(err) {
+		t.Fatalf("LookupJob of a fanout-style id: %v, want a usage error", err)
+	}
+	if _, err := q.LookupJob(ctx, "999999999"); !errors.Is(err, skiplock.ErrNoJob) {
+		t.Fatalf("LookupJob of a missing id: %v, want ErrNoJob", err)
 	}
 	st, err := q.Stats(ctx, "")
 	if err != nil || st.ByStatus[skiplock.StatusSuccess] != 1 || st.ByStatus[skiplock.StatusQueued] != 0 {
@@ -233,37 +251,136 @@ func TestUniqueKeysDedupe(t *testing.T) {
 }
 
 func TestEnqueueTxRollsBackWithCaller(t *testing.T) {
-	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
-	q := queueOn(t, db, name, nil)
-	ctx := ctxT(t)
-	pool, err := pgxpool.New(ctx, testdb.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	tx, err := pool.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if n, err := q.EnqueueTx(ctx, tx, nJobs(3, "default")...); err != nil || n != 3 {
-		t.Fatalf("EnqueueTx: %d %v", n, err)
-	}
-	if err := tx.Rollback(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if got := count(t, db, "SELECT count(*) FROM "+jobsTable(name)); got != 0 {
-		t.Fatalf("rolled-back EnqueueTx left %d jobs", got)
-	}
-	tx, _ = pool.Begin(ctx)
-	if _, err := q.EnqueueTx(ctx, tx, nJobs(2, "default")...); err != nil {
-		t.Fatal(err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if jobs, err := q.Dequeue(ctx, "default", 10); err != nil || len(jobs) != 2 {
-		t.Fatalf("committed EnqueueTx: dequeued %d, %v", len(jobs), err)
-	}
+	testdb.ForEachDriver(t, func(t *testing.T, d testdb.Driver) {
+		q, name := newQueueOn(t, d, &bucketed.Config{Queue: "mail"})
+		db := q.DB()
+		ctx := ctxT(t)
+		if _, err := q.EnqueueTx(ctx, nil, nJobs(1, "")...); !skiplock.IsUsage(err) {
+			t.Fatalf("nil tx: %v, want a usage error", err)
+		}
+		tx := d.Begin(t) // the caller's own driver transaction
+		if n, err := q.EnqueueTx(ctx, tx, nJobs(3, "default")...); err != nil || n != 3 {
+			t.Fatalf("EnqueueTx: %d %v", n, err)
+		}
+		if err := tx.Rollback(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if got := count(t, db, "SELECT count(*) FROM "+jobsTable(name)); got != 0 {
+			t.Fatalf("rolled-back EnqueueTx left %d jobs", got)
+		}
+		tx = d.Begin(t)
+		if _, err := q.EnqueueTx(ctx, tx, nJobs(2, "default")...); err != nil {
+			t.Fatal(err)
+		}
+		// EnqueueIn returns the ids; a job naming no queue goes to
+		// Config.Queue.
+		ids, err := q.EnqueueIn(ctx, tx, skiplock.NewJob{UniqueKey: "once"}, skiplock.NewJob{UniqueKey: "once"})
+		if err != nil || len(ids) != 1 {
+			t.Fatalf("EnqueueIn with a repeated unique key: %v %v, want one id", ids, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if jobs, err := q.Dequeue(ctx, "default", 10); err != nil || len(jobs) != 2 {
+			t.Fatalf("committed EnqueueTx: dequeued %d, %v", len(jobs), err)
+		}
+		if j, err := q.LookupJob(ctx, ids[0]); err != nil || j.Queue != "mail" {
+			t.Fatalf("EnqueueIn's job %s: %+v %v; want it on Config.Queue", ids[0], j, err)
+		}
+	})
+}
+
+// TestOnCompleteEnqueuesFollowUp: an OnComplete hook enqueues a
+// follow-up job through the skiplock.Tx it is given (EnqueueIn): the
+// follow-up commits exactly when the job's Success does. A failed attempt
+// enqueues nothing, and a hook that fails (on a server error, through the
+// driver adapter's mapped errors) rolls its follow-ups back with the
+// completion, leaving the job Running.
+func TestOnCompleteEnqueuesFollowUp(t *testing.T) {
+	testdb.ForEachDriver(t, func(t *testing.T, d testdb.Driver) {
+		q, name := newQueueOn(t, d, &bucketed.Config{RetryBase: time.Millisecond, RetryMax: 5 * time.Millisecond})
+		db := q.DB()
+		ctx := ctxT(t)
+		followUps := func() int64 {
+			return count(t, db, "SELECT count(*) FROM "+jobsTable(name)+" WHERE queue = 'follow-up'")
+		}
+		follow := func(ctx context.Context, tx skiplock.Tx, done []*skiplock.Job) error {
+			next := make([]skiplock.NewJob, len(done))
+			for i, j := range done {
+				next[i] = skiplock.NewJob{Queue: "follow-up", Payload: json.RawMessage(`{"after":"` + j.ID + `"}`)}
+			}
+			_, err := q.EnqueueIn(ctx, tx, next...)
+			return err
+		}
+
+		// A hook that fails rolls back its follow-ups and the completion.
+		mustEnqueue(t, q, nJobs(1, "default")...)
+		jobs, err := q.Dequeue(ctx, "default", 1)
+		if err != nil || len(jobs) != 1 {
+			t.Fatalf("Dequeue: %d %v", len(jobs), err)
+		}
+		_, err = q.CompleteManyWith(ctx, jobs, func(ctx context.Context, tx skiplock.Tx, done []*skiplock.Job) error {
+			if err := follow(ctx, tx, done); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "SELECT 1/0")
+			return err
+		})
+		var pe *skiplock.PgError
+		if !errors.As(err, &pe) || pe.Code != "22012" {
+			t.Fatalf("failing hook: %v, want the mapped division by zero", err)
+		}
+		if n := followUps(); n != 0 {
+			t.Fatalf("a failed completion left %d follow-ups", n)
+		}
+		if j, err := q.LookupJob(ctx, jobs[0].ID); err != nil || j.Status != skiplock.StatusRunning {
+			t.Fatalf("after the failed completion: %+v %v, want Running", j, err)
+		}
+		if err := q.Release(ctx, jobs[0]); err != nil {
+			t.Fatal(err)
+		}
+
+		// Through a Worker: the first attempt fails (no follow-up), the
+		// second completes with its follow-up.
+		var calls sync.Map
+		w, err := q.NewWorker(&bucketed.WorkerConfig{
+			Workers: 2, IdleMin: time.Millisecond, IdleMax: 5 * time.Millisecond, Logf: t.Logf,
+			Handler: func(ctx context.Context, j *skiplock.Job) error {
+				if _, again := calls.LoadOrStore(j.ID, true); !again {
+					if n := followUps(); n != 0 {
+						t.Errorf("before any completion: %d follow-ups", n)
+					}
+					return errors.New("first attempt fails")
+				}
+				return nil
+			},
+			OnComplete: follow,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for {
+			if p, err := q.Pending(ctx, "default"); err != nil || !p {
+				break
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		if err := w.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+		if st := w.Stats(); st.Completed != 1 || st.Failed != 1 {
+			t.Fatalf("worker stats %+v: want 1 failed attempt and 1 completion", st)
+		}
+		if n := followUps(); n != 1 {
+			t.Fatalf("after the completion: %d follow-ups, want exactly 1", n)
+		}
+		if n := count(t, db, "SELECT count(*) FROM "+jobsTable(name)+" WHERE queue = 'follow-up' AND payload->>'after' = $1", jobs[0].ID); n != 1 {
+			t.Fatalf("the follow-up does not name job %s", jobs[0].ID)
+		}
+	})
 }
 
 func TestNotClaimedBeforeRunAt(t *testing.T) {

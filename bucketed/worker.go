@@ -16,11 +16,17 @@ import (
 // hard-stopped or the job's lease is lost: return then.
 type Handler func(ctx context.Context, job *skiplock.Job) error
 
+// DefaultWorkers is how many goroutines run the handler when
+// WorkerConfig.Workers is 0, as in the fanout layout.
+const DefaultWorkers = 10
+
 // WorkerConfig tunes a Worker. Handler is required.
 type WorkerConfig struct {
-	// Queue is the queue to work; "" means skiplock.DefaultQueue.
+	// Queue is the queue to work; "" means the Queue's Config.Queue
+	// (skiplock.DefaultQueue unless set).
 	Queue string
-	// Workers is how many goroutines run the handler; 0 means 10.
+	// Workers is how many goroutines run the handler; 0 means
+	// DefaultWorkers.
 	Workers int
 	// Handler works each job.
 	Handler Handler
@@ -54,9 +60,12 @@ type WorkerConfig struct {
 	Owner string
 	// OnComplete, when set, runs inside each completion transaction with
 	// the jobs that transaction completed (those whose lease held), so a
-	// record of the work commits exactly once with the completion. It may
-	// run more than once for the same jobs when the transaction is
-	// retried; use only tx.
+	// record of the work commits exactly once with the completion, and
+	// follow-up jobs enqueued through tx (Queue.EnqueueIn or EnqueueTx)
+	// commit exactly when the jobs' Success does. An error rolls the
+	// whole completion back: the jobs stay Running and run again when
+	// their leases expire. It may run more than once for the same jobs
+	// when the transaction is retried; use only tx.
 	OnComplete func(ctx context.Context, tx skiplock.Tx, done []*skiplock.Job) error
 	// AfterComplete, when set, is called once for each job whose Success
 	// committed, after the commit, with when its goroutine asked for work
@@ -102,7 +111,8 @@ type Worker struct {
 	claimed, completed, failed, released, lost atomic.Int64
 }
 
-// WorkerStats counts what a Worker did.
+// WorkerStats counts what a Worker did. The fanout layout's WorkerStats
+// use the same names for the same things (Completed, Failed).
 type WorkerStats struct {
 	// Claimed jobs, Completed (Success written), Failed (a failed attempt
 	// written: retried later or dead), Released (given back unstarted or
@@ -134,7 +144,7 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 	}
 	c := *cfg
 	if c.Queue == "" {
-		c.Queue = skiplock.DefaultQueue
+		c.Queue = q.cfg.Queue
 	}
 	if err := skiplock.ValidateQueueName(c.Queue); err != nil {
 		return nil, err
@@ -144,7 +154,7 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 		v    *int
 		def  int
 		max  int
-	}{{"workers", &c.Workers, 10, 100000}, {"batch", &c.Batch, 1, MaxClaim}, {"flush size", &c.FlushSize, 1000, 100000}} {
+	}{{"workers", &c.Workers, DefaultWorkers, 100000}, {"batch", &c.Batch, 1, MaxClaim}, {"flush size", &c.FlushSize, 1000, 100000}} {
 		if *f.v < 0 || *f.v > f.max {
 			return nil, skiplock.Usagef("bucketed worker: %s %d is out of range: use 1 to %d (0 for the default %d)", f.name, *f.v, f.max, f.def)
 		}
@@ -247,6 +257,19 @@ func (w *Worker) Stop(ctx context.Context) error {
 		w.bg.Wait()
 	})
 	return err
+}
+
+// Wait blocks until every handler goroutine has returned: after Stop, or
+// once the context given to Start is cancelled. It returns at once for a
+// Worker never started. Results are written back by Stop, which a hard
+// stop still needs.
+func (w *Worker) Wait() {
+	w.mu.Lock()
+	pool := w.pool
+	w.mu.Unlock()
+	if pool != nil {
+		pool.Wait()
+	}
 }
 
 // Stats reports what the worker has done so far.

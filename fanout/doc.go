@@ -77,7 +77,7 @@
 //
 // A worker holds one database connection for as long as it processes a job:
 // the transaction is open around the handler. N workers need N connections
-// (plus a few spare, [SpareConns]); [Queue.StartWorker] checks the pool's
+// (plus a few spare, [SpareConns]); [Worker.Start] checks the pool's
 // size and the server's max_connections before it starts and fails with what
 // to do. Thousands of concurrent long jobs want the bucketed layout's leases
 // instead, which hold no connection while the handler runs.
@@ -91,6 +91,25 @@
 // connection held while working), for jobs whose effects are outside the
 // database, for job history and statuses, scheduled jobs (run_at),
 // priorities, unique keys, and FIFO order.
+//
+// # Workers
+//
+// Both layouts' workers speak one vocabulary, the shape River users know
+// (a client made, then Start and Stop): [Queue.NewWorker] checks a
+// [WorkerConfig] and returns a [Worker] without touching the database;
+// [Worker.Start] runs it; [Worker.Stop] stops it gracefully, and hard when
+// its context ends first; [Worker.Wait] waits for its goroutines;
+// [Worker.Stats] counts what it did ([WorkerStats]: Completed, Failed,
+// Dead, Errors). WorkerConfig.Queue picks the queue ("" is Config.Queue)
+// and Workers the goroutines (0 is [DefaultWorkers]). A handler's panic
+// fails the attempt as a *skiplock.PanicError ([Result.HandlerErr]), and
+// its stack is kept in last_error. Queue.StartWorker and Worker.Counts
+// remain as deprecated wrappers.
+//
+// A handler gets the job's transaction as a skiplock.Tx. Follow-up jobs
+// enqueued through it ([Queue.EnqueueIn], [Queue.EnqueueTx], or the
+// bucketed layout's) commit exactly when the job's removal does. Job ids
+// are strings (the row's UUID), as skiplock.Job.ID is in both layouts.
 //
 // Each Queue serves one queue name (Config.Queue). Jobs of other queues in
 // the same table are stepped over by the dequeue scan; give busy queues

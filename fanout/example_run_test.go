@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/fanout"
@@ -52,4 +53,56 @@ func Example() {
 	}
 	fmt.Println("handled:", handled, "work_log rows:", logged, "left in queue:", queued)
 	// Output: handled: 3 work_log rows: 3 left in queue: 0
+}
+
+// Run a Worker whose handler enqueues a follow-up job through the job's
+// own transaction: each receipt commits exactly when its order's job is
+// removed. NewWorker, Start, Stop and Stats are the bucketed layout's
+// names too. Runs against the test database.
+func ExampleQueue_NewWorker() {
+	ctx := context.Background()
+	db := testdb.ExampleDB("example_fanout_worker", schema.LayoutFanout)
+	defer db.Close()
+
+	orders, err := fanout.New(db, &fanout.Config{Schema: "example_fanout_worker", Queue: "orders"})
+	if err != nil {
+		panic(err)
+	}
+	receipts, err := fanout.New(db, &fanout.Config{Schema: "example_fanout_worker", Queue: "receipts"})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := orders.EnqueueMany(ctx, []skiplock.NewJob{{Payload: []byte(`1`)}, {Payload: []byte(`2`)}, {Payload: []byte(`3`)}}); err != nil {
+		panic(err)
+	}
+	w, err := orders.NewWorker(&fanout.WorkerConfig{Workers: 2,
+		Handler: func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
+			_, err := receipts.EnqueueIn(ctx, tx, skiplock.NewJob{Payload: job.Payload})
+			return err
+		}})
+	if err != nil {
+		panic(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		panic(err)
+	}
+	for {
+		more, err := orders.HasQueued(ctx)
+		if err != nil {
+			panic(err)
+		}
+		if !more {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := w.Stop(ctx); err != nil {
+		panic(err)
+	}
+	st, err := receipts.Stats(ctx, "receipts")
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("orders completed:", w.Stats().Completed, "receipts queued:", st.Queued)
+	// Output: orders completed: 3 receipts queued: 3
 }

@@ -11,12 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/fanout"
 	"github.com/skiplock/skiplock/internal/testdb"
-	"github.com/skiplock/skiplock/internal/workloop"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -25,7 +22,13 @@ import (
 // default), a fresh schema with the fanout layout, and a Queue on it.
 func setup(t *testing.T, maxConns int32, cfg *fanout.Config) (*fanout.Queue, *skiplock.DB, string) {
 	t.Helper()
-	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: maxConns})
+	return setupOn(t, testdb.Drivers()[0], maxConns, cfg)
+}
+
+// setupOn is setup through driver adapter d.
+func setupOn(t *testing.T, d testdb.Driver, maxConns int32, cfg *fanout.Config) (*fanout.Queue, *skiplock.DB, string) {
+	t.Helper()
+	db := d.Open(t, &skiplock.OpenConfig{MaxConns: maxConns})
 	name := testdb.Schema(t, db)
 	mc := &schema.MigrateConfig{Layouts: []schema.Layout{schema.LayoutFanout}}
 	mc.Schema = name
@@ -173,40 +176,116 @@ func TestEnqueueManyBatchesAndKeepsFields(t *testing.T) {
 }
 
 func TestEnqueueTxFollowsTheCallersTransaction(t *testing.T) {
-	q, db, s := setup(t, 0, nil)
-	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, testdb.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	for _, commit := range []bool{false, true} {
-		tx, err := pool.Begin(ctx)
+	testdb.ForEachDriver(t, func(t *testing.T, d testdb.Driver) {
+		q, db, s := setupOn(t, d, 0, nil)
+		ctx := context.Background()
+		if _, err := q.EnqueueTx(ctx, nil, jobs(1)...); !skiplock.IsUsage(err) {
+			t.Errorf("nil tx: %v, want a usage error", err)
+		}
+		for _, commit := range []bool{false, true} {
+			tx := d.Begin(t) // the caller's own driver transaction
+			if _, err := q.EnqueueTx(ctx, tx, jobs(3)...); err != nil {
+				t.Fatal(err)
+			}
+			var err error
+			if commit {
+				err = tx.Commit(ctx)
+			} else {
+				err = tx.Rollback(ctx)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)); n != 3 {
+			t.Errorf("want the 3 committed jobs only, got %d", n)
+		}
+	})
+}
+
+// TestHandlerEnqueuesFollowUpInItsTransaction: a handler enqueues a
+// follow-up job through the skiplock.Tx it is given (EnqueueTx and
+// EnqueueIn): the follow-up commits exactly when the job's deletion
+// commits, and a failed attempt rolls it back with the handler's work.
+// The failure is a server error met in the handler's own SQL, so the
+// mapped error path of each driver adapter is exercised too.
+func TestHandlerEnqueuesFollowUpInItsTransaction(t *testing.T) {
+	testdb.ForEachDriver(t, func(t *testing.T, d testdb.Driver) {
+		q, db, s := setupOn(t, d, 0, nil)
+		ctx := context.Background()
+		follow, err := fanout.New(db, &fanout.Config{Schema: s, Queue: "follow-up"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := q.EnqueueTx(ctx, tx, jobs(3)...); err != nil {
-			t.Fatal(err)
-		}
-		if commit {
-			err = tx.Commit(ctx)
-		} else {
-			err = tx.Rollback(ctx)
-		}
+		id, err := q.Enqueue(ctx, skiplock.NewJob{Payload: []byte(`{"step":1}`), MaxAttempts: 5})
 		if err != nil {
 			t.Fatal(err)
 		}
-	}
-	if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)); n != 3 {
-		t.Errorf("want the 3 committed jobs only, got %d", n)
-	}
+		followUps := func() int64 {
+			return count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)+" WHERE queue = 'follow-up'")
+		}
+		var followID string
+		handler := func(fail bool) fanout.Handler {
+			return func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
+				ids, err := follow.EnqueueTx(ctx, tx, skiplock.NewJob{Payload: []byte(`{"step":2,"after":"` + job.ID + `"}`)})
+				if err != nil {
+					return err
+				}
+				if _, err := q.EnqueueIn(ctx, tx, skiplock.NewJob{Queue: "follow-up"}); err != nil {
+					return err
+				}
+				followID = ids[0]
+				if n := count(t, tx, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)+" WHERE queue = 'follow-up'"); n != 2 {
+					t.Errorf("the handler's own transaction sees %d follow-ups, want 2", n)
+				}
+				if fail {
+					// A server error in the handler's SQL, returned as is.
+					_, err := tx.Exec(ctx, "SELECT 1/0")
+					var pe *skiplock.PgError
+					if !errors.As(err, &pe) || pe.Code != "22012" {
+						t.Errorf("division by zero through the %s adapter: %v, want a *skiplock.PgError 22012", d.Name, err)
+					}
+					return err
+				}
+				return nil
+			}
+		}
+		res, err := q.Process(ctx, handler(true))
+		if err != nil || res.HandlerErr == nil || skiplock.SQLState(res.HandlerErr) != "22012" {
+			t.Fatalf("failing attempt: %+v, %v", res, err)
+		}
+		if n := followUps(); n != 0 {
+			t.Fatalf("a failed attempt left %d follow-ups", n)
+		}
+		if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)+" WHERE id = $1 AND attempts = 1", id); n != 1 {
+			t.Fatalf("the failed attempt was not recorded on job %s", id)
+		}
+		res, err = q.Process(ctx, handler(false))
+		if err != nil || res.HandlerErr != nil || res.Job == nil || res.Job.ID != id {
+			t.Fatalf("succeeding attempt: %+v, %v", res, err)
+		}
+		if n := followUps(); n != 2 {
+			t.Fatalf("after the job committed: %d follow-ups, want 2", n)
+		}
+		if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)+" WHERE id = $1", id); n != 0 {
+			t.Fatalf("job %s is still queued", id)
+		}
+		var payload string
+		if err := db.QueryRow(ctx, "SELECT payload::text FROM "+table(s, schema.JobQueueTable)+" WHERE id = $1", followID).Scan(&payload); err != nil || !strings.Contains(payload, id) {
+			t.Fatalf("follow-up %s: payload %s, %v", followID, payload, err)
+		}
+	})
 }
 
 // TestHeldRowIsSkipped: a one-row queue held by session A yields nothing to
 // session B, from a start before the row (first branch) and after it (the
 // wrap-around branch). The control runs first: without A, B gets the row.
 func TestHeldRowIsSkipped(t *testing.T) {
-	q, db, _ := setup(t, 0, nil)
+	testdb.ForEachDriver(t, testHeldRowIsSkipped)
+}
+
+func testHeldRowIsSkipped(t *testing.T, d testdb.Driver) {
+	q, db, _ := setupOn(t, d, 0, nil)
 	ctx := context.Background()
 	id, err := q.Enqueue(ctx, skiplock.NewJob{})
 	if err != nil {
@@ -373,9 +452,14 @@ func explainClaim(t *testing.T, db *skiplock.DB, q *fanout.Queue, planMode strin
 // work_log row in the job's transaction, then fails (after writing) when
 // fail says so, and checks that every job has exactly one row, the queue
 // and the dead letters are empty.
-func exactlyOnce(t *testing.T, n int, fail func(job *skiplock.Job) bool) fanout.WorkerCounts {
+func exactlyOnce(t *testing.T, n int, fail func(job *skiplock.Job) bool) fanout.WorkerStats {
+	return exactlyOnceOn(t, testdb.Drivers()[0], n, fail)
+}
+
+// exactlyOnceOn is exactlyOnce through driver adapter d.
+func exactlyOnceOn(t *testing.T, d testdb.Driver, n int, fail func(job *skiplock.Job) bool) fanout.WorkerStats {
 	const workers = 64
-	q, db, s := setup(t, workers+8, nil)
+	q, db, s := setupOn(t, d, workers+8, nil)
 	ctx := context.Background()
 	ids, err := q.EnqueueMany(ctx, jobs(n))
 	if err != nil {
@@ -383,7 +467,7 @@ func exactlyOnce(t *testing.T, n int, fail func(job *skiplock.Job) bool) fanout.
 	}
 	record := recordHandler(s)
 	var calls, reported atomic.Int64
-	w, err := q.StartWorker(ctx, &fanout.WorkerConfig{
+	w, err := q.NewWorker(&fanout.WorkerConfig{
 		Workers: workers,
 		Handler: func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
 			calls.Add(1)
@@ -406,6 +490,9 @@ func exactlyOnce(t *testing.T, n int, fail func(job *skiplock.Job) bool) fanout.
 	if err != nil {
 		t.Fatal(err)
 	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
 	deadline := time.Now().Add(3 * time.Minute)
 	for {
 		more, err := q.HasQueued(ctx)
@@ -416,14 +503,14 @@ func exactlyOnce(t *testing.T, n int, fail func(job *skiplock.Job) bool) fanout.
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("jobs left after 3 minutes; counts %+v", w.Counts())
+			t.Fatalf("jobs left after 3 minutes; stats %+v", w.Stats())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c := w.Counts()
+	c := w.Stats()
 	wl := table(s, schema.WorkLogTable)
 	if got := count(t, db, "SELECT count(*) FROM "+wl); got != int64(n) {
 		t.Errorf("work_log has %d rows for %d jobs", got, n)
@@ -440,14 +527,14 @@ func exactlyOnce(t *testing.T, n int, fail func(job *skiplock.Job) bool) fanout.
 	if got := count(t, db, "SELECT count(*) FROM "+table(s, schema.DeadJobTable)); got != 0 {
 		t.Errorf("%d jobs died", got)
 	}
-	if c.Handled != int64(n) || c.Errors != 0 {
-		t.Errorf("counts %+v: want %d handled and no errors", c, n)
+	if c.Completed != int64(n) || c.Errors != 0 {
+		t.Errorf("stats %+v: want %d completed and no errors", c, n)
 	}
-	if calls.Load() != c.Handled+c.Failed {
-		t.Errorf("%d handler calls, but %d handled + %d failed", calls.Load(), c.Handled, c.Failed)
+	if calls.Load() != c.Completed+c.Failed {
+		t.Errorf("%d handler calls, but %d completed + %d failed", calls.Load(), c.Completed, c.Failed)
 	}
-	if reported.Load() != c.Handled+c.Failed {
-		t.Errorf("OnResult heard %d results, but %d handled + %d failed", reported.Load(), c.Handled, c.Failed)
+	if reported.Load() != c.Completed+c.Failed {
+		t.Errorf("OnResult heard %d results, but %d completed + %d failed", reported.Load(), c.Completed, c.Failed)
 	}
 	t.Logf("%d jobs, %d workers: %+v", n, workers, c)
 	return c
@@ -455,6 +542,14 @@ func exactlyOnce(t *testing.T, n int, fail func(job *skiplock.Job) bool) fanout.
 
 func TestExactlyOnce(t *testing.T) {
 	exactlyOnce(t, 50000, nil)
+}
+
+// TestExactlyOnceYugabyteAdapter is the same run, smaller, on the
+// YugabyteDB smart driver's pool (a fork of pgxpool, with its own code
+// under 64 workers each holding a connection), over PostgreSQL with
+// load_balance off.
+func TestExactlyOnceYugabyteAdapter(t *testing.T) {
+	exactlyOnceOn(t, testdb.Drivers()[1], 3000, nil)
 }
 
 // TestExactlyOnceWithFailures: one job in ten fails its first handler call
@@ -522,8 +617,12 @@ func TestPoisonJobGoesDead(t *testing.T) {
 		if calls != 3 || !last.Dead {
 			t.Fatalf("panics=%v: %d calls, dead %v", panics, calls, last.Dead)
 		}
-		if panics != workloop.IsPanic(last.HandlerErr) {
+		var pe *skiplock.PanicError
+		if panics != errors.As(last.HandlerErr, &pe) || panics != skiplock.IsPanic(last.HandlerErr) {
 			t.Errorf("panics=%v: handler error %v", panics, last.HandlerErr)
+		}
+		if panics && !strings.Contains(string(pe.Stack), "TestPoisonJobGoesDead") {
+			t.Errorf("the panic's stack does not show the handler:\n%s", pe.Stack)
 		}
 		var attempts int64
 		var lastErr, payload string
@@ -534,6 +633,9 @@ func TestPoisonJobGoesDead(t *testing.T) {
 		}
 		if attempts != 3 || !strings.Contains(lastErr, "boom 3") || payload != `"poison"` {
 			t.Errorf("dead job: attempts %d, last error %q, payload %s", attempts, lastErr, payload)
+		}
+		if panics != strings.Contains(lastErr, "TestPoisonJobGoesDead") {
+			t.Errorf("panics=%v: the stack kept in last_error: %q", panics, lastErr)
 		}
 		if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)); n != 0 {
 			t.Errorf("queue still has %d rows", n)
@@ -589,16 +691,41 @@ func TestSerializationFailureRetriesTheJob(t *testing.T) {
 	}
 }
 
-func TestStartWorkerChecksConnections(t *testing.T) {
+func TestWorkerChecksConnections(t *testing.T) {
 	q, db, _ := setup(t, 4, nil)
 	ctx := context.Background()
 	h := func(context.Context, skiplock.Tx, *skiplock.Job) error { return nil }
-	if _, err := q.StartWorker(ctx, &fanout.WorkerConfig{Workers: 5, Handler: h}); !skiplock.IsUsage(err) ||
+	start := func(cfg *fanout.WorkerConfig) error {
+		w, err := q.NewWorker(cfg)
+		if err != nil {
+			return err
+		}
+		return w.Start(ctx)
+	}
+	if err := start(&fanout.WorkerConfig{Workers: 5, Handler: h}); !skiplock.IsUsage(err) ||
 		!strings.Contains(err.Error(), "MaxConns of at least 5") {
 		t.Errorf("pool of 4, 5 workers: %v", err)
 	}
-	if _, err := q.StartWorker(ctx, &fanout.WorkerConfig{Workers: 1}); !skiplock.IsUsage(err) {
-		t.Errorf("no handler: %v", err)
+	// Workers 0 means DefaultWorkers, as in the bucketed layout.
+	if err := start(&fanout.WorkerConfig{Handler: h}); !skiplock.IsUsage(err) ||
+		!strings.Contains(err.Error(), fmt.Sprintf("MaxConns of at least %d", fanout.DefaultWorkers)) {
+		t.Errorf("pool of 4, default workers: %v", err)
+	}
+	for _, bad := range []fanout.WorkerConfig{{Workers: 1}, {Workers: -1, Handler: h}, {Queue: "bad\nqueue", Handler: h}} {
+		if _, err := q.NewWorker(&bad); !skiplock.IsUsage(err) {
+			t.Errorf("%+v: %v, want a usage error", bad, err)
+		}
+	}
+	// The deprecated StartWorker checks the same.
+	if _, err := q.StartWorker(ctx, &fanout.WorkerConfig{Workers: 5, Handler: h}); !skiplock.IsUsage(err) {
+		t.Errorf("StartWorker, pool of 4, 5 workers: %v", err)
+	}
+	w, err := q.NewWorker(&fanout.WorkerConfig{Workers: 1, Handler: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Stop(ctx); err == nil {
+		t.Error("Stop before Start succeeded")
 	}
 	allowed, err := db.ServerMaxConnections(ctx)
 	if err != nil {
@@ -610,7 +737,11 @@ func TestStartWorkerChecksConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = bq.StartWorker(ctx, &fanout.WorkerConfig{Workers: allowed, Handler: h})
+	bw, err := bq.NewWorker(&fanout.WorkerConfig{Workers: allowed, Handler: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = bw.Start(ctx)
 	var ce *fanout.ConnLimitError
 	if !errors.As(err, &ce) || ce.Allowed != allowed || ce.Needed != allowed+fanout.SpareConns {
 		t.Fatalf("want a ConnLimitError, got %v", err)
@@ -643,15 +774,24 @@ func TestStop(t *testing.T) {
 			return ctx.Err()
 		}
 	}
-	w, err := q.StartWorker(ctx, &fanout.WorkerConfig{Workers: 4, Handler: slow})
+	w, err := q.NewWorker(&fanout.WorkerConfig{Workers: 4, Handler: slow})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err == nil {
+		t.Error("a second Start succeeded")
 	}
 	waitStarted(t, started)
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c := w.Counts()
+	c := w.Counts() // the deprecated names still count
+	if st := w.Stats(); st.Completed != c.Handled || st.Failed != c.Failed || st.Errors != c.Errors {
+		t.Errorf("Stats %+v disagrees with Counts %+v", st, c)
+	}
 	if c.Handled == 0 || c.Failed != 0 || c.Errors != 0 {
 		t.Errorf("graceful stop: %+v", c)
 	}
@@ -664,6 +804,7 @@ func TestStop(t *testing.T) {
 	for len(started) > 0 {
 		<-started
 	}
+	// The deprecated StartWorker still starts one.
 	w, err = q.StartWorker(ctx, &fanout.WorkerConfig{Workers: 4, Handler: slow, Logf: t.Logf})
 	if err != nil {
 		t.Fatal(err)
@@ -827,5 +968,40 @@ func TestConnectionDiesMidJob(t *testing.T) {
 	}
 	if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)); n != 0 {
 		t.Errorf("queue has %d rows left", n)
+	}
+}
+
+// TestWorkerQueue: WorkerConfig.Queue picks the queue a Worker works, as
+// in the bucketed layout; "" is the Queue's Config.Queue.
+func TestWorkerQueue(t *testing.T) {
+	q, db, s := setup(t, 8, nil)
+	ctx := context.Background()
+	other := make([]skiplock.NewJob, 5)
+	for i := range other {
+		other[i].Queue = "other"
+	}
+	if _, err := q.EnqueueMany(ctx, append(jobs(2), other...)); err != nil {
+		t.Fatal(err)
+	}
+	w, err := q.NewWorker(&fanout.WorkerConfig{Queue: "other", Workers: 2, Handler: recordHandler(s),
+		IdleMin: time.Millisecond, IdleMax: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(time.Minute)
+	for count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)+" WHERE queue = 'other'") > 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Stats(); st.Completed != 5 {
+		t.Errorf("stats %+v: want the 5 jobs of queue other", st)
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)+" WHERE queue = $1", skiplock.DefaultQueue); n != 2 {
+		t.Errorf("%d jobs of the default queue left, want 2 (not this worker's)", n)
 	}
 }

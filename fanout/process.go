@@ -32,9 +32,10 @@ type Result struct {
 	// Job is the job claimed by the last transaction attempt; nil when the
 	// queue had no unlocked job.
 	Job *skiplock.Job
-	// HandlerErr is the handler's error (a *workloop.PanicError for a
-	// panic) when the job failed. The job's work was rolled back and the
-	// attempt recorded; nil when the job was processed and deleted.
+	// HandlerErr is the handler's error (a *skiplock.PanicError, with its
+	// stack, for a panic) when the job failed. The job's work was rolled
+	// back and the attempt recorded; nil when the job was processed and
+	// deleted.
 	HandlerErr error
 	// Dead is true when that failure used the job's last attempt: the job
 	// is now in job_dead.
@@ -80,6 +81,11 @@ func (e *handlerError) Unwrap() error { return e.err }
 // when the commit's outcome is unknown (see the package doc: the job's work
 // and its removal committed together or not at all).
 func (q *Queue) Process(ctx context.Context, h Handler) (Result, error) {
+	return q.process(ctx, q.cfg.Queue, h)
+}
+
+// process is Process for the jobs of queue.
+func (q *Queue) process(ctx context.Context, queue string, h Handler) (Result, error) {
 	if h == nil {
 		return Result{}, skiplock.Usagef("fanout: Process needs a handler")
 	}
@@ -87,7 +93,7 @@ func (q *Queue) Process(ctx context.Context, h Handler) (Result, error) {
 	err := retry.Run(ctx, q.db, q.cfg.Retry, func(ctx context.Context, tx skiplock.Tx) error {
 		res = Result{Tries: res.Tries + 1}
 		start := time.Now()
-		job, err := q.claim(ctx, tx)
+		job, err := q.claim(ctx, tx, queue)
 		res.Claim = time.Since(start)
 		if err != nil || job == nil {
 			return err
@@ -128,14 +134,14 @@ func (q *Queue) Process(ctx context.Context, h Handler) (Result, error) {
 		res.HandlerErr = he.err
 		return res, fmt.Errorf("fanout: stopped while handling job %s (%v); it is back in the queue", res.Job.ID, ctx.Err())
 	}
-	return res, fmt.Errorf("fanout: process a job of queue %q: %w", q.cfg.Queue, err)
+	return res, fmt.Errorf("fanout: process a job of queue %q: %w", queue, err)
 }
 
-// claim locks one job of the queue, or returns nil when every job is
-// locked or there is none.
-func (q *Queue) claim(ctx context.Context, tx skiplock.Tx) (*skiplock.Job, error) {
+// claim locks one job of queue, or returns nil when every job is locked
+// or there is none.
+func (q *Queue) claim(ctx context.Context, tx skiplock.Tx, queue string) (*skiplock.Job, error) {
 	var job *skiplock.Job
-	err := each(ctx, tx, q.sql.claim, []any{randomStart(), q.cfg.Queue}, func(r skiplock.Rows) error {
+	err := each(ctx, tx, q.sql.claim, []any{randomStart(), queue}, func(r skiplock.Rows) error {
 		var (
 			j              skiplock.Job
 			payload        string

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/queuecfg"
 	"github.com/skiplock/skiplock/retry"
@@ -117,16 +115,27 @@ func (q *Queue) EnqueueMany(ctx context.Context, jobs []skiplock.NewJob) ([]stri
 	return ids, nil
 }
 
-// EnqueueTx adds jobs inside the caller's own jackc/pgx transaction, so
-// that they appear if and only if the caller's transaction commits.
-// Committing, rolling back and retrying stay the caller's business.
-func (q *Queue) EnqueueTx(ctx context.Context, tx pgx.Tx, jobs ...skiplock.NewJob) ([]string, error) {
-	return q.EnqueueIn(ctx, skiplock.WrapTx(tx), jobs...)
+// EnqueueTx adds jobs inside the caller's own transaction, so that they
+// appear if and only if the caller's transaction commits. tx is any
+// skiplock.Tx: a jackc/pgx transaction through skiplock.WrapTx, a
+// YugabyteDB smart driver one through skiplock.WrapYugabyteTx, or the
+// transaction a Handler is given. Committing, rolling back and retrying
+// stay the caller's business.
+func (q *Queue) EnqueueTx(ctx context.Context, tx skiplock.Tx, jobs ...skiplock.NewJob) ([]string, error) {
+	if tx == nil {
+		return nil, skiplock.Usagef("fanout.EnqueueTx: tx is nil: pass the transaction the jobs belong to")
+	}
+	return q.EnqueueIn(ctx, tx, jobs...)
 }
 
 // EnqueueIn adds jobs through any Querier, typically the transaction a
-// handler is given, so that a job's follow-up jobs commit with its work.
+// handler is given, so that a job's follow-up jobs commit with its work
+// (exactly when the job's removal commits, and not at all when the
+// attempt fails).
 func (q *Queue) EnqueueIn(ctx context.Context, db skiplock.Querier, jobs ...skiplock.NewJob) ([]string, error) {
+	if db == nil {
+		return nil, skiplock.Usagef("fanout.EnqueueIn: db is nil: pass the transaction the jobs belong to")
+	}
 	cols, err := q.columns(jobs)
 	if err != nil {
 		return nil, err

@@ -2,7 +2,9 @@ package fanout
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -16,10 +18,16 @@ import (
 // (3 by default), which ordinary users cannot take.
 const SpareConns = 5
 
-// WorkerConfig tunes a Worker.
+// DefaultWorkers is how many jobs a Worker runs at once when
+// WorkerConfig.Workers is 0, as in the bucketed layout.
+const DefaultWorkers = 10
+
+// WorkerConfig tunes a Worker. Handler is required.
 type WorkerConfig struct {
+	// Queue is the queue to work; "" means the Queue's Config.Queue.
+	Queue string
 	// Workers is how many jobs run at once; each holds one connection
-	// while it processes. At least 1.
+	// while it processes. 0 means DefaultWorkers.
 	Workers int
 	// Handler does each job's work. Required.
 	Handler Handler
@@ -29,7 +37,7 @@ type WorkerConfig struct {
 	// reported.
 	OnResult func(worker int, r *Result, err error)
 	// IdleMin, IdleMax, ErrorMin and ErrorMax tune the waits after an
-	// empty poll or a failure (see workloop.Config); 0 means its defaults.
+	// empty poll or a failure; 0 means 10ms, 1s, 100ms and 10s.
 	IdleMin, IdleMax, ErrorMin, ErrorMax time.Duration
 	// Logf hears database failures and recoveries, and skipped checks;
 	// nil is silent.
@@ -53,15 +61,38 @@ func (e *ConnLimitError) Error() string {
 		e.Allowed, e.Workers, e.Needed, SpareConns)
 }
 
-// Worker runs a Queue's jobs with a pool of goroutines (internal/workloop):
-// each loops on Process, backs off with jitter while the queue is empty or
-// the database fails, and stops gracefully.
+// Worker runs a Queue's jobs with a pool of goroutines: each loops on
+// Process, backs off with jitter while the queue is empty or the database
+// fails, and stops gracefully. Make one with Queue.NewWorker, then Start
+// and Stop it, as in the bucketed layout.
 type Worker struct {
-	pool                           *workloop.Pool
-	handled, failed, dead, errored atomic.Int64
+	q   *Queue
+	cfg WorkerConfig
+
+	mu      sync.Mutex
+	started bool
+	pool    *workloop.Pool
+
+	completed, failed, dead, errored atomic.Int64
+}
+
+// WorkerStats count what a Worker has done so far. The bucketed layout's
+// WorkerStats use the same names for the same things.
+type WorkerStats struct {
+	// Completed counts jobs processed and deleted.
+	Completed int64
+	// Failed counts handler failures (each rolled back and recorded).
+	Failed int64
+	// Dead counts failures that moved a job to job_dead (also in Failed).
+	Dead int64
+	// Errors counts Process calls that failed on the database.
+	Errors int64
 }
 
 // WorkerCounts are what a Worker has done so far.
+//
+// Deprecated: use Worker.Stats and WorkerStats, whose Completed is
+// Handled here.
 type WorkerCounts struct {
 	// Handled counts jobs processed and deleted.
 	Handled int64
@@ -82,28 +113,49 @@ func WorkerIndex(ctx context.Context) (w int, ok bool) {
 	return w, ok
 }
 
-// StartWorker checks that the database can give every worker a
-// connection, then starts cfg.Workers workers. The pool must allow at
-// least cfg.Workers connections (skiplock.OpenConfig.MaxConns), and the
-// server's max_connections at least cfg.Workers+SpareConns
-// (*ConnLimitError otherwise); servers without that setting (CockroachDB)
-// skip the second check.
+// NewWorker checks cfg and returns a Worker; Start runs it. It does not
+// touch the database.
+func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
+	if cfg == nil || cfg.Handler == nil {
+		return nil, skiplock.Usagef("fanout worker: Handler is required")
+	}
+	c := *cfg
+	if c.Queue == "" {
+		c.Queue = q.cfg.Queue
+	}
+	if err := skiplock.ValidateQueueName(c.Queue); err != nil {
+		return nil, err
+	}
+	if c.Workers < 0 || c.Workers > 100000 {
+		return nil, skiplock.Usagef("fanout worker: workers %d is out of range: use 1 to 100000 (0 for the default %d)", c.Workers, DefaultWorkers)
+	}
+	if c.Workers == 0 {
+		c.Workers = DefaultWorkers
+	}
+	if c.Logf == nil {
+		c.Logf = func(string, ...any) {}
+	}
+	return &Worker{q: q, cfg: c}, nil
+}
+
+// Start checks that the database can give every worker a connection, then
+// starts the workers. The pool must allow at least Workers connections
+// (skiplock.OpenConfig.MaxConns), and the server's max_connections at
+// least Workers+SpareConns (*ConnLimitError otherwise); servers without
+// that setting (CockroachDB) skip the second check. Nothing is started
+// when a check fails.
 //
 // ctx is the parent of every handler's context: cancelling it is a hard
 // stop. Use Stop for a graceful one.
-func (q *Queue) StartWorker(ctx context.Context, cfg *WorkerConfig) (*Worker, error) {
-	if cfg == nil || cfg.Handler == nil {
-		return nil, skiplock.Usagef("fanout: StartWorker needs a WorkerConfig with a Handler")
+func (w *Worker) Start(ctx context.Context) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.started {
+		return errors.New("fanout worker: already started: make another with Queue.NewWorker")
 	}
-	if cfg.Workers < 1 {
-		return nil, skiplock.Usagef("fanout: workers %d: use at least 1", cfg.Workers)
-	}
-	logf := cfg.Logf
-	if logf == nil {
-		logf = func(string, ...any) {}
-	}
+	q, cfg := w.q, w.cfg
 	if poolMax := q.db.Stats().Max; int(poolMax) < cfg.Workers {
-		return nil, skiplock.Usagef("fanout: the connection pool allows %d connections and each of %d workers holds one while it processes: open the DB with OpenConfig.MaxConns of at least %d",
+		return skiplock.Usagef("fanout: the connection pool allows %d connections and each of %d workers holds one while it processes: open the DB with OpenConfig.MaxConns of at least %d",
 			poolMax, cfg.Workers, cfg.Workers)
 	}
 	allowed, err := q.db.ServerMaxConnections(ctx)
@@ -111,58 +163,104 @@ func (q *Queue) StartWorker(ctx context.Context, cfg *WorkerConfig) (*Worker, er
 	case err != nil:
 		// CockroachDB has no max_connections; its per-gateway limit is
 		// unset by default.
-		logf("fanout: cannot read the server's max_connections (%v): skipping the connection check", err)
+		cfg.Logf("fanout: cannot read the server's max_connections (%v): skipping the connection check", err)
 	case allowed < cfg.Workers+SpareConns:
-		return nil, &ConnLimitError{Allowed: allowed, Workers: cfg.Workers, Needed: cfg.Workers + SpareConns}
+		return &ConnLimitError{Allowed: allowed, Workers: cfg.Workers, Needed: cfg.Workers + SpareConns}
 	}
-	w := &Worker{}
-	step := func(ctx context.Context, i int) (bool, error) {
-		res, err := q.Process(context.WithValue(ctx, workerKey{}, i), cfg.Handler)
-		if err != nil {
-			w.errored.Add(1)
-		}
-		if cfg.OnResult != nil && (res.Job != nil || err != nil) {
-			cfg.OnResult(i, &res, err)
-		}
-		if res.Job == nil {
-			return false, err
-		}
-		switch {
-		case err != nil:
-			// Counted above: a stop mid-job, a lost database, an
-			// ambiguous commit.
-		case res.HandlerErr == nil:
-			w.handled.Add(1)
-		default:
-			w.failed.Add(1)
-			if res.Dead {
-				w.dead.Add(1)
-			}
-		}
-		return true, err
-	}
-	w.pool, err = workloop.Start(ctx, workloop.Config{
+	pool, err := workloop.Start(ctx, workloop.Config{
 		Workers: cfg.Workers,
 		IdleMin: cfg.IdleMin, IdleMax: cfg.IdleMax,
 		ErrorMin: cfg.ErrorMin, ErrorMax: cfg.ErrorMax,
 		Logf: cfg.Logf,
-	}, step)
+	}, w.step)
+	if err != nil {
+		return err
+	}
+	w.pool, w.started = pool, true
+	return nil
+}
+
+// step processes one job for worker i.
+func (w *Worker) step(ctx context.Context, i int) (bool, error) {
+	res, err := w.q.process(context.WithValue(ctx, workerKey{}, i), w.cfg.Queue, w.cfg.Handler)
+	if err != nil {
+		w.errored.Add(1)
+	}
+	if w.cfg.OnResult != nil && (res.Job != nil || err != nil) {
+		w.cfg.OnResult(i, &res, err)
+	}
+	if res.Job == nil {
+		return false, err
+	}
+	switch {
+	case err != nil:
+		// Counted above: a stop mid-job, a lost database, an ambiguous
+		// commit.
+	case res.HandlerErr == nil:
+		w.completed.Add(1)
+	default:
+		w.failed.Add(1)
+		if res.Dead {
+			w.dead.Add(1)
+		}
+	}
+	return true, err
+}
+
+// StartWorker is NewWorker followed by Start.
+//
+// Deprecated: use Queue.NewWorker and Worker.Start, the bucketed layout's
+// names. Unlike before, Workers 0 means DefaultWorkers.
+func (q *Queue) StartWorker(ctx context.Context, cfg *WorkerConfig) (*Worker, error) {
+	w, err := q.NewWorker(cfg)
 	if err != nil {
 		return nil, err
 	}
+	if err := w.Start(ctx); err != nil {
+		return nil, err
+	}
 	return w, nil
+}
+
+// running is the started pool, or an error for a Worker never started.
+func (w *Worker) running() (*workloop.Pool, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.pool == nil {
+		return nil, errors.New("fanout worker: not started: call Start first")
+	}
+	return w.pool, nil
 }
 
 // Stop stops claiming jobs and waits for the jobs in flight to finish and
 // commit. If ctx ends first, it cancels them (their transactions roll back
 // and the jobs return to the queue, with no attempt counted) and returns
 // ctx's error once they have returned.
-func (w *Worker) Stop(ctx context.Context) error { return w.pool.Stop(ctx) }
+func (w *Worker) Stop(ctx context.Context) error {
+	pool, err := w.running()
+	if err != nil {
+		return err
+	}
+	return pool.Stop(ctx)
+}
 
-// Wait blocks until every worker goroutine has returned.
-func (w *Worker) Wait() { w.pool.Wait() }
+// Wait blocks until every worker goroutine has returned (after Stop, or a
+// cancelled Start context). It returns at once for a Worker never started.
+func (w *Worker) Wait() {
+	if pool, err := w.running(); err == nil {
+		pool.Wait()
+	}
+}
+
+// Stats reports what the workers have done so far.
+func (w *Worker) Stats() WorkerStats {
+	return WorkerStats{Completed: w.completed.Load(), Failed: w.failed.Load(), Dead: w.dead.Load(), Errors: w.errored.Load()}
+}
 
 // Counts reports what the workers have done so far.
+//
+// Deprecated: use Stats.
 func (w *Worker) Counts() WorkerCounts {
-	return WorkerCounts{Handled: w.handled.Load(), Failed: w.failed.Load(), Dead: w.dead.Load(), Errors: w.errored.Load()}
+	s := w.Stats()
+	return WorkerCounts{Handled: s.Completed, Failed: s.Failed, Dead: s.Dead, Errors: s.Errors}
 }

@@ -6,11 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	jackcpgx "github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	ybpgx "github.com/yugabyte/pgx/v5"
-	ybpgconn "github.com/yugabyte/pgx/v5/pgconn"
-
 	"github.com/skiplock/skiplock"
 )
 
@@ -77,9 +72,13 @@ var restartMessages = []string{
 //     every 42xxx and 23xxx, a lost connection after data was sent, and a
 //     cancelled or expired context (retrying cannot outlive it).
 //
-// It finds the SQLSTATE through errors.As on a SQLState() string method,
-// so it works for jackc and yugabyte pgx errors and through any wrapping
-// (fmt.Errorf with %w, errors.Join).
+// It imports neither driver. It finds the SQLSTATE through errors.As on a
+// SQLState() string method, so it works for the *skiplock.PgError the
+// driver adapters map both drivers' server errors to, for a driver's own
+// error that did not pass through them, and through any wrapping
+// (fmt.Errorf with %w, errors.Join). Connection failures are recognized
+// by the drivers' SafeToRetry() bool method, which both pgconn packages
+// implement.
 func Classify(err error) Class {
 	if err == nil {
 		return Permanent
@@ -121,23 +120,22 @@ func restartMessage(err error) bool {
 	return false
 }
 
-// serverMessage is the primary message of either driver's error, or the
-// text of whatever other error carries the SQLSTATE.
+// serverMessage is the server's primary message (*skiplock.PgError), or
+// the text of whatever other error carries the SQLSTATE. A driver's own
+// error that did not pass through the adapters reads "SEVERITY: message
+// (SQLSTATE code)"; the code's suffix is cut, so that it cannot complete
+// a message pattern.
 func serverMessage(err error) string {
-	var pe *pgconn.PgError
+	var pe *skiplock.PgError
 	if errors.As(err, &pe) {
 		return pe.Message
-	}
-	var ye *ybpgconn.PgError
-	if errors.As(err, &ye) {
-		return ye.Message
 	}
 	var s interface {
 		error
 		SQLState() string
 	}
 	if errors.As(err, &s) {
-		return s.Error()
+		return strings.TrimSuffix(s.Error(), " (SQLSTATE "+s.SQLState()+")")
 	}
 	return ""
 }
@@ -183,9 +181,9 @@ func (e *AmbiguousCommitError) Unwrap() error { return e.Err }
 // two cannot be told apart, and both are ambiguous.
 func commitError(err error) error {
 	switch {
-	case errors.Is(err, jackcpgx.ErrTxCommitRollback), errors.Is(err, ybpgx.ErrTxCommitRollback):
+	case errors.Is(err, skiplock.ErrTxCommitRollback):
 		return fmt.Errorf("retry: COMMIT answered ROLLBACK because a statement in the transaction failed and fn did not return its error (return it, wrapped with %%w): %w", err)
-	case errors.Is(err, jackcpgx.ErrTxClosed), errors.Is(err, ybpgx.ErrTxClosed):
+	case errors.Is(err, skiplock.ErrTxClosed):
 		// fn committed or rolled back itself: which one is not known here.
 		return &AmbiguousCommitError{Err: fmt.Errorf("the transaction was already closed before Run's COMMIT (fn must not commit or roll back the transaction it is given): %w", err)}
 	case serverRolledBack(err):
@@ -209,23 +207,13 @@ func serverRolledBack(err error) bool {
 	return severity(err) == "ERROR"
 }
 
-// severity is the server's unlocalized severity of either driver's error,
-// or "" for any other error.
+// severity is the server's unlocalized severity (*skiplock.PgError), or ""
+// for any other error: a Tx's COMMIT errors come through the driver
+// adapters, which map every server error to a *skiplock.PgError.
 func severity(err error) string {
-	var pe *pgconn.PgError
+	var pe *skiplock.PgError
 	if errors.As(err, &pe) {
-		return firstNonEmpty(pe.SeverityUnlocalized, pe.Severity)
-	}
-	var ye *ybpgconn.PgError
-	if errors.As(err, &ye) {
-		return firstNonEmpty(ye.SeverityUnlocalized, ye.Severity)
+		return pe.Severity
 	}
 	return ""
-}
-
-func firstNonEmpty(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	ybpgconn "github.com/yugabyte/pgx/v5/pgconn"
 
+	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/retry"
 )
 
@@ -143,6 +144,11 @@ func FuzzClassify(f *testing.F) {
 		}
 		if got := retry.Classify(pgError(!yb, code, msg)); got != want {
 			t.Fatalf("other driver: Classify(code %q, msg %q) = %v, want %v", code, msg, got, want)
+		}
+		// As the driver adapters hand it on.
+		mapped := &skiplock.PgError{Severity: "ERROR", Code: code, Message: msg, Err: base}
+		if got := retry.Classify(wrap(mapped, d)); got != want {
+			t.Fatalf("mapped, at depth %d: Classify(code %q, msg %q, yb %v) = %v, want %v", d, code, msg, yb, got, want)
 		}
 		if got := retry.Classify(wrap(base, d)); got != want {
 			t.Fatalf("at depth %d: Classify(code %q, msg %q, yb %v) = %v, want %v", d, code, msg, yb, got, want)

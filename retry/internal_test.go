@@ -71,12 +71,20 @@ func TestOptionsValidation(t *testing.T) {
 // TestCommitErrorOutcomes pins which COMMIT failures are known rollbacks
 // and which may have committed. The real-server proofs are in run_test.go.
 func TestCommitErrorOutcomes(t *testing.T) {
+	// COMMIT's errors reach commitError through the driver adapters,
+	// which map them as these fixtures show (proven in the root package's
+	// TestDriverErrorsAreMapped): a server error to a *skiplock.PgError
+	// around the driver's, a driver sentinel to one that also matches
+	// skiplock's.
 	pe := func(sev, code string) error {
-		return &pgconn.PgError{Severity: sev, SeverityUnlocalized: sev, Code: code, Message: "m"}
+		return &skiplock.PgError{Severity: sev, Code: code, Message: "m",
+			Err: &pgconn.PgError{Severity: sev, SeverityUnlocalized: sev, Code: code, Message: "m"}}
 	}
 	ye := func(sev, code string) error {
-		return &ybpgconn.PgError{Severity: sev, Code: code, Message: "m"}
+		return &skiplock.PgError{Severity: sev, Code: code, Message: "m",
+			Err: &ybpgconn.PgError{Severity: sev, Code: code, Message: "m"}}
 	}
+	mapped := func(mine, driver error) error { return fmt.Errorf("%w (%w)", mine, driver) }
 	cases := []struct {
 		name      string
 		err       error
@@ -96,10 +104,11 @@ func TestCommitErrorOutcomes(t *testing.T) {
 		{"unknown error type with a code", fmt.Errorf("x: %w", sqlState{"40001"}), true, 0},
 		{"broken pipe", io.ErrUnexpectedEOF, true, 0},
 		{"driver says nothing sent (not trusted at COMMIT)", safe{}, true, 0},
-		{"jackc commit answered rollback", jackcpgx.ErrTxCommitRollback, false, Permanent},
-		{"yugabyte commit answered rollback", ybpgx.ErrTxCommitRollback, false, Permanent},
-		{"fn closed the transaction", jackcpgx.ErrTxClosed, true, 0},
-		{"fn closed the yugabyte transaction", ybpgx.ErrTxClosed, true, 0},
+		{"jackc commit answered rollback", mapped(skiplock.ErrTxCommitRollback, jackcpgx.ErrTxCommitRollback), false, Permanent},
+		{"yugabyte commit answered rollback", mapped(skiplock.ErrTxCommitRollback, ybpgx.ErrTxCommitRollback), false, Permanent},
+		{"fn closed the transaction", mapped(skiplock.ErrTxClosed, jackcpgx.ErrTxClosed), true, 0},
+		{"fn closed the yugabyte transaction", mapped(skiplock.ErrTxClosed, ybpgx.ErrTxClosed), true, 0},
+		{"unmapped driver error with a code (no severity to read)", &pgconn.PgError{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "40001", Message: "m"}, true, 0},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -27,7 +27,17 @@ const raise40001 = `DO $$ BEGIN RAISE EXCEPTION 'test: forced serialization fail
 // engines are in engines_test.go.
 func setup(t *testing.T) (*skiplock.DB, string) {
 	t.Helper()
-	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 8})
+	return setupOn(t, testdb.Drivers()[0])
+}
+
+// setupOn is setup through driver adapter d. The tests that run per
+// adapter are those whose outcome depends on the errors the adapter maps:
+// a 40001 or 40P01 met in a statement or at COMMIT (retryable only with
+// its code and ERROR severity read right), a FATAL during COMMIT
+// (ambiguous), COMMIT answered ROLLBACK, permanent codes.
+func setupOn(t *testing.T, d testdb.Driver) (*skiplock.DB, string) {
+	t.Helper()
+	db := d.Open(t, &skiplock.OpenConfig{MaxConns: 8})
 	if db.Engine() != skiplock.EnginePostgres {
 		t.Skipf("PostgreSQL-only test (uses PL/pgSQL and pg_terminate_backend); the server is %s", db.Engine())
 	}
@@ -56,8 +66,10 @@ func count(t *testing.T, q skiplock.Querier, sql string, args ...any) int64 {
 // doctors on call, meet at a barrier, and take themselves off call. One
 // must fail with a real 40001 (PostgreSQL's SSI); Run retries it, the
 // retry sees the other's commit, and exactly one doctor goes off call.
-func TestWriteSkewRetried(t *testing.T) {
-	db, s := setup(t)
+func TestWriteSkewRetried(t *testing.T) { testdb.ForEachDriver(t, testWriteSkewRetried) }
+
+func testWriteSkewRetried(t *testing.T, d testdb.Driver) {
+	db, s := setupOn(t, d)
 	mustExec(t, db, "CREATE TABLE "+s+".doctors (name text PRIMARY KEY, on_call bool NOT NULL)")
 	for round := range 3 {
 		mustExec(t, db, "DELETE FROM "+s+".doctors")
@@ -108,8 +120,10 @@ func TestWriteSkewRetried(t *testing.T) {
 // TestDeadlockRetried: two transactions lock two rows in opposite orders;
 // PostgreSQL picks a victim (40P01), Run retries it, both commit, and each
 // row is incremented exactly twice.
-func TestDeadlockRetried(t *testing.T) {
-	db, s := setup(t)
+func TestDeadlockRetried(t *testing.T) { testdb.ForEachDriver(t, testDeadlockRetried) }
+
+func testDeadlockRetried(t *testing.T, d testdb.Driver) {
+	db, s := setupOn(t, d)
 	mustExec(t, db, "CREATE TABLE "+s+".acct (id int PRIMARY KEY, v int NOT NULL)")
 	mustExec(t, db, "INSERT INTO "+s+".acct VALUES (1, 0), (2, 0)")
 	var c retry.Counters
@@ -150,8 +164,10 @@ func TestDeadlockRetried(t *testing.T) {
 // another session updates it, and the transaction's own update fails with
 // 40001 (could not serialize access due to concurrent update); the retry
 // applies on top of the other update. Runs on every engine.
-func TestLostUpdateRetried(t *testing.T) {
-	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 8})
+func TestLostUpdateRetried(t *testing.T) { testdb.ForEachDriver(t, testLostUpdateRetried) }
+
+func testLostUpdateRetried(t *testing.T, d testdb.Driver) {
+	db := d.Open(t, &skiplock.OpenConfig{MaxConns: 8})
 	s := skiplock.QuoteIdent(testdb.Schema(t, db))
 	mustExec(t, db, "CREATE SCHEMA "+s)
 	mustExec(t, db, "CREATE TABLE "+s+".counter (id int PRIMARY KEY, n int NOT NULL)")
@@ -188,7 +204,11 @@ func TestLostUpdateRetried(t *testing.T) {
 // TestPermanentErrorsNotRetried makes the server raise each permanent
 // SQLSTATE the contract names and checks that Run returns it at once.
 func TestPermanentErrorsNotRetried(t *testing.T) {
-	db, s := setup(t)
+	testdb.ForEachDriver(t, testPermanentErrorsNotRetried)
+}
+
+func testPermanentErrorsNotRetried(t *testing.T, d testdb.Driver) {
+	db, s := setupOn(t, d)
 	mustExec(t, db, "CREATE TABLE "+s+".u (id int PRIMARY KEY)")
 	mustExec(t, db, "INSERT INTO "+s+".u VALUES (1)")
 	cases := []struct {
@@ -250,7 +270,11 @@ func TestPermanentErrorsNotRetried(t *testing.T) {
 // returns nil; the server answers COMMIT with ROLLBACK. Nothing committed,
 // and Run says why instead of calling it ambiguous.
 func TestSwallowedErrorIsNotAmbiguous(t *testing.T) {
-	db, s := setup(t)
+	testdb.ForEachDriver(t, testSwallowedErrorIsNotAmbiguous)
+}
+
+func testSwallowedErrorIsNotAmbiguous(t *testing.T, d testdb.Driver) {
+	db, s := setupOn(t, d)
 	mustExec(t, db, "CREATE TABLE "+s+".u (id int)")
 	var c retry.Counters
 	err := retry.Run(context.Background(), db, &retry.Options{Counters: &c}, func(ctx context.Context, tx skiplock.Tx) error {
@@ -259,8 +283,11 @@ func TestSwallowedErrorIsNotAmbiguous(t *testing.T) {
 		return nil
 	})
 	var amb *retry.AmbiguousCommitError
-	if !errors.Is(err, pgx.ErrTxCommitRollback) || errors.As(err, &amb) || retry.Classify(err) != retry.Permanent {
-		t.Fatalf("Run = %v: want a permanent error wrapping pgx.ErrTxCommitRollback", err)
+	if !errors.Is(err, skiplock.ErrTxCommitRollback) || errors.As(err, &amb) || retry.Classify(err) != retry.Permanent {
+		t.Fatalf("Run = %v: want a permanent error wrapping skiplock.ErrTxCommitRollback", err)
+	}
+	if d.Name == "jackc" && !errors.Is(err, pgx.ErrTxCommitRollback) {
+		t.Fatalf("Run = %v: the driver's own pgx.ErrTxCommitRollback is no longer in the chain", err)
 	}
 	if !strings.Contains(err.Error(), "did not return its error") || c.Attempts() != 1 {
 		t.Fatalf("Run = %v after %d attempts: want the cause named, 1 attempt", err, c.Attempts())
@@ -367,7 +394,11 @@ func waitRun(t *testing.T, done <-chan error) error {
 // and another session terminates that backend. Run must report an
 // ambiguous commit, after one attempt, without retrying.
 func TestCommitTerminatedIsAmbiguous(t *testing.T) {
-	db, s := setup(t)
+	testdb.ForEachDriver(t, testCommitTerminatedIsAmbiguous)
+}
+
+func testCommitTerminatedIsAmbiguous(t *testing.T, d testdb.Driver) {
+	db, s := setupOn(t, d)
 	mustExec(t, db, "CREATE TABLE "+s+".t (id int)")
 	mustExec(t, db, "CREATE FUNCTION "+s+".slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN PERFORM pg_sleep(600); RETURN NULL; END $$")
 	mustExec(t, db, "CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON "+s+".t DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION "+s+".slow_commit()")

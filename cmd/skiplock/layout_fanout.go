@@ -65,8 +65,11 @@ func (fanoutCLI) work(ctx context.Context, e *env, db *skiplock.DB, o workOption
 	start := time.Now()
 	// The workers get a context that outlives ctx, so that an interrupt
 	// stops them gracefully (jobs in flight finish) rather than abruptly.
-	w, err := q.StartWorker(context.WithoutCancel(ctx), &fanout.WorkerConfig{Workers: o.Workers, Handler: handler, Logf: e.logf})
+	w, err := q.NewWorker(&fanout.WorkerConfig{Workers: o.Workers, Handler: handler, Logf: e.logf})
 	if err != nil {
+		return workReport{}, err
+	}
+	if err := w.Start(context.WithoutCancel(ctx)); err != nil {
 		var ce *fanout.ConnLimitError
 		if errors.As(err, &ce) {
 			return workReport{}, skiplock.Usagef("server allows %d connections; --mode tx with %d workers needs %d: raise max_connections or use --mode lease",
@@ -80,8 +83,8 @@ func (fanoutCLI) work(ctx context.Context, e *env, db *skiplock.DB, o workOption
 	if err := w.Stop(stopCtx); err != nil {
 		e.logf("jobs still running %v after the stop: cancelled them (they are back in the queue)", o.Work+30*time.Second)
 	}
-	c := w.Counts()
-	rep := workReport{Handled: c.Handled, Failed: c.Failed, Seconds: time.Since(start).Seconds()}
+	c := w.Stats()
+	rep := workReport{Handled: c.Completed, Failed: c.Failed, Seconds: time.Since(start).Seconds()}
 	if c.Dead > 0 || c.Errors > 0 {
 		e.logf("%d job(s) moved to %s; %d database error(s)", c.Dead, schema.DeadJobTable, c.Errors)
 	}

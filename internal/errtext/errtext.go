@@ -7,12 +7,15 @@ package errtext
 import (
 	"strings"
 	"unicode/utf8"
+
+	"github.com/skiplock/skiplock"
 )
 
 // MaxBytes bounds the text kept per failed attempt.
 const MaxBytes = 4000
 
-// Of is err's message as the database can store it: valid UTF-8 (each
+// Of is err's failure text (skiplock.FailureText: the message, and a
+// panic's stack) as the database can store it: valid UTF-8 (each
 // invalid byte becomes U+FFFD), no NUL byte (PostgreSQL's text refuses it;
 // it is written as \0), and at most MaxBytes bytes, cut at a character
 // boundary and marked with "...". A nil error reads "failed".
@@ -20,7 +23,7 @@ func Of(err error) string {
 	if err == nil {
 		return "failed"
 	}
-	return Clean(err.Error())
+	return Clean(skiplock.FailureText(err))
 }
 
 // Clean applies Of's rules to s.

@@ -22,6 +22,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+	ybpgxpool "github.com/yugabyte/pgx/v5/pgxpool"
+
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/cluster"
 	"github.com/skiplock/skiplock/schema"
@@ -187,7 +190,12 @@ func Schema(t testing.TB, db *skiplock.DB) string {
 // (all when none is named).
 func Migrated(t testing.TB, opts *schema.Options, layouts ...schema.Layout) (*skiplock.DB, string) {
 	t.Helper()
-	db := Open(t, nil)
+	return MigratedOn(t, Open(t, nil), opts, layouts...)
+}
+
+// MigratedOn is Migrated on a DB the test opened (one Driver's, say).
+func MigratedOn(t testing.TB, db *skiplock.DB, opts *schema.Options, layouts ...schema.Layout) (*skiplock.DB, string) {
+	t.Helper()
 	name := Schema(t, db)
 	cfg := &schema.MigrateConfig{Layouts: layouts}
 	if opts != nil {
@@ -203,4 +211,95 @@ func Migrated(t testing.TB, opts *schema.Options, layouts ...schema.Layout) (*sk
 		t.Fatalf("testdb: migrate %s: %v", name, err)
 	}
 	return db, name
+}
+
+// Driver is one of skiplock's two driver adapters, for the suites that run
+// once per adapter: the code a YugabyteDB user runs (the smart driver's
+// types, its errors mapped at the seam) is then tested by make test too.
+type Driver struct {
+	// Name is "jackc" or "yugabyte", the subtest's name.
+	Name string
+	// Open returns a DB on the test server through this adapter, closed
+	// when the test ends. It honours cfg.MaxConns.
+	Open func(t testing.TB, cfg *skiplock.OpenConfig) *skiplock.DB
+	// Begin begins a transaction on a pool of the driver's own that the
+	// test owns, as a caller's code does, and returns it wrapped for
+	// skiplock (skiplock.WrapTx or skiplock.WrapYugabyteTx). The test
+	// commits or rolls it back; the pool closes when the test ends.
+	Begin func(t testing.TB) skiplock.Tx
+}
+
+// Drivers returns both adapters over the test server: jackc/pgx through
+// skiplock.Open, and the YugabyteDB smart driver through
+// skiplock.NewYugabyteDB with load_balance off, which the smart driver
+// then serves as plain pgx (it connects to PostgreSQL fine).
+func Drivers() []Driver {
+	return []Driver{
+		{Name: "jackc", Open: Open, Begin: beginJackc},
+		{Name: "yugabyte", Open: openYugabyte, Begin: beginYugabyte},
+	}
+}
+
+// ForEachDriver runs fn as a subtest per Driver.
+func ForEachDriver(t *testing.T, fn func(t *testing.T, d Driver)) {
+	t.Helper()
+	for _, d := range Drivers() {
+		t.Run(d.Name, func(t *testing.T) { fn(t, d) })
+	}
+}
+
+func openYugabyte(t testing.TB, cfg *skiplock.OpenConfig) *skiplock.DB {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := ybPool(t, cfg)
+	db, err := skiplock.NewYugabyteDB(ctx, pool)
+	if err != nil {
+		t.Fatalf("testdb: wrap the YugabyteDB smart driver pool: %v", err)
+	}
+	return db
+}
+
+func ybPool(t testing.TB, cfg *skiplock.OpenConfig) *ybpgxpool.Pool {
+	t.Helper()
+	pc, err := ybpgxpool.ParseConfig(DSN(t))
+	if err != nil {
+		t.Fatalf("testdb: smart driver config: %v", err)
+	}
+	if cfg != nil && cfg.MaxConns > 0 {
+		pc.MaxConns = cfg.MaxConns
+	}
+	pool, err := ybpgxpool.NewWithConfig(context.Background(), pc)
+	if err != nil {
+		t.Fatalf("testdb: smart driver pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+func beginJackc(t testing.TB) skiplock.Tx {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, DSN(t))
+	if err != nil {
+		t.Fatalf("testdb: jackc pool: %v", err)
+	}
+	t.Cleanup(pool.Close)
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		t.Fatalf("testdb: jackc begin: %v", err)
+	}
+	return skiplock.WrapTx(tx)
+}
+
+func beginYugabyte(t testing.TB) skiplock.Tx {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	tx, err := ybPool(t, nil).Begin(ctx)
+	if err != nil {
+		t.Fatalf("testdb: smart driver begin: %v", err)
+	}
+	return skiplock.WrapYugabyteTx(tx)
 }

@@ -7,12 +7,13 @@ package workloop
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"runtime/debug"
 	"sync"
 	"time"
+
+	"github.com/skiplock/skiplock"
 )
 
 // Step does one unit of work for worker number w (0-based). It reports
@@ -167,28 +168,19 @@ func jitter(d time.Duration) time.Duration {
 	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
 }
 
-// PanicError is a handler panic turned into an error.
-type PanicError struct {
-	Value any
-	Stack []byte
-}
+// PanicError is skiplock.PanicError, which callers can import.
+type PanicError = skiplock.PanicError
 
-// Error names the panic value.
-func (e *PanicError) Error() string { return fmt.Sprintf("handler panicked: %v", e.Value) }
-
-// Call runs handler and turns a panic into a *PanicError, so one bad job
-// cannot take its worker down.
+// Call runs handler and turns a panic into a *skiplock.PanicError with the
+// panicking goroutine's stack, so one bad job cannot take its worker down.
 func Call(handler func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = &PanicError{Value: r, Stack: debug.Stack()}
+			err = &skiplock.PanicError{Value: r, Stack: debug.Stack()}
 		}
 	}()
 	return handler()
 }
 
 // IsPanic reports whether err came from a handler panic.
-func IsPanic(err error) bool {
-	var p *PanicError
-	return errors.As(err, &p)
-}
+func IsPanic(err error) bool { return skiplock.IsPanic(err) }

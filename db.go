@@ -63,7 +63,7 @@ func open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
 		return nil, Usagef("pool size %d is negative: use 0 for the driver's default or a positive count", cfg.MaxConns)
 	}
 	// Always ask the server first: the smart driver's load_balance must
-	// never reach a server that is not YugabyteDB (PITFALLS 3), so a forced
+	// never reach a server that is not YugabyteDB (docs/design.md, "Drivers"), so a forced
 	// engine is checked, not trusted.
 	detected, version, err := probeEngine(ctx, dsn)
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"unicode/utf8"
 )
 
-// Status is where a job is in its lifecycle (seed 004's JobStatus enum).
+// Status is where a job is in its lifecycle (the YugabyteDB job-queue data model's JobStatus enum).
 type Status string
 
 // The job statuses. Queued and Running are live; the rest are final.
@@ -55,7 +55,7 @@ type Job struct {
 	// bucketed.ParseID; bucketed keeps int64 forms such as Enqueued.ID and
 	// Lookup for existing callers).
 	ID string
-	// Queue is the job's queue (seed 001's message type).
+	// Queue is the job's queue (the job-queue Q&A's message type).
 	Queue string
 	// Payload is the job's JSON document.
 	Payload json.RawMessage

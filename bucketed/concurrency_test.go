@@ -64,7 +64,7 @@ func testTwoSessionsSkipHeldRows(t *testing.T, d testdb.Driver) {
 }
 
 // TestBatchClaimNeverExceedsN pushes the planner toward nested loops and
-// index scans (PITFALLS 2) and checks that a claim of n changes exactly the
+// index scans (docs/design.md, "A LIMIT subquery under an UPDATE can run more than once") and checks that a claim of n changes exactly the
 // rows it returns, at most n, each once.
 func TestBatchClaimNeverExceedsN(t *testing.T) {
 	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)

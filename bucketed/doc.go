@@ -1,8 +1,8 @@
-// Package bucketed is the status-lifecycle job queue: seed 004's jobs table
+// Package bucketed is the status-lifecycle job queue: the YugabyteDB job-queue data model's jobs table
 // (hash buckets, a Queued/Running/Success/Failed/Canceled status, FIFO by
-// create time inside a bucket), with seed 002's leases (a worker holds a
+// create time inside a bucket), with the Reflect task-queue article's leases (a worker holds a
 // job for a visibility timeout; a job whose lease ran out is handed out
-// again) and seed 001's message types (the queue column). Every job keeps
+// again) and the job-queue Q&A's message types (the queue column). Every job keeps
 // its row, and so its history, until retention deletes it.
 //
 // # Lifecycle
@@ -59,9 +59,9 @@
 //
 // # The dequeue statement
 //
-// The locking clause sits in each branch that reads the table (PITFALLS 1:
-// on a view or a CTE reference it locks nothing), and the candidate ids
-// are collected once into an array before the UPDATE (PITFALLS 2: a
+// The locking clause sits in each branch that reads the table (docs/design.md,
+// "A locking clause on a view locks nothing": on a view or a CTE reference it locks nothing), and the candidate ids
+// are collected once into an array before the UPDATE (docs/design.md, "A LIMIT subquery under an UPDATE can run more than once": a
 // LIMIT ... SKIP LOCKED subquery on the inner side of a nested loop may
 // run more than once and claim more than n). A batch claim therefore never
 // claims more than n jobs.
@@ -70,7 +70,7 @@
 //
 // A queue's head is where claimed jobs leave the dequeue index; scans must
 // step over their dead entries (tombstones on YugabyteDB, dead index
-// tuples until vacuum on PostgreSQL). Seed 004's remedy is a hint: the
+// tuples until vacuum on PostgreSQL). The YugabyteDB job-queue data model's remedy is a hint: the
 // Queue remembers, per bucket, the key of the last job it claimed there
 // and scans from just after it. A hinted scan can miss a job that sorts
 // before the hint (a back-dated run_at, a higher priority, an enqueue that

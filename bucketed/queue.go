@@ -12,7 +12,7 @@ import (
 )
 
 // Queue is the bucketed layout over one schema's jobs table. It serves any
-// number of queue names (seed 001's message types) and is safe for
+// number of queue names (the job-queue Q&A's message types) and is safe for
 // concurrent use; keep one per process so that its tombstone hints are
 // shared by every claim.
 type Queue struct {

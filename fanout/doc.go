@@ -1,4 +1,4 @@
-// Package fanout is the work-list queue layout: seed 003's scalable job
+// Package fanout is the work-list queue layout: the scalable job
 // queue ("Scalable Job Queue in SQL", YugabyteDB), made correct, with
 // exactly-once processing of the work's database side effects.
 //
@@ -21,8 +21,8 @@
 // rarely meet; when they do, FOR UPDATE SKIP LOCKED steps past the held row.
 //
 // The locking clause sits on each branch of the UNION ALL that reads the
-// table. Seed 003 put it on a view over a CTE, which PostgreSQL accepts and
-// ignores: two sessions then get the same row (PITFALLS 1). The package's
+// table. The scalable-job-queue article put it on a view over a CTE, which PostgreSQL accepts and
+// ignores: two sessions then get the same row (docs/design.md, "A locking clause on a view locks nothing"). The package's
 // tests prove a held row is skipped and that the common case is one index
 // seek (EXPLAIN ANALYZE: the wrap-around branch never runs).
 //

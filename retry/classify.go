@@ -46,7 +46,7 @@ const ambiguousCode = "40003"
 
 // restartMessages are the texts with which CockroachDB and YugabyteDB
 // report a conflict restart. Some releases send them with a code other
-// than 40001 (PITFALLS 4), so they count for codes of class 40
+// than 40001 (docs/design.md, "Retries, isolation and ambiguous commits"), so they count for codes of class 40
 // (transaction rollback) and XX000 (internal error) only: a message can
 // never turn a constraint or syntax error into a retry.
 var restartMessages = []string{

@@ -51,7 +51,7 @@ func (e safeErr) Error() string     { return fmt.Sprintf("conn failure (safe %v)
 func (e safeErr) SafeToRetry() bool { return e.safe }
 
 // spec is Classify's contract for a server error, written from the issue
-// (and PITFALLS 4), not from the code.
+// (and docs/design.md, "Retries, isolation and ambiguous commits"), not from the code.
 func spec(code, msg string) retry.Class {
 	switch code {
 	case "40001", "40P01", "CR000":

@@ -3,12 +3,14 @@ package bucketed
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/workloop"
+	"github.com/skiplock/skiplock/maintenance"
 )
 
 // Handler works one job. A nil error completes it; an error (or a panic,
@@ -74,8 +76,22 @@ type WorkerConfig struct {
 	// Batch > 1 it includes waiting behind the batch's earlier jobs). It
 	// runs on a completer goroutine: keep it quick.
 	AfterComplete func(job *skiplock.Job, asked, claimed time.Time)
-	// Retention, when positive, makes the worker delete jobs that finished
-	// longer ago than this, once a minute.
+	// Maintenance tunes the schema's maintenance leader, which this worker
+	// competes to be: one process per schema rescues expired leases (a job
+	// with no attempts left becomes Failed) and prunes finished jobs (see
+	// package maintenance). nil means its defaults.
+	Maintenance *maintenance.Config
+	// NoMaintenance keeps this worker out of the leader election, where
+	// another part of the process (or another process) runs maintenance
+	// for the schema. Some process must: without the rescuer, a job whose
+	// worker died on its last attempt stays Running.
+	NoMaintenance bool
+	// Retention, when positive, is how long the maintenance leader keeps
+	// Success, Canceled and Failed jobs (it overrides Maintenance's
+	// Retention for those three).
+	//
+	// Deprecated: set Maintenance.Retention, which has an age per state
+	// and defaults that keep the table bounded.
 	Retention time.Duration
 	// IdleMin and IdleMax bound the polling backoff while the queue is
 	// empty; ErrorMin and ErrorMax the backoff while the database fails
@@ -101,7 +117,8 @@ type Worker struct {
 	flushers sync.WaitGroup
 	flushed  chan struct{} // closed when the completers have drained results
 	stopBeat chan struct{}
-	bg       sync.WaitGroup // heartbeat and retention
+	bg       sync.WaitGroup // heartbeat
+	maint    *maintenance.Service
 
 	mu                   sync.Mutex
 	inHand               map[*skiplock.Job]context.CancelFunc // claimed, not yet written back
@@ -204,10 +221,17 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	if w.started {
 		w.mu.Unlock()
-		return errors.New("bucketed worker: already started")
+		return errors.New("bucketed worker: already started (a Worker runs once, also after Stop): make another with Queue.NewWorker")
 	}
 	w.started = true
 	w.mu.Unlock()
+	if !w.cfg.NoMaintenance {
+		svc, err := maintenance.Start(ctx, w.q.db, w.maintenanceConfig())
+		if err != nil {
+			return fmt.Errorf("bucketed worker: %w", err)
+		}
+		w.maint = svc
+	}
 	w.stopping = make(chan struct{})
 	w.results = make(chan result, w.cfg.FlushSize)
 	w.flushed = make(chan struct{})
@@ -220,15 +244,14 @@ func (w *Worker) Start(ctx context.Context) error {
 	go func() { w.flushers.Wait(); close(w.flushed) }()
 	w.bg.Add(1)
 	go w.heartbeat(bgCtx)
-	if w.cfg.Retention > 0 {
-		w.bg.Add(1)
-		go w.retain(bgCtx)
-	}
 	pool, err := workloop.Start(ctx, workloop.Config{
 		Workers: w.cfg.Workers, IdleMin: w.cfg.IdleMin, IdleMax: w.cfg.IdleMax,
 		ErrorMin: w.cfg.ErrorMin, ErrorMax: w.cfg.ErrorMax, Logf: w.cfg.Logf,
 	}, w.step)
 	if err != nil {
+		if w.maint != nil {
+			w.maint.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // the start error is the one to report
+		}
 		return err
 	}
 	w.mu.Lock()
@@ -255,8 +278,30 @@ func (w *Worker) Stop(ctx context.Context) error {
 		<-w.flushed
 		close(w.stopBeat)
 		w.bg.Wait()
+		if w.maint != nil {
+			if merr := w.maint.Stop(ctx); merr != nil && err == nil {
+				err = merr
+			}
+		}
 	})
 	return err
+}
+
+// maintenanceConfig is the maintenance leader's configuration for this
+// worker's schema.
+func (w *Worker) maintenanceConfig() *maintenance.Config {
+	var c maintenance.Config
+	if w.cfg.Maintenance != nil {
+		c = *w.cfg.Maintenance
+	}
+	c.Schema = w.q.cfg.Schema
+	if c.Logf == nil {
+		c.Logf = w.cfg.Logf
+	}
+	if r := w.cfg.Retention; r > 0 {
+		c.Retention.Completed, c.Retention.Canceled, c.Retention.Failed = r, r, r
+	}
+	return &c
 }
 
 // Wait blocks until every handler goroutine has returned: after Stop, or
@@ -454,19 +499,3 @@ func (w *Worker) heartbeat(ctx context.Context) {
 	}
 }
 
-// retain runs retention once a minute.
-func (w *Worker) retain(ctx context.Context) {
-	defer w.bg.Done()
-	t := time.NewTicker(time.Minute)
-	defer t.Stop()
-	for {
-		select {
-		case <-w.stopBeat:
-			return
-		case <-t.C:
-		}
-		if _, err := w.q.DeleteFinished(ctx, w.cfg.Retention, 0); err != nil {
-			w.cfg.Logf("bucketed worker: %v", err)
-		}
-	}
-}

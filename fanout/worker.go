@@ -10,6 +10,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/workloop"
+	"github.com/skiplock/skiplock/maintenance"
 )
 
 // SpareConns is how many server connections a Worker's check keeps free
@@ -39,6 +40,14 @@ type WorkerConfig struct {
 	// IdleMin, IdleMax, ErrorMin and ErrorMax tune the waits after an
 	// empty poll or a failure; 0 means 10ms, 1s, 100ms and 10s.
 	IdleMin, IdleMax, ErrorMin, ErrorMax time.Duration
+	// Maintenance tunes the schema's maintenance leader, which this worker
+	// competes to be: one process per schema prunes old dead jobs (and,
+	// with the bucketed layout, rescues expired leases; see package
+	// maintenance). nil means its defaults.
+	Maintenance *maintenance.Config
+	// NoMaintenance keeps this worker out of the leader election, where
+	// another part of the process (or another process) runs maintenance.
+	NoMaintenance bool
 	// Logf hears database failures and recoveries, and skipped checks;
 	// nil is silent.
 	Logf func(format string, args ...any)
@@ -72,6 +81,7 @@ type Worker struct {
 	mu      sync.Mutex
 	started bool
 	pool    *workloop.Pool
+	maint   *maintenance.Service
 
 	completed, failed, dead, errored atomic.Int64
 }
@@ -151,7 +161,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.started {
-		return errors.New("fanout worker: already started: make another with Queue.NewWorker")
+		return errors.New("fanout worker: already started (a Worker runs once, also after Stop): make another with Queue.NewWorker")
 	}
 	q, cfg := w.q, w.cfg
 	if poolMax := q.db.Stats().Max; int(poolMax) < cfg.Workers {
@@ -167,6 +177,19 @@ func (w *Worker) Start(ctx context.Context) error {
 	case allowed < cfg.Workers+SpareConns:
 		return &ConnLimitError{Allowed: allowed, Workers: cfg.Workers, Needed: cfg.Workers + SpareConns}
 	}
+	if !cfg.NoMaintenance {
+		mc := maintenance.Config{}
+		if cfg.Maintenance != nil {
+			mc = *cfg.Maintenance
+		}
+		mc.Schema = q.cfg.Schema
+		if mc.Logf == nil {
+			mc.Logf = cfg.Logf
+		}
+		if w.maint, err = maintenance.Start(ctx, q.db, &mc); err != nil {
+			return fmt.Errorf("fanout worker: %w", err)
+		}
+	}
 	pool, err := workloop.Start(ctx, workloop.Config{
 		Workers: cfg.Workers,
 		IdleMin: cfg.IdleMin, IdleMax: cfg.IdleMax,
@@ -174,6 +197,9 @@ func (w *Worker) Start(ctx context.Context) error {
 		Logf: cfg.Logf,
 	}, w.step)
 	if err != nil {
+		if w.maint != nil {
+			w.maint.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // the start error is the one to report
+		}
 		return err
 	}
 	w.pool, w.started = pool, true
@@ -241,7 +267,13 @@ func (w *Worker) Stop(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return pool.Stop(ctx)
+	err = pool.Stop(ctx)
+	if w.maint != nil {
+		if merr := w.maint.Stop(ctx); merr != nil && err == nil {
+			err = merr
+		}
+	}
+	return err
 }
 
 // Wait blocks until every worker goroutine has returned (after Stop, or a

@@ -1,0 +1,146 @@
+package bucketed_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/maintenance"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// TestHelperCrashingWorker is not a test: it is the worker process
+// TestJobThatKillsItsWorkerEndsFailed starts again and again. Its handler
+// records each start outside the job's lease (an autocommit INSERT), then
+// SIGKILLs its own process for a poison job.
+func TestHelperCrashingWorker(t *testing.T) {
+	s := os.Getenv("CRASH_HELPER_SCHEMA")
+	if s == "" {
+		t.Skip("helper process for TestJobThatKillsItsWorkerEndsFailed")
+	}
+	ctx := context.Background()
+	db, err := skiplock.Open(ctx, os.Getenv("SKIPLOCK_TEST_DSN"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := bucketed.New(ctx, db, &bucketed.Config{Schema: s, VisibilityTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	starts := skiplock.QuoteIdent(s) + `."starts"`
+	w, err := q.NewWorker(&bucketed.WorkerConfig{
+		Workers: 2, Heartbeat: 300 * time.Millisecond, IdleMin: 5 * time.Millisecond, IdleMax: 50 * time.Millisecond,
+		Maintenance: &maintenance.Config{LeaseTTL: time.Second, RescueInterval: 100 * time.Millisecond},
+		Handler: func(ctx context.Context, job *skiplock.Job) error {
+			if _, err := db.Exec(ctx, `INSERT INTO `+starts+` VALUES ($1)`, job.ID); err != nil {
+				return err
+			}
+			if strings.Contains(string(job.Payload), "poison") {
+				syscall.Kill(os.Getpid(), syscall.SIGKILL) //nolint:errcheck // does not return
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Minute) // until killed by a poison job or by the parent
+}
+
+// TestJobThatKillsItsWorkerEndsFailed: jobs whose handler SIGKILLs its
+// process on every attempt, among ordinary jobs, with worker processes
+// restarted as they die. Each poison job's handler starts exactly
+// max_attempts times, after which the rescuer makes it Failed with an
+// error that says its lease expired; every ordinary job succeeds.
+func TestJobThatKillsItsWorkerEndsFailed(t *testing.T) {
+	t.Parallel()
+	db, s := testdb.Migrated(t, nil, schema.LayoutBucketed)
+	ctx := ctxT(t)
+	q := queueOn(t, db, s, nil)
+	if _, err := db.Exec(ctx, `CREATE TABLE `+skiplock.QuoteIdent(s)+`."starts" ("job_id" TEXT NOT NULL)`); err != nil {
+		t.Fatal(err)
+	}
+	const maxAttempts = 3
+	jobs := nJobs(20, "default")
+	for range 3 {
+		jobs = append(jobs, skiplock.NewJob{MaxAttempts: maxAttempts, Payload: json.RawMessage(`"poison"`)})
+	}
+	mustEnqueue(t, q, jobs...)
+
+	// Two worker processes at a time; each one that dies is replaced.
+	died := make(chan *exec.Cmd, 16)
+	var procs []*exec.Cmd
+	start := func() {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperCrashingWorker$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "SKIPLOCK_TEST_DSN="+testdb.DSN(t), "CRASH_HELPER_SCHEMA="+s)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs = append(procs, cmd)
+		go func() {
+			cmd.Wait() //nolint:errcheck // killed by its own poison job, or by the test
+			died <- cmd
+		}()
+	}
+	defer func() {
+		for _, p := range procs {
+			p.Process.Kill() //nolint:errcheck // may be dead already
+		}
+	}()
+	start()
+	start()
+	live := func() int64 {
+		return count(t, db, `SELECT count(*) FROM `+jobsTable(s)+` WHERE "status" IN ('Queued', 'Running')`)
+	}
+	deaths := 0
+	deadline := time.Now().Add(90 * time.Second)
+	for n := live(); n > 0; n = live() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d jobs still live after 90 s and %d worker deaths", n, deaths)
+		}
+		select {
+		case <-died:
+			deaths++
+			start()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	rows, err := db.Query(ctx, `SELECT j."status"::TEXT, j."attempts", COALESCE(j."last_error", ''), count(st."job_id")
+FROM `+jobsTable(s)+` j LEFT JOIN `+skiplock.QuoteIdent(s)+`."starts" st ON st."job_id" = j."id"::TEXT
+WHERE j."payload" = '"poison"' GROUP BY j."id", j."status", j."attempts", j."last_error"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	poison := 0
+	for rows.Next() {
+		var status, lastError string
+		var attempts, starts int
+		if err := rows.Scan(&status, &attempts, &lastError, &starts); err != nil {
+			t.Fatal(err)
+		}
+		poison++
+		if status != "Failed" || attempts != maxAttempts || starts != maxAttempts || !strings.Contains(lastError, "lease expired") {
+			t.Errorf("poison job: %s after %d attempts and %d handler starts (%q); want Failed after exactly %d, its lease expired",
+				status, attempts, starts, lastError, maxAttempts)
+		}
+	}
+	if poison != 3 {
+		t.Fatalf("%d poison jobs found", poison)
+	}
+	if ok := count(t, db, `SELECT count(*) FROM `+jobsTable(s)+` WHERE "status" = 'Success'`); ok != 20 {
+		t.Errorf("%d of 20 ordinary jobs succeeded", ok)
+	}
+	t.Logf("%d worker processes died; every poison job failed after exactly %d starts", deaths, maxAttempts)
+}

@@ -239,6 +239,7 @@ func TestTombstones(t *testing.T) {
 			if jobs != rep.Jobs {
 				t.Fatalf("the windows worked %d jobs, the run %d", jobs, rep.Jobs)
 			}
+			checkCounts(t, rep)
 			for name, s := range map[string]*bench.ClaimSample{"fresh": rep.Fresh, "drained": rep.Drained} {
 				if s == nil || s.Claims == 0 || s.ClaimMS.Count != uint64(s.Claims) || s.IndexTuplesPerClaim == nil {
 					t.Fatalf("%s: %+v", name, s)

@@ -234,19 +234,24 @@ func runTombstones(ctx context.Context, c *Config, admin *skiplock.DB, rep *Repo
 		h := NewHistogram()
 		for worked < target {
 			s := time.Now()
-			n, claim, err := drv.burn(ctx)
+			jobs, claim, err := drv.burn(ctx)
 			if err != nil {
 				return fmt.Errorf("window %d, after %d jobs: %w", w+1, worked, err)
 			}
+			n := jobs
 			if n == 0 {
 				return fmt.Errorf("window %d: the queue is empty after %d of %d jobs: did something else work them? %w", w+1, worked, c.Jobs, ErrQueueDry)
 			}
 			h.Record(claim)
-			all.Record(claim)
-			perJob.Record(time.Since(s))
+			// As in the throughput scenario, the run's histograms hold
+			// one entry per job: its claim, and its claim to completion.
+			for took := time.Since(s); n > 0; n-- {
+				all.Record(claim)
+				perJob.Record(took)
+			}
 			win.Claims++
-			win.Jobs += int64(n)
-			worked += int64(n)
+			win.Jobs += int64(jobs)
+			worked += int64(jobs)
 		}
 		t1, _, err := stats.read(ctx)
 		if err != nil {

@@ -22,6 +22,19 @@
 //     jobs, work them all, report jobs/s. In lease mode each worker claims
 //     a batch (default 200) in one Dequeue and completes it in one
 //     CompleteMany.
+//   - tombstones: a burn-down of N jobs by one claimer while a side
+//     connection holds a snapshot open for the whole run, so that
+//     PostgreSQL can remove no dead row version or index entry, as
+//     YugabyteDB's history retention and CockroachDB's GC TTL keep theirs;
+//     claim latency and index tuples read per claim are reported per
+//     window of the run, then for empty claims on the drained queue and on
+//     a fresh table (see runTombstones).
+//
+// Every scenario takes an emulated network round trip (Config.RTT): the
+// bench's connections then go through an in-process loopback proxy that
+// adds half of it in each direction, and the report gives the statements
+// the queue clients sent per job worked, so that a design's cost on a
+// distributed engine's round trips shows on one machine.
 //
 // Timed runs stop claiming at the deadline and let the jobs in flight
 // finish: jobs/s counts them over the time to the last completion.
@@ -56,6 +69,7 @@ const (
 	ScenarioLatency    = "latency"
 	ScenarioLock       = "lock"
 	ScenarioThroughput = "throughput"
+	ScenarioTombstones = "tombstones"
 )
 
 // Mode names: how a worker holds its job.
@@ -127,6 +141,12 @@ type Config struct {
 	// (skiplock.OpenConfig.PipelineBegin).
 	SeparateBegin bool
 
+	// RTT, when positive, is an emulated network round trip: every
+	// connection of the run (pgbench's too) goes through a loopback proxy
+	// that holds each chunk RTT/2 in each direction, without limiting
+	// bandwidth.
+	RTT time.Duration
+
 	// DSN is the database; Engine forces an engine ("" detects it).
 	DSN    string
 	Engine skiplock.Engine
@@ -139,6 +159,10 @@ type Config struct {
 	// Logf hears what the bench is doing (preloading, migrating); nil is
 	// silent.
 	Logf func(format string, args ...any)
+
+	// stmts counts the statements sent through the workers' pool (set by
+	// openPool).
+	stmts *stmtCounter
 }
 
 // Validate checks cfg as Run would, without connecting, so that a usage
@@ -155,9 +179,12 @@ func (c *Config) withDefaults() (Config, error) {
 		o = *c
 	}
 	switch o.Scenario {
-	case ScenarioLatency, ScenarioLock, ScenarioThroughput:
+	case ScenarioLatency, ScenarioLock, ScenarioThroughput, ScenarioTombstones:
 	default:
-		return o, skiplock.Usagef("unknown scenario %q: use latency, lock or throughput", o.Scenario)
+		return o, skiplock.Usagef("unknown scenario %q: use latency, lock, throughput or tombstones", o.Scenario)
+	}
+	if o.RTT < 0 {
+		return o, skiplock.Usagef("--rtt %v cannot be negative: use 0 (no proxy) or a round trip such as 2ms", o.RTT)
 	}
 	if o.Layout != "" {
 		l, err := schema.ParseLayout(string(o.Layout))
@@ -189,6 +216,22 @@ func (c *Config) withDefaults() (Config, error) {
 	if want := map[schema.Layout]string{schema.LayoutBucketed: ModeLease, schema.LayoutFanout: ModeTx}[o.Layout]; o.Mode != want {
 		return o, skiplock.Usagef("--layout %s works in --mode %s, not %s: the bucketed layout leases jobs, the fanout layout processes them inside the claiming transaction", o.Layout, want, o.Mode)
 	}
+	if o.Scenario == ScenarioTombstones {
+		// One claimer on one connection: the index statistics read per
+		// window are then its claims' alone.
+		switch {
+		case o.Workers > 1:
+			return o, skiplock.Usagef("--workers %d: the tombstones scenario claims on one connection, so that the index statistics it reads are its claims' alone; leave --workers out", o.Workers)
+		case o.Duration != 0 || o.Work != 0:
+			return o, skiplock.Usagef("the tombstones scenario burns down --jobs with no-op jobs: leave --duration and --work out")
+		case o.Baseline:
+			return o, skiplock.Usagef("the tombstones scenario has no pgbench baseline: leave --baseline out")
+		}
+		if o.Conns > 1 {
+			return o, skiplock.Usagef("--conns %d: the tombstones scenario claims on one connection; leave --conns out", o.Conns)
+		}
+		o.Workers = 1
+	}
 	if o.Workers == 0 {
 		o.Workers = map[string]int{ScenarioLatency: 500, ScenarioLock: 15, ScenarioThroughput: 10}[o.Scenario]
 	}
@@ -207,7 +250,7 @@ func (c *Config) withDefaults() (Config, error) {
 	if o.Scenario != ScenarioLatency {
 		o.Work = 0
 	}
-	if o.Duration == 0 && !(o.Scenario == ScenarioLatency && o.Jobs > 0) && o.Scenario != ScenarioThroughput {
+	if o.Duration == 0 && !(o.Scenario == ScenarioLatency && o.Jobs > 0) && o.Scenario != ScenarioThroughput && o.Scenario != ScenarioTombstones {
 		o.Duration = 30 * time.Second
 	}
 	switch o.Scenario {
@@ -218,6 +261,10 @@ func (c *Config) withDefaults() (Config, error) {
 	case ScenarioLock:
 		if o.Jobs == 0 {
 			o.Jobs = 100_000
+		}
+	case ScenarioTombstones:
+		if o.Jobs == 0 {
+			o.Jobs = 200_000
 		}
 	case ScenarioLatency:
 		if o.Jobs == 0 {
@@ -230,7 +277,7 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if o.Batch == 0 {
 		o.Batch = 1
-		if o.Scenario == ScenarioThroughput && o.Mode == ModeLease {
+		if (o.Scenario == ScenarioThroughput || o.Scenario == ScenarioTombstones) && o.Mode == ModeLease {
 			// Few workers with big claims beat many with small ones: each
 			// claim and completion is one statement (measured: 10 x 200
 			// about twice 50 x 100 on 2 cores).
@@ -371,9 +418,11 @@ func (r *recorder) progress(ctx context.Context, out io.Writer, every time.Durat
 	}
 }
 
-// fill puts the recorder's totals into rep.
-func (r *recorder) fill(rep *Report, secs float64, window time.Duration, counters *retry.Counters, conns int) {
+// fill puts the recorder's totals into rep; statements is how many the
+// queue clients sent while the jobs were worked.
+func (r *recorder) fill(rep *Report, secs float64, window time.Duration, counters *retry.Counters, conns int, statements int64) {
 	rep.Jobs = r.done.Load()
+	rep.setStatements(statements)
 	rep.Seconds = secs
 	if secs > 0 {
 		rep.JobsPerS = float64(rep.Jobs) / secs
@@ -406,6 +455,15 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 	if c.DSN == "" {
 		return nil, skiplock.Usagef("bench: no DSN: pass one, or let the CLI start the embedded PostgreSQL")
 	}
+	if c.RTT > 0 {
+		proxy, dsn, err := startRTTProxy(c.DSN, c.RTT)
+		if err != nil {
+			return nil, fmt.Errorf("--rtt: start the loopback proxy: %w", err)
+		}
+		defer proxy.Close()
+		c.DSN = dsn
+		c.Logf("--rtt %v: every connection goes through a loopback proxy at %s adding %v each way", c.RTT, proxy.Addr(), c.RTT/2)
+	}
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	admin, err := skiplock.Open(openCtx, c.DSN, &skiplock.OpenConfig{Engine: c.Engine, MaxConns: 2})
 	cancel()
@@ -426,6 +484,7 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 	}
 	rep := &Report{
 		Tool: "skiplock", Scenario: c.Scenario, Layout: string(c.Layout), Mode: c.Mode, Workers: c.Workers,
+		RTTMS:   ms64(c.RTT),
 		Machine: DescribeMachine(), Engine: DescribeEngine(ctx, admin),
 		Settings: &Settings{Schema: c.Schema, Queue: DefaultQueue, WorkS: c.Work.Seconds(), DurationS: c.Duration.Seconds(),
 			Preload: c.Jobs, Batch: c.Batch, Conns: c.Conns, ProgressS: max(c.Progress, 0).Seconds(), Baseline: c.Baseline,
@@ -435,6 +494,8 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 	switch c.Scenario {
 	case ScenarioLock:
 		err = runLock(ctx, &c, admin, rep)
+	case ScenarioTombstones:
+		err = runTombstones(ctx, &c, admin, rep)
 	default:
 		err = runJobs(ctx, &c, admin, rep)
 	}
@@ -543,6 +604,7 @@ func openPool(ctx context.Context, c *Config) (*skiplock.DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	c.stmts = countStatements(db)
 	conns := make([]skiplock.Conn, 0, c.Conns)
 	var mu sync.Mutex
 	var wg sync.WaitGroup

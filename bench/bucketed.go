@@ -45,6 +45,20 @@ func (d *bucketedDriver) enqueue(ctx context.Context, jobs []skiplock.NewJob) er
 	return err
 }
 
+func (d *bucketedDriver) burn(ctx context.Context) (int, time.Duration, error) {
+	start := time.Now()
+	jobs, err := d.q.Dequeue(ctx, DefaultQueue, d.batch)
+	claim := time.Since(start)
+	if err != nil || len(jobs) == 0 {
+		return 0, claim, err
+	}
+	lost, err := d.q.CompleteMany(ctx, jobs)
+	if err == nil && len(lost) > 0 {
+		err = fmt.Errorf("complete: %d of %d jobs: %w", len(lost), len(jobs), skiplock.ErrLeaseLost)
+	}
+	return len(jobs), claim, err
+}
+
 func (d *bucketedDriver) step(ctx context.Context, work time.Duration, rec *recorder) (int, error) {
 	start := time.Now()
 	jobs, err := d.q.Dequeue(ctx, DefaultQueue, d.batch)

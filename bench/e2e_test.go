@@ -3,6 +3,7 @@ package bench_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -205,5 +206,117 @@ func TestTooFewConnections(t *testing.T) {
 	if !skiplock.IsUsage(err) || !strings.Contains(err.Error(), "--mode tx with 10000 workers needs 10005: raise max_connections or use --mode lease") ||
 		!strings.Contains(err.Error(), "server allows ") {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// The tombstones scenario on a small burn-down: ten windows over the jobs
+// with the dead versions growing, index tuples counted, and empty claims
+// on a fresh table and on the drained queue, in the JSON the CLI prints.
+func TestTombstones(t *testing.T) {
+	for _, tc := range []struct {
+		mode  string
+		jobs  int
+		batch int
+	}{{bench.ModeLease, 2000, 20}, {bench.ModeTx, 500, 0}} {
+		t.Run(tc.mode, func(t *testing.T) {
+			c, out := config(t, bench.Config{Scenario: bench.ScenarioTombstones, Mode: tc.mode, Jobs: tc.jobs, Batch: tc.batch, Progress: time.Second})
+			rep := run(t, c)
+			if rep.Jobs != int64(tc.jobs) || rep.Workers != 1 || len(rep.Windows) != 10 {
+				t.Fatalf("%d jobs by %d workers in %d windows, want %d by 1 in 10", rep.Jobs, rep.Workers, len(rep.Windows), tc.jobs)
+			}
+			var jobs int64
+			for i, w := range rep.Windows {
+				if w.DeadBefore != jobs {
+					t.Fatalf("window %d: dead_before %d, want the %d jobs worked before it", i+1, w.DeadBefore, jobs)
+				}
+				jobs += w.Jobs
+				if w.Claims == 0 || w.ClaimMS.Count != uint64(w.Claims) || w.ClaimMS.P50 > w.ClaimMS.P99 {
+					t.Fatalf("window %d: %d claims, claim_ms %+v", i+1, w.Claims, w.ClaimMS)
+				}
+				if w.IndexTuplesPerClaim == nil || *w.IndexTuplesPerClaim <= 0 {
+					t.Fatalf("window %d: index tuples per claim %v", i+1, w.IndexTuplesPerClaim)
+				}
+			}
+			if jobs != rep.Jobs {
+				t.Fatalf("the windows worked %d jobs, the run %d", jobs, rep.Jobs)
+			}
+			checkCounts(t, rep)
+			for name, s := range map[string]*bench.ClaimSample{"fresh": rep.Fresh, "drained": rep.Drained} {
+				if s == nil || s.Claims == 0 || s.ClaimMS.Count != uint64(s.Claims) || s.IndexTuplesPerClaim == nil {
+					t.Fatalf("%s: %+v", name, s)
+				}
+			}
+			// The held snapshot keeps every dead version: the server
+			// counts them, and the drained queue's empty claims read
+			// index entries a fresh table does not have.
+			if d := rep.Drained.DeadTuples; d == nil || *d < int64(tc.jobs) {
+				t.Fatalf("n_dead_tup %v on the drained queue after %d jobs: the snapshot did not hold them", d, tc.jobs)
+			}
+			if *rep.Drained.IndexTuplesPerClaim <= *rep.Fresh.IndexTuplesPerClaim {
+				t.Fatalf("index tuples per empty claim: drained %v, fresh %v: want more on the drained queue",
+					*rep.Drained.IndexTuplesPerClaim, *rep.Fresh.IndexTuplesPerClaim)
+			}
+			if rep.StatementsPerJob == nil || *rep.StatementsPerJob <= 0 {
+				t.Fatalf("statements per job %v", rep.StatementsPerJob)
+			}
+			if !strings.Contains(out.String(), "tombstones: window 10:") {
+				t.Fatalf("no window lines: %q", out.String())
+			}
+			var buf bytes.Buffer
+			if err := rep.WriteJSON(&buf); err != nil {
+				t.Fatal(err)
+			}
+			var j map[string]any
+			if err := json.Unmarshal(buf.Bytes(), &j); err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range []string{"scenario", "layout", "mode", "workers", "jobs", "seconds", "jobs_per_s", "windows", "drained", "fresh", "rtt_ms", "statements_per_job"} {
+				if _, ok := j[k]; !ok {
+					t.Fatalf("JSON has no %q: %s", k, buf.String())
+				}
+			}
+			w0 := j["windows"].([]any)[0].(map[string]any)
+			for _, k := range []string{"dead_before", "claim_ms", "index_tuples_per_claim"} {
+				if _, ok := w0[k]; !ok {
+					t.Fatalf("a window has no %q: %v", k, w0)
+				}
+			}
+			cm := w0["claim_ms"].(map[string]any)
+			if _, ok := cm["p50"]; !ok {
+				t.Fatalf("claim_ms has no p50: %v", cm)
+			}
+			var table bytes.Buffer
+			if err := rep.WriteTable(&table); err != nil || !strings.Contains(table.String(), "drained (empty)") {
+				t.Fatalf("table: %v\n%s", err, table.String())
+			}
+		})
+	}
+}
+
+// With --rtt every claim costs at least one emulated round trip: a bound
+// the proxy guarantees, whatever the machine's speed. The report records
+// the round trip and the statements sent per job.
+func TestRTT(t *testing.T) {
+	const rtt = 20 * time.Millisecond
+	for _, mode := range []string{bench.ModeLease, bench.ModeTx} {
+		t.Run(mode, func(t *testing.T) {
+			c, _ := config(t, bench.Config{Scenario: bench.ScenarioLatency, Mode: mode, Workers: 2,
+				Work: 5 * time.Millisecond, Jobs: 10, Progress: -1, RTT: rtt})
+			rep := run(t, c)
+			if rep.Jobs != 10 {
+				t.Fatalf("worked %d jobs, want 10", rep.Jobs)
+			}
+			checkCounts(t, rep)
+			if rep.RTTMS != 20 {
+				t.Fatalf("rtt_ms %v, want 20", rep.RTTMS)
+			}
+			if rep.DequeueMS.Min < 20 {
+				t.Fatalf("a claim took %.3f ms through a proxy adding a 20 ms round trip", rep.DequeueMS.Min)
+			}
+			// A claim and a completion at least; nothing else counted.
+			if rep.StatementsPerJob == nil || *rep.StatementsPerJob < 2 {
+				t.Fatalf("statements per job %v", rep.StatementsPerJob)
+			}
+		})
 	}
 }

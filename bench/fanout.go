@@ -34,6 +34,17 @@ func (d *fanoutDriver) enqueue(ctx context.Context, jobs []skiplock.NewJob) erro
 	return err
 }
 
+func (d *fanoutDriver) burn(ctx context.Context) (int, time.Duration, error) {
+	res, err := d.q.Process(ctx, func(context.Context, skiplock.Tx, *skiplock.Job) error { return nil })
+	if err != nil || res.Job == nil {
+		return 0, res.Claim, err
+	}
+	if res.HandlerErr != nil {
+		return 1, res.Claim, res.HandlerErr
+	}
+	return 1, res.Claim, nil
+}
+
 func (d *fanoutDriver) step(ctx context.Context, work time.Duration, rec *recorder) (int, error) {
 	start := time.Now()
 	res, err := d.q.Process(ctx, func(ctx context.Context, _ skiplock.Tx, _ *skiplock.Job) error {

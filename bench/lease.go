@@ -83,7 +83,8 @@ func (d *leaseDriver) wait(ctx context.Context, deadline time.Time) error {
 		if err := retry.Sleep(ctx, leasePoll); err != nil {
 			return nil
 		}
-		pending, err := d.q.Pending(ctx, DefaultQueue)
+		// The bench's own poll, not the workers' statements.
+		pending, err := d.q.Pending(uncounted(ctx), DefaultQueue)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return nil

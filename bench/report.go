@@ -45,6 +45,20 @@ type Report struct {
 	ErrorSamples []string `json:"error_samples,omitempty"`
 	// Connections is the most connections the run held open at once.
 	Connections int `json:"connections"`
+	// RTTMS is the round trip the run's connections were given by the
+	// loopback proxy (Config.RTT), 0 without one.
+	RTTMS float64 `json:"rtt_ms"`
+	// Statements is how many statements the queue clients sent while the
+	// jobs were worked, counted at the skiplock.Pool seam (BEGIN, COMMIT
+	// and ROLLBACK included); StatementsPerJob is that over Jobs. Null for
+	// pgbench, whose statements skiplock does not see.
+	Statements       int64    `json:"statements,omitempty"`
+	StatementsPerJob *float64 `json:"statements_per_job"`
+	// Windows, Drained and Fresh are the tombstones scenario's figures
+	// (see runTombstones); absent from the other scenarios.
+	Windows []TombstoneWindow `json:"windows,omitempty"`
+	Drained *ClaimSample      `json:"drained,omitempty"`
+	Fresh   *ClaimSample      `json:"fresh,omitempty"`
 	// WindowJobsPerS counts as pgbench -T does: the jobs finished by the
 	// end of the --duration window, over the window (a timed run stops
 	// claiming at the deadline and lets the jobs in flight finish, which
@@ -64,6 +78,18 @@ type Report struct {
 	Engine   *EngineInfo `json:"engine,omitempty"`
 	Settings *Settings   `json:"settings,omitempty"`
 }
+
+// setStatements records the statements sent for r.Jobs jobs.
+func (r *Report) setStatements(n int64) {
+	r.Statements = n
+	if r.Jobs > 0 {
+		per := float64(n) / float64(r.Jobs)
+		r.StatementsPerJob = &per
+	}
+}
+
+// ms64 is d in milliseconds.
+func ms64(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // Retries counts transactions run again, by SQLSTATE ("conn" for lost
 // connections), from retry.Counters.
@@ -208,6 +234,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.Retries.Total > 0 {
 		fmt.Fprintf(b, "retries by SQLSTATE: %s\n", formatPairs(r.Retries.BySQLState))
 	}
+	if r.RTTMS > 0 {
+		fmt.Fprintf(b, "rtt: %s ms added per round trip (%s ms each way) by a loopback proxy\n", ms(r.RTTMS), ms(r.RTTMS/2))
+	}
+	if r.StatementsPerJob != nil {
+		fmt.Fprintf(b, "statements: %d sent by the queue clients, %.2f per job\n", r.Statements, *r.StatementsPerJob)
+	}
+	r.writeTombstones(b)
 	for _, e := range r.ErrorSamples {
 		fmt.Fprintf(b, "error: %s\n", e)
 	}
@@ -231,6 +264,43 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writeTombstones writes the tombstones scenario's windows and empty
+// claims, with the ratios its goals are stated in.
+func (r *Report) writeTombstones(b *strings.Builder) {
+	if len(r.Windows) == 0 {
+		return
+	}
+	fmt.Fprintln(b)
+	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "window\tdead before\tn_dead_tup\tjobs\tclaims\tclaim p50\tp99 ms\tindex tuples/claim\t")
+	row := func(name, dead, deadTup string, jobs, claims int64, s Summary, per *float64) {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t\n", name, dead, deadTup, jobs, claims, ms(s.P50), ms(s.P99), perClaim(per))
+	}
+	count := func(v *int64) string {
+		if v == nil {
+			return "-"
+		}
+		return strconv.FormatInt(*v, 10)
+	}
+	if f := r.Fresh; f != nil {
+		row("fresh table (empty)", "0", count(f.DeadTuples), 0, f.Claims, f.ClaimMS, f.IndexTuplesPerClaim)
+	}
+	for i, w := range r.Windows {
+		row(strconv.Itoa(i+1), strconv.FormatInt(w.DeadBefore, 10), count(w.DeadTuples), w.Jobs, w.Claims, w.ClaimMS, w.IndexTuplesPerClaim)
+	}
+	if d := r.Drained; d != nil {
+		row("drained (empty)", strconv.FormatInt(r.Jobs, 10), count(d.DeadTuples), 0, d.Claims, d.ClaimMS, d.IndexTuplesPerClaim)
+	}
+	tw.Flush()
+	first, last := r.Windows[0].ClaimMS.P50, r.Windows[len(r.Windows)-1].ClaimMS.P50
+	if first > 0 {
+		fmt.Fprintf(b, "last window's claim p50 / first's: %.2fx (goal: within 2x)\n", last/first)
+	}
+	if r.Drained != nil && r.Fresh != nil && r.Fresh.ClaimMS.P50 > 0 {
+		fmt.Fprintf(b, "drained-queue claim p50 / fresh table's: %.2fx (goal: within 2x)\n", r.Drained.ClaimMS.P50/r.Fresh.ClaimMS.P50)
+	}
 }
 
 // ms formats milliseconds with three significant decimals at most.

@@ -22,6 +22,10 @@ type driver interface {
 	// work, completes them, and records each in rec. It returns how many
 	// jobs it claimed: 0 when none was free.
 	step(ctx context.Context, work time.Duration, rec *recorder) (int, error)
+	// burn claims up to the configured batch of no-op jobs and completes
+	// them, returning how many it claimed (0 when none was free) and how
+	// long the claim took (the tombstones scenario).
+	burn(ctx context.Context) (int, time.Duration, error)
 	// tables are the tables the layout's jobs live in (for ANALYZE).
 	tables() []string
 }
@@ -86,6 +90,7 @@ func runJobs(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 	var peak atomic.Int64
 	progCtx, stopProgress := context.WithCancel(ctx)
 	defer stopProgress()
+	stmts0 := c.stmts.load()
 	start := time.Now()
 	go rec.progress(progCtx, c.Out, c.Progress, start, pool, &peak)
 	var deadline time.Time
@@ -141,7 +146,7 @@ func runJobs(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 	secs := time.Since(start).Seconds()
 	stopProgress()
 	peakConns := int(max(peak.Load(), int64(pool.Stats().Total)))
-	rec.fill(rep, secs, c.Duration, counters, peakConns)
+	rec.fill(rep, secs, c.Duration, counters, peakConns, c.stmts.load()-stmts0)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("bench interrupted after %.1fs and %d jobs: %w", secs, rep.Jobs, err)
 	}
@@ -191,6 +196,7 @@ func runLock(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 	progCtx, stopProgress := context.WithCancel(ctx)
 	defer stopProgress()
 	var empties atomic.Int64
+	stmts0 := c.stmts.load()
 	start := time.Now()
 	deadline := start.Add(c.Duration)
 	rec.windowEnd = deadline
@@ -261,7 +267,7 @@ func runLock(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 	close(workersDone)
 	secs := time.Since(start).Seconds()
 	stopProgress()
-	rec.fill(rep, secs, c.Duration, counters, int(max(peak.Load(), int64(pool.Stats().Total))))
+	rec.fill(rep, secs, c.Duration, counters, int(max(peak.Load(), int64(pool.Stats().Total))), c.stmts.load()-stmts0)
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("bench interrupted after %.1fs: %w", secs, err)
 	}
@@ -333,6 +339,8 @@ func runBaseline(ctx context.Context, c *Config, admin *skiplock.DB, path string
 	if err != nil {
 		return err
 	}
+	// c.DSN goes through the --rtt proxy when there is one: pgbench's
+	// round trips are emulated as ours are.
 	run := &pgbenchRun{Path: path, DSN: c.DSN, Schema: c.Schema, Clients: c.Workers, Duration: c.Duration, Work: c.Work, Out: c.Out}
 	if c.Progress > 0 {
 		run.Progress = c.Progress
@@ -360,7 +368,7 @@ func runBaseline(ctx context.Context, c *Config, admin *skiplock.DB, path string
 	if err != nil {
 		return err
 	}
-	b := &Report{Tool: "pgbench", Scenario: c.Scenario, Layout: string(schema.LayoutFanout), Mode: ModeTx, Workers: res.Clients,
+	b := &Report{Tool: "pgbench", Scenario: c.Scenario, Layout: string(schema.LayoutFanout), Mode: ModeTx, Workers: res.Clients, RTTMS: ms64(c.RTT),
 		Jobs: res.Processed, JobsPerS: res.TPS, Errors: res.Failed, Connections: res.Clients,
 		Retries: Retries{BySQLState: map[string]int64{}}}
 	if res.TPS > 0 {

@@ -2,11 +2,14 @@ package bench
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/schema"
@@ -237,3 +240,58 @@ func TestLatencyJobsDoNotOverflow(t *testing.T) {
 		t.Fatalf("jobs %d, err %v", c.Jobs, err)
 	}
 }
+
+func TestThroughProxy(t *testing.T) {
+	for dsn, want := range map[string]string{
+		"postgres://app:s3cret@db.example:6543/queue?sslmode=require&port=7000": "postgres://app:s3cret@127.0.0.1:4321/queue?load_balance=false&sslmode=require",
+		"host=db.example port=6543 user=app password=s3cret dbname=queue":       "host=db.example port=6543 user=app password=s3cret dbname=queue host=127.0.0.1 port=4321 load_balance=false",
+	} {
+		got := throughProxy(dsn, "127.0.0.1:4321")
+		if got != want {
+			t.Fatalf("%s:\n got %s\nwant %s", skiplock.RedactDSN(dsn), skiplock.RedactDSN(got), skiplock.RedactDSN(want))
+		}
+		// The rewritten DSN parses to the proxy, password kept.
+		cc, err := pgconn.ParseConfig(got)
+		if err != nil || cc.Host != "127.0.0.1" || cc.Port != 4321 || cc.Password != "s3cret" {
+			t.Fatalf("%s parses to %s:%d (%v)", skiplock.RedactDSN(got), cc.Host, cc.Port, err)
+		}
+	}
+}
+
+// fakeTx is a transaction that sends nothing.
+type fakeTx struct{ skiplock.Querier }
+
+func (fakeTx) Commit(context.Context) error   { return nil }
+func (fakeTx) Rollback(context.Context) error { return nil }
+
+type fakeBeginner struct{}
+
+func (fakeBeginner) Begin(context.Context, skiplock.TxOptions) (skiplock.Tx, error) {
+	return fakeTx{Querier: nopQuerier{}}, nil
+}
+
+// A transaction counts BEGIN, its statements and one end: the deferred
+// Rollback after a Commit sends nothing. Uncounted contexts are left out.
+func TestCountingTx(t *testing.T) {
+	s := &stmtCounter{}
+	ctx := context.Background()
+	tx, err := countBegin(ctx, fakeBeginner{}, s, skiplock.TxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tx.Exec(ctx, "x")                   //nolint:errcheck // counting only
+	tx.QueryRow(uncounted(ctx), "poll") //nolint:errcheck // counting only
+	tx.Commit(ctx)                      //nolint:errcheck // counting only
+	tx.Rollback(ctx)                    //nolint:errcheck // counting only
+	if n := s.load(); n != 3 {
+		t.Fatalf("counted %d statements for BEGIN, one statement, COMMIT: want 3", n)
+	}
+}
+
+type nopQuerier struct{}
+
+func (nopQuerier) Exec(context.Context, string, ...any) (int64, error) { return 0, nil }
+func (nopQuerier) Query(context.Context, string, ...any) (skiplock.Rows, error) {
+	return nil, nil
+}
+func (nopQuerier) QueryRow(context.Context, string, ...any) skiplock.Row { return nil }

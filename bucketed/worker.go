@@ -498,4 +498,3 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		w.mu.Unlock()
 	}
 }
-

@@ -15,9 +15,9 @@ import (
 func init() {
 	register(&command{
 		name: "bench",
-		usage: "bench latency|lock|throughput [--layout L] [--mode lease|tx] [--workers N] [--work D] [--duration D] " +
-			"[--jobs N] [--batch N] [--conns N] [--progress D] [--baseline] [--separate-begin] [--cpuprofile FILE] [--json]",
-		summary: "the load driver: the articles' latency and lock tests, a burn-down; --baseline runs pgbench too",
+		usage: "bench latency|lock|throughput|tombstones [--layout L] [--mode lease|tx] [--workers N] [--work D] [--duration D] " +
+			"[--jobs N] [--batch N] [--conns N] [--progress D] [--rtt D] [--baseline] [--separate-begin] [--cpuprofile FILE] [--json]",
+		summary: "the load driver: the articles' latency and lock tests, a burn-down, dead versions kept; --rtt emulates round trips; --baseline runs pgbench too",
 		run:     runBench,
 	})
 }
@@ -28,7 +28,11 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stderr, "usage: skiplock [global flags] %s\n\n"+
 			"  latency     the scalable-job-queue article's test: preload jobs; W workers claim one, work D, complete (default 500 x 1s for 30s)\n"+
 			"  lock        the scalable-job-queue article's lock-only test: W clients BEGIN; lock one job; COMMIT (default 15 for 30s)\n"+
-			"  throughput  burn-down like river bench -n: preload N no-op jobs and work them all (default 100000)\n\n"+
+			"  throughput  burn-down like river bench -n: preload N no-op jobs and work them all (default 100000)\n"+
+			"  tombstones  burn down N jobs (default 200000) on one connection while a side connection holds a snapshot,\n"+
+			"              so that no dead version is removed (as on YugabyteDB and CockroachDB); claim latency and index\n"+
+			"              tuples per claim per window, then on the drained queue and on a fresh table\n\n"+
+			"--rtt D on any scenario sends every connection through a loopback proxy adding D/2 each way.\n"+
 			"The bench empties and refills its own schema: %s, or one --schema names that does not\n"+
 			"exist yet (the bench creates and marks it). It refuses any other schema.\n"+
 			"Run skiplock bench SCENARIO -h for the flags.\n", usage, bench.DefaultSchema)
@@ -42,13 +46,14 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("bench "+scenario, usage)
 	layout := fs.String("layout", "", "bucketed (lease mode) or fanout (tx mode); default by --mode, else bucketed")
 	fs.StringVar(&cfg.Mode, "mode", "", "lease (bucketed, a small pool) or tx (fanout, one connection per worker)")
-	fs.IntVar(&cfg.Workers, "workers", 0, "concurrent workers or clients (default: latency 500, lock 15, throughput 10)")
+	fs.IntVar(&cfg.Workers, "workers", 0, "concurrent workers or clients (default: latency 500, lock 15, throughput 10; tombstones claims on one)")
 	fs.DurationVar(&cfg.Work, "work", 0, "latency: how long each job works (default 1s)")
 	fs.DurationVar(&cfg.Duration, "duration", 0, "how long to run (latency and lock default 30s; throughput runs until the jobs are done)")
-	fs.IntVar(&cfg.Jobs, "jobs", 0, "jobs to preload (throughput: the burn-down size, default 100000; latency: default enough for --duration, or with --duration 0 the count to work)")
-	fs.IntVar(&cfg.Batch, "batch", 0, "jobs per claim in lease mode (default 1; throughput 200)")
+	fs.IntVar(&cfg.Jobs, "jobs", 0, "jobs to preload (throughput: the burn-down size, default 100000; tombstones: default 200000; latency: default enough for --duration, or with --duration 0 the count to work)")
+	fs.IntVar(&cfg.Batch, "batch", 0, "jobs per claim in lease mode (default 1; throughput and tombstones 200)")
 	fs.IntVar(&cfg.Conns, "conns", 0, "worker pool size (lease mode default min(workers, 50); tx mode and lock hold one per worker)")
 	fs.DurationVar(&cfg.Progress, "progress", 5*time.Second, "interval between progress lines (0 turns them off)")
+	fs.DurationVar(&cfg.RTT, "rtt", 0, "emulated network round trip: every connection goes through a loopback proxy adding half of it each way (e.g. 2ms; 0: none)")
 	fs.BoolVar(&cfg.Baseline, "baseline", false, "also run the article's script through pgbench with the same workers and duration")
 	fs.BoolVar(&cfg.SeparateBegin, "separate-begin", false, "send each transaction's BEGIN as its own round trip, as pgbench's scripts do (default: BEGIN rides with the first statement)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the run to this file (for finding the load driver's own overhead)")

@@ -64,6 +64,10 @@ func TestUsageErrorsExit2AndCreateNothing(t *testing.T) {
 		{[]string{"schema", "print", "--engine", "cockroach", "--layout", "bucketed", "--buckets", "-5"}, "--buckets -5"},
 		{[]string{"migrate", "stray"}, "unexpected argument"},
 		{[]string{"local", "explode"}, "unknown local subcommand"},
+		{[]string{"bench", "latency", "--rtt", "-1ms"}, "--rtt -1ms cannot be negative"},
+		{[]string{"bench", "tombstones", "--workers", "3"}, "claims on one connection"},
+		{[]string{"bench", "tombstones", "--duration", "5s"}, "leave --duration and --work out"},
+		{[]string{"bench", "nosuch"}, "use latency, lock, throughput or tombstones"},
 	} {
 		code, _, errs := cli(t, append([]string{"--dsn", dsn}, tc.args...)...)
 		if code != exitUsage || !strings.Contains(errs, tc.want) {

@@ -1,0 +1,157 @@
+package bench
+
+import (
+	"context"
+	"sync/atomic"
+
+	"github.com/skiplock/skiplock"
+)
+
+// Statement counting: the workers' pool is wrapped in a decorator at the
+// skiplock.Pool seam, so every statement a layout sends through it is
+// counted whichever driver is underneath: Exec, Query and QueryRow count
+// one each, and a transaction's BEGIN and its COMMIT or ROLLBACK one each
+// (a pipelined BEGIN rides in one network write with the first statement,
+// but is still a statement sent). The bench's own bookkeeping on that
+// pool (polling for jobs left, flushing statistics) runs under an
+// uncounted context.
+
+// stmtCounter counts statements sent through a countingPool.
+type stmtCounter struct{ n atomic.Int64 }
+
+// uncountedKey marks a context whose statements are the bench's own.
+type uncountedKey struct{}
+
+// uncounted returns ctx with its statements left out of the count.
+func uncounted(ctx context.Context) context.Context {
+	return context.WithValue(ctx, uncountedKey{}, true)
+}
+
+func (s *stmtCounter) add(ctx context.Context) {
+	if ctx.Value(uncountedKey{}) == nil {
+		s.n.Add(1)
+	}
+}
+
+// load returns the statements counted so far (0 for a nil counter).
+func (s *stmtCounter) load() int64 {
+	if s == nil {
+		return 0
+	}
+	return s.n.Load()
+}
+
+// countStatements makes db count its statements in a new counter.
+func countStatements(db *skiplock.DB) *stmtCounter {
+	s := &stmtCounter{}
+	db.Pool = &countingPool{Pool: db.Pool, s: s}
+	return s
+}
+
+// countingPool counts what is sent through a pool and its connections and
+// transactions.
+type countingPool struct {
+	skiplock.Pool
+	s *stmtCounter
+}
+
+func (p *countingPool) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	p.s.add(ctx)
+	return p.Pool.Exec(ctx, sql, args...)
+}
+
+func (p *countingPool) Query(ctx context.Context, sql string, args ...any) (skiplock.Rows, error) {
+	p.s.add(ctx)
+	return p.Pool.Query(ctx, sql, args...)
+}
+
+func (p *countingPool) QueryRow(ctx context.Context, sql string, args ...any) skiplock.Row {
+	p.s.add(ctx)
+	return p.Pool.QueryRow(ctx, sql, args...)
+}
+
+func (p *countingPool) Begin(ctx context.Context, opts skiplock.TxOptions) (skiplock.Tx, error) {
+	return countBegin(ctx, p.Pool, p.s, opts)
+}
+
+func (p *countingPool) Acquire(ctx context.Context) (skiplock.Conn, error) {
+	c, err := p.Pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: c, s: p.s}, nil
+}
+
+// countingConn counts what is sent through an acquired connection.
+type countingConn struct {
+	skiplock.Conn
+	s *stmtCounter
+}
+
+func (c *countingConn) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	c.s.add(ctx)
+	return c.Conn.Exec(ctx, sql, args...)
+}
+
+func (c *countingConn) Query(ctx context.Context, sql string, args ...any) (skiplock.Rows, error) {
+	c.s.add(ctx)
+	return c.Conn.Query(ctx, sql, args...)
+}
+
+func (c *countingConn) QueryRow(ctx context.Context, sql string, args ...any) skiplock.Row {
+	c.s.add(ctx)
+	return c.Conn.QueryRow(ctx, sql, args...)
+}
+
+func (c *countingConn) Begin(ctx context.Context, opts skiplock.TxOptions) (skiplock.Tx, error) {
+	return countBegin(ctx, c.Conn, c.s, opts)
+}
+
+func countBegin(ctx context.Context, b skiplock.Beginner, s *stmtCounter, opts skiplock.TxOptions) (skiplock.Tx, error) {
+	s.add(ctx)
+	tx, err := b.Begin(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &countingTx{Tx: tx, s: s}, nil
+}
+
+// countingTx counts a transaction's statements and its one COMMIT or
+// ROLLBACK (a Rollback after the end sends nothing and is not counted).
+// Like the driver's transactions, it is not safe for concurrent use.
+type countingTx struct {
+	skiplock.Tx
+	s     *stmtCounter
+	ended bool
+}
+
+func (t *countingTx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	t.s.add(ctx)
+	return t.Tx.Exec(ctx, sql, args...)
+}
+
+func (t *countingTx) Query(ctx context.Context, sql string, args ...any) (skiplock.Rows, error) {
+	t.s.add(ctx)
+	return t.Tx.Query(ctx, sql, args...)
+}
+
+func (t *countingTx) QueryRow(ctx context.Context, sql string, args ...any) skiplock.Row {
+	t.s.add(ctx)
+	return t.Tx.QueryRow(ctx, sql, args...)
+}
+
+func (t *countingTx) Commit(ctx context.Context) error {
+	if !t.ended {
+		t.ended = true
+		t.s.add(ctx)
+	}
+	return t.Tx.Commit(ctx)
+}
+
+func (t *countingTx) Rollback(ctx context.Context) error {
+	if !t.ended {
+		t.ended = true
+		t.s.add(ctx)
+	}
+	return t.Tx.Rollback(ctx)
+}

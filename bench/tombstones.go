@@ -1,0 +1,326 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/skiplock/skiplock"
+)
+
+// The tombstones scenario emulates, on PostgreSQL, what a distributed
+// engine does to a queue: YugabyteDB keeps dead versions for its history
+// retention and CockroachDB until its GC TTL, so a queue's claims walk
+// over the index entries of every job already worked. Here a side
+// connection holds a REPEATABLE READ snapshot open for the whole run, so
+// that neither VACUUM nor a scan's own cleanup (index entries marked dead
+// once no snapshot can see their rows) removes anything.
+//
+// The run, on one claim connection:
+//
+//  1. the layout's table is truncated (a fresh table: no dead entries in
+//     it or its indexes) and empty claims are measured (Report.Fresh);
+//  2. Jobs no-op jobs are preloaded and the snapshot is taken;
+//  3. the jobs are burnt down, each claim taking --batch jobs and
+//     completing them, in tombstoneWindows windows of equal job counts
+//     (Report.Windows);
+//  4. empty claims are measured on the drained queue (Report.Drained).
+//
+// Index tuples read per claim are idx_tup_read deltas of the table's
+// indexes in pg_stat_user_indexes around a window, over its claims. The
+// claim connection is the only one touching the table, and its pending
+// statistics are flushed before each reading (pg_stat_force_next_flush,
+// PostgreSQL 15; older servers are given time to report instead). In a
+// window the count includes the completions' primary-key lookups (about
+// one per job); empty claims complete nothing. Engines without
+// pg_stat_user_indexes report null.
+
+// tombstoneWindows is how many windows a burn-down is reported in.
+const tombstoneWindows = 10
+
+// tombstoneEmptyClaims is how many empty claims are measured on the fresh
+// table and on the drained queue.
+const tombstoneEmptyClaims = 100
+
+// TombstoneWindow is one window of the tombstones scenario's burn-down.
+type TombstoneWindow struct {
+	// DeadBefore is how many jobs were worked before the window began:
+	// each left at least one dead row version, which the held snapshot
+	// keeps.
+	DeadBefore int64 `json:"dead_before"`
+	// Jobs and Claims are what the window worked and how many claims it
+	// took.
+	Jobs   int64 `json:"jobs"`
+	Claims int64 `json:"claims"`
+	// ClaimMS is the claim statement's latency (its transaction for the
+	// fanout layout's Process claim, the Dequeue call for bucketed).
+	ClaimMS Summary `json:"claim_ms"`
+	// IndexTuplesPerClaim is index tuples read over the window (the
+	// table's indexes, completions included) per claim; null where the
+	// engine has no pg_stat_user_indexes.
+	IndexTuplesPerClaim *float64 `json:"index_tuples_per_claim"`
+	// DeadTuples is the server's n_dead_tup for the table at the window's
+	// start: it stays up while the snapshot is held. Null where unknown.
+	DeadTuples *int64 `json:"n_dead_tup"`
+}
+
+// ClaimSample is a run of empty claims: on the drained queue, or on a
+// fresh table.
+type ClaimSample struct {
+	Claims              int64    `json:"claims"`
+	ClaimMS             Summary  `json:"claim_ms"`
+	IndexTuplesPerClaim *float64 `json:"index_tuples_per_claim"`
+	DeadTuples          *int64   `json:"n_dead_tup"`
+}
+
+// indexStats reads the index statistics of one table; ok is false where
+// the engine has none.
+type indexStats struct {
+	admin       *skiplock.DB
+	pool        *skiplock.DB
+	schema, tbl string
+	ok          bool
+	forced      bool // pg_stat_force_next_flush works
+}
+
+// read flushes the claim connection's pending statistics and returns the
+// table's index tuples read so far and its dead tuples.
+func (s *indexStats) read(ctx context.Context) (tuples, dead int64, err error) {
+	if !s.ok {
+		return 0, 0, nil
+	}
+	if s.forced {
+		// The flush happens as the claim connection goes idle after this
+		// statement, before it answers.
+		if _, err := s.pool.Exec(uncounted(ctx), "SELECT pg_stat_force_next_flush()"); err != nil {
+			return 0, 0, fmt.Errorf("flush statistics: %w", err)
+		}
+	} else {
+		// Before PostgreSQL 15 a backend reports at most every 500ms.
+		time.Sleep(700 * time.Millisecond)
+	}
+	err = s.admin.QueryRow(ctx, `SELECT
+		(SELECT coalesce(sum(idx_tup_read), 0)::int8 FROM pg_stat_user_indexes WHERE schemaname = $1 AND relname = $2),
+		(SELECT coalesce(max(n_dead_tup), 0)::int8 FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = $2)`,
+		s.schema, s.tbl).Scan(&tuples, &dead)
+	if err != nil {
+		return 0, 0, fmt.Errorf("read index statistics: %w", err)
+	}
+	return tuples, dead, nil
+}
+
+// newIndexStats checks what the engine offers.
+func newIndexStats(ctx context.Context, c *Config, admin, pool *skiplock.DB, tbl string) *indexStats {
+	s := &indexStats{admin: admin, pool: pool, schema: c.Schema, tbl: tbl}
+	var n int64
+	if err := admin.QueryRow(ctx, "SELECT count(*)::int8 FROM pg_stat_user_indexes").Scan(&n); err != nil {
+		c.Logf("index statistics: none on this engine (%v): index_tuples_per_claim will be null", err)
+		return s
+	}
+	s.ok = true
+	if _, err := pool.Exec(uncounted(ctx), "SELECT pg_stat_force_next_flush()"); err == nil {
+		s.forced = true
+	} else {
+		c.Logf("pg_stat_force_next_flush: %v (before PostgreSQL 15): waiting for statistics to be reported instead", err)
+	}
+	return s
+}
+
+// snapshotHolder is a side connection whose REPEATABLE READ transaction
+// keeps its snapshot, and with it every dead row version since, until
+// release.
+type snapshotHolder struct {
+	conn skiplock.Conn
+	tx   skiplock.Tx
+}
+
+// holdSnapshot opens the side transaction and takes its snapshot by
+// reading tbl (a quoted table name).
+func holdSnapshot(ctx context.Context, db *skiplock.DB, tbl string) (*snapshotHolder, error) {
+	conn, err := db.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("snapshot holder: connect: %w", err)
+	}
+	tx, err := conn.Begin(ctx, skiplock.TxOptions{Isolation: skiplock.IsoRepeatableRead})
+	if err == nil {
+		// The first statement takes the transaction's snapshot.
+		_, err = tx.Exec(ctx, "SELECT 1 FROM "+tbl+" LIMIT 1")
+	}
+	if err != nil {
+		if tx != nil {
+			tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // failing anyway
+		}
+		conn.Release()
+		return nil, fmt.Errorf("snapshot holder: take a snapshot: %w", err)
+	}
+	return &snapshotHolder{conn: conn, tx: tx}, nil
+}
+
+// release checks that the snapshot was held to the end (a server's
+// idle_in_transaction_session_timeout would have ended it) and ends it.
+func (h *snapshotHolder) release(ctx context.Context) error {
+	_, err := h.tx.Exec(ctx, "SELECT 1")
+	h.tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a read-only transaction
+	h.conn.Release()
+	if err != nil {
+		return fmt.Errorf("the snapshot holder's transaction ended before the run did (%w): check the server's idle_in_transaction_session_timeout", err)
+	}
+	return nil
+}
+
+// runTombstones runs the tombstones scenario (see above).
+func runTombstones(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) error {
+	mk, ok := drivers[c.Layout]
+	if !ok {
+		return fmt.Errorf("layout %s is not available in this build", c.Layout)
+	}
+	if err := empty(ctx, c, admin); err != nil {
+		return err
+	}
+	pool, err := openPool(ctx, c)
+	if err != nil {
+		emptyAfter(ctx, c, admin)
+		return err
+	}
+	defer func() { pool.Close(); emptyAfter(ctx, c, admin) }()
+	drv, err := mk(pool, c, nil)
+	if err != nil {
+		return err
+	}
+	name := drv.tables()[0]
+	tbl := table(c, name)
+	// A fresh table: TRUNCATE gives the table and its indexes new files,
+	// with no dead entry from earlier runs.
+	if _, err := admin.Exec(ctx, "TRUNCATE "+tbl); err != nil {
+		return fmt.Errorf("truncate %s for a fresh table: %w", tbl, err)
+	}
+	stats := newIndexStats(ctx, c, admin, pool, name)
+	c.Logf("tombstones: %d empty claims on a fresh table", tombstoneEmptyClaims)
+	if rep.Fresh, err = emptyClaims(ctx, drv, stats); err != nil {
+		return fmt.Errorf("empty claims on a fresh table: %w", err)
+	}
+	if err := preload(ctx, c, admin, c.Jobs, drv.enqueue, drv.tables()...); err != nil {
+		return err
+	}
+	holder, err := holdSnapshot(ctx, admin, tbl)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if holder != nil {
+			holder.release(ctx) //nolint:errcheck // the run failed already
+		}
+	}()
+	c.Logf("tombstones: a snapshot is held open; burning down %d jobs in %d windows", c.Jobs, tombstoneWindows)
+
+	all, perJob := NewHistogram(), NewHistogram()
+	stmts0 := c.stmts.load()
+	start := time.Now()
+	var worked int64
+	for w := range int64(tombstoneWindows) {
+		target := int64(c.Jobs) * (w + 1) / tombstoneWindows
+		if target <= worked {
+			continue
+		}
+		win := TombstoneWindow{DeadBefore: worked}
+		t0, dead, err := stats.read(ctx)
+		if err != nil {
+			return err
+		}
+		if stats.ok {
+			win.DeadTuples = &dead
+		}
+		h := NewHistogram()
+		for worked < target {
+			s := time.Now()
+			jobs, claim, err := drv.burn(ctx)
+			if err != nil {
+				return fmt.Errorf("window %d, after %d jobs: %w", w+1, worked, err)
+			}
+			n := jobs
+			if n == 0 {
+				return fmt.Errorf("window %d: the queue is empty after %d of %d jobs: did something else work them? %w", w+1, worked, c.Jobs, ErrQueueDry)
+			}
+			h.Record(claim)
+			// As in the throughput scenario, the run's histograms hold
+			// one entry per job: its claim, and its claim to completion.
+			for took := time.Since(s); n > 0; n-- {
+				all.Record(claim)
+				perJob.Record(took)
+			}
+			win.Claims++
+			win.Jobs += int64(jobs)
+			worked += int64(jobs)
+		}
+		t1, _, err := stats.read(ctx)
+		if err != nil {
+			return err
+		}
+		win.ClaimMS = h.Summary()
+		if stats.ok {
+			per := float64(t1-t0) / float64(win.Claims)
+			win.IndexTuplesPerClaim = &per
+		}
+		rep.Windows = append(rep.Windows, win)
+		if c.Out != nil && c.Progress > 0 {
+			fmt.Fprintf(c.Out, "tombstones: window %d: %d dead before, %d claims, claim p50 %s ms p99 %s ms, %s index tuples per claim\n",
+				w+1, win.DeadBefore, win.Claims, ms(win.ClaimMS.P50), ms(win.ClaimMS.P99), perClaim(win.IndexTuplesPerClaim))
+		}
+	}
+	secs := time.Since(start).Seconds()
+	rep.Jobs, rep.Seconds = worked, secs
+	if secs > 0 {
+		rep.JobsPerS = float64(worked) / secs
+	}
+	rep.setStatements(c.stmts.load() - stmts0)
+	rep.DequeueMS, rep.LatencyMS = all.Summary(), perJob.Summary()
+	rep.Retries = Retries{BySQLState: map[string]int64{}}
+	rep.Connections = int(pool.Stats().Total)
+
+	c.Logf("tombstones: %d empty claims on the drained queue", tombstoneEmptyClaims)
+	if rep.Drained, err = emptyClaims(ctx, drv, stats); err != nil {
+		return fmt.Errorf("empty claims on the drained queue: %w", err)
+	}
+	h := holder
+	holder = nil
+	return h.release(ctx)
+}
+
+// emptyClaims measures tombstoneEmptyClaims claims on a queue with no job.
+func emptyClaims(ctx context.Context, drv driver, stats *indexStats) (*ClaimSample, error) {
+	t0, dead, err := stats.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	h := NewHistogram()
+	for range tombstoneEmptyClaims {
+		n, claim, err := drv.burn(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 {
+			return nil, errors.New("claimed a job from a queue that should be empty: is something else using the bench schema?")
+		}
+		h.Record(claim)
+	}
+	t1, _, err := stats.read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s := &ClaimSample{Claims: tombstoneEmptyClaims, ClaimMS: h.Summary()}
+	if stats.ok {
+		per := float64(t1-t0) / tombstoneEmptyClaims
+		s.IndexTuplesPerClaim = &per
+		s.DeadTuples = &dead
+	}
+	return s, nil
+}
+
+// perClaim formats an optional index tuples per claim.
+func perClaim(v *float64) string {
+	if v == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", *v)
+}

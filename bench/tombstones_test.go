@@ -1,0 +1,58 @@
+package bench
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/testdb"
+)
+
+// While the holder's snapshot is open, VACUUM cannot remove the rows
+// deleted after it was taken (the server still counts them dead); once
+// it is released, VACUUM removes them.
+func TestSnapshotHolderKeepsDeadTuples(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := testdb.Open(t, nil)
+	sch := testdb.Schema(t, db)
+	tbl := skiplock.QuoteIdent(sch) + `."held"`
+	for _, sql := range []string{
+		"CREATE SCHEMA " + skiplock.QuoteIdent(sch),
+		"CREATE TABLE " + tbl + " (id int PRIMARY KEY)",
+		"INSERT INTO " + tbl + " SELECT generate_series(1, 500)",
+	} {
+		if _, err := db.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h, err := holdSnapshot(ctx, db, tbl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadAfterVacuum := func() int64 {
+		t.Helper()
+		if _, err := db.Exec(ctx, "DELETE FROM "+tbl); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Exec(ctx, "VACUUM "+tbl); err != nil {
+			t.Fatal(err)
+		}
+		// VACUUM reports what it left dead to the statistics itself.
+		var dead int64
+		if err := db.QueryRow(ctx, "SELECT n_dead_tup FROM pg_stat_user_tables WHERE schemaname = $1 AND relname = 'held'", sch).Scan(&dead); err != nil {
+			t.Fatal(err)
+		}
+		return dead
+	}
+	if dead := deadAfterVacuum(); dead < 500 {
+		t.Fatalf("n_dead_tup %d after VACUUM with the snapshot held: want the 500 deleted rows kept", dead)
+	}
+	if err := h.release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if dead := deadAfterVacuum(); dead != 0 {
+		t.Fatalf("n_dead_tup %d after VACUUM with the snapshot released: want 0", dead)
+	}
+}

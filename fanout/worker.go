@@ -43,13 +43,13 @@ type ConnLimitError struct {
 	Allowed int
 	// Workers is the number of workers asked for.
 	Workers int
-	// Needed is Workers plus SpareConns.
+	// Needed is Workers, plus one that records attempts, plus SpareConns.
 	Needed int
 }
 
 // Error says what the server allows, what the run needs, and the fix.
 func (e *ConnLimitError) Error() string {
-	return fmt.Sprintf("server allows %d connections; %d fanout workers need %d (each holds one while it processes, plus %d spare): raise max_connections, run fewer workers, or use the bucketed layout's leases",
+	return fmt.Sprintf("server allows %d connections; %d fanout workers need %d (each holds one while it processes, plus one that records attempts and %d spare): raise max_connections, run fewer workers, or use the bucketed layout's leases",
 		e.Allowed, e.Workers, e.Needed, SpareConns)
 }
 
@@ -58,6 +58,7 @@ func (e *ConnLimitError) Error() string {
 // the database fails, and stops gracefully.
 type Worker struct {
 	pool                           *workloop.Pool
+	rec                            *recorder
 	handled, failed, dead, errored atomic.Int64
 }
 
@@ -84,8 +85,9 @@ func WorkerIndex(ctx context.Context) (w int, ok bool) {
 
 // StartWorker checks that the database can give every worker a
 // connection, then starts cfg.Workers workers. The pool must allow at
-// least cfg.Workers connections (skiplock.OpenConfig.MaxConns), and the
-// server's max_connections at least cfg.Workers+SpareConns
+// least cfg.Workers+1 connections (skiplock.OpenConfig.MaxConns): one per
+// worker, and one the Worker keeps to count attempts before handlers run;
+// the server's max_connections must be at least cfg.Workers+1+SpareConns
 // (*ConnLimitError otherwise); servers without that setting (CockroachDB)
 // skip the second check.
 //
@@ -102,9 +104,10 @@ func (q *Queue) StartWorker(ctx context.Context, cfg *WorkerConfig) (*Worker, er
 	if logf == nil {
 		logf = func(string, ...any) {}
 	}
-	if poolMax := q.db.Stats().Max; int(poolMax) < cfg.Workers {
-		return nil, skiplock.Usagef("fanout: the connection pool allows %d connections and each of %d workers holds one while it processes: open the DB with OpenConfig.MaxConns of at least %d",
-			poolMax, cfg.Workers, cfg.Workers)
+	need := cfg.Workers + 1 // and the recorder's
+	if poolMax := q.db.Stats().Max; int(poolMax) < need {
+		return nil, skiplock.Usagef("fanout: the connection pool allows %d connections; each of %d workers holds one while it processes and one more counts attempts: open the DB with OpenConfig.MaxConns of at least %d",
+			poolMax, cfg.Workers, need)
 	}
 	allowed, err := q.db.ServerMaxConnections(ctx)
 	switch {
@@ -112,12 +115,12 @@ func (q *Queue) StartWorker(ctx context.Context, cfg *WorkerConfig) (*Worker, er
 		// CockroachDB has no max_connections; its per-gateway limit is
 		// unset by default.
 		logf("fanout: cannot read the server's max_connections (%v): skipping the connection check", err)
-	case allowed < cfg.Workers+SpareConns:
-		return nil, &ConnLimitError{Allowed: allowed, Workers: cfg.Workers, Needed: cfg.Workers + SpareConns}
+	case allowed < need+SpareConns:
+		return nil, &ConnLimitError{Allowed: allowed, Workers: cfg.Workers, Needed: need + SpareConns}
 	}
-	w := &Worker{}
+	w := &Worker{rec: newRecorder(q, cfg.Workers, logf)}
 	step := func(ctx context.Context, i int) (bool, error) {
-		res, err := q.Process(context.WithValue(ctx, workerKey{}, i), cfg.Handler)
+		res, err := q.process(context.WithValue(ctx, workerKey{}, i), cfg.Handler, w.rec)
 		if err != nil {
 			w.errored.Add(1)
 		}
@@ -148,6 +151,7 @@ func (q *Queue) StartWorker(ctx context.Context, cfg *WorkerConfig) (*Worker, er
 		Logf: cfg.Logf,
 	}, step)
 	if err != nil {
+		w.rec.close()
 		return nil, err
 	}
 	return w, nil
@@ -157,10 +161,17 @@ func (q *Queue) StartWorker(ctx context.Context, cfg *WorkerConfig) (*Worker, er
 // commit. If ctx ends first, it cancels them (their transactions roll back
 // and the jobs return to the queue, with no attempt counted) and returns
 // ctx's error once they have returned.
-func (w *Worker) Stop(ctx context.Context) error { return w.pool.Stop(ctx) }
+func (w *Worker) Stop(ctx context.Context) error {
+	err := w.pool.Stop(ctx)
+	w.rec.close()
+	return err
+}
 
 // Wait blocks until every worker goroutine has returned.
-func (w *Worker) Wait() { w.pool.Wait() }
+func (w *Worker) Wait() {
+	w.pool.Wait()
+	w.rec.close()
+}
 
 // Counts reports what the workers have done so far.
 func (w *Worker) Counts() WorkerCounts {

@@ -111,6 +111,14 @@ WITH "moved" AS (DELETE FROM /* TEMPLATE: queue_table */ WHERE "id" = $1
 INSERT INTO /* TEMPLATE: dead_table */ ("id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at")
 SELECT "id", "queue", "payload", "max_attempts", "max_attempts", $2, "created_at" FROM "moved";
 
+-- name: amend_dead
+-- Gives a job that bury_lost moved to job_dead the error of its last
+-- attempt: $1 the id, $2 the error, $3 the prefix of bury_lost's text.
+-- The attempt had failed, but another worker claimed the job (its count
+-- then said the attempts were used up) before the failure was recorded.
+UPDATE /* TEMPLATE: dead_table */ SET "last_error" = $2
+WHERE "id" = $1 AND left("last_error", length($3::text)) = $3::text;
+
 -- name: insert
 -- Adds jobs from three parallel arrays: queues, payloads (JSON text), max
 -- attempts.

@@ -97,6 +97,9 @@ func TestConfigValidation(t *testing.T) {
 		{Queue: "with\ncontrol"},
 		{EnqueueBatch: -1},
 		{MaxPayloadBytes: -1},
+		{RetryBase: -time.Second},
+		{RetryMax: -time.Second},
+		{RetryBase: time.Minute, RetryMax: time.Second},
 	} {
 		if _, err := fanout.New(db, &c); !skiplock.IsUsage(err) {
 			t.Errorf("%+v: want a usage error, got %v", c, err)

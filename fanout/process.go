@@ -187,11 +187,15 @@ func (q *Queue) handle(ctx context.Context, tx skiplock.Tx, h Handler, job *skip
 	return nil
 }
 
+// lostPrefix begins the last_error of a job bury_lost moved to job_dead;
+// amend_dead recognizes it.
+const lostPrefix = "no result was recorded for attempt "
+
 // buryLost moves a claimed job whose attempts are used up to job_dead,
 // without running it, in the claim's transaction. Its last attempt left
 // no failure behind: its worker died.
 func (q *Queue) buryLost(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
-	msg := fmt.Sprintf("attempt %d of %d ended without a recorded result: its worker died, was killed or lost its connection mid-job (or stalled until another worker took the job over)",
+	msg := fmt.Sprintf(lostPrefix+"%d of %d: its worker died, was killed or lost its connection mid-job (or its failure was not recorded yet when this claim found the attempts used up)",
 		job.MaxAttempts, job.MaxAttempts)
 	if job.LastError != "" {
 		msg += "; the last recorded error: " + job.LastError
@@ -234,8 +238,9 @@ func (q *Queue) claim(ctx context.Context, tx skiplock.Tx) (*skiplock.Job, error
 // recordFailure records the failed attempt number n of job id, after the
 // rollback: last_error, attempts, and either the backoff before the next
 // attempt or, when the job has used its attempts, its move to job_dead. It
-// finds the job gone when another worker has processed it since, and then
-// does nothing.
+// finds the job gone when another worker has processed it since (and then
+// does nothing), or has moved it to job_dead because its count said its
+// attempts were used up (and then gives the dead row this error).
 //
 // The first statement waits if another worker claimed the job in the
 // moment since the rollback: when that worker commits, the job is gone and
@@ -251,7 +256,14 @@ func (q *Queue) recordFailure(ctx context.Context, id string, n int, cause error
 			found = true
 			return r.Scan(&attempts, &maxA)
 		})
-		if err != nil || !found {
+		if err != nil {
+			return err
+		}
+		if !found {
+			// Processed since, or buried by a claim that found the
+			// attempts used up before this failure was recorded: then
+			// the dead row gets this attempt's error.
+			_, err := tx.Exec(ctx, q.sql.amendDead, id, msg, lostPrefix)
 			return err
 		}
 		if attempts < maxA {

@@ -13,7 +13,7 @@ import (
 // identifier is quoted; every value is a $n parameter.
 type statements struct {
 	claim, del, fail, bury, insert, queued, dead, exists string
-	count, giveBack, backoff, buryLost                   string
+	count, giveBack, backoff, buryLost, amendDead        string
 	cancelByID, retryByID, deleteByID, whereByID         string
 }
 
@@ -48,7 +48,7 @@ func render(schemaName string) statements {
 	err := sqlFile.Fill(sqlVars(nil, schemaName), map[string]*string{
 		"claim": &s.claim, "del": &s.del, "fail": &s.fail, "bury": &s.bury,
 		"insert": &s.insert, "queued": &s.queued, "dead": &s.dead, "exists": &s.exists,
-		"count": &s.count, "give_back": &s.giveBack, "backoff": &s.backoff, "bury_lost": &s.buryLost,
+		"count": &s.count, "give_back": &s.giveBack, "backoff": &s.backoff, "bury_lost": &s.buryLost, "amend_dead": &s.amendDead,
 		"cancel_by_id": &s.cancelByID, "retry_by_id": &s.retryByID, "delete_by_id": &s.deleteByID, "where_by_id": &s.whereByID,
 	})
 	if err != nil {
@@ -64,7 +64,7 @@ func (s statements) all() map[string]string {
 	return map[string]string{
 		"claim": s.claim, "del": s.del, "fail": s.fail, "bury": s.bury,
 		"insert": s.insert, "queued": s.queued, "dead": s.dead, "exists": s.exists,
-		"count": s.count, "give_back": s.giveBack, "backoff": s.backoff, "bury_lost": s.buryLost,
+		"count": s.count, "give_back": s.giveBack, "backoff": s.backoff, "bury_lost": s.buryLost, "amend_dead": s.amendDead,
 		"cancel_by_id": s.cancelByID, "retry_by_id": s.retryByID, "delete_by_id": s.deleteByID, "where_by_id": s.whereByID,
 	}
 }

@@ -535,7 +535,7 @@ func table(c *Config, name string) string {
 
 // empty removes every job from the bench schema's queue tables.
 func empty(ctx context.Context, c *Config, db *skiplock.DB) error {
-	for _, t := range []string{schema.JobsTable, schema.JobQueueTable, schema.DeadJobTable, schema.WorkLogTable} {
+	for _, t := range []string{schema.JobsTable, schema.JobQueueTable, schema.JobAttemptTable, schema.DeadJobTable, schema.WorkLogTable} {
 		if _, err := db.Exec(ctx, "DELETE FROM "+table(c, t)); err != nil {
 			return fmt.Errorf("empty %s: %w", table(c, t), err)
 		}

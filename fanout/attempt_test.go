@@ -233,3 +233,39 @@ func TestBackoff(t *testing.T) {
 		}
 	}
 }
+
+// TestCancelAndRetryResetTheCount: a job that failed and waits out an
+// hour's backoff can be cancelled (its attempt count goes with it) and
+// retried: it is claimable at once, as its first attempt.
+func TestCancelAndRetryResetTheCount(t *testing.T) {
+	q, db, s := setup(t, 0, &fanout.Config{RetryBase: time.Hour, RetryMax: time.Hour})
+	ctx := context.Background()
+	id, err := q.Enqueue(ctx, skiplock.NewJob{MaxAttempts: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := q.Process(ctx, func(context.Context, skiplock.Tx, *skiplock.Job) error { return errors.New("fails") })
+	if err != nil || res.HandlerErr == nil || res.Dead {
+		t.Fatalf("first attempt: %+v %v", res, err)
+	}
+	attempts := table(s, schema.JobAttemptTable)
+	if got := count(t, db, "SELECT count(*) FROM "+attempts+" WHERE job_id = $1", id); got != 1 {
+		t.Fatalf("no attempt count after a failure")
+	}
+	if err := q.CancelJob(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	if got := count(t, db, "SELECT count(*) FROM "+attempts); got != 0 {
+		t.Errorf("cancel left %d attempt rows", got)
+	}
+	if err := q.RetryJob(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	res, err = q.Process(ctx, func(context.Context, skiplock.Tx, *skiplock.Job) error { return nil })
+	if err != nil || res.Job == nil || res.Job.ID != id || res.Job.Attempts != 1 || res.HandlerErr != nil {
+		t.Fatalf("after retry: %+v %v", res, err)
+	}
+	if got := count(t, db, "SELECT count(*) FROM "+attempts); got != 0 {
+		t.Errorf("success left %d attempt rows", got)
+	}
+}

@@ -163,6 +163,7 @@ func (q *Queue) process(ctx context.Context, h Handler, c counter) (Result, erro
 		res.HandlerErr = he.err
 		return res, fmt.Errorf("fanout: stopped while handling job %s (%v); it is back in the queue", res.Job.ID, ctx.Err())
 	}
+	res.Dead = false // a move to job_dead that did not commit (or may not have)
 	return res, fmt.Errorf("fanout: process a job of queue %q: %w", q.cfg.Queue, err)
 }
 

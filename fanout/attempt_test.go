@@ -61,7 +61,9 @@ func waitEmpty(t *testing.T, q *fanout.Queue, limit time.Duration, state func() 
 // the job in between.)
 func TestHandlerRunsAtMostMaxAttempts(t *testing.T) {
 	const n, maxAttempts, workers = 200, 3, 8
-	q, db, s := setup(t, workers+2, &fanout.Config{RetryBase: time.Millisecond, RetryMax: 4 * time.Millisecond})
+	// The smallest pool StartWorker accepts: one connection per worker
+	// and the one that counts attempts, which must never wait for theirs.
+	q, db, s := setup(t, workers+1, &fanout.Config{RetryBase: time.Millisecond, RetryMax: 4 * time.Millisecond})
 	ctx := context.Background()
 	in := jobs(n)
 	for i := range in {

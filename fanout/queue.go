@@ -240,7 +240,8 @@ func (q *Queue) insert(ctx context.Context, db skiplock.Querier, c jobColumnsIn)
 // Stats are a snapshot of the fanout tables.
 type Stats struct {
 	// Queued counts live jobs (rows in job_queue), those being processed
-	// right now included: fanout cannot tell them apart without locking.
+	// right now and those waiting out a backoff after a failure included:
+	// fanout cannot tell the running ones apart without locking.
 	Queued int64
 	// Dead counts jobs in job_dead.
 	Dead int64

@@ -32,7 +32,8 @@ func (fanoutCLI) enqueue(ctx context.Context, db *skiplock.DB, schemaName string
 }
 
 // workPoolSpare is how many connections the work command's pool has beyond
-// one per worker, for the --until-empty probe.
+// one per worker: the one the Worker reserves to count attempts, and one
+// for the --until-empty probe.
 const workPoolSpare = 2
 
 func (fanoutCLI) work(ctx context.Context, e *env, db *skiplock.DB, o workOptions) (workReport, error) {

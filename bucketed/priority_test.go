@@ -209,9 +209,9 @@ func replayOrder(t *testing.T, buckets int, all map[string]orderJob, order []ord
 	}
 }
 
-// TestExhaustedLeaseIsNeverClaimed: a job whose worker died on its last
-// attempt is not claimed again when its lease expires (it stays for the
-// rescuer to fail), while a job with attempts left is.
+// TestExhaustedLeaseIsNeverClaimed: claims never take an expired lease;
+// the rescuer puts back the job with attempts left, which is then claimed,
+// and fails the one whose worker died on its last attempt.
 func TestExhaustedLeaseIsNeverClaimed(t *testing.T) {
 	t.Parallel()
 	q, name := newQueue(t, nil)
@@ -225,12 +225,16 @@ func TestExhaustedLeaseIsNeverClaimed(t *testing.T) {
 	if _, err := q.DB().Exec(ctx, `UPDATE `+jobsTable(name)+` SET "lease_expires_at" = now() - INTERVAL '1 second'`); err != nil {
 		t.Fatal(err)
 	}
-	again, err := q.Dequeue(ctx, "default", 2)
-	if err != nil || len(again) != 1 || string(again[0].Payload) != `"again"` || again[0].Attempts != 2 {
-		t.Fatalf("after the leases expired: claimed %d jobs (%v); want only the one with attempts left", len(again), err)
+	if again, err := q.Dequeue(ctx, "default", 2); err != nil || len(again) != 0 {
+		t.Fatalf("a claim took %d expired leases (%v): that is the rescuer's work", len(again), err)
 	}
-	if n := count(t, q.DB(), `SELECT count(*) FROM `+jobsTable(name)+` WHERE "status" = 'Running' AND "attempts" = 1 AND "max_attempts" = 1`); n != 1 {
-		t.Fatalf("the exhausted job is not left Running for the rescuer: %d", n)
+	rescue(t, q.DB(), name)
+	again := dequeueSoon(t, q, "")
+	if len(again) != 1 || string(again[0].Payload) != `"again"` || again[0].Attempts != 2 {
+		t.Fatalf("after the rescue: claimed %d jobs; want only the one with attempts left", len(again))
+	}
+	if n := count(t, q.DB(), `SELECT count(*) FROM `+jobsTable(name)+` WHERE "status" = 'Failed' AND "attempts" = 1 AND "max_attempts" = 1`); n != 1 {
+		t.Fatalf("the exhausted job was not failed by the rescuer: %d", n)
 	}
 }
 

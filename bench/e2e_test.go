@@ -207,7 +207,7 @@ func TestLatencyBaselineByJobCount(t *testing.T) {
 func TestTooFewConnections(t *testing.T) {
 	c, _ := config(t, bench.Config{Scenario: bench.ScenarioLatency, Mode: bench.ModeTx, Workers: bench.MaxWorkers, Duration: time.Second})
 	_, err := bench.Run(context.Background(), c)
-	if !skiplock.IsUsage(err) || !strings.Contains(err.Error(), "--mode tx with 10000 workers needs 10005: raise max_connections or use --mode lease") ||
+	if !skiplock.IsUsage(err) || !strings.Contains(err.Error(), "--mode tx with 10000 workers needs 10006: raise max_connections or use --mode lease") ||
 		!strings.Contains(err.Error(), "server allows ") {
 		t.Fatalf("err = %v", err)
 	}

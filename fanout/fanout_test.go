@@ -214,7 +214,8 @@ func TestEnqueueTxFollowsTheCallersTransaction(t *testing.T) {
 // mapped error path of each driver adapter is exercised too.
 func TestHandlerEnqueuesFollowUpInItsTransaction(t *testing.T) {
 	testdb.ForEachDriver(t, func(t *testing.T, d testdb.Driver) {
-		q, db, s := setupOn(t, d, 0, nil)
+		// No backoff, so the failed job is claimable again at once.
+		q, db, s := setupOn(t, d, 0, &fanout.Config{RetryBase: time.Nanosecond, RetryMax: time.Nanosecond})
 		ctx := context.Background()
 		follow, err := fanout.New(db, &fanout.Config{Schema: s, Queue: "follow-up"})
 		if err != nil {

@@ -81,39 +81,45 @@ FROM unnest($2::INT2[]) AS h (bucket) CROSS JOIN LATERAL (
   ORDER BY "priority", "run_at", "id" LIMIT 1) AS x;
 
 -- Lease operations take parallel arrays of ids ($1) and lease tokens ($2)
--- and touch only rows still Running under that token (the fence).
+-- and touch only rows still Running under that token (the fence). The
+-- extra "id" = ANY($1) steers the planner to primary-key lookups, and the
+-- status is compared as text so that the partial index of Running jobs
+-- (jobs_lease_expiry, the rescuer's) is not a candidate: PostgreSQL chose
+-- to scan it whole for every completion, reading every dead entry it held
+-- (seen with `bench tombstones`: 6.3 million index tuples read for 250
+-- completions of 200 jobs; none after this change).
 
 -- name: complete
 UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Success', "finished_at" = now(), "lease_expires_at" = NULL, "last_updated" = now()
 FROM unnest($1::INT8[], $2::INT8[]) AS c (id, token)
-WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status" = 'Running'
+WHERE j."id" = ANY($1::INT8[]) AND j."id" = c.id AND j."lease_token" = c.token AND j."status"::TEXT = 'Running'
 RETURNING j."id";
 
 -- name: cancel
 UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Canceled', "finished_at" = now(), "lease_expires_at" = NULL, "last_updated" = now()
 FROM unnest($1::INT8[], $2::INT8[]) AS c (id, token)
-WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status" = 'Running'
+WHERE j."id" = ANY($1::INT8[]) AND j."id" = c.id AND j."lease_token" = c.token AND j."status"::TEXT = 'Running'
 RETURNING j."id";
 
 -- name: release
 -- Gives the jobs back without counting the attempt.
 UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Queued', "attempts" = GREATEST(j."attempts" - 1, 0), "lease_expires_at" = NULL, "last_updated" = now()
 FROM unnest($1::INT8[], $2::INT8[]) AS c (id, token)
-WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status" = 'Running'
+WHERE j."id" = ANY($1::INT8[]) AND j."id" = c.id AND j."lease_token" = c.token AND j."status"::TEXT = 'Running'
 RETURNING j."id";
 
 -- name: extend
 -- Extends leases to now + $3 seconds and returns the new expiry.
 UPDATE /* TEMPLATE: table */ AS j SET "lease_expires_at" = now() + $3::FLOAT8 * INTERVAL '1 second', "last_updated" = now()
 FROM unnest($1::INT8[], $2::INT8[]) AS c (id, token)
-WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status" = 'Running'
+WHERE j."id" = ANY($1::INT8[]) AND j."id" = c.id AND j."lease_token" = c.token AND j."status"::TEXT = 'Running'
 RETURNING j."id", j."lease_expires_at";
 
 -- name: extend_ids
 -- extend, returning only the ids.
 UPDATE /* TEMPLATE: table */ AS j SET "lease_expires_at" = now() + $3::FLOAT8 * INTERVAL '1 second', "last_updated" = now()
 FROM unnest($1::INT8[], $2::INT8[]) AS c (id, token)
-WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status" = 'Running'
+WHERE j."id" = ANY($1::INT8[]) AND j."id" = c.id AND j."lease_token" = c.token AND j."status"::TEXT = 'Running'
 RETURNING j."id";
 
 -- name: fail
@@ -125,13 +131,13 @@ UPDATE /* TEMPLATE: table */ AS j SET
   "run_at" = CASE WHEN j."attempts" >= j."max_attempts" THEN j."run_at" ELSE now() + c.delay * INTERVAL '1 second' END,
   "last_error" = c.err, "lease_expires_at" = NULL, "last_updated" = now()
 FROM unnest($1::INT8[], $2::INT8[], $3::TEXT[], $4::FLOAT8[]) AS c (id, token, err, delay)
-WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status" = 'Running'
+WHERE j."id" = ANY($1::INT8[]) AND j."id" = c.id AND j."lease_token" = c.token AND j."status"::TEXT = 'Running'
 RETURNING j."id";
 
 -- name: completed_with
 -- After an ambiguous commit: which of these leases did complete.
 SELECT j."id" FROM /* TEMPLATE: table */ AS j, unnest($1::INT8[], $2::INT8[]) AS c (id, token)
-WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status" = 'Success';
+WHERE j."id" = ANY($1::INT8[]) AND j."id" = c.id AND j."lease_token" = c.token AND j."status" = 'Success';
 
 -- name: delete_finished
 -- Retention: up to $2 jobs that finished more than $1 seconds ago, oldest

@@ -11,6 +11,14 @@
 // SQLSTATE through a SQLState() method, so jackc and yugabyte pgx errors
 // and any %w wrapping of them classify alike.
 //
+// A statement before COMMIT that fails with 57P01 (admin_shutdown: the
+// backend was terminated, or a draining CockroachDB node closed the
+// session) is retried: the transaction was open, so nothing of it can have
+// committed, and the next attempt takes another connection. Classify
+// assumes that context; a caller classifying an autocommit statement's
+// 57P01 must treat it as ambiguous itself, since the statement may have
+// committed before the session ended.
+//
 // A COMMIT that fails is judged apart from other statements: it is known
 // not to have committed only when the server answered it with an ordinary
 // ERROR (a rollback, such as a 40001 found at commit), and that error is

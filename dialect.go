@@ -36,11 +36,27 @@ type Dialect struct {
 	// CoveringRefusesKey is true where every index already carries the
 	// primary key and naming it as covered is an error (CockroachDB).
 	CoveringRefusesKey bool
-	// DefaultIsolation is the isolation level queue transactions ask for:
-	// READ COMMITTED where SKIP LOCKED needs it (YugabyteDB refuses
-	// FOR UPDATE SKIP LOCKED at SERIALIZABLE), the engine's default
-	// otherwise.
+	// DefaultIsolation is the isolation level every queue, maintenance and
+	// migration transaction states in its BEGIN: READ COMMITTED on
+	// PostgreSQL and YugabyteDB (YugabyteDB refuses FOR UPDATE SKIP LOCKED
+	// at SERIALIZABLE), SERIALIZABLE on CockroachDB. Never IsoDefault: a
+	// session's default_transaction_isolation is the operator's to set
+	// (CockroachDB's can be READ COMMITTED), so a level left to the server
+	// is a level nobody chose (docs/design.md, "Retries, isolation and
+	// ambiguous commits").
 	DefaultIsolation IsoLevel
+	// DurableLocks is the statement, run first in a transaction, that makes
+	// its row locks survive a lease transfer, a range split or a node's
+	// loss until the transaction ends; "" where they already do. The
+	// fanout layout, which holds its claimed row's lock while the handler
+	// runs, sends it. CockroachDB keeps SERIALIZABLE transactions'
+	// FOR UPDATE locks best-effort, in the leaseholder's memory, unless
+	// enable_durable_locking_for_serializable (v23.2 and later) is on; then
+	// they are replicated through Raft, as READ COMMITTED's always are, at
+	// the cost of a replicated write per locking statement. PostgreSQL's
+	// locks live as long as the session that holds them, and YugabyteDB
+	// writes explicit row locks as replicated intents.
+	DurableLocks string
 
 	// UUIDText is an expression giving a random UUID as text.
 	UUIDText string
@@ -112,9 +128,15 @@ var dialects = map[Engine]*Dialect{
 		CoveringRefusesKey:    true,
 		CreateTypeIfNotExists: true,
 		// SERIALIZABLE is CockroachDB's default and the level its docs
-		// recommend; READ COMMITTED is opt-in from v23.2.
-		DefaultIsolation: IsoDefault,
-		UUIDText:         "gen_random_uuid()::STRING",
+		// recommend, but a role's or session's default can be READ
+		// COMMITTED (v23.2 and later), so it is stated, not inherited.
+		DefaultIsolation: IsoSerializable,
+		// session-variables.md, enable_durable_locking_for_serializable;
+		// architecture/transaction-layer.md, "unreplicated locks"
+		// (cockroachdb/cockroach#107749). SET LOCAL scopes it to the
+		// transaction, so the pool's connection goes back unchanged.
+		DurableLocks: "SET LOCAL enable_durable_locking_for_serializable = on",
+		UUIDText:     "gen_random_uuid()::STRING",
 		// unordered_unique_rowid() avoids a sequence and, unlike
 		// unique_rowid(), is not ordered by time, so new rows do not all
 		// land at the end of one range (understand-hotspots.md,

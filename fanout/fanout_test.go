@@ -1005,3 +1005,52 @@ func TestWorkerQueue(t *testing.T) {
 		t.Errorf("%d jobs of the default queue left, want 2 (not this worker's)", n)
 	}
 }
+
+// TestDurableLocksStatementScopesTheHoldingTransaction runs Process with a
+// PostgreSQL SET LOCAL in place of CockroachDB's durable-locking statement
+// (Dialect.DurableLocks): the handler's transaction sees the setting, the
+// enqueue's does not, and no pooled connection keeps it afterwards. The
+// engines' own statements are checked apart: empty on PostgreSQL and
+// YugabyteDB, and parsed with CockroachDB's grammar by internal/crdbcheck.
+func TestDurableLocksStatementScopesTheHoldingTransaction(t *testing.T) {
+	q, db, _ := setup(t, 2, nil)
+	ctx := context.Background()
+	if got := db.Dialect().DurableLocks; got != "" {
+		t.Fatalf("PostgreSQL's dialect sends %q first in every fanout claim; want nothing", got)
+	}
+	fanout.SetDurableLocks(q, "SET LOCAL application_name = 'skiplock_durable_locks'")
+	if _, err := q.EnqueueMany(ctx, jobs(3)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		var seen string
+		res, err := q.Process(ctx, func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
+			return tx.QueryRow(ctx, "SELECT current_setting('application_name')").Scan(&seen)
+		})
+		if err != nil || res.Job == nil || res.HandlerErr != nil {
+			t.Fatalf("process %d: %+v, %v", i, res, err)
+		}
+		if seen != "skiplock_durable_locks" {
+			t.Errorf("process %d: the handler's transaction has application_name %q, want the statement's", i, seen)
+		}
+	}
+	// Both pooled connections ran claims; neither keeps the setting.
+	for i := range 4 {
+		var name string
+		if err := db.QueryRow(ctx, "SELECT current_setting('application_name')").Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		if name == "skiplock_durable_locks" {
+			t.Fatalf("query %d: a pooled connection kept the setting after its transaction", i)
+		}
+	}
+	fanout.SetDurableLocks(q, "SET LOCAL no_such_setting = 1")
+	if _, err := q.Enqueue(ctx, skiplock.NewJob{}); err != nil {
+		t.Fatal(err)
+	}
+	called := false
+	_, err := q.Process(ctx, func(context.Context, skiplock.Tx, *skiplock.Job) error { called = true; return nil })
+	if err == nil || called {
+		t.Fatalf("a failing durable-locks statement: Process = %v, handler called %v; want an error and no handler", err, called)
+	}
+}

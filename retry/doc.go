@@ -58,9 +58,11 @@
 //     handler runs, wants the flag most: a READ COMMITTED transaction cannot
 //     be wounded by a higher-priority one, a snapshot one can, and its job
 //     then runs again.
-//   - CockroachDB: SERIALIZABLE, its default (Dialect.DefaultIsolation is
-//     IsoDefault). SKIP LOCKED works there; retries are expected and Run
-//     handles them. READ COMMITTED is opt-in (v23.2 behind the cluster
+//   - CockroachDB: SERIALIZABLE, stated in BEGIN (Dialect.DefaultIsolation
+//     is IsoSerializable): it is the engine's default, but a role or
+//     session default_transaction_isolation can make READ COMMITTED the
+//     level of a BEGIN that names none. SKIP LOCKED works there; retries
+//     are expected and Run handles them. READ COMMITTED is opt-in (v23.2 behind the cluster
 //     setting sql.txn.read_committed_isolation.enabled, on by default from
 //     v24.1; with the setting off the server silently upgrades to
 //     SERIALIZABLE) and moves most retries to the server. For the fanout

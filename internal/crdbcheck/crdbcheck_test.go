@@ -247,6 +247,22 @@ func TestCockroachDDLParses(t *testing.T) {
 	}
 }
 
+// TestCockroachDialectStatementsParse parses the statements the CockroachDB
+// dialect itself carries: the durable-locking SET LOCAL the fanout layout
+// runs first in its claim transactions, and the BEGIN of its isolation
+// level as both drivers spell it.
+func TestCockroachDialectStatementsParse(t *testing.T) {
+	d := skiplock.EngineCockroach.Dialect()
+	if d.DurableLocks == "" || d.DefaultIsolation == skiplock.IsoDefault {
+		t.Fatalf("the CockroachDB dialect states no durable-locking statement (%q) or no isolation (%q)", d.DurableLocks, d.DefaultIsolation)
+	}
+	for _, sql := range []string{d.DurableLocks, "begin isolation level " + string(d.DefaultIsolation)} {
+		if n, err := Parse(sql); err != nil || n != 1 {
+			t.Errorf("%q: %d statements, %v", sql, n, err)
+		}
+	}
+}
+
 // TestParseRejects keeps the check honest: the grammar refuses what
 // CockroachDB refuses, including YugabyteDB's extensions.
 func TestParseRejects(t *testing.T) {

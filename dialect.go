@@ -19,6 +19,17 @@ type Dialect struct {
 	// (CockroachDB's USING HASH). Where false, queue code fans out itself
 	// with one UNION ALL branch per bucket, as the YugabyteDB data model does.
 	ShardedIndexFansOut bool
+	// KeyJoinDML is true where an UPDATE or DELETE of a limited set of rows
+	// must take them by a primary-key join to its limited subquery
+	// (UPDATE ... FROM, DELETE ... USING) rather than by
+	// id = ANY(ARRAY(subquery)), which CockroachDB does not turn into a
+	// constraint: its UPDATE would scan, and implicitly lock, the whole
+	// table (cockroachdb/cockroach#23264). Where false (PostgreSQL,
+	// YugabyteDB), ANY(ARRAY(...)) is kept on purpose: it collects the ids
+	// once, where a LIMIT subquery joined to the UPDATE may run more than
+	// once (docs/design.md, "A LIMIT subquery under an UPDATE can run more
+	// than once").
+	KeyJoinDML bool
 	// RangeSplits is true where a table can be pre-split into ranges or
 	// tablets at chosen key values; SplitInCreate says whether the split
 	// points go in CREATE TABLE (YugabyteDB's SPLIT AT VALUES) or in a later
@@ -123,6 +134,7 @@ var dialects = map[Engine]*Dialect{
 	EngineCockroach: {
 		Engine:                EngineCockroach,
 		ShardedIndexFansOut:   true,
+		KeyJoinDML:            true,
 		RangeSplits:           true,
 		Covering:              "STORING",
 		CoveringRefusesKey:    true,

@@ -36,8 +36,9 @@ var testFiles = map[string]map[string]string{
 }
 
 // scriptFiles match files of plain CockroachDB statements, parsed whole:
-// the golden DDL, which is what `skiplock schema print` prints.
-var scriptFiles = []string{"schema/testdata/cockroach_*.sql"}
+// the golden DDL, which is what `skiplock schema print` prints, and the
+// golden CockroachDB claim of the bucketed layout.
+var scriptFiles = []string{"schema/testdata/cockroach_*.sql", "bucketed/testdata/cockroach_*.sql"}
 
 // migrationFiles match the frozen CockroachDB migrations, which
 // TestCockroachDDLParses checks as schema.DDL renders them (for split and

@@ -64,7 +64,9 @@ type Dialect struct {
 	// FOR UPDATE locks best-effort, in the leaseholder's memory, unless
 	// enable_durable_locking_for_serializable (v23.2 and later) is on; then
 	// they are replicated through Raft, as READ COMMITTED's always are, at
-	// the cost of a replicated write per locking statement. PostgreSQL's
+	// the cost of a replicated write per locking statement. With SKIP
+	// LOCKED that needs v24.1 or later (cockroachdb/cockroach#117888; v23.2
+	// refuses SKIP LOCKED over replicated locks, #116461). PostgreSQL's
 	// locks live as long as the session that holds them, and YugabyteDB
 	// writes explicit row locks as replicated intents.
 	DurableLocks string

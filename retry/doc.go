@@ -62,11 +62,12 @@
 //     is IsoSerializable): it is the engine's default, but a role or
 //     session default_transaction_isolation can make READ COMMITTED the
 //     level of a BEGIN that names none. SKIP LOCKED works there; retries
-//     are expected and Run handles them. READ COMMITTED is opt-in (v23.2 behind the cluster
-//     setting sql.txn.read_committed_isolation.enabled, on by default from
-//     v24.1; with the setting off the server silently upgrades to
-//     SERIALIZABLE) and moves most retries to the server. For the fanout
-//     layout a retry re-runs the handler: handlers must be idempotent.
+//     are expected and Run handles them. READ COMMITTED is opt-in (v23.2
+//     behind the cluster setting sql.txn.read_committed_isolation.enabled,
+//     on by default from v24.1; with the setting off the server silently
+//     upgrades to SERIALIZABLE) and moves most retries to the server. For
+//     the fanout layout a retry re-runs the handler: handlers must be
+//     idempotent.
 //
 // # CockroachDB: a whole-transaction retry, not SAVEPOINT cockroach_restart
 //

@@ -19,6 +19,17 @@ type Dialect struct {
 	// (CockroachDB's USING HASH). Where false, queue code fans out itself
 	// with one UNION ALL branch per bucket, as the YugabyteDB data model does.
 	ShardedIndexFansOut bool
+	// KeyJoinDML is true where an UPDATE or DELETE of a limited set of rows
+	// must take them by a primary-key join to its limited subquery
+	// (UPDATE ... FROM, DELETE ... USING) rather than by
+	// id = ANY(ARRAY(subquery)), which CockroachDB does not turn into a
+	// constraint: its UPDATE would scan, and implicitly lock, the whole
+	// table (cockroachdb/cockroach#23264). Where false (PostgreSQL,
+	// YugabyteDB), ANY(ARRAY(...)) is kept on purpose: it collects the ids
+	// once, where a LIMIT subquery joined to the UPDATE may run more than
+	// once (docs/design.md, "A LIMIT subquery under an UPDATE can run more
+	// than once").
+	KeyJoinDML bool
 	// RangeSplits is true where a table can be pre-split into ranges or
 	// tablets at chosen key values; SplitInCreate says whether the split
 	// points go in CREATE TABLE (YugabyteDB's SPLIT AT VALUES) or in a later
@@ -36,11 +47,29 @@ type Dialect struct {
 	// CoveringRefusesKey is true where every index already carries the
 	// primary key and naming it as covered is an error (CockroachDB).
 	CoveringRefusesKey bool
-	// DefaultIsolation is the isolation level queue transactions ask for:
-	// READ COMMITTED where SKIP LOCKED needs it (YugabyteDB refuses
-	// FOR UPDATE SKIP LOCKED at SERIALIZABLE), the engine's default
-	// otherwise.
+	// DefaultIsolation is the isolation level every queue, maintenance and
+	// migration transaction states in its BEGIN: READ COMMITTED on
+	// PostgreSQL and YugabyteDB (YugabyteDB refuses FOR UPDATE SKIP LOCKED
+	// at SERIALIZABLE), SERIALIZABLE on CockroachDB. Never IsoDefault: a
+	// session's default_transaction_isolation is the operator's to set
+	// (CockroachDB's can be READ COMMITTED), so a level left to the server
+	// is a level nobody chose (docs/design.md, "Retries, isolation and
+	// ambiguous commits").
 	DefaultIsolation IsoLevel
+	// DurableLocks is the statement, run first in a transaction, that makes
+	// its row locks survive a lease transfer, a range split or a node's
+	// loss until the transaction ends; "" where they already do. The
+	// fanout layout, which holds its claimed row's lock while the handler
+	// runs, sends it. CockroachDB keeps SERIALIZABLE transactions'
+	// FOR UPDATE locks best-effort, in the leaseholder's memory, unless
+	// enable_durable_locking_for_serializable (v23.2 and later) is on; then
+	// they are replicated through Raft, as READ COMMITTED's always are, at
+	// the cost of a replicated write per locking statement. With SKIP
+	// LOCKED that needs v24.1 or later (cockroachdb/cockroach#117888; v23.2
+	// refuses SKIP LOCKED over replicated locks, #116461). PostgreSQL's
+	// locks live as long as the session that holds them, and YugabyteDB
+	// writes explicit row locks as replicated intents.
+	DurableLocks string
 
 	// UUIDText is an expression giving a random UUID as text.
 	UUIDText string
@@ -107,14 +136,21 @@ var dialects = map[Engine]*Dialect{
 	EngineCockroach: {
 		Engine:                EngineCockroach,
 		ShardedIndexFansOut:   true,
+		KeyJoinDML:            true,
 		RangeSplits:           true,
 		Covering:              "STORING",
 		CoveringRefusesKey:    true,
 		CreateTypeIfNotExists: true,
 		// SERIALIZABLE is CockroachDB's default and the level its docs
-		// recommend; READ COMMITTED is opt-in from v23.2.
-		DefaultIsolation: IsoDefault,
-		UUIDText:         "gen_random_uuid()::STRING",
+		// recommend, but a role's or session's default can be READ
+		// COMMITTED (v23.2 and later), so it is stated, not inherited.
+		DefaultIsolation: IsoSerializable,
+		// session-variables.md, enable_durable_locking_for_serializable;
+		// architecture/transaction-layer.md, "unreplicated locks"
+		// (cockroachdb/cockroach#107749). SET LOCAL scopes it to the
+		// transaction, so the pool's connection goes back unchanged.
+		DurableLocks: "SET LOCAL enable_durable_locking_for_serializable = on",
+		UUIDText:     "gen_random_uuid()::STRING",
 		// unordered_unique_rowid() avoids a sequence and, unlike
 		// unique_rowid(), is not ordered by time, so new rows do not all
 		// land at the end of one range (understand-hotspots.md,

@@ -54,6 +54,27 @@ func TestEveryEngineHasADialect(t *testing.T) {
 	}
 }
 
+// TestEveryEngineStatesItsIsolation: every engine's queue transactions name
+// their level in BEGIN (issue 14 item 8), READ COMMITTED where SKIP LOCKED
+// needs it and SERIALIZABLE on CockroachDB, whose session default may be
+// READ COMMITTED; only CockroachDB needs a statement to make locks durable.
+func TestEveryEngineStatesItsIsolation(t *testing.T) {
+	want := map[skiplock.Engine]skiplock.IsoLevel{
+		skiplock.EnginePostgres:  skiplock.IsoReadCommitted,
+		skiplock.EngineYugabyte:  skiplock.IsoReadCommitted,
+		skiplock.EngineCockroach: skiplock.IsoSerializable,
+	}
+	for _, e := range skiplock.Engines {
+		d := e.Dialect()
+		if d.DefaultIsolation != want[e] {
+			t.Errorf("%s: DefaultIsolation %q, want %q", e, d.DefaultIsolation, want[e])
+		}
+		if durable := d.DurableLocks != ""; durable != (e == skiplock.EngineCockroach) {
+			t.Errorf("%s: DurableLocks %q", e, d.DurableLocks)
+		}
+	}
+}
+
 func TestOpenDetectsPostgresAndRunsQueries(t *testing.T) {
 	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 3})
 	if db.Engine() != skiplock.EnginePostgres {

@@ -80,6 +80,73 @@ FROM unnest($2::INT2[]) AS h (bucket) CROSS JOIN LATERAL (
   WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now()
   ORDER BY "priority", "run_at", "id" LIMIT 1) AS x;
 
+-- name: heads_key_join
+-- The heads probe where claims are key joins (CockroachDB, one branch: the
+-- sharded index fans the ordered scan out itself): the first claimable job
+-- of the queue, with no LATERAL. array_length($2, 1) > 0 types $2.
+SELECT 0::INT2, "priority", "run_at", "id" FROM /* TEMPLATE: table */
+WHERE "status" = 'Queued' AND "queue" = $1 AND array_length($2::INT2[], 1) > 0 AND "run_at" <= now()
+ORDER BY "priority", "run_at", "id" LIMIT 1;
+
+-- name: claim_key_join
+-- The claim where the engine joins a DML statement to its limited subquery
+-- by primary key (Dialect.KeyJoinDML: CockroachDB, where the sharded index
+-- fans out itself, so $6 holds one bucket and $7..$9 its one hint). Same
+-- parameters, rows and result columns as claim. Why not claim's shape there
+-- (docs/design.md, "Claims on CockroachDB"): id = ANY(ARRAY(subquery)) does
+-- not constrain the UPDATE's scan (cockroachdb/cockroach#23264, PR #100881),
+-- so the UPDATE would scan, and implicitly lock, the whole table; a LATERAL
+-- subquery with LIMIT > 1 is rewritten into row_number() (PR #68299), which
+-- takes the limit off its locking scan; and a priority compared with the
+-- best CTE inside a locking scan is either a residual filter (rows read are
+-- locked, then discarded) or, hoisted (PR #100881), a lookup join under a
+-- top-k that locks every match (#143017, #173245). So here each branch is
+-- one locking scan whose only predicates are index constraints, ordered as
+-- its index is, with a hard LIMIT $2; the best-priority and attempts tests
+-- apply above that LIMIT, and the UPDATE joins the surviving ids by key.
+-- Rows the scan locked and the best-priority test dropped (a worse
+-- priority, after the best level's rows ran out) stay locked until the
+-- claim commits, at once. The watermark ($7..$9, one for the one branch) is
+-- an index constraint too, in best's scan as in the claim's, so neither
+-- walks the dead entries before it (the heads probe moves it back).
+-- $6 is not needed: array_length($6, 1) > 0 types it and folds to a constant.
+-- run_at <= now() stays a residual filter of the Queued scan (priority
+-- precedes it in the index and is not fixed), so a scheduled job at a
+-- better priority than the claimed ones is read and locked.
+--
+-- Expected plan, EXPLAIN on CockroachDB 25.2 (written from the sources
+-- cited in docs/design.md, not run):
+--   • root
+--   ├── • update                    table: jobs; set: status, attempts, lease_owner, lease_token, lease_expires_at, last_updated
+--   │   └── • render
+--   │       └── • lookup join       table: jobs@jobs_pkey; equality: (id) = (id); equality cols are key;
+--   │           │                   locking strength: for update (the UPDATE's implicit lock: already ours)
+--   │           └── • filter        priority = best
+--   │               └── • limit     count: $2
+--   │                   └── • filter         run_at <= now()
+--   │                       └── • union all  ordered merge of one limited scan per shard
+--   │                           └── • scan   table: jobs@jobs_dequeue (partial index);
+--   │                                        spans: [/shard/$1/(watermark) - /shard/$1] per shard;
+--   │                                        locking strength: for update; locking wait policy: skip locked
+--   └── • subquery                  best: one unlocked LIMIT 1 scan of jobs@jobs_dequeue after the watermark
+WITH best AS (SELECT (SELECT "priority" FROM /* TEMPLATE: table */
+    WHERE "status" = 'Queued' AND "queue" = $1 AND array_length($6::INT2[], 1) > 0
+      AND ("priority", "run_at", "id") > (($7::INT4[])[1], ($8::TIMESTAMPTZ[])[1], ($9::INT8[])[1])
+      AND "run_at" <= now()
+    ORDER BY "priority", "run_at", "id" LIMIT 1) AS p)
+UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Running', "attempts" = j."attempts" + 1, "lease_owner" = $3, "lease_token" = $4,
+  "lease_expires_at" = now() + $5::FLOAT8 * INTERVAL '1 second', "last_updated" = now()
+FROM (
+  SELECT b.id FROM (
+    SELECT "id", "priority" FROM /* TEMPLATE: table */
+    WHERE "status" = 'Queued' AND "queue" = $1 AND array_length($6::INT2[], 1) > 0
+      AND ("priority", "run_at", "id") > (($7::INT4[])[1], ($8::TIMESTAMPTZ[])[1], ($9::INT8[])[1])
+      AND "run_at" <= now()
+    ORDER BY "priority", "run_at", "id" LIMIT $2 FOR UPDATE SKIP LOCKED) AS b
+  WHERE b."priority" = (SELECT p FROM best)) AS c
+WHERE j."id" = c.id
+RETURNING /* TEMPLATE: job_columns */;
+
 -- Lease operations take parallel arrays of ids ($1) and lease tokens ($2)
 -- and touch only rows still Running under that token (the fence). The
 -- extra "id" = ANY($1) steers the planner to primary-key lookups, and the
@@ -145,6 +212,21 @@ WHERE j."id" = ANY($1::INT8[]) AND j."id" = c.id AND j."lease_token" = c.token A
 DELETE FROM /* TEMPLATE: table */ WHERE "id" = ANY(ARRAY(
   SELECT "id" FROM /* TEMPLATE: table */ WHERE "finished_at" < now() - $1::FLOAT8 * INTERVAL '1 second'
   ORDER BY "finished_at" LIMIT $2));
+
+-- name: delete_finished_key_join
+-- delete_finished where the engine joins a DML statement to its limited
+-- subquery by primary key (Dialect.KeyJoinDML: CockroachDB): the ids come
+-- from the same bounded scan, and the DELETE looks each up by key instead
+-- of scanning the table for id = ANY(ARRAY(...)) (docs/design.md, "Claims
+-- on CockroachDB").
+-- Expected plan, EXPLAIN on CockroachDB 25.2 (not run):
+--   • delete (from jobs) ← • lookup join (jobs@jobs_pkey, equality (id) = (id), key;
+--   locking strength: for update) ← • limit $2 ← • union all (one ordered scan of
+--   jobs@jobs_finished per shard, spans [/shard - /shard/now() - $1])
+DELETE FROM /* TEMPLATE: table */ AS j USING (
+  SELECT "id" FROM /* TEMPLATE: table */ WHERE "finished_at" < now() - $1::FLOAT8 * INTERVAL '1 second'
+  ORDER BY "finished_at" LIMIT $2) AS c
+WHERE j."id" = c.id;
 
 -- name: stats
 -- Counts per status, queue and bucket, with the oldest claimable run_at,

@@ -121,6 +121,16 @@
 // (Enqueued.ID, Lookup) remain for the callers that use them.
 //
 // Every transaction runs through package retry, at the engine's queue
-// isolation level (Dialect.DefaultIsolation: READ COMMITTED on PostgreSQL
-// and YugabyteDB, where SKIP LOCKED is refused under SERIALIZABLE).
+// isolation level, named in its BEGIN (Dialect.DefaultIsolation: READ
+// COMMITTED on PostgreSQL and YugabyteDB, where SKIP LOCKED is refused
+// under SERIALIZABLE; SERIALIZABLE on CockroachDB, whose session default
+// may be READ COMMITTED).
+//
+// On CockroachDB the claim and the retention delete join their limited,
+// locked subquery by key (UPDATE ... FROM, DELETE ... USING) instead of
+// id = ANY(ARRAY(...)), which CockroachDB cannot use to narrow a scan
+// (Dialect.KeyJoinDML; docs/design.md, "Claims on CockroachDB"). A claim
+// there may come up short when a job of a better priority than its hint
+// appears; Dequeue then claims again from the head, as after any short
+// claim with hints.
 package bucketed

@@ -46,3 +46,16 @@ func (q *Queue) HintsSet(queue string) int {
 	}
 	return n
 }
+
+// UseDialect renders q's statements for d and sizes its claim branches as
+// New does, so that a test on PostgreSQL can run another engine's
+// statement shapes (the CockroachDB claim, with d.KeyJoinDML and
+// d.ShardedIndexFansOut set) against a real server.
+func UseDialect(q *Queue, d *skiplock.Dialect) {
+	q.sql = buildStatements(d, q.cfg.Schema)
+	q.branches = q.buckets
+	if d.ShardedIndexFansOut {
+		q.branches = 1
+	}
+	q.hints.init(q.branches, q.cfg.HintMaxAge)
+}

@@ -66,34 +66,45 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 	}
 }
 
+// buildStatements renders the statements for an engine and schema. Where
+// the engine joins DML statements to their limited subqueries by key
+// (Dialect.KeyJoinDML), the claim and the retention delete are the
+// *_key_join blocks; call sites never see the difference.
 func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 	var s statements
+	var claimKeyJoin, headsKeyJoin, deleteFinishedKeyJoin string
 	err := sqlFile.Fill(sqlVars(d, schemaName), map[string]*string{
-		"insert":          &s.insert,
-		"unique_lookup":   &s.uniqueLookup,
-		"claim":           &s.claim,
-		"heads":           &s.heads,
-		"complete":        &s.complete,
-		"fail":            &s.fail,
-		"cancel":          &s.cancel,
-		"release":         &s.release,
-		"extend":          &s.extend,
-		"extend_ids":      &s.extendIDs,
-		"completed_with":  &s.completedWith,
-		"delete_finished": &s.deleteFinished,
-		"stats":           &s.stats,
-		"pending":         &s.pending,
-		"lookup":          &s.lookup,
-		"cancel_by_id":    &s.cancelByID,
-		"retry_by_id":     &s.retryByID,
-		"delete_by_id":    &s.deleteByID,
-		"status_by_id":    &s.statusByID,
+		"insert":                   &s.insert,
+		"unique_lookup":            &s.uniqueLookup,
+		"claim":                    &s.claim,
+		"claim_key_join":           &claimKeyJoin,
+		"heads_key_join":           &headsKeyJoin,
+		"heads":                    &s.heads,
+		"delete_finished_key_join": &deleteFinishedKeyJoin,
+		"complete":                 &s.complete,
+		"fail":                     &s.fail,
+		"cancel":                   &s.cancel,
+		"release":                  &s.release,
+		"extend":                   &s.extend,
+		"extend_ids":               &s.extendIDs,
+		"completed_with":           &s.completedWith,
+		"delete_finished":          &s.deleteFinished,
+		"stats":                    &s.stats,
+		"pending":                  &s.pending,
+		"lookup":                   &s.lookup,
+		"cancel_by_id":             &s.cancelByID,
+		"retry_by_id":              &s.retryByID,
+		"delete_by_id":             &s.deleteByID,
+		"status_by_id":             &s.statusByID,
 	})
 	if err != nil {
 		// The file is embedded and the same for every schema: the tests
 		// render it for every engine, so this cannot happen in a build
 		// that passed them.
 		panic(err)
+	}
+	if d.KeyJoinDML {
+		s.claim, s.heads, s.deleteFinished = claimKeyJoin, headsKeyJoin, deleteFinishedKeyJoin
 	}
 	return s
 }

@@ -981,8 +981,12 @@ func TestMisbehavingHandlers(t *testing.T) {
 }
 
 // TestConnectionDiesMidJob: the server ends the worker's session while the
-// handler runs. Nothing of the job's work is kept, the job comes back, and
-// the next Process (on a fresh connection) handles it once.
+// handler runs (57P01, as a draining node does). Nothing of the job's work
+// is kept and the job comes back: Process retries the transaction on a
+// fresh connection (57P01 before COMMIT is retryable), and that retry
+// handles it, or finds it still locked by the dying session and returns
+// empty, in which case the next Process handles it. Either way exactly
+// once, and no attempt is counted against the job.
 func TestConnectionDiesMidJob(t *testing.T) {
 	q, db, s := setup(t, 0, &fanout.Config{RetryBase: time.Millisecond, RetryMax: 4 * time.Millisecond})
 	ctx := context.Background()
@@ -1012,15 +1016,24 @@ func TestConnectionDiesMidJob(t *testing.T) {
 	}
 	res, err := q.Process(ctx, h)
 	t.Logf("first call: %+v, %v", res, err)
-	if res.Job == nil || res.Job.ID != id || (res.HandlerErr == nil && err == nil) {
-		t.Fatalf("first call: %+v %v", res, err)
+	if err != nil || res.HandlerErr != nil || res.Tries != 2 {
+		t.Fatalf("first call: %+v %v; want the terminated attempt retried, with no error", res, err)
 	}
-	if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.WorkLogTable)); n != 0 {
-		t.Fatalf("a dead session's work was kept: %d rows", n)
+	if res.Job == nil {
+		if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.WorkLogTable)); n != 0 {
+			t.Fatalf("a dead session's work was kept: %d rows", n)
+		}
+		deadline := time.Now().Add(30 * time.Second)
+		for res.Job == nil && err == nil && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+			res, err = q.Process(ctx, h)
+		}
 	}
-	res, err = processReady(t, q, h)
-	if err != nil || res.Job == nil || res.Job.ID != id || res.HandlerErr != nil || res.Job.Attempts != 2 {
-		t.Fatalf("second call: %+v %v", res, err)
+	if err != nil || res.Job == nil || res.Job.ID != id || res.HandlerErr != nil || res.Job.Attempts != 1 {
+		t.Fatalf("the call that handled the job: %+v %v", res, err)
+	}
+	if calls != 2 {
+		t.Errorf("the handler ran %d times, want 2 (the terminated attempt and the one that committed)", calls)
 	}
 	if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.WorkLogTable)+" WHERE job_id = $1", id); n != 1 {
 		t.Errorf("work_log has %d rows for the job, want 1", n)
@@ -1062,5 +1075,54 @@ func TestWorkerQueue(t *testing.T) {
 	}
 	if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)+" WHERE queue = $1", skiplock.DefaultQueue); n != 2 {
 		t.Errorf("%d jobs of the default queue left, want 2 (not this worker's)", n)
+	}
+}
+
+// TestDurableLocksStatementScopesTheHoldingTransaction runs Process with a
+// PostgreSQL SET LOCAL in place of CockroachDB's durable-locking statement
+// (Dialect.DurableLocks): the handler's transaction sees the setting, the
+// enqueue's does not, and no pooled connection keeps it afterwards. The
+// engines' own statements are checked apart: empty on PostgreSQL and
+// YugabyteDB, and parsed with CockroachDB's grammar by internal/crdbcheck.
+func TestDurableLocksStatementScopesTheHoldingTransaction(t *testing.T) {
+	q, db, _ := setup(t, 2, nil)
+	ctx := context.Background()
+	if got := db.Dialect().DurableLocks; got != "" {
+		t.Fatalf("PostgreSQL's dialect sends %q first in every fanout claim; want nothing", got)
+	}
+	fanout.SetDurableLocks(q, "SET LOCAL application_name = 'skiplock_durable_locks'")
+	if _, err := q.EnqueueMany(ctx, jobs(3)); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		var seen string
+		res, err := q.Process(ctx, func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
+			return tx.QueryRow(ctx, "SELECT current_setting('application_name')").Scan(&seen)
+		})
+		if err != nil || res.Job == nil || res.HandlerErr != nil {
+			t.Fatalf("process %d: %+v, %v", i, res, err)
+		}
+		if seen != "skiplock_durable_locks" {
+			t.Errorf("process %d: the handler's transaction has application_name %q, want the statement's", i, seen)
+		}
+	}
+	// Both pooled connections ran claims; neither keeps the setting.
+	for i := range 4 {
+		var name string
+		if err := db.QueryRow(ctx, "SELECT current_setting('application_name')").Scan(&name); err != nil {
+			t.Fatal(err)
+		}
+		if name == "skiplock_durable_locks" {
+			t.Fatalf("query %d: a pooled connection kept the setting after its transaction", i)
+		}
+	}
+	fanout.SetDurableLocks(q, "SET LOCAL no_such_setting = 1")
+	if _, err := q.Enqueue(ctx, skiplock.NewJob{}); err != nil {
+		t.Fatal(err)
+	}
+	called := false
+	_, err := q.Process(ctx, func(context.Context, skiplock.Tx, *skiplock.Job) error { called = true; return nil })
+	if err == nil || called {
+		t.Fatalf("a failing durable-locks statement: Process = %v, handler called %v; want an error and no handler", err, called)
 	}
 }

@@ -111,7 +111,7 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter)
 		return Result{}, skiplock.Usagef("fanout: Process needs a handler")
 	}
 	var res Result
-	err := retry.Run(ctx, q.db, q.cfg.Retry, func(ctx context.Context, tx skiplock.Tx) error {
+	err := retry.Run(ctx, q.holding, q.cfg.Retry, func(ctx context.Context, tx skiplock.Tx) error {
 		res = Result{Tries: res.Tries + 1}
 		start := time.Now()
 		job, err := q.claim(ctx, tx, queue)

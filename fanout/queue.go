@@ -43,7 +43,8 @@ type Config struct {
 	// connections (nil: retry's defaults). When its Isolation is
 	// IsoDefault, the engine's queue isolation is used
 	// (skiplock.Dialect.DefaultIsolation: READ COMMITTED on PostgreSQL and
-	// YugabyteDB). Set Retry.Counters to count retries.
+	// YugabyteDB, SERIALIZABLE on CockroachDB), stated in every BEGIN. Set
+	// Retry.Counters to count retries.
 	Retry *retry.Options
 	// RetryBase and RetryMax shape the backoff a job waits out after a
 	// failed attempt, or after an attempt whose worker died, before it
@@ -96,6 +97,36 @@ type Queue struct {
 	db  *skiplock.DB
 	cfg Config
 	sql statements
+	// holding begins the transactions that hold a claimed row's lock while
+	// the handler runs (Process): on engines whose locks are best-effort,
+	// their first statement makes them durable (Dialect.DurableLocks).
+	holding skiplock.Beginner
+}
+
+// durableLocksBeginner begins transactions on db and, when stmt is set,
+// runs it first: SET LOCAL enable_durable_locking_for_serializable = on on
+// CockroachDB, whose SERIALIZABLE FOR UPDATE locks otherwise live only in
+// the leaseholder's memory and can be lost on a lease transfer or a range
+// split while the handler runs, letting a second worker claim the same job
+// (docs/design.md, "Retries, isolation and ambiguous commits"). SET LOCAL
+// ends with the transaction, so the pool's connection goes back unchanged.
+type durableLocksBeginner struct {
+	db   skiplock.Beginner
+	stmt string
+}
+
+// Begin begins a transaction and runs stmt in it, rolling back if stmt
+// fails (its error is the one retry.Run classifies).
+func (b durableLocksBeginner) Begin(ctx context.Context, opts skiplock.TxOptions) (skiplock.Tx, error) {
+	tx, err := b.db.Begin(ctx, opts)
+	if err != nil || b.stmt == "" {
+		return tx, err
+	}
+	if _, err := tx.Exec(ctx, b.stmt); err != nil {
+		tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // the statement's error is the one to report
+		return nil, fmt.Errorf("fanout: make the claim's locks durable (%s): %w", b.stmt, err)
+	}
+	return tx, nil
 }
 
 // New returns a Queue on db. It validates cfg and does not touch the
@@ -108,7 +139,7 @@ func New(db *skiplock.DB, cfg *Config) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Queue{db: db, cfg: c, sql: render(c.Schema)}, nil
+	return &Queue{db: db, cfg: c, sql: render(c.Schema), holding: durableLocksBeginner{db: db, stmt: db.Dialect().DurableLocks}}, nil
 }
 
 // Name is the queue this Queue serves.

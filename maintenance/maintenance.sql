@@ -64,6 +64,39 @@ WHERE j."id" = ANY(ARRAY(
   AND j."status" = 'Running' AND j."lease_expires_at" <= now()
 RETURNING j."id", j."status"::TEXT;
 
+-- name: rescue_bucketed_key_join
+-- rescue_bucketed where the engine joins a DML statement to its limited
+-- subquery by primary key (Dialect.KeyJoinDML: CockroachDB). There,
+-- id = ANY(ARRAY(...)) does not constrain the UPDATE's scan, which would
+-- read and implicitly lock the whole jobs table (cockroachdb/cockroach
+-- #23264), and the locking subquery, with no queue to constrain
+-- jobs_lease_expiry's (queue, lease_expires_at) key, would sort every
+-- Running row under a top-k and lock them all, live leases included
+-- (#143017, #173245). So the candidates are read without a lock (the
+-- rescuer is the only one of its kind: one maintenance leader), and the
+-- UPDATE's key join locks at most $1 rows and checks each again: a row a
+-- claim or a completion holds is waited for, and one that is no longer
+-- Running or no longer expired by then is left alone (docs/design.md,
+-- "Claims on CockroachDB").
+-- Expected plan, EXPLAIN on CockroachDB 25.2 (not run):
+--   • update (table: jobs) ← • render ← • lookup join (jobs@jobs_pkey; equality (id) = (id);
+--   equality cols are key; pred: status = 'Running' AND lease_expires_at <= now();
+--   locking strength: for update) ← • top-k (order: +lease_expires_at; k: $1)
+--   ← • filter (lease_expires_at <= now()) ← • scan (jobs@jobs_lease_expiry, partial index of
+--   Running rows, every shard; no locking)
+UPDATE /* TEMPLATE: jobs */ AS j SET
+  "status" = CASE WHEN j."attempts" >= j."max_attempts" THEN 'Failed'::/* TEMPLATE: status */ ELSE 'Queued'::/* TEMPLATE: status */ END,
+  "finished_at" = CASE WHEN j."attempts" >= j."max_attempts" THEN now() END,
+  "last_error" = 'lease expired during attempt ' || j."attempts"::TEXT || ' of ' || j."max_attempts"::TEXT ||
+    ': the worker died, lost its connection or stalled past its visibility timeout',
+  "lease_expires_at" = NULL, "last_updated" = now()
+FROM (
+    SELECT "id" FROM /* TEMPLATE: jobs */
+    WHERE "status" = 'Running' AND "lease_expires_at" <= now()
+    ORDER BY "lease_expires_at" LIMIT $1) AS c
+WHERE j."id" = c.id AND j."status" = 'Running' AND j."lease_expires_at" <= now()
+RETURNING j."id", j."status"::TEXT;
+
 -- name: prune_bucketed
 -- The pruner: finished jobs of one status ($1) that finished longer than $2
 -- seconds ago, at most $3 per statement, oldest first.
@@ -79,3 +112,32 @@ DELETE FROM /* TEMPLATE: dead */ WHERE "id" = ANY(ARRAY(
   SELECT "id" FROM /* TEMPLATE: dead */
   WHERE "died_at" < now() - $1::FLOAT8 * INTERVAL '1 second'
   LIMIT $2));
+
+-- name: prune_bucketed_key_join
+-- prune_bucketed where the engine joins a DML statement to its limited
+-- subquery by primary key (Dialect.KeyJoinDML: CockroachDB): the same
+-- bounded read of jobs_finished, and a DELETE that looks each id up by key
+-- instead of scanning the table for id = ANY(ARRAY(...)).
+-- Expected plan, EXPLAIN on CockroachDB 25.2 (not run):
+--   • delete (from jobs) ← • lookup join (jobs@jobs_pkey; equality (id) = (id); key;
+--   locking strength: for update) ← • limit $3 ← • filter (status = $1) ← • index join
+--   (jobs@jobs_pkey) ← • union all (ordered merge of one scan of jobs@jobs_finished per shard,
+--   spans [/shard - /shard/now() - $2])
+DELETE FROM /* TEMPLATE: jobs */ AS j USING (
+  SELECT "id" FROM /* TEMPLATE: jobs */
+  WHERE "status" = $1::/* TEMPLATE: status */ AND "finished_at" < now() - $2::FLOAT8 * INTERVAL '1 second'
+  ORDER BY "finished_at" LIMIT $3) AS c
+WHERE j."id" = c.id;
+
+-- name: prune_dead_key_join
+-- prune_dead where the engine joins a DML statement to its limited subquery
+-- by primary key (Dialect.KeyJoinDML: CockroachDB).
+-- Expected plan, EXPLAIN on CockroachDB 25.2 (not run):
+--   • delete (from job_dead) ← • lookup join (job_dead@job_dead_pkey; equality (id) = (id);
+--   key; locking strength: for update) ← • limit $2 ← • filter (died_at < ...) ← • scan
+--   (job_dead@job_dead_pkey, limit hint $2: no index on died_at)
+DELETE FROM /* TEMPLATE: dead */ AS d USING (
+  SELECT "id" FROM /* TEMPLATE: dead */
+  WHERE "died_at" < now() - $1::FLOAT8 * INTERVAL '1 second'
+  LIMIT $2) AS c
+WHERE d."id" = c.id;

@@ -46,6 +46,28 @@ func templateValues(schemaName string) map[string]string {
 	}
 }
 
+// keyJoined are the statements that have a *_key_join block, sent instead
+// where the engine joins DML statements to their limited subqueries by
+// primary key (skiplock.Dialect.KeyJoinDML).
+var keyJoined = []string{"rescue_bucketed", "prune_bucketed", "prune_dead"}
+
+// renderStatements renders maintenance.sql for an engine and schema, by
+// block name: on an engine with KeyJoinDML each statement of keyJoined is
+// its *_key_join block, so the callers send the same names on every engine.
+func renderStatements(d *skiplock.Dialect, schemaName string) (map[string]string, error) {
+	stmts, err := sqlParsed.Render(templateValues(schemaName))
+	if err != nil {
+		return nil, err
+	}
+	for _, name := range keyJoined {
+		if d.KeyJoinDML {
+			stmts[name] = stmts[name+"_key_join"]
+		}
+		delete(stmts, name+"_key_join")
+	}
+	return stmts, nil
+}
+
 // Stats count what a Service did since it started.
 type Stats struct {
 	// Elected counts the times this process took the lease.
@@ -100,7 +122,7 @@ func Start(ctx context.Context, db *skiplock.DB, cfg *Config) (*Service, error) 
 	if err != nil {
 		return nil, err
 	}
-	stmts, err := sqlParsed.Render(templateValues(c.Schema))
+	stmts, err := renderStatements(db.Dialect(), c.Schema)
 	if err != nil {
 		return nil, err
 	}

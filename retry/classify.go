@@ -36,9 +36,19 @@ func (c Class) String() string {
 }
 
 // retryableCodes are the SQLSTATEs that mean "the transaction was rolled
-// back; run it again": serialization_failure, deadlock_detected, and
-// CockroachDB's legacy CR000.
-var retryableCodes = map[string]bool{"40001": true, "40P01": true, "CR000": true}
+// back; run it again": serialization_failure, deadlock_detected,
+// CockroachDB's legacy CR000, and admin_shutdown (57P01: the backend was
+// terminated, or the node is draining and closed the session). Run sees
+// 57P01 here only from a statement before COMMIT, after which nothing can
+// have committed; a COMMIT that fails with it is ambiguous, and comes here
+// already wrapped in an [*AmbiguousCommitError] (see commitError).
+var retryableCodes = map[string]bool{"40001": true, "40P01": true, "CR000": true, adminShutdown: true}
+
+// adminShutdown is SQLSTATE 57P01, "terminating connection due to
+// administrator command" on PostgreSQL and YugabyteDB, and the code with
+// which a draining CockroachDB node closes its sessions
+// (docs/design.md, "Retries, isolation and ambiguous commits").
+const adminShutdown = "57P01"
 
 // ambiguousCode is CockroachDB's statement_completion_unknown ("result is
 // ambiguous"): the commit may or may not have happened.
@@ -54,16 +64,29 @@ var restartMessages = []string{
 	"restart read required", // YugabyteDB read restart
 	"transaction aborted",   // YugabyteDB: "Transaction aborted: kAborted"
 	"conflicts with ",       // YugabyteDB: "Conflicts with higher priority / committed transaction"
+	// YugabyteDB's wait queues, before the abort had its own code: "Internal
+	// error: Transaction <uuid> was aborted while waiting for locks" (XX000;
+	// src/yb/docdb/wait_queue.cc; yugabyte/yugabyte-db#14035, #14114).
+	"was aborted while waiting for locks",
+	// YugabyteDB, a DDL that bumped the catalog version while the statement
+	// ran: "[Query error: ]Catalog Version Mismatch: A DDL occurred while
+	// processing this query. Try Again." (XX000 in older releases, 40001
+	// now; troubleshoot/ysql-issues.md, yugabyte/yugabyte-db#1457, #3350).
+	"catalog version mismatch",
 }
 
 // Classify says how to handle err, an error from a statement inside a
 // transaction or from [Run]:
 //
 //   - Retryable: SQLSTATE 40001 (serialization failure, on every engine),
-//     40P01 (deadlock), CockroachDB's CR000, a class-40 or XX000 error whose
-//     message is a CockroachDB or YugabyteDB restart ("restart transaction",
-//     "Restart read required", "Transaction aborted", "Conflicts with ..."),
-//     and a connection failure where nothing reached the server (either
+//     40P01 (deadlock), CockroachDB's CR000, 57P01 (admin_shutdown: a
+//     terminated backend or a draining node, from a statement before
+//     COMMIT; Run makes a COMMIT's failure ambiguous before it gets here),
+//     a class-40 or XX000 error whose message is a CockroachDB or
+//     YugabyteDB restart ("restart transaction", "Restart read required",
+//     "Transaction aborted", "Conflicts with ...", "... was aborted while
+//     waiting for locks", "Catalog Version Mismatch"), and a connection
+//     failure where nothing reached the server (either
 //     driver's SafeToRetry; inside a transaction that is safe even when the
 //     driver is wrong about it, since nothing commits before COMMIT).
 //   - Ambiguous: an [*AmbiguousCommitError] anywhere in the chain, or

@@ -54,14 +54,15 @@ func (e safeErr) SafeToRetry() bool { return e.safe }
 // (and docs/design.md, "Retries, isolation and ambiguous commits"), not from the code.
 func spec(code, msg string) retry.Class {
 	switch code {
-	case "40001", "40P01", "CR000":
+	case "40001", "40P01", "CR000", "57P01":
 		return retry.Retryable
 	case "40003":
 		return retry.Ambiguous
 	}
 	if strings.HasPrefix(code, "40") || code == "XX000" {
 		m := strings.ToLower(msg)
-		for _, p := range []string{"restart transaction", "restart read required", "transaction aborted", "conflicts with "} {
+		for _, p := range []string{"restart transaction", "restart read required", "transaction aborted", "conflicts with ",
+			"was aborted while waiting for locks", "catalog version mismatch"} {
 			if strings.Contains(m, p) {
 				return retry.Retryable
 			}
@@ -89,6 +90,22 @@ func TestClassifyTable(t *testing.T) {
 		{"yugabyte conflict", pgError(true, "40001", "Conflicts with higher priority transaction: 7c4b"), retry.Retryable},
 		{"yugabyte conflict as 40000", pgError(true, "40000", "Conflicts with committed transaction: 1f2e"), retry.Retryable},
 		{"internal error", pgError(true, "XX000", "Timed out waiting for tablet"), retry.Permanent},
+		// YugabyteDB's older texts, as src/yb/docdb/wait_queue.cc and the
+		// tserver word them and the issues quote them (#14035, #1457, #10375).
+		{"yugabyte aborted while waiting for locks", pgError(true, "XX000", "Internal error: Transaction 00da00cd-87fa-431b-9521-253582fb23fe was aborted while waiting for locks"), retry.Retryable},
+		{"yugabyte catalog version mismatch", pgError(true, "XX000", "Query error: Catalog Version Mismatch: A DDL occurred while processing this query. Try Again."), retry.Retryable},
+		{"yugabyte catalog version mismatch, lower case", pgError(true, "XX000", "Internal error: Catalog Version Mismatch: A DDL occurred while processing this query. Try again."), retry.Retryable},
+		{"catalog version mismatch under a constraint code", pgError(true, "23505", "Catalog Version Mismatch: A DDL occurred while processing this query. Try again."), retry.Permanent},
+		{"lock wait aborted under a syntax code", pgError(true, "42601", "was aborted while waiting for locks"), retry.Permanent},
+		// 57P01 from a statement before COMMIT (Run turns a COMMIT's into an
+		// ambiguous commit first): PostgreSQL's and YSQL's terminated
+		// backend, a draining CockroachDB node.
+		{"backend terminated before commit", &pgconn.PgError{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "57P01", Message: "terminating connection due to administrator command"}, retry.Retryable},
+		{"backend terminated before commit, mapped", &skiplock.PgError{Severity: "FATAL", Code: "57P01", Message: "terminating connection due to administrator command",
+			Err: &ybpgconn.PgError{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "57P01", Message: "terminating connection due to administrator command"}}, retry.Retryable},
+		{"draining node", pgError(false, "57P01", "server is shutting down"), retry.Retryable},
+		{"other shutdown codes stay permanent", pgError(false, "57P02", "terminating connection due to crash of another server process"), retry.Permanent},
+		{"query canceled", pgError(false, "57014", "canceling statement due to user request"), retry.Permanent},
 		{"in failed transaction", pgError(false, "25P02", "current transaction is aborted, commands ignored until end of transaction block"), retry.Permanent},
 		{"read only", pgError(true, "25006", "cannot execute UPDATE in a read-only transaction"), retry.Permanent},
 		{"invalid termination", pgError(true, "2D000", "invalid transaction termination"), retry.Permanent},
@@ -122,6 +139,9 @@ var seedCodes = []string{"40001", "40P01", "CR000", "40003", "40000", "40002", "
 	"57P01", "57014", "08006", "53300", "0A000", "", "4", "40", "X", "cr000", "4000١"}
 
 var seedMessages = []string{"", "deadlock detected", "restart transaction: TransactionRetryWithProtoRefreshError",
+	"Internal error: Transaction 1f2e was aborted while waiting for locks",
+	"Query error: Catalog Version Mismatch: A DDL occurred while processing this query. Try Again.",
+	"terminating connection due to administrator command",
 	"Query error: Restart read required at: {}", "Transaction aborted: kAborted", "Conflicts with higher priority transaction",
 	"CONFLICTS WITH COMMITTED TRANSACTION", "duplicate key value", "(SQLSTATE 40001)", "conflicts with"}
 

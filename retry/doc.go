@@ -11,6 +11,14 @@
 // SQLSTATE through a SQLState() method, so jackc and yugabyte pgx errors
 // and any %w wrapping of them classify alike.
 //
+// A statement before COMMIT that fails with 57P01 (admin_shutdown: the
+// backend was terminated, or a draining CockroachDB node closed the
+// session) is retried: the transaction was open, so nothing of it can have
+// committed, and the next attempt takes another connection. Classify
+// assumes that context; a caller classifying an autocommit statement's
+// 57P01 must treat it as ambiguous itself, since the statement may have
+// committed before the session ended.
+//
 // A COMMIT that fails is judged apart from other statements: it is known
 // not to have committed only when the server answered it with an ordinary
 // ERROR (a rollback, such as a 40001 found at commit), and that error is
@@ -50,13 +58,16 @@
 //     handler runs, wants the flag most: a READ COMMITTED transaction cannot
 //     be wounded by a higher-priority one, a snapshot one can, and its job
 //     then runs again.
-//   - CockroachDB: SERIALIZABLE, its default (Dialect.DefaultIsolation is
-//     IsoDefault). SKIP LOCKED works there; retries are expected and Run
-//     handles them. READ COMMITTED is opt-in (v23.2 behind the cluster
-//     setting sql.txn.read_committed_isolation.enabled, on by default from
-//     v24.1; with the setting off the server silently upgrades to
-//     SERIALIZABLE) and moves most retries to the server. For the fanout
-//     layout a retry re-runs the handler: handlers must be idempotent.
+//   - CockroachDB: SERIALIZABLE, stated in BEGIN (Dialect.DefaultIsolation
+//     is IsoSerializable): it is the engine's default, but a role or
+//     session default_transaction_isolation can make READ COMMITTED the
+//     level of a BEGIN that names none. SKIP LOCKED works there; retries
+//     are expected and Run handles them. READ COMMITTED is opt-in (v23.2
+//     behind the cluster setting sql.txn.read_committed_isolation.enabled,
+//     on by default from v24.1; with the setting off the server silently
+//     upgrades to SERIALIZABLE) and moves most retries to the server. For
+//     the fanout layout a retry re-runs the handler: handlers must be
+//     idempotent.
 //
 // # CockroachDB: a whole-transaction retry, not SAVEPOINT cockroach_restart
 //

@@ -244,7 +244,7 @@ func TestRunSendsOnlyListedSQL(t *testing.T) {
 	retryable := &pgconn.PgError{Severity: "ERROR", Code: "40001", Message: "restart transaction: injected by the test"}
 	permanent := errors.New("handler refused")
 	seen := map[string]bool{}
-	for _, iso := range []skiplock.IsoLevel{skiplock.EngineCockroach.Dialect().DefaultIsolation, skiplock.IsoSerializable, skiplock.IsoReadCommitted} {
+	for _, iso := range []skiplock.IsoLevel{skiplock.EngineCockroach.Dialect().DefaultIsolation, skiplock.IsoDefault, skiplock.IsoSerializable, skiplock.IsoReadCommitted} {
 		attempt := 0
 		if err := retry.Run(ctx, db, &retry.Options{Isolation: iso}, func(context.Context, skiplock.Tx) error {
 			if attempt++; attempt == 1 {

@@ -449,6 +449,73 @@ func testCommitTerminatedIsAmbiguous(t *testing.T, d testdb.Driver) {
 	t.Logf("reported: %v", err)
 }
 
+// TestStatementTerminatedIsRetried terminates the backend while a statement
+// before COMMIT runs (as a draining node closes its sessions): the
+// statement fails with FATAL 57P01, nothing of the transaction can have
+// committed, and Run runs it again on another connection. The row the
+// first attempt inserted before the kill must not survive it.
+func TestStatementTerminatedIsRetried(t *testing.T) {
+	testdb.ForEachDriver(t, testStatementTerminatedIsRetried)
+}
+
+func testStatementTerminatedIsRetried(t *testing.T, d testdb.Driver) {
+	db, s := setupOn(t, d)
+	mustExec(t, db, "CREATE TABLE "+s+".t (attempt int)")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	pids := make(chan int32, 10)
+	killed := make(chan error, 1)
+	go func() {
+		pid := <-pids
+		for {
+			n := int64(0)
+			err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+				WHERE pid = $1 AND state = 'active' AND wait_event = 'PgSleep'`, pid).Scan(&n)
+			if err != nil || n == 1 {
+				if err == nil {
+					_, err = db.Exec(ctx, "SELECT pg_terminate_backend($1)", pid)
+				}
+				killed <- err
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+	var c retry.Counters
+	attempt := 0
+	err := retry.Run(ctx, db, &retry.Options{Counters: &c}, func(ctx context.Context, tx skiplock.Tx) error {
+		attempt++
+		var pid int32
+		if err := tx.QueryRow(ctx, "INSERT INTO "+s+".t VALUES ($1) RETURNING pg_backend_pid()", attempt).Scan(&pid); err != nil {
+			return err
+		}
+		if attempt == 1 {
+			pids <- pid
+			_, err := tx.Exec(ctx, "SELECT pg_sleep(600)")
+			if skiplock.SQLState(err) != "57P01" {
+				return fmt.Errorf("the sleeping statement returned %v, want SQLSTATE 57P01", err)
+			}
+			return err
+		}
+		return nil
+	})
+	if kerr := <-killed; kerr != nil {
+		t.Fatalf("terminate the backend: %v", kerr)
+	}
+	if err != nil {
+		t.Fatalf("Run = %v: want the retry to succeed", err)
+	}
+	if c.Attempts() != 2 || c.Retries() != 1 || c.RetriesBySQLState()["57P01"] != 1 || c.Ambiguous() != 0 {
+		t.Fatalf("attempts %d, retries %v, ambiguous %d: want 2, one 57P01, 0", c.Attempts(), c.RetriesBySQLState(), c.Ambiguous())
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+s+".t WHERE attempt = 1"); n != 0 {
+		t.Errorf("the terminated attempt's row survived (%d rows)", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+s+".t WHERE attempt = 2"); n != 1 {
+		t.Errorf("the retry's row: %d, want 1", n)
+	}
+}
+
 // connBeginner begins each transaction on a fresh connection of its own,
 // so a test can close the connection under the transaction.
 type connBeginner struct {

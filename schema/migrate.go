@@ -178,7 +178,7 @@ func apply(ctx context.Context, conn skiplock.Conn, d *skiplock.Dialect, opts Op
 	var q skiplock.Querier = conn
 	var tx skiplock.Tx
 	if d.TransactionalDDL {
-		if tx, err = conn.Begin(ctx, skiplock.TxOptions{}); err != nil {
+		if tx, err = conn.Begin(ctx, skiplock.TxOptions{Isolation: d.DefaultIsolation}); err != nil {
 			return fmt.Errorf("migrate %s/%d: begin: %w", m.Layout, m.Version, err)
 		}
 		defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // after Commit this is a no-op

@@ -36,8 +36,9 @@ var testFiles = map[string]map[string]string{
 }
 
 // scriptFiles match files of plain CockroachDB statements, parsed whole:
-// the golden DDL, which is what `skiplock schema print` prints.
-var scriptFiles = []string{"schema/testdata/cockroach_*.sql"}
+// the golden DDL, which is what `skiplock schema print` prints, and the
+// golden CockroachDB claim of the bucketed layout.
+var scriptFiles = []string{"schema/testdata/cockroach_*.sql", "bucketed/testdata/cockroach_*.sql"}
 
 // migrationFiles match the frozen CockroachDB migrations, which
 // TestCockroachDDLParses checks as schema.DDL renders them (for split and
@@ -243,6 +244,22 @@ func TestCockroachDDLParses(t *testing.T) {
 			if n, err := Parse(printed); err != nil || n != len(stmts) {
 				t.Errorf("%s as printed: %d statements of %d, %v", layout, n, len(stmts), err)
 			}
+		}
+	}
+}
+
+// TestCockroachDialectStatementsParse parses the statements the CockroachDB
+// dialect itself carries: the durable-locking SET LOCAL the fanout layout
+// runs first in its claim transactions, and the BEGIN of its isolation
+// level as both drivers spell it.
+func TestCockroachDialectStatementsParse(t *testing.T) {
+	d := skiplock.EngineCockroach.Dialect()
+	if d.DurableLocks == "" || d.DefaultIsolation == skiplock.IsoDefault {
+		t.Fatalf("the CockroachDB dialect states no durable-locking statement (%q) or no isolation (%q)", d.DurableLocks, d.DefaultIsolation)
+	}
+	for _, sql := range []string{d.DurableLocks, "begin isolation level " + string(d.DefaultIsolation)} {
+		if n, err := Parse(sql); err != nil || n != 1 {
+			t.Errorf("%q: %d statements, %v", sql, n, err)
 		}
 	}
 }

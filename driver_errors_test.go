@@ -22,6 +22,7 @@ import (
 // wrapped one, is mapped once to the driver-neutral form (so package retry
 // needs no driver), and the driver's own error stays in the chain.
 func TestDriverErrorsAreMapped(t *testing.T) {
+	t.Parallel()
 	testdb.ForEachDriver(t, func(t *testing.T, d testdb.Driver) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
@@ -127,6 +128,7 @@ func queryErr(ctx context.Context, q skiplock.Querier, sql string) error {
 // TestPipelinedBeginErrorsAreMapped: the jackc pool's pipelined BEGIN
 // writes its own transaction, whose errors are mapped too.
 func TestPipelinedBeginErrorsAreMapped(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	db := testdb.Open(t, &skiplock.OpenConfig{PipelineBegin: true})
@@ -151,6 +153,7 @@ func TestPipelinedBeginErrorsAreMapped(t *testing.T) {
 // on must reach YugabyteDB, as Open insists; with it off it is plain pgx
 // and serves PostgreSQL under PostgreSQL's dialect.
 func TestNewYugabyteDBChecksTheEngine(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if _, err := skiplock.NewYugabyteDB(ctx, nil); !skiplock.IsUsage(err) {

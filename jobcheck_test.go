@@ -17,6 +17,7 @@ import (
 // too; so a bad payload is refused up front, never by the database halfway
 // through a batch.
 func TestNormalizeAgreesWithJSONB(t *testing.T) {
+	t.Parallel()
 	db := testdb.Open(t, nil)
 	for _, p := range []string{
 		`{}`, `"plain"`, `"\u0000"`, `{"\u0000":1}`, `"a\\u0000"`, `"\ud800"`, `"\udc00"`, `"\ud800\u0041"`, `"\ud800\ud800"`,
@@ -42,6 +43,7 @@ func TestNormalizeAgreesWithJSONB(t *testing.T) {
 }
 
 func TestNormalizeRangeChecks(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct {
 		job  skiplock.NewJob
 		want string

@@ -17,6 +17,7 @@ import (
 // commit keeps, rollback discards, a failed first statement rolls back
 // cleanly and leaves the connection usable, QueryRow says ErrNoRows.
 func TestPipelinedBeginBehavesLikeBegin(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 4, PipelineBegin: true})
 	name := testdb.Schema(t, db)
@@ -164,6 +165,7 @@ func TestPipelinedBeginBehavesLikeBegin(t *testing.T) {
 // the first's commit, as with a separate BEGIN (the lock is held from the
 // first statement to COMMIT).
 func TestPipelinedBeginHoldsLocksUntilCommit(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 4, PipelineBegin: true})
 	name := testdb.Schema(t, db)

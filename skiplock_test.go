@@ -19,6 +19,7 @@ import (
 )
 
 func TestParseEngine(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]skiplock.Engine{
 		"": skiplock.EngineAuto, "auto": skiplock.EngineAuto, "Postgres": skiplock.EnginePostgres, "pg": skiplock.EnginePostgres,
 		"yugabyte": skiplock.EngineYugabyte, "YB": skiplock.EngineYugabyte, "cockroach": skiplock.EngineCockroach, "crdb": skiplock.EngineCockroach,
@@ -34,6 +35,7 @@ func TestParseEngine(t *testing.T) {
 }
 
 func TestEngineFromVersion(t *testing.T) {
+	t.Parallel()
 	for v, want := range map[string]skiplock.Engine{
 		"PostgreSQL 15.18 (Debian 15.18-0+deb12u1) on x86_64-pc-linux-gnu":                                        skiplock.EnginePostgres,
 		"PostgreSQL 11.2-YB-2024.1.3.0-b0 on x86_64-pc-linux-gnu, compiled by clang version 17.0.6":               skiplock.EngineYugabyte,
@@ -46,6 +48,7 @@ func TestEngineFromVersion(t *testing.T) {
 }
 
 func TestEveryEngineHasADialect(t *testing.T) {
+	t.Parallel()
 	for _, e := range skiplock.Engines {
 		d := e.Dialect()
 		if d.Engine != e || d.UUIDText == "" || d.BigIDDefault == "" || d.Covering == "" {
@@ -76,6 +79,7 @@ func TestEveryEngineStatesItsIsolation(t *testing.T) {
 }
 
 func TestOpenDetectsPostgresAndRunsQueries(t *testing.T) {
+	t.Parallel()
 	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 3})
 	if db.Engine() != skiplock.EnginePostgres {
 		t.Fatalf("engine %s, want postgres", db.Engine())
@@ -145,6 +149,7 @@ func TestOpenDetectsPostgresAndRunsQueries(t *testing.T) {
 }
 
 func TestNewDBWrapsCallersPoolAndLeavesItOpen(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, testdb.DSN(t))
 	if err != nil {
@@ -196,6 +201,7 @@ func TestOpenForcedYugabyteOnPostgresFailsCleanly(t *testing.T) {
 // detection must pick jackc/pgx for PostgreSQL, which would reject the
 // unknown load_balance startup parameter if it were sent.
 func TestAutoOpenNeverSendsLoadBalanceToPostgres(t *testing.T) {
+	t.Parallel()
 	db := testdb.Open(t, nil)
 	ctx := context.Background()
 	var lb *string
@@ -212,6 +218,7 @@ func TestAutoOpenNeverSendsLoadBalanceToPostgres(t *testing.T) {
 // smart driver (load_balance=true) still opens a PostgreSQL server, since
 // the option is the driver's, not the server's.
 func TestSmartDriverOptionsInTheDSNDoNotBreakPostgres(t *testing.T) {
+	t.Parallel()
 	u, err := url.Parse(testdb.DSN(t))
 	if err != nil {
 		t.Skip("test DSN is not a URL")
@@ -241,6 +248,7 @@ func backends(t *testing.T, db *skiplock.DB) int {
 }
 
 func TestOpenBadDSNsSayWhatIsWrongWithoutThePassword(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, dsn := range []string{
@@ -270,6 +278,7 @@ func TestOpenBadDSNsSayWhatIsWrongWithoutThePassword(t *testing.T) {
 }
 
 func TestRedactDSN(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		"postgres://u:pw@h:5432/db?sslmode=disable":  "postgres://u:xxxxx@h:5432/db?sslmode=disable",
 		"postgres://u@h/db?password=pw":              "postgres://u@h/db?password=xxxxx",
@@ -289,6 +298,7 @@ func TestRedactDSN(t *testing.T) {
 }
 
 func TestQuoteIdentNeverEndsEarly(t *testing.T) {
+	t.Parallel()
 	for in, want := range map[string]string{
 		`plain`:               `"plain"`,
 		`a"b`:                 `"a""b"`,
@@ -306,6 +316,7 @@ func TestQuoteIdentNeverEndsEarly(t *testing.T) {
 // TestQuotedIdentifiersRoundTrip creates and reads back tables whose names
 // are hostile, proving QuoteIdent against the real parser.
 func TestQuotedIdentifiersRoundTrip(t *testing.T) {
+	t.Parallel()
 	db := testdb.Open(t, nil)
 	ctx := context.Background()
 	name := testdb.Schema(t, db)
@@ -345,6 +356,7 @@ func FuzzQuoteIdent(f *testing.F) {
 }
 
 func TestValidateIdent(t *testing.T) {
+	t.Parallel()
 	for _, ok := range []string{"skiplock", "_x", "a1$", "ünï", strings.Repeat("a", 63)} {
 		if err := skiplock.ValidateIdent("schema", ok); err != nil {
 			t.Errorf("%q: %v", ok, err)
@@ -359,6 +371,7 @@ func TestValidateIdent(t *testing.T) {
 }
 
 func TestNewJobNormalize(t *testing.T) {
+	t.Parallel()
 	j := skiplock.NewJob{}
 	if err := j.Normalize(0); err != nil {
 		t.Fatal(err)
@@ -389,6 +402,7 @@ func TestNewJobNormalize(t *testing.T) {
 }
 
 func TestSQLStateThroughWrapping(t *testing.T) {
+	t.Parallel()
 	var err error = &pgconn.PgError{Code: "40001"}
 	for i := 0; i < 3; i++ {
 		err = fmt.Errorf("layer %d: %w", i, err)

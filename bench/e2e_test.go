@@ -77,6 +77,7 @@ func checkCounts(t *testing.T, rep *bench.Report) {
 }
 
 func TestLatencyByJobCount(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{bench.ModeLease, bench.ModeTx} {
 		t.Run(mode, func(t *testing.T) {
 			c, out := config(t, bench.Config{Scenario: bench.ScenarioLatency, Mode: mode, Workers: 4,
@@ -109,6 +110,7 @@ func TestLatencyByJobCount(t *testing.T) {
 }
 
 func TestLatencyForADuration(t *testing.T) {
+	t.Parallel()
 	c, _ := config(t, bench.Config{Scenario: bench.ScenarioLatency, Workers: 3, Conns: 2,
 		Work: 50 * time.Millisecond, Duration: 2 * time.Second, Progress: -1})
 	rep := run(t, c)
@@ -131,6 +133,7 @@ func TestLatencyForADuration(t *testing.T) {
 // once (a second completion of a job would come back as a lost lease, an
 // error) and each job's latency covers its work.
 func TestLeaseManyWorkersFewConnections(t *testing.T) {
+	t.Parallel()
 	c, _ := config(t, bench.Config{Scenario: bench.ScenarioLatency, Workers: 60, Conns: 2,
 		Work: 30 * time.Millisecond, Jobs: 600, Progress: -1})
 	rep := run(t, c)
@@ -147,6 +150,7 @@ func TestLeaseManyWorkersFewConnections(t *testing.T) {
 }
 
 func TestThroughputBurnDown(t *testing.T) {
+	t.Parallel()
 	for _, mode := range []string{bench.ModeLease, bench.ModeTx} {
 		t.Run(mode, func(t *testing.T) {
 			c, _ := config(t, bench.Config{Scenario: bench.ScenarioThroughput, Mode: mode, Workers: 4, Jobs: 300, Progress: -1})
@@ -163,6 +167,7 @@ func TestThroughputBurnDown(t *testing.T) {
 }
 
 func TestLock(t *testing.T) {
+	t.Parallel()
 	c, _ := config(t, bench.Config{Scenario: bench.ScenarioLock, Workers: 3, Jobs: 50, Duration: time.Second, Progress: -1})
 	rep := run(t, c)
 	if rep.Jobs == 0 || rep.Layout != "fanout" || rep.Connections != 3 {
@@ -172,6 +177,7 @@ func TestLock(t *testing.T) {
 }
 
 func TestBaseline(t *testing.T) {
+	t.Parallel()
 	if _, err := bench.FindPgbench(); errors.Is(err, bench.ErrNoPgbench) {
 		t.Skip("pgbench is not installed: the baseline cannot be tested here")
 	}
@@ -193,6 +199,7 @@ func TestBaseline(t *testing.T) {
 // The latency baseline runs the article's script with its sleep and delete;
 // with a job count, pgbench works exactly the jobs preloaded.
 func TestLatencyBaselineByJobCount(t *testing.T) {
+	t.Parallel()
 	if _, err := bench.FindPgbench(); errors.Is(err, bench.ErrNoPgbench) {
 		t.Skip("pgbench is not installed: the baseline cannot be tested here")
 	}
@@ -205,6 +212,7 @@ func TestLatencyBaselineByJobCount(t *testing.T) {
 }
 
 func TestTooFewConnections(t *testing.T) {
+	t.Parallel()
 	c, _ := config(t, bench.Config{Scenario: bench.ScenarioLatency, Mode: bench.ModeTx, Workers: bench.MaxWorkers, Duration: time.Second})
 	_, err := bench.Run(context.Background(), c)
 	if !skiplock.IsUsage(err) || !strings.Contains(err.Error(), "--mode tx with 10000 workers needs 10006: raise max_connections or use --mode lease") ||
@@ -217,6 +225,7 @@ func TestTooFewConnections(t *testing.T) {
 // with the dead versions growing, index tuples counted, and empty claims
 // on a fresh table and on the drained queue, in the JSON the CLI prints.
 func TestTombstones(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		mode  string
 		jobs  int
@@ -310,6 +319,7 @@ func TestTombstones(t *testing.T) {
 // the proxy guarantees, whatever the machine's speed. The report records
 // the round trip and the statements sent per job.
 func TestRTT(t *testing.T) {
+	t.Parallel()
 	const rtt = 20 * time.Millisecond
 	for _, mode := range []string{bench.ModeLease, bench.ModeTx} {
 		t.Run(mode, func(t *testing.T) {

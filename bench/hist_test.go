@@ -11,6 +11,7 @@ import (
 )
 
 func TestBucketsCoverEveryValueOnce(t *testing.T) {
+	t.Parallel()
 	prevHi := uint64(0)
 	for i := 0; i < numBuckets; i++ {
 		lo, hi := bucketRange(i)
@@ -39,6 +40,7 @@ func checkClose(t *testing.T, what string, got, want, rel float64) {
 }
 
 func TestSummaryMatchesExactPercentiles(t *testing.T) {
+	t.Parallel()
 	rng := rand.New(rand.NewPCG(1, 2))
 	dists := map[string]func() time.Duration{
 		// Around the article's 1 s jobs, with a tail.
@@ -84,6 +86,7 @@ func TestSummaryMatchesExactPercentiles(t *testing.T) {
 func ftoa(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 func TestSummaryEmptyAndMerge(t *testing.T) {
+	t.Parallel()
 	h := NewHistogram()
 	if s := h.Summary(); s != (Summary{}) {
 		t.Fatalf("empty summary = %+v", s)
@@ -108,6 +111,7 @@ func TestSummaryEmptyAndMerge(t *testing.T) {
 // worth of values (500 workers for 1000 s at 1 job/s each, and far more)
 // allocates nothing, and a summary's sample is bounded.
 func TestHistogramMemoryIsConstant(t *testing.T) {
+	t.Parallel()
 	h := NewHistogram()
 	rng := rand.New(rand.NewPCG(3, 4))
 	allocs := testing.AllocsPerRun(1, func() {

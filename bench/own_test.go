@@ -15,6 +15,7 @@ import (
 // TestRunsOnlyInItsOwnSchema: a schema the bench did not create is refused
 // untouched, even one with no jobs; a schema it created is reused.
 func TestRunsOnlyInItsOwnSchema(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	db, name := testdb.Migrated(t, nil)

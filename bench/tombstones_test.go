@@ -13,6 +13,7 @@ import (
 // deleted after it was taken (the server still counts them dead); once
 // it is released, VACUUM removes them.
 func TestSnapshotHolderKeepsDeadTuples(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	db := testdb.Open(t, nil)

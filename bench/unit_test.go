@@ -16,6 +16,7 @@ import (
 )
 
 func TestParsePgbenchOutput(t *testing.T) {
+	t.Parallel()
 	out, err := os.ReadFile("testdata/pgbench15.out")
 	if err != nil {
 		t.Fatal(err)
@@ -36,6 +37,7 @@ func TestParsePgbenchOutput(t *testing.T) {
 }
 
 func TestParsePgbenchLog(t *testing.T) {
+	t.Parallel()
 	f, err := os.Open("testdata/pgbench.log")
 	if err != nil {
 		t.Fatal(err)
@@ -59,6 +61,7 @@ func TestParsePgbenchLog(t *testing.T) {
 }
 
 func TestPgbenchConnInfoKeepsPasswordOffTheCommandLine(t *testing.T) {
+	t.Parallel()
 	for _, dsn := range []string{
 		"postgres://app:s3cret@db.example:6543/queue?sslmode=require",
 		"host=db.example port=6543 user=app password=s3cret dbname=queue sslmode=require",
@@ -88,6 +91,7 @@ func TestPgbenchConnInfoKeepsPasswordOffTheCommandLine(t *testing.T) {
 }
 
 func TestPgbenchArgs(t *testing.T) {
+	t.Parallel()
 	r := &pgbenchRun{Clients: 500, Duration: 1500 * time.Millisecond, Work: time.Second, Progress: 5 * time.Second}
 	got := strings.Join(r.args("s.sql", "/tmp/x/log"), " ")
 	for _, want := range []string{"-n -M prepared -c 500", "-T 2", "-P 5", "-D work=1", "-l --log-prefix=/tmp/x/log", "-f s.sql"} {
@@ -103,6 +107,7 @@ func TestPgbenchArgs(t *testing.T) {
 
 // The report's JSON names are the CLI contract (DESIGN.md).
 func TestReportJSONFields(t *testing.T) {
+	t.Parallel()
 	eff := 0.99
 	ratio := 1.02
 	r := &Report{Tool: "skiplock", Scenario: "latency", Layout: "bucketed", Mode: "lease", Workers: 500, Jobs: 10, Seconds: 1,
@@ -195,6 +200,7 @@ func checkReportFields(t *testing.T, m map[string]any, top bool) {
 }
 
 func TestConfigDefaultsAndUsage(t *testing.T) {
+	t.Parallel()
 	c, err := (&Config{Scenario: ScenarioLatency}).withDefaults()
 	if err != nil {
 		t.Fatal(err)
@@ -235,6 +241,7 @@ func TestConfigDefaultsAndUsage(t *testing.T) {
 }
 
 func TestLatencyJobsDoNotOverflow(t *testing.T) {
+	t.Parallel()
 	c, err := (&Config{Scenario: ScenarioLatency, Workers: MaxWorkers, Work: time.Nanosecond, Duration: 1 << 62}).withDefaults()
 	if err != nil || c.Jobs <= 0 {
 		t.Fatalf("jobs %d, err %v", c.Jobs, err)
@@ -242,6 +249,7 @@ func TestLatencyJobsDoNotOverflow(t *testing.T) {
 }
 
 func TestThroughProxy(t *testing.T) {
+	t.Parallel()
 	for dsn, want := range map[string]string{
 		"postgres://app:s3cret@db.example:6543/queue?sslmode=require&port=7000": "postgres://app:s3cret@127.0.0.1:4321/queue?load_balance=false&sslmode=require",
 		"host=db.example port=6543 user=app password=s3cret dbname=queue":       "host=db.example port=6543 user=app password=s3cret dbname=queue host=127.0.0.1 port=4321 load_balance=false",
@@ -273,6 +281,7 @@ func (fakeBeginner) Begin(context.Context, skiplock.TxOptions) (skiplock.Tx, err
 // A transaction counts BEGIN, its statements and one end: the deferred
 // Rollback after a Commit sends nothing. Uncounted contexts are left out.
 func TestCountingTx(t *testing.T) {
+	t.Parallel()
 	s := &stmtCounter{}
 	ctx := context.Background()
 	tx, err := countBegin(ctx, fakeBeginner{}, s, skiplock.TxOptions{})

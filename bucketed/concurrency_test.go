@@ -24,6 +24,7 @@ import (
 // worker runs below stay on jackc alone, since the adapters share every
 // line of code above the driver calls and the locking is the server's.
 func TestTwoSessionsSkipHeldRows(t *testing.T) {
+	t.Parallel()
 	testdb.ForEachDriver(t, testTwoSessionsSkipHeldRows)
 }
 
@@ -69,6 +70,7 @@ func testTwoSessionsSkipHeldRows(t *testing.T, d testdb.Driver) {
 // index scans (docs/design.md, "A LIMIT subquery under an UPDATE can run more than once") and checks that a claim of n changes exactly the
 // rows it returns, at most n, each once.
 func TestBatchClaimNeverExceedsN(t *testing.T) {
+	t.Parallel()
 	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
 	q := queueOn(t, db, name, nil)
 	ctx := ctxT(t)
@@ -108,6 +110,7 @@ func TestBatchClaimNeverExceedsN(t *testing.T) {
 // back); its late Complete (and Fail, Extend) returns ErrLeaseLost and
 // changes nothing.
 func TestLeaseExpiry(t *testing.T) {
+	t.Parallel()
 	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
 	q := queueOn(t, db, name, nil)
 	ctx := ctxT(t)
@@ -155,6 +158,7 @@ func TestLeaseExpiry(t *testing.T) {
 // TestNoDoubleDelivery: 64 workers, 50,000 jobs; every delivery counted;
 // every job handled exactly once and none left behind.
 func TestNoDoubleDelivery(t *testing.T) {
+	t.Parallel()
 	noDoubleDelivery(t, testdb.Drivers()[0], 50000)
 }
 
@@ -162,6 +166,7 @@ func TestNoDoubleDelivery(t *testing.T) {
 // YugabyteDB smart driver's pool (a fork of pgxpool, with its own code
 // under 64 concurrent workers), over PostgreSQL with load_balance off.
 func TestNoDoubleDeliveryYugabyteAdapter(t *testing.T) {
+	t.Parallel()
 	noDoubleDelivery(t, testdb.Drivers()[1], 5000)
 }
 
@@ -234,6 +239,7 @@ func noDoubleDelivery(t *testing.T, d testdb.Driver, jobs int) {
 // always failing (or panicking) ends Failed after max_attempts with the
 // last error kept.
 func TestWorkerRetries(t *testing.T) {
+	t.Parallel()
 	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
 	q := queueOn(t, db, name, &bucketed.Config{RetryBase: time.Millisecond, RetryMax: 5 * time.Millisecond})
 	ctx := ctxT(t)
@@ -310,6 +316,7 @@ func TestWorkerRetries(t *testing.T) {
 // at once; a handler still running at the deadline is cancelled and its
 // job released, not failed; every result is written before Stop returns.
 func TestWorkerGracefulStop(t *testing.T) {
+	t.Parallel()
 	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
 	q := queueOn(t, db, name, nil)
 	ctx := ctxT(t)
@@ -360,6 +367,7 @@ func TestWorkerGracefulStop(t *testing.T) {
 // visibility timeout keeps its lease through heartbeats, so no one else
 // gets it, and completes once.
 func TestWorkerHeartbeatKeepsLease(t *testing.T) {
+	t.Parallel()
 	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
 	q := queueOn(t, db, name, &bucketed.Config{VisibilityTimeout: time.Second})
 	ctx := ctxT(t)
@@ -396,6 +404,7 @@ func TestWorkerHeartbeatKeepsLease(t *testing.T) {
 }
 
 func TestRetention(t *testing.T) {
+	t.Parallel()
 	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
 	q := queueOn(t, db, name, nil)
 	ctx := ctxT(t)

@@ -19,6 +19,7 @@ import (
 // heard once by AfterComplete with sane times; and claims were gathered
 // (fewer statements than requests served).
 func TestGatheredClaims(t *testing.T) {
+	t.Parallel()
 	const jobs, workers, batch = 3000, 50, 3
 	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
 	q := queueOn(t, db, name, nil)
@@ -88,6 +89,7 @@ func TestGatheredClaims(t *testing.T) {
 // TestGatheredClaimsHardStop: goroutines queued for a claim do not hold up
 // Stop; the jobs in hand at its deadline go back unattempted.
 func TestGatheredClaimsHardStop(t *testing.T) {
+	t.Parallel()
 	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
 	q := queueOn(t, db, name, nil)
 	ctx := ctxT(t)
@@ -124,6 +126,7 @@ func TestGatheredClaimsHardStop(t *testing.T) {
 }
 
 func TestWorkerHelperCounts(t *testing.T) {
+	t.Parallel()
 	q, _ := newQueue(t, nil)
 	h := func(context.Context, *skiplock.Job) error { return nil }
 	for _, c := range []bucketed.WorkerConfig{{Handler: h, Claimers: -1}, {Handler: h, Completers: 1001}} {

@@ -23,6 +23,7 @@ import (
 const probeEvery = 20 * time.Millisecond
 
 func TestHintNeverStrandsAJob(t *testing.T) {
+	t.Parallel()
 	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
 	ctx := ctxT(t)
 	tbl := jobsTable(name)

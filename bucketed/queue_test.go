@@ -120,6 +120,7 @@ func nJobs(n int, queue string) []skiplock.NewJob {
 // panics) and checks the claim's bucket predicate. internal/crdbcheck, its
 // own module, parses every statement with CockroachDB's grammar.
 func TestStatementsRenderForEveryEngine(t *testing.T) {
+	t.Parallel()
 	for _, s := range bucketed.Statements(skiplock.EngineCockroach.Dialect(), "My$Schema") {
 		if strings.Contains(s, `"bucket" = h.bucket`) {
 			t.Errorf("CockroachDB's sharded index fans out itself; the claim should not scan per bucket:\n%s", s)
@@ -135,6 +136,7 @@ func TestStatementsRenderForEveryEngine(t *testing.T) {
 // TestInsertTargetsTheUniqueIndex checks that insert's ON CONFLICT target
 // is the jobs_unique_key index of the table model, predicate and all.
 func TestInsertTargetsTheUniqueIndex(t *testing.T) {
+	t.Parallel()
 	var target string
 	for _, ix := range schema.JobsTableDef(schema.DefaultBuckets).Indexes {
 		if ix.Name == "jobs_unique_key" {
@@ -148,6 +150,7 @@ func TestInsertTargetsTheUniqueIndex(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
+	t.Parallel()
 	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
 	for _, c := range []bucketed.Config{
 		{Schema: `x"; DROP TABLE y`},
@@ -184,6 +187,7 @@ func TestConfigValidation(t *testing.T) {
 }
 
 func TestLifecycle(t *testing.T) {
+	t.Parallel()
 	testdb.ForEachDriver(t, testLifecycle)
 }
 
@@ -257,6 +261,7 @@ func testLifecycle(t *testing.T, d testdb.Driver) {
 }
 
 func TestUniqueKeysDedupe(t *testing.T) {
+	t.Parallel()
 	q, _ := newQueue(t, nil)
 	ctx := ctxT(t)
 	a, err := q.Enqueue(ctx, skiplock.NewJob{UniqueKey: "k1"})
@@ -288,6 +293,7 @@ func TestUniqueKeysDedupe(t *testing.T) {
 }
 
 func TestEnqueueTxRollsBackWithCaller(t *testing.T) {
+	t.Parallel()
 	testdb.ForEachDriver(t, func(t *testing.T, d testdb.Driver) {
 		q, name := newQueueOn(t, d, &bucketed.Config{Queue: "mail"})
 		db := q.DB()
@@ -334,6 +340,7 @@ func TestEnqueueTxRollsBackWithCaller(t *testing.T) {
 // driver adapter's mapped errors) rolls its follow-ups back with the
 // completion, leaving the job Running.
 func TestOnCompleteEnqueuesFollowUp(t *testing.T) {
+	t.Parallel()
 	testdb.ForEachDriver(t, func(t *testing.T, d testdb.Driver) {
 		q, name := newQueueOn(t, d, &bucketed.Config{RetryBase: time.Millisecond, RetryMax: 5 * time.Millisecond})
 		db := q.DB()
@@ -421,6 +428,7 @@ func TestOnCompleteEnqueuesFollowUp(t *testing.T) {
 }
 
 func TestNotClaimedBeforeRunAt(t *testing.T) {
+	t.Parallel()
 	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
 	q := queueOn(t, db, name, nil)
 	ctx := ctxT(t)
@@ -445,6 +453,7 @@ func TestNotClaimedBeforeRunAt(t *testing.T) {
 // TestFailManyKeepsEachError: a batch of failures records each job's own
 // error, whatever order the batch comes in.
 func TestFailManyKeepsEachError(t *testing.T) {
+	t.Parallel()
 	q, _ := newQueue(t, nil)
 	ctx := ctxT(t)
 	mustEnqueue(t, q, nJobs(5, "default")...)

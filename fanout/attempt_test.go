@@ -60,6 +60,7 @@ func waitEmpty(t *testing.T, q *fanout.Queue, limit time.Duration, state func() 
 // failure was counted after the rollback, and another worker could claim
 // the job in between.)
 func TestHandlerRunsAtMostMaxAttempts(t *testing.T) {
+	t.Parallel()
 	const n, maxAttempts, workers = 200, 3, 8
 	// The smallest pool StartWorker accepts: one connection per worker
 	// and the one that counts attempts, which must never wait for theirs.
@@ -144,6 +145,7 @@ func fmtCounts(c fanout.WorkerCounts, runs int64) string {
 // the database's clock: the handler logs its start and its failure
 // outside the job's transaction.
 func TestBackoff(t *testing.T) {
+	t.Parallel()
 	q, db, s := setup(t, 0, &fanout.Config{RetryBase: time.Hour, RetryMax: time.Hour})
 	ctx := context.Background()
 	log := table(s, "attempt_log")
@@ -240,6 +242,7 @@ func TestBackoff(t *testing.T) {
 // hour's backoff can be cancelled (its attempt count goes with it) and
 // retried: it is claimable at once, as its first attempt.
 func TestCancelAndRetryResetTheCount(t *testing.T) {
+	t.Parallel()
 	q, db, s := setup(t, 0, &fanout.Config{RetryBase: time.Hour, RetryMax: time.Hour})
 	ctx := context.Background()
 	id, err := q.Enqueue(ctx, skiplock.NewJob{MaxAttempts: 2})

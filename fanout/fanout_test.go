@@ -83,6 +83,7 @@ func recordHandler(schemaName string) fanout.Handler {
 // internal/crdbcheck, its own module.
 
 func TestStatementsQuoteTheSchema(t *testing.T) {
+	t.Parallel()
 	for name, sql := range fanout.Statements(`we"ird`) {
 		if !strings.Contains(sql, `"we""ird"."`) {
 			t.Errorf("%s does not quote the schema: %s", name, sql)
@@ -91,6 +92,7 @@ func TestStatementsQuoteTheSchema(t *testing.T) {
 }
 
 func TestConfigValidation(t *testing.T) {
+	t.Parallel()
 	db := testdb.Open(t, nil)
 	if _, err := fanout.New(nil, nil); !skiplock.IsUsage(err) {
 		t.Errorf("nil db: want a usage error, got %v", err)
@@ -118,6 +120,7 @@ func TestConfigValidation(t *testing.T) {
 }
 
 func TestEnqueueRefusesBadInputAndAddsNothing(t *testing.T) {
+	t.Parallel()
 	q, db, s := setup(t, 0, nil)
 	ctx := context.Background()
 	good := skiplock.NewJob{Payload: []byte(`{}`)}
@@ -142,6 +145,7 @@ func TestEnqueueRefusesBadInputAndAddsNothing(t *testing.T) {
 }
 
 func TestEnqueueManyBatchesAndKeepsFields(t *testing.T) {
+	t.Parallel()
 	q, db, s := setup(t, 0, &fanout.Config{EnqueueBatch: 1000})
 	ctx := context.Background()
 	in := jobs(2500)
@@ -179,6 +183,7 @@ func TestEnqueueManyBatchesAndKeepsFields(t *testing.T) {
 }
 
 func TestEnqueueTxFollowsTheCallersTransaction(t *testing.T) {
+	t.Parallel()
 	testdb.ForEachDriver(t, func(t *testing.T, d testdb.Driver) {
 		q, db, s := setupOn(t, d, 0, nil)
 		ctx := context.Background()
@@ -213,6 +218,7 @@ func TestEnqueueTxFollowsTheCallersTransaction(t *testing.T) {
 // The failure is a server error met in the handler's own SQL, so the
 // mapped error path of each driver adapter is exercised too.
 func TestHandlerEnqueuesFollowUpInItsTransaction(t *testing.T) {
+	t.Parallel()
 	testdb.ForEachDriver(t, func(t *testing.T, d testdb.Driver) {
 		// No backoff, so the failed job is claimable again at once.
 		q, db, s := setupOn(t, d, 0, &fanout.Config{RetryBase: time.Nanosecond, RetryMax: time.Nanosecond})
@@ -285,6 +291,7 @@ func TestHandlerEnqueuesFollowUpInItsTransaction(t *testing.T) {
 // session B, from a start before the row (first branch) and after it (the
 // wrap-around branch). The control runs first: without A, B gets the row.
 func TestHeldRowIsSkipped(t *testing.T) {
+	t.Parallel()
 	testdb.ForEachDriver(t, testHeldRowIsSkipped)
 }
 
@@ -376,6 +383,7 @@ func testHeldRowIsSkipped(t *testing.T, d testdb.Driver) {
 // wrap-around branch never runs, and nothing is scanned, joined or sorted
 // whole, even with job_attempt full of other jobs' rows.
 func TestClaimIsOneIndexSeek(t *testing.T) {
+	t.Parallel()
 	q, db, s := setup(t, 0, nil)
 	ctx := context.Background()
 	if _, err := q.EnqueueMany(ctx, jobs(5000)); err != nil {
@@ -487,7 +495,8 @@ func exactlyOnceOn(t *testing.T, d testdb.Driver, n int, fail func(job *skiplock
 		t.Fatal(err)
 	}
 	record := recordHandler(s)
-	var calls, reported atomic.Int64
+	var calls, reported, completed atomic.Int64
+	allDone := make(chan struct{}) // closed by the result that completes the n-th job
 	w, err := q.NewWorker(&fanout.WorkerConfig{
 		Workers: workers,
 		Handler: func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
@@ -503,6 +512,9 @@ func exactlyOnceOn(t *testing.T, d testdb.Driver, n int, fail func(job *skiplock
 		OnResult: func(_ int, r *fanout.Result, err error) {
 			if r.Job != nil && err == nil {
 				reported.Add(1)
+				if r.HandlerErr == nil && completed.Add(1) == int64(n) {
+					close(allDone)
+				}
 			}
 		},
 		IdleMin: time.Millisecond, IdleMax: 20 * time.Millisecond,
@@ -514,19 +526,10 @@ func exactlyOnceOn(t *testing.T, d testdb.Driver, n int, fail func(job *skiplock
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(3 * time.Minute)
-	for {
-		more, err := q.HasQueued(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if !more {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("jobs left after 3 minutes; stats %+v", w.Stats())
-		}
-		time.Sleep(50 * time.Millisecond)
+	select {
+	case <-allDone:
+	case <-time.After(3 * time.Minute):
+		t.Fatalf("jobs left after 3 minutes; stats %+v", w.Stats())
 	}
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
@@ -562,6 +565,7 @@ func exactlyOnceOn(t *testing.T, d testdb.Driver, n int, fail func(job *skiplock
 }
 
 func TestExactlyOnce(t *testing.T) {
+	t.Parallel()
 	exactlyOnce(t, 50000, nil)
 }
 
@@ -570,6 +574,7 @@ func TestExactlyOnce(t *testing.T) {
 // under 64 workers each holding a connection), over PostgreSQL with
 // load_balance off.
 func TestExactlyOnceYugabyteAdapter(t *testing.T) {
+	t.Parallel()
 	exactlyOnceOn(t, testdb.Drivers()[1], 3000, nil)
 }
 
@@ -580,6 +585,7 @@ func TestExactlyOnceYugabyteAdapter(t *testing.T) {
 // rollback and the recording of the attempt and see the old count; both
 // failures are then counted, as TestPoisonJobGoesDead checks.)
 func TestExactlyOnceWithFailures(t *testing.T) {
+	t.Parallel()
 	var chosen, failed sync.Map
 	fail := func(job *skiplock.Job) bool {
 		h := fnv.New32a()
@@ -605,6 +611,7 @@ func TestExactlyOnceWithFailures(t *testing.T) {
 // TestPoisonJobGoesDead: a job that always fails moves to job_dead after
 // max attempts, with its last error; a panicking one too.
 func TestPoisonJobGoesDead(t *testing.T) {
+	t.Parallel()
 	q, db, s := setup(t, 0, &fanout.Config{RetryBase: time.Millisecond, RetryMax: 4 * time.Millisecond})
 	ctx := context.Background()
 	for _, panics := range []bool{false, true} {
@@ -682,6 +689,7 @@ func TestPoisonJobGoesDead(t *testing.T) {
 // SQL is retried by retry.Run, not counted as a failed attempt, and the
 // job's work commits once.
 func TestSerializationFailureRetriesTheJob(t *testing.T) {
+	t.Parallel()
 	counters := &retry.Counters{}
 	q, db, s := setup(t, 0, &fanout.Config{Retry: &retry.Options{Counters: counters}})
 	ctx := context.Background()
@@ -716,6 +724,7 @@ func TestSerializationFailureRetriesTheJob(t *testing.T) {
 }
 
 func TestWorkerChecksConnections(t *testing.T) {
+	t.Parallel()
 	q, db, _ := setup(t, 4, nil)
 	ctx := context.Background()
 	h := func(context.Context, skiplock.Tx, *skiplock.Job) error { return nil }
@@ -792,6 +801,7 @@ func TestWorkerChecksConnections(t *testing.T) {
 // TestStop: a graceful stop lets jobs in flight commit; a hard stop rolls
 // them back without counting an attempt.
 func TestStop(t *testing.T) {
+	t.Parallel()
 	q, db, s := setup(t, 12, nil)
 	ctx := context.Background()
 	if _, err := q.EnqueueMany(ctx, jobs(20)); err != nil {
@@ -896,6 +906,7 @@ func waitStarted(t *testing.T, started chan struct{}) {
 }
 
 func TestStatsAndHasQueued(t *testing.T) {
+	t.Parallel()
 	q, _, _ := setup(t, 0, nil)
 	ctx := context.Background()
 	if more, err := q.HasQueued(ctx); err != nil || more {
@@ -941,6 +952,7 @@ func TestStatsAndHasQueued(t *testing.T) {
 // or ignores a failed statement and returns nil, fails its attempt; none of
 // its work is kept.
 func TestMisbehavingHandlers(t *testing.T) {
+	t.Parallel()
 	q, db, s := setup(t, 0, nil)
 	ctx := context.Background()
 	record := recordHandler(s)
@@ -988,6 +1000,7 @@ func TestMisbehavingHandlers(t *testing.T) {
 // empty, in which case the next Process handles it. Either way exactly
 // once, and no attempt is counted against the job.
 func TestConnectionDiesMidJob(t *testing.T) {
+	t.Parallel()
 	q, db, s := setup(t, 0, &fanout.Config{RetryBase: time.Millisecond, RetryMax: 4 * time.Millisecond})
 	ctx := context.Background()
 	id, err := q.Enqueue(ctx, skiplock.NewJob{})
@@ -1046,6 +1059,7 @@ func TestConnectionDiesMidJob(t *testing.T) {
 // TestWorkerQueue: WorkerConfig.Queue picks the queue a Worker works, as
 // in the bucketed layout; "" is the Queue's Config.Queue.
 func TestWorkerQueue(t *testing.T) {
+	t.Parallel()
 	q, db, s := setup(t, 8, nil)
 	ctx := context.Background()
 	other := make([]skiplock.NewJob, 5)

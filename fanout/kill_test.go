@@ -93,6 +93,7 @@ func TestHelperProcess(t *testing.T) {
 // queue complete exactly once. Worker processes are started two at a time
 // until no job is pending.
 func TestPoisonJobsKillTheirWorkers(t *testing.T) {
+	t.Parallel()
 	const poison, ordinary, maxAttempts = 4, 40, 3
 	q, db, s := setup(t, 0, nil)
 	ctx := context.Background()

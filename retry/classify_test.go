@@ -72,6 +72,7 @@ func spec(code, msg string) retry.Class {
 }
 
 func TestClassifyTable(t *testing.T) {
+	t.Parallel()
 	amb := &retry.AmbiguousCommitError{Err: pgError(false, "57P01", "terminating connection due to administrator command")}
 	cases := []struct {
 		name string
@@ -192,6 +193,7 @@ func FuzzClassify(f *testing.F) {
 }
 
 func TestClassifySafeToRetryAtDepth(t *testing.T) {
+	t.Parallel()
 	for d := range 10 {
 		for _, safe := range []bool{true, false} {
 			want := retry.Permanent
@@ -210,6 +212,7 @@ func TestClassifySafeToRetryAtDepth(t *testing.T) {
 }
 
 func TestClassString(t *testing.T) {
+	t.Parallel()
 	for c, want := range map[retry.Class]string{retry.Permanent: "permanent", retry.Retryable: "retryable", retry.Ambiguous: "ambiguous"} {
 		if c.String() != want {
 			t.Errorf("%d.String() = %q, want %q", c, c.String(), want)

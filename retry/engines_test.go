@@ -72,6 +72,7 @@ func (h *hookBeginner) Begin(ctx context.Context, opts skiplock.TxOptions) (skip
 // "restart transaction". The injection only stops for savepoint retries
 // (package doc), so the first case turns it off before the third BEGIN.
 func TestCockroachInjectedRetries(t *testing.T) {
+	t.Parallel()
 	db := engineDB(t, skiplock.EngineCockroach)
 	ctx := context.Background()
 	sql := cockroachSQL(t, skiplock.QuoteIdent(testdb.Schema(t, db)))
@@ -133,6 +134,7 @@ func TestCockroachInjectedRetries(t *testing.T) {
 // conflict retried to success, and SKIP LOCKED under SERIALIZABLE refused
 // as a permanent error.
 func TestYugabyteRetries(t *testing.T) {
+	t.Parallel()
 	db := engineDB(t, skiplock.EngineYugabyte)
 	ctx := context.Background()
 	s := skiplock.QuoteIdent(testdb.Schema(t, db))
@@ -224,6 +226,7 @@ func (r *sqlRecorder) take() []string {
 // testdata/cockroach.sql, whose blocks internal/crdbcheck parses with
 // CockroachDB 25.2's grammar.
 func TestRunSendsOnlyListedSQL(t *testing.T) {
+	t.Parallel()
 	rec := &sqlRecorder{}
 	pc, err := pgxpool.ParseConfig(testdb.DSN(t))
 	if err != nil {

@@ -16,6 +16,7 @@ import (
 )
 
 func TestBackoffFullJitterBounds(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ base, max time.Duration }{
 		{time.Millisecond, time.Second},
 		{5 * time.Millisecond, 5 * time.Millisecond},
@@ -47,6 +48,7 @@ func TestBackoffFullJitterBounds(t *testing.T) {
 }
 
 func TestOptionsValidation(t *testing.T) {
+	t.Parallel()
 	bad := []Options{
 		{Isolation: "snapshot"},
 		{MaxAttempts: -1},
@@ -71,6 +73,7 @@ func TestOptionsValidation(t *testing.T) {
 // TestCommitErrorOutcomes pins which COMMIT failures are known rollbacks
 // and which may have committed. The real-server proofs are in run_test.go.
 func TestCommitErrorOutcomes(t *testing.T) {
+	t.Parallel()
 	// COMMIT's errors reach commitError through the driver adapters,
 	// which map them as these fixtures show (proven in the root package's
 	// TestDriverErrorsAreMapped): a server error to a *skiplock.PgError

@@ -204,6 +204,7 @@ func testLostUpdateRetried(t *testing.T, d testdb.Driver) {
 // TestPermanentErrorsNotRetried makes the server raise each permanent
 // SQLSTATE the contract names and checks that Run returns it at once.
 func TestPermanentErrorsNotRetried(t *testing.T) {
+	t.Parallel()
 	testdb.ForEachDriver(t, testPermanentErrorsNotRetried)
 }
 
@@ -270,6 +271,7 @@ func testPermanentErrorsNotRetried(t *testing.T, d testdb.Driver) {
 // returns nil; the server answers COMMIT with ROLLBACK. Nothing committed,
 // and Run says why instead of calling it ambiguous.
 func TestSwallowedErrorIsNotAmbiguous(t *testing.T) {
+	t.Parallel()
 	testdb.ForEachDriver(t, testSwallowedErrorIsNotAmbiguous)
 }
 
@@ -298,6 +300,7 @@ func testSwallowedErrorIsNotAmbiguous(t *testing.T, d testdb.Driver) {
 }
 
 func TestGivesUpAfterMaxAttempts(t *testing.T) {
+	t.Parallel()
 	db, _ := setup(t)
 	var c retry.Counters
 	err := retry.Run(context.Background(), db, &retry.Options{MaxAttempts: 3, BaseDelay: time.Millisecond, Counters: &c},
@@ -317,6 +320,7 @@ func TestGivesUpAfterMaxAttempts(t *testing.T) {
 // ends Run at once, with both the context's error and the last cause
 // wrapped; a cancel during a statement ends it with the statement's error.
 func TestCancelStopsTheLoop(t *testing.T) {
+	t.Parallel()
 	db, _ := setup(t)
 	t.Run("during backoff", func(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
@@ -394,6 +398,7 @@ func waitRun(t *testing.T, done <-chan error) error {
 // and another session terminates that backend. Run must report an
 // ambiguous commit, after one attempt, without retrying.
 func TestCommitTerminatedIsAmbiguous(t *testing.T) {
+	t.Parallel()
 	testdb.ForEachDriver(t, testCommitTerminatedIsAmbiguous)
 }
 
@@ -558,6 +563,7 @@ func (b *connBeginner) close() {
 // so Run cannot show that nothing was sent and stays conservative: an
 // ambiguous commit, not retried. The data says what happened.
 func TestCommitOnClosedConnIsAmbiguous(t *testing.T) {
+	t.Parallel()
 	db, s := setup(t)
 	mustExec(t, db, "CREATE TABLE "+s+".t (id int)")
 	cfg, err := pgx.ParseConfig(testdb.DSN(t))
@@ -585,6 +591,7 @@ func TestCommitOnClosedConnIsAmbiguous(t *testing.T) {
 // TestCancelBeforeCommitIsNotAmbiguous: a context that ends after fn but
 // before COMMIT is a certain rollback, reported as the context's error.
 func TestCancelBeforeCommitIsNotAmbiguous(t *testing.T) {
+	t.Parallel()
 	db, s := setup(t)
 	mustExec(t, db, "CREATE TABLE "+s+".t (id int)")
 	ctx, cancel := context.WithCancel(context.Background())
@@ -611,6 +618,7 @@ func TestCancelBeforeCommitIsNotAmbiguous(t *testing.T) {
 // finishes the commit. Run must report it as ambiguous after one attempt,
 // and the row is in fact there, once.
 func TestCommitCutButCommitted(t *testing.T) {
+	t.Parallel()
 	// Run must report the cut COMMIT as ambiguous every time (checked in
 	// each round). That the server then commits it is the reason, shown
 	// here; a few rounds are allowed because now and then the server rolls
@@ -719,6 +727,7 @@ func cutCommitRound(t *testing.T) int64 {
 // TestPanicRollsBack: a panicking fn leaves no transaction open on a
 // pooled connection.
 func TestPanicRollsBack(t *testing.T) {
+	t.Parallel()
 	db, s := setup(t)
 	mustExec(t, db, "CREATE TABLE "+s+".t (id int)")
 	conn, err := db.Acquire(context.Background())
@@ -750,6 +759,7 @@ func TestPanicRollsBack(t *testing.T) {
 }
 
 func TestBadOptionsSendNothing(t *testing.T) {
+	t.Parallel()
 	db, _ := setup(t)
 	for _, o := range []*retry.Options{{Isolation: "snapshot"}, {MaxAttempts: -1}, {BaseDelay: time.Second, MaxDelay: time.Millisecond}} {
 		err := retry.Run(context.Background(), db, o, func(context.Context, skiplock.Tx) error {

@@ -18,6 +18,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
 // go.mod), and so are the golden testdata/cockroach_*.sql.
 
 func TestCockroachBucketedIsHashSharded(t *testing.T) {
+	t.Parallel()
 	stmts, err := DDL(skiplock.EngineCockroach.Dialect(), LayoutBucketed, &Options{Buckets: 16})
 	if err != nil {
 		t.Fatal(err)
@@ -30,6 +31,7 @@ func TestCockroachBucketedIsHashSharded(t *testing.T) {
 }
 
 func TestCockroachFanoutSplitsAtValues(t *testing.T) {
+	t.Parallel()
 	stmts, err := DDL(skiplock.EngineCockroach.Dialect(), LayoutFanout, &Options{Tablets: 4})
 	if err != nil {
 		t.Fatal(err)
@@ -46,6 +48,7 @@ func TestCockroachFanoutSplitsAtValues(t *testing.T) {
 // bucket key, ASC create order, INCLUDE) and the scalable-job-queue article (ASC text key, SPLIT
 // AT VALUES at 2000..., 4000..., ...). Run with -update to rewrite.
 func TestGoldenDDL(t *testing.T) {
+	t.Parallel()
 	for _, engine := range skiplock.Engines {
 		for _, layout := range Layouts {
 			stmts, err := DDL(engine.Dialect(), layout, nil)
@@ -74,6 +77,7 @@ func TestGoldenDDL(t *testing.T) {
 // TestYugabyteDDLFollowsSeeds checks the facts the golden files were
 // reviewed for, so a careless -update cannot silently drop them.
 func TestYugabyteDDLFollowsSeeds(t *testing.T) {
+	t.Parallel()
 	d := skiplock.EngineYugabyte.Dialect()
 	bucketed, _ := DDL(d, LayoutBucketed, &Options{Buckets: 4})
 	fanout, _ := DDL(d, LayoutFanout, &Options{Tablets: 8})
@@ -111,6 +115,7 @@ func TestYugabyteDDLFollowsSeeds(t *testing.T) {
 }
 
 func TestUUIDSplitPoints(t *testing.T) {
+	t.Parallel()
 	got := UUIDSplitPoints(8)
 	if len(got) != 7 || got[0] != "20000000-0000-0000-0000-000000000000" || got[6] != "e0000000-0000-0000-0000-000000000000" {
 		t.Fatalf("UUIDSplitPoints(8) = %v", got)
@@ -129,6 +134,7 @@ func TestUUIDSplitPoints(t *testing.T) {
 }
 
 func TestOptionsRejectBadInput(t *testing.T) {
+	t.Parallel()
 	for _, o := range []Options{
 		{Schema: `x"; DROP TABLE y; --`},
 		{Schema: "1abc"},
@@ -147,6 +153,7 @@ func TestOptionsRejectBadInput(t *testing.T) {
 }
 
 func TestQuotedIdentifiersEverywhere(t *testing.T) {
+	t.Parallel()
 	// A schema name with a dollar sign is valid and must come out quoted.
 	for _, engine := range skiplock.Engines {
 		for _, layout := range Layouts {
@@ -164,6 +171,7 @@ func TestQuotedIdentifiersEverywhere(t *testing.T) {
 }
 
 func TestConflictTargetRepeatsTheIndex(t *testing.T) {
+	t.Parallel()
 	var got []string
 	for _, ix := range JobsTableDef(DefaultBuckets).Indexes {
 		if ix.Unique {

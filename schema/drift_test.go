@@ -117,6 +117,7 @@ func modelSchema(t *testing.T, db *skiplock.DB, o Options, edit func(model []str
 // constraints, the enum's labels, sequences and settings. A model change
 // without a new migration fails it; the subtests prove that it would.
 func TestMigratedSchemaMatchesModel(t *testing.T) {
+	t.Parallel()
 	db := testdb.Open(t, nil)
 	if db.Engine() != skiplock.EnginePostgres {
 		t.Skipf("reads PostgreSQL's catalog; the server is %s", db.Engine())
@@ -181,6 +182,7 @@ var fitVersions = map[Layout]int{LayoutCore: 3, LayoutBucketed: 2}
 // runs Migrate: it applies exactly the fit versions, twice is a no-op,
 // and the schema ends equal to one built from the model.
 func TestUpgradeThroughFitVersions(t *testing.T) {
+	t.Parallel()
 	db := testdb.Open(t, nil)
 	if db.Engine() != skiplock.EnginePostgres {
 		t.Skipf("reads PostgreSQL's catalog; the server is %s", db.Engine())

@@ -56,6 +56,7 @@ func statementDiff(frozen, model []string) string {
 // without a new migration fails it on every engine (PostgreSQL's catalog
 // is also compared, in TestMigratedSchemaMatchesModel).
 func TestFrozenMigrationsCreateTheModel(t *testing.T) {
+	t.Parallel()
 	for _, engine := range skiplock.Engines {
 		d := engine.Dialect()
 		for _, layout := range allLayouts {
@@ -80,6 +81,7 @@ func TestFrozenMigrationsCreateTheModel(t *testing.T) {
 // with one more column, or one index changed, differs from the frozen
 // migrations on every engine.
 func TestFrozenCheckSeesModelChanges(t *testing.T) {
+	t.Parallel()
 	for _, engine := range skiplock.Engines {
 		d := engine.Dialect()
 		for name, change := range map[string]func(*Table){
@@ -129,6 +131,7 @@ func changedModel(t *testing.T, d *skiplock.Dialect, model []string, schemaName 
 // on each engine with no placeholder left, and that the files are listed
 // in apply order.
 func TestEveryEngineRendersEveryMigration(t *testing.T) {
+	t.Parallel()
 	if len(Migrations) == 0 {
 		t.Fatal("no migrations embedded")
 	}

@@ -205,6 +205,7 @@ var knownHotspots = map[string]string{
 // led by a HASH column that spreads (YugabyteDB). A low-cardinality prefix
 // (the queue) is skipped over: it does not spread what follows it.
 func TestNoIndexLedByAGrowingKey(t *testing.T) {
+	t.Parallel()
 	seen := map[string]bool{}
 	for _, engine := range distributedEngines {
 		d := engine.Dialect()
@@ -235,6 +236,7 @@ func TestNoIndexLedByAGrowingKey(t *testing.T) {
 // of every layout's first migrations (before bucketed/002 and core/003
 // spread the indexes) has the hotspots those versions removed.
 func TestHotspotCheckSeesVersionOne(t *testing.T) {
+	t.Parallel()
 	want := map[skiplock.Engine][]string{
 		skiplock.EngineYugabyte: {
 			"jobs: jobs_lease_expiry: led by lease_expires_at, which is a timestamp",

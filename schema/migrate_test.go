@@ -18,6 +18,7 @@ import (
 // engine's own lock and on the lock row, and checks that they end with one
 // applied set and no error.
 func TestMigrateConcurrently(t *testing.T) {
+	t.Parallel()
 	for _, lockRow := range []bool{false, true} {
 		t.Run(fmt.Sprintf("lockRow=%v", lockRow), func(t *testing.T) {
 			db := testdb.Open(t, nil)
@@ -78,6 +79,7 @@ func TestMigrateConcurrently(t *testing.T) {
 }
 
 func TestMigrateRecordsSettingsAndRefusesChanges(t *testing.T) {
+	t.Parallel()
 	db := testdb.Open(t, nil)
 	name := testdb.Schema(t, db)
 	ctx := context.Background()
@@ -104,6 +106,7 @@ func TestMigrateRecordsSettingsAndRefusesChanges(t *testing.T) {
 }
 
 func TestMigrateOneLayoutThenTheOther(t *testing.T) {
+	t.Parallel()
 	db := testdb.Open(t, nil)
 	name := testdb.Schema(t, db)
 	ctx := context.Background()
@@ -137,6 +140,7 @@ func TestMigrateOneLayoutThenTheOther(t *testing.T) {
 }
 
 func TestReadSettingsOnEmptySchemaSaysMigrate(t *testing.T) {
+	t.Parallel()
 	db := testdb.Open(t, nil)
 	_, err := Buckets(context.Background(), db, "no_such_schema_here")
 	if err == nil || !contains(err.Error(), "skiplock migrate") {

@@ -38,6 +38,7 @@ func keyJoinClaim(t *testing.T, stmts []string) string {
 // joined by key; no ANY(ARRAY(...)), no LATERAL. PostgreSQL and YugabyteDB
 // keep ANY(ARRAY(...)) and the per-bucket LATERAL.
 func TestCockroachClaimGolden(t *testing.T) {
+	t.Parallel()
 	all := bucketed.Statements(skiplock.EngineCockroach.Dialect(), schema.DefaultSchema)
 	claim := keyJoinClaim(t, all) + ";\n"
 	const golden = "testdata/cockroach_claim.sql"
@@ -93,6 +94,7 @@ func keyJoinQueue(t *testing.T, cfg *bucketed.Config) (*bucketed.Queue, *skiploc
 // job is claimed exactly once, and a claim never takes a worse priority
 // while a better one is claimable.
 func TestKeyJoinClaimOnPostgres(t *testing.T) {
+	t.Parallel()
 	q, db, name := keyJoinQueue(t, &bucketed.Config{VisibilityTimeout: time.Hour})
 	ctx := ctxT(t)
 	const total = 400
@@ -185,6 +187,7 @@ func TestKeyJoinClaimOnPostgres(t *testing.T) {
 // returns. (On PostgreSQL the LIMIT subquery sits on the outer side of the
 // join; this shows that it does not run more than once here.)
 func TestKeyJoinClaimNeverExceedsN(t *testing.T) {
+	t.Parallel()
 	q, db, name := keyJoinQueue(t, nil)
 	ctx := ctxT(t)
 	mustEnqueue(t, q, nJobs(300, "default")...)
@@ -224,6 +227,7 @@ func TestKeyJoinClaimNeverExceedsN(t *testing.T) {
 // the watermark, enqueued by this Queue, is found at once (its enqueue
 // makes the next claim probe the heads).
 func TestKeyJoinClaimLeasesScheduleAndHints(t *testing.T) {
+	t.Parallel()
 	q, db, name := keyJoinQueue(t, &bucketed.Config{VisibilityTimeout: time.Hour})
 	ctx := ctxT(t)
 	mustEnqueue(t, q, skiplock.NewJob{MaxAttempts: 1, Payload: []byte(`"last"`)}, skiplock.NewJob{MaxAttempts: 2, Payload: []byte(`"again"`)})

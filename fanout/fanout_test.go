@@ -1099,6 +1099,7 @@ func TestWorkerQueue(t *testing.T) {
 // engines' own statements are checked apart: empty on PostgreSQL and
 // YugabyteDB, and parsed with CockroachDB's grammar by internal/crdbcheck.
 func TestDurableLocksStatementScopesTheHoldingTransaction(t *testing.T) {
+	t.Parallel()
 	q, db, _ := setup(t, 2, nil)
 	ctx := context.Background()
 	if got := db.Dialect().DurableLocks; got != "" {

@@ -15,6 +15,7 @@ import (
 // each changes at most its batch, only the rows its predicate names, and
 // leaves live leases, young jobs and other states alone.
 func TestKeyJoinStatementsOnPostgres(t *testing.T) {
+	t.Parallel()
 	db, s := testdb.Migrated(t, nil, schema.LayoutBucketed, schema.LayoutFanout)
 	ctx := context.Background()
 	d := *db.Dialect()

@@ -30,6 +30,17 @@ type Dialect struct {
 	// once (docs/design.md, "A LIMIT subquery under an UPDATE can run more
 	// than once").
 	KeyJoinDML bool
+	// RowBoundsNotPushed is true where a row-value comparison such as
+	// ("priority", "run_at", "id") > (...) does not bound an index scan on
+	// an index with a hash-sharded column: YugabyteDB pushes a row
+	// comparison down to DocDB only when the index has no hashed column
+	// (yugabyte-db src/postgres/src/backend/access/yb_access/yb_scan.c,
+	// YbBindRowComparisonKeys; issues #11463, #11794), so the scan would
+	// walk each bucket from its head and filter row by row. Queue code
+	// then writes the bound as single-column bounds the engine pushes
+	// down. (CockroachDB turns tuple inequalities into spans:
+	// pkg/sql/opt/idxconstraint, makeSpansForTupleInequality.)
+	RowBoundsNotPushed bool
 	// RangeSplits is true where a table can be pre-split into ranges or
 	// tablets at chosen key values; SplitInCreate says whether the split
 	// points go in CREATE TABLE (YugabyteDB's SPLIT AT VALUES) or in a later
@@ -115,11 +126,12 @@ var dialects = map[Engine]*Dialect{
 	EngineYugabyte: {
 		Engine: EngineYugabyte,
 		// YSQL runs DDL in its own transactions in most released versions.
-		TransactionalDDL: false,
-		RangeSplits:      true,
-		SplitInCreate:    true,
-		KeyOrderMarkers:  true,
-		Covering:         "INCLUDE",
+		TransactionalDDL:   false,
+		RowBoundsNotPushed: true,
+		RangeSplits:        true,
+		SplitInCreate:      true,
+		KeyOrderMarkers:    true,
+		Covering:           "INCLUDE",
 		// Read committed is real only with the tserver flag
 		// yb_enable_read_committed_isolation=true; otherwise the server runs
 		// the transaction as snapshot, where SKIP LOCKED still works.

@@ -68,6 +68,46 @@ WHERE j."id" = ANY(ARRAY(
   LIMIT $2))
 RETURNING /* TEMPLATE: job_columns */;
 
+-- name: claim_scalar_bounds
+-- The claim where a row comparison does not bound an index scan on a
+-- hash-sharded index (Dialect.RowBoundsNotPushed: YugabyteDB). Same
+-- parameters, rows and result columns as claim, and the same meaning: each
+-- watermark bound (priority, run_at, id) > (h.p, h.t, h.i) is written as
+-- single-column bounds DocDB can push down, plus a residual test for the
+-- rows that tie on run_at. In best, the bucket's level at its watermark
+-- and the levels after it are probed separately, so neither probe starts
+-- at a head of dead entries: "priority" = h.p AND "run_at" >= h.t, and
+-- "priority" > h.p (the levels after the watermark's were not claimed from
+-- yet, or their claimed rows moved the watermark past them). In the claim,
+-- a bucket whose watermark is at the best level scans from the watermark's
+-- run_at; one whose watermark is at a better level scans the best level
+-- from its head; one whose watermark is past the best level takes nothing.
+WITH best AS (SELECT min(x."priority") AS p
+  FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i) CROSS JOIN LATERAL (
+    SELECT min(y."priority") AS "priority" FROM (
+      (SELECT "priority" FROM /* TEMPLATE: table */
+        WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now()
+          AND "priority" = h.p AND "run_at" >= h.t AND ("run_at" > h.t OR "id" > h.i)
+        ORDER BY "run_at", "id" LIMIT 1)
+      UNION ALL
+      (SELECT "priority" FROM /* TEMPLATE: table */
+        WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now()
+          AND "priority" > h.p
+        ORDER BY "priority", "run_at", "id" LIMIT 1)) AS y) AS x)
+UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Running', "attempts" = j."attempts" + 1, "lease_owner" = $3, "lease_token" = $4,
+  "lease_expires_at" = now() + $5::FLOAT8 * INTERVAL '1 second', "last_updated" = now()
+WHERE j."id" = ANY(ARRAY(
+  SELECT b.id FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i)
+  CROSS JOIN LATERAL (
+    SELECT "id" FROM /* TEMPLATE: table */
+    WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now()
+      AND "priority" = (SELECT p FROM best) AND h.p <= (SELECT p FROM best)
+      AND "run_at" >= CASE WHEN h.p = (SELECT p FROM best) THEN h.t ELSE '-infinity'::TIMESTAMPTZ END
+      AND (h.p < (SELECT p FROM best) OR "run_at" > h.t OR "id" > h.i)
+    ORDER BY "run_at", "id" LIMIT $2 FOR UPDATE SKIP LOCKED) AS b
+  LIMIT $2))
+RETURNING /* TEMPLATE: job_columns */;
+
 -- name: heads
 -- The heads probe: each bucket's first claimable job ($2, the buckets in
 -- order; $1 the queue), unlocked, scanned from the bucket's head. It walks

@@ -24,6 +24,23 @@ const probeEvery = 20 * time.Millisecond
 
 func TestHintNeverStrandsAJob(t *testing.T) {
 	t.Parallel()
+	hintNeverStrands(t, nil)
+}
+
+// TestScalarBoundsNeverStrandAJob is TestHintNeverStrandsAJob with the
+// claim YugabyteDB gets (Dialect.RowBoundsNotPushed).
+func TestScalarBoundsNeverStrandAJob(t *testing.T) {
+	t.Parallel()
+	hintNeverStrands(t, func(q *bucketed.Queue) {
+		d := *q.DB().Dialect()
+		d.RowBoundsNotPushed = true
+		bucketed.UseDialect(q, &d)
+	})
+}
+
+// hintNeverStrands is TestHintNeverStrandsAJob, with each sequence's queue
+// adjusted by prepare when it is not nil.
+func hintNeverStrands(t *testing.T, prepare func(*bucketed.Queue)) {
 	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
 	ctx := ctxT(t)
 	tbl := jobsTable(name)
@@ -34,6 +51,9 @@ func TestHintNeverStrandsAJob(t *testing.T) {
 		}
 		// A fresh Queue per sequence, probing the heads every 20 ms.
 		q := queueOn(t, db, name, &bucketed.Config{HintMaxAge: probeEvery, RetryBase: time.Millisecond, RetryMax: 2 * time.Millisecond})
+		if prepare != nil {
+			prepare(q)
+		}
 		rng := rand.New(rand.NewPCG(seed, seed*7919))
 		var held []*skiplock.Job
 		for op := 0; op < 60; op++ {

@@ -279,3 +279,24 @@ func mustEnqueueOne(ctx context.Context, t *testing.T, q *bucketed.Queue, j skip
 	}
 	return fmt.Sprint(e.ID)
 }
+
+// TestYugabyteClaimHasNoRowComparison: the claim YugabyteDB gets bounds its
+// scans with single-column comparisons only, which DocDB pushes down on an
+// index with a hashed column (a row comparison it would not: see
+// Dialect.RowBoundsNotPushed), while PostgreSQL keeps the row comparison.
+func TestYugabyteClaimHasNoRowComparison(t *testing.T) {
+	t.Parallel()
+	const row = `("priority", "run_at", "id") >`
+	yb := keyJoinClaim(t, bucketed.Statements(skiplock.EngineYugabyte.Dialect(), schema.DefaultSchema))
+	if strings.Contains(yb, row) {
+		t.Errorf("the YugabyteDB claim compares rows:\n%s", yb)
+	}
+	for _, need := range []string{`"run_at" >= h.t`, `"priority" > h.p`, `"run_at" >= CASE WHEN`} {
+		if !strings.Contains(yb, need) {
+			t.Errorf("the YugabyteDB claim lacks the pushed-down bound %q", need)
+		}
+	}
+	if pg := keyJoinClaim(t, bucketed.Statements(skiplock.EnginePostgres.Dialect(), schema.DefaultSchema)); !strings.Contains(pg, row) {
+		t.Errorf("the PostgreSQL claim lost its row comparison:\n%s", pg)
+	}
+}

@@ -104,12 +104,33 @@ func preloadRandom(t *testing.T, q *bucketed.Queue, db *skiplock.DB, name string
 // claimed within one round of the buckets (the package doc's bound).
 func TestPriorityOrderProperty(t *testing.T) {
 	t.Parallel()
+	priorityOrderProperty(t, nil)
+}
+
+// TestScalarBoundsClaimOnPostgres runs the order property with the claim
+// YugabyteDB gets (Dialect.RowBoundsNotPushed: the watermark bounds as
+// single-column bounds), which PostgreSQL runs too.
+func TestScalarBoundsClaimOnPostgres(t *testing.T) {
+	t.Parallel()
+	priorityOrderProperty(t, func(q *bucketed.Queue) {
+		d := *q.DB().Dialect()
+		d.RowBoundsNotPushed = true
+		bucketed.UseDialect(q, &d)
+	})
+}
+
+// priorityOrderProperty is TestPriorityOrderProperty, with the queue
+// adjusted by prepare when it is not nil.
+func priorityOrderProperty(t *testing.T, prepare func(*bucketed.Queue)) {
 	for _, workers := range []int{1, 16} {
 		t.Run(fmt.Sprintf("workers=%d", workers), func(t *testing.T) {
 			t.Parallel()
 			rng := rand.New(rand.NewPCG(uint64(workers), 42))
 			db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
 			q := queueOn(t, db, name, &bucketed.Config{VisibilityTimeout: time.Hour})
+			if prepare != nil {
+				prepare(q)
+			}
 			all := preloadRandom(t, q, db, name, rng, 600)
 			ctx := ctxT(t)
 			var mu sync.Mutex

@@ -72,13 +72,14 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 // *_key_join blocks; call sites never see the difference.
 func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 	var s statements
-	var claimKeyJoin, headsKeyJoin, deleteFinishedKeyJoin string
+	var claimKeyJoin, headsKeyJoin, deleteFinishedKeyJoin, claimScalarBounds string
 	err := sqlFile.Fill(sqlVars(d, schemaName), map[string]*string{
 		"insert":                   &s.insert,
 		"unique_lookup":            &s.uniqueLookup,
 		"claim":                    &s.claim,
 		"claim_key_join":           &claimKeyJoin,
 		"heads_key_join":           &headsKeyJoin,
+		"claim_scalar_bounds":      &claimScalarBounds,
 		"heads":                    &s.heads,
 		"delete_finished_key_join": &deleteFinishedKeyJoin,
 		"complete":                 &s.complete,
@@ -103,8 +104,11 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		// that passed them.
 		panic(err)
 	}
-	if d.KeyJoinDML {
+	switch {
+	case d.KeyJoinDML:
 		s.claim, s.heads, s.deleteFinished = claimKeyJoin, headsKeyJoin, deleteFinishedKeyJoin
+	case d.RowBoundsNotPushed:
+		s.claim = claimScalarBounds
 	}
 	return s
 }

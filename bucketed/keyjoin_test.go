@@ -105,8 +105,7 @@ func TestKeyJoinClaimOnPostgres(t *testing.T) {
 	mustEnqueue(t, q, jobs...)
 	var mu sync.Mutex
 	seen := map[string]int{}
-	claimStart := map[string]time.Time{}
-	var checks []orderCheck
+	ledger := newPriorityLedger()
 	var wg sync.WaitGroup
 	for w := range 8 {
 		wg.Add(1)
@@ -130,44 +129,20 @@ func TestKeyJoinClaimOnPostgres(t *testing.T) {
 					}
 					continue
 				}
-				worst := -1
-				for _, j := range got {
-					worst = max(worst, j.Priority)
-				}
-				// Better-priority jobs still Queued must have been held by
-				// a claim in flight (checked once every claim is known).
-				rows, err := db.Query(ctx, `SELECT "id"::TEXT FROM `+jobsTable(name)+` WHERE "status" = 'Queued' AND "priority" < $1`, worst)
-				if err != nil {
+				if err := ledger.after(ctx, db, jobsTable(name), got, started, ended); err != nil {
 					t.Error(err)
 					return
 				}
-				var better []string
-				for rows.Next() {
-					var id string
-					if err := rows.Scan(&id); err != nil {
-						t.Error(err)
-					}
-					better = append(better, id)
-				}
-				rows.Close()
 				mu.Lock()
 				for _, j := range got {
 					seen[j.ID]++
-					claimStart[j.ID] = started
 				}
-				checks = append(checks, orderCheck{worst: worst, ended: ended, better: better})
 				mu.Unlock()
 			}
 		}()
 	}
 	wg.Wait()
-	for _, c := range checks {
-		for _, id := range c.better {
-			if !claimStart[id].Before(c.ended) {
-				t.Errorf("a claim took priority %d while job %s of a better priority was claimable and no claim in flight held it", c.worst, id)
-			}
-		}
-	}
+	ledger.verify(t)
 	if len(seen) != total {
 		t.Fatalf("claimed %d distinct jobs of %d", len(seen), total)
 	}

@@ -1,6 +1,7 @@
 package bucketed_test
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -135,8 +136,7 @@ func priorityOrderProperty(t *testing.T, prepare func(*bucketed.Queue)) {
 			ctx := ctxT(t)
 			var mu sync.Mutex
 			var order []orderJob
-			claimStart := map[string]time.Time{} // when the claim that took each job began
-			var checks []orderCheck
+			ledger := newPriorityLedger()
 			var wg sync.WaitGroup
 			for w := range workers {
 				wg.Add(1)
@@ -161,33 +161,14 @@ func priorityOrderProperty(t *testing.T, prepare func(*bucketed.Queue)) {
 							}
 							continue // every claimable row was locked by concurrent claims
 						}
-						worst := -1
-						for _, j := range jobs {
-							worst = max(worst, j.Priority)
-						}
-						// Better-priority jobs still Queued now: each must
-						// have been locked by a claim in flight while this
-						// one ran (checked once every claim is known).
-						rows, err := db.Query(ctx, `SELECT "id"::TEXT FROM `+jobsTable(name)+` WHERE "status" = 'Queued' AND "priority" < $1`, worst)
-						if err != nil {
+						if err := ledger.after(ctx, db, jobsTable(name), jobs, started, ended); err != nil {
 							t.Error(err)
 							return
 						}
-						var better []string
-						for rows.Next() {
-							var id string
-							if err := rows.Scan(&id); err != nil {
-								t.Error(err)
-							}
-							better = append(better, fmt.Sprintf("%020s", id))
-						}
-						rows.Close()
 						mu.Lock()
 						for _, j := range jobs {
 							order = append(order, all[fmt.Sprintf("%020s", j.ID)])
-							claimStart[fmt.Sprintf("%020s", j.ID)] = started
 						}
-						checks = append(checks, orderCheck{worst: worst, ended: ended, better: better})
 						mu.Unlock()
 					}
 				}()
@@ -196,17 +177,7 @@ func priorityOrderProperty(t *testing.T, prepare func(*bucketed.Queue)) {
 			if len(order) != len(all) {
 				t.Fatalf("claimed %d jobs of %d", len(order), len(all))
 			}
-			excused := 0
-			for _, c := range checks {
-				for _, id := range c.better {
-					if !claimStart[id].Before(c.ended) {
-						t.Errorf("a claim took a job of priority %d while job %s of priority %d was claimable and no claim in flight held it",
-							c.worst, id, all[id].priority)
-					}
-					excused++
-				}
-			}
-			t.Logf("%d claims; %d better-priority jobs seen Queued after a claim, each held by a claim in flight", len(checks), excused)
+			ledger.verify(t)
 			if workers == 1 {
 				replayOrder(t, q.Buckets(), all, order)
 			}
@@ -214,13 +185,74 @@ func priorityOrderProperty(t *testing.T, prepare func(*bucketed.Queue)) {
 	}
 }
 
-// orderCheck is what TestPriorityOrderProperty saw after one claim: the
-// worst priority it took, when it returned, and the better-priority jobs
-// still Queued then.
+// priorityLedger checks the priority rule across concurrent claims. After
+// each claim it records the jobs of a better priority than the worst the
+// claim took that are still Queued; once every claim is known, each of
+// them must have been taken by a claim that began before that claim
+// returned, that is, held by a claim in flight (Queued jobs only ever
+// leave, so one left behind by every claim in flight was claimable).
+type priorityLedger struct {
+	mu         sync.Mutex
+	claimStart map[string]time.Time // when the claim that took each job began
+	checks     []orderCheck
+}
+
+// orderCheck is what the ledger saw after one claim.
 type orderCheck struct {
 	worst  int
 	ended  time.Time
 	better []string
+}
+
+func newPriorityLedger() *priorityLedger {
+	return &priorityLedger{claimStart: map[string]time.Time{}}
+}
+
+// after records a claim of jobs from table that began at started and
+// returned at ended.
+func (l *priorityLedger) after(ctx context.Context, db *skiplock.DB, table string, jobs []*skiplock.Job, started, ended time.Time) error {
+	worst := -1
+	for _, j := range jobs {
+		worst = max(worst, j.Priority)
+	}
+	rows, err := db.Query(ctx, `SELECT "id"::TEXT FROM `+table+` WHERE "status" = 'Queued' AND "priority" < $1`, worst)
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	var better []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return err
+		}
+		better = append(better, id)
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, j := range jobs {
+		l.claimStart[j.ID] = started
+	}
+	l.checks = append(l.checks, orderCheck{worst: worst, ended: ended, better: better})
+	return nil
+}
+
+// verify checks every recorded claim against the rule.
+func (l *priorityLedger) verify(t *testing.T) {
+	t.Helper()
+	excused := 0
+	for _, c := range l.checks {
+		for _, id := range c.better {
+			if !l.claimStart[id].Before(c.ended) {
+				t.Errorf("a claim took a job of priority %d while job %s of a better priority was claimable and no claim in flight held it", c.worst, id)
+			}
+			excused++
+		}
+	}
+	t.Logf("%d claims; %d better-priority jobs seen Queued after a claim, each held by a claim in flight", len(l.checks), excused)
 }
 
 // replayOrder checks a single worker's claim order, one job per claim,

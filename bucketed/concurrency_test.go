@@ -73,8 +73,16 @@ func TestBatchClaimNeverExceedsN(t *testing.T) {
 	t.Parallel()
 	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
 	q := queueOn(t, db, name, nil)
-	ctx := ctxT(t)
 	mustEnqueue(t, q, nJobs(500, "default")...)
+	claimNeverExceedsN(t, q, db, name)
+}
+
+// claimNeverExceedsN claims batches of 1, 7, 50 and 100 with nested loops
+// and index scans forced, and checks that each claim of n changes exactly
+// the rows it returns, n of them.
+func claimNeverExceedsN(t *testing.T, q *bucketed.Queue, db *skiplock.DB, name string) {
+	t.Helper()
+	ctx := ctxT(t)
 	claimed := 0
 	for _, n := range []int{1, 7, 50, 100} {
 		tx, err := db.Begin(ctx, skiplock.TxOptions{Isolation: db.Dialect().DefaultIsolation})

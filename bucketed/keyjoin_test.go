@@ -164,35 +164,8 @@ func TestKeyJoinClaimOnPostgres(t *testing.T) {
 func TestKeyJoinClaimNeverExceedsN(t *testing.T) {
 	t.Parallel()
 	q, db, name := keyJoinQueue(t, nil)
-	ctx := ctxT(t)
 	mustEnqueue(t, q, nJobs(300, "default")...)
-	claimed := 0
-	for _, n := range []int{1, 7, 50, 100} {
-		tx, err := db.Begin(ctx, skiplock.TxOptions{Isolation: db.Dialect().DefaultIsolation})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, set := range []string{"enable_hashjoin", "enable_mergejoin", "enable_seqscan", "enable_bitmapscan", "enable_material"} {
-			if _, err := tx.Exec(ctx, "SET LOCAL "+set+" = off"); err != nil {
-				t.Fatal(err)
-			}
-		}
-		jobs, err := q.ClaimTx(ctx, tx, "default", n)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tx.Commit(ctx); err != nil {
-			t.Fatal(err)
-		}
-		claimed += len(jobs)
-		if len(jobs) != n {
-			t.Errorf("claim of %d returned %d", n, len(jobs))
-		}
-		running := count(t, db, "SELECT count(*) FROM "+jobsTable(name)+` WHERE "status" = 'Running'`)
-		if running != int64(claimed) {
-			t.Fatalf("after claims totalling %d: %d Running", claimed, running)
-		}
-	}
+	claimNeverExceedsN(t, q, db, name)
 }
 
 // TestKeyJoinClaimLeasesScheduleAndHints: with the CockroachDB claim, an

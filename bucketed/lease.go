@@ -147,6 +147,8 @@ type Failure struct {
 	Job *skiplock.Job
 	// Err is the attempt's error; its text is kept in last_error.
 	Err error
+
+	delay time.Duration // the backoff, when the caller drew it (a Worker, to log it); 0 draws one
 }
 
 // Fail records a failed attempt of a leased job. The job is Queued again
@@ -183,7 +185,11 @@ func (q *Queue) FailMany(ctx context.Context, failures []Failure) ([]*skiplock.J
 	for i, f := range sorted {
 		jobs[i] = f.Job
 		texts[i] = errtext.Of(f.Err)
-		delays[i] = q.backoff(f.Job.Attempts).Seconds()
+		d := f.delay
+		if d <= 0 {
+			d = q.backoff(f.Job.Attempts)
+		}
+		delays[i] = d.Seconds()
 	}
 	ids, tokens, err := leaseArgs(jobs)
 	if err != nil {

@@ -79,6 +79,8 @@ RETURNING /* TEMPLATE: job_columns */;
 -- and touch only rows still Running under that token (the fence).
 
 -- name: complete
+-- Success. last_error is left as it is: after a failed attempt it stays as
+-- the job's history (the package doc, "Lifecycle").
 UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Success', "finished_at" = now(), "lease_expires_at" = NULL, "last_updated" = now()
 FROM unnest($1::INT8[], $2::INT8[]) AS c (id, token)
 WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status" = 'Running'
@@ -170,7 +172,7 @@ RETURNING "id";
 
 -- name: retry_by_id
 -- A Failed or Canceled job ($1) is Queued again to run now, with its
--- attempts reset; its last error stays until the next attempt's outcome.
+-- attempts reset; its last error stays until a new failure replaces it.
 UPDATE /* TEMPLATE: table */ SET "status" = 'Queued', "attempts" = 0, "run_at" = now(), "finished_at" = NULL,
   "lease_expires_at" = NULL, "last_updated" = now()
 WHERE "id" = $1 AND "status" IN ('Failed', 'Canceled')

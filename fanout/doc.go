@@ -33,7 +33,12 @@
 // recorded in a separate short transaction, where the rollback cannot erase
 // it: attempts+1 and last_error. When a job has failed max_attempts times it
 // moves to the dead-letter table <schema>.job_dead with its last error,
-// instead of looping forever. In the moment between the rollback and that
+// instead of looping forever. A job that succeeds is deleted with its
+// row, so nothing keeps the error of an earlier failed attempt once it
+// succeeds (its handler sees it in job.LastError while it runs): only
+// job_dead keeps errors, the last one of each dead job. The bucketed
+// layout, which keeps finished rows, keeps last_error after a success.
+// In the moment between the rollback and that
 // recording another worker can claim the job and see the old count; the
 // recording then waits for that worker's transaction, and counts both
 // failures if it fails too (nothing if it succeeds). So no failure goes

@@ -152,6 +152,22 @@ GROUP BY "status", "queue", "bucket";
 SELECT EXISTS (SELECT 1 FROM /* TEMPLATE: table */ WHERE "status" = 'Queued' AND "queue" = $1)
   OR EXISTS (SELECT 1 FROM /* TEMPLATE: table */ WHERE "status" = 'Running' AND "queue" = $1);
 
+-- name: backlog
+-- What queue $1 has left: whether a Queued job is due (run_at has come),
+-- whether a job is Running (leased, or its lease expired), and, only when
+-- neither (the CASE evaluates its subqueries only when it needs them), how
+-- many Queued jobs wait for a later run_at and the earliest of those; with
+-- the server's clock.
+SELECT d.due, d.running,
+  CASE WHEN d.due OR d.running THEN 0 ELSE (SELECT count(*) FROM /* TEMPLATE: table */
+    WHERE "status" = 'Queued' AND "queue" = $1 AND "run_at" > now()) END,
+  CASE WHEN d.due OR d.running THEN NULL ELSE (SELECT min("run_at") FROM /* TEMPLATE: table */
+    WHERE "status" = 'Queued' AND "queue" = $1 AND "run_at" > now()) END,
+  now()
+FROM (SELECT
+  EXISTS (SELECT 1 FROM /* TEMPLATE: table */ WHERE "status" = 'Queued' AND "queue" = $1 AND "run_at" <= now()) AS due,
+  EXISTS (SELECT 1 FROM /* TEMPLATE: table */ WHERE "status" = 'Running' AND "queue" = $1) AS running) AS d;
+
 -- name: lookup
 -- One job by id ($1).
 SELECT /* TEMPLATE: job_columns */ FROM /* TEMPLATE: table */ AS j WHERE j."id" = $1;

@@ -16,7 +16,7 @@ type statements struct {
 	insert, uniqueLookup                                  string
 	claim                                                 string
 	complete, fail, cancel, release, extend, extendIDs    string
-	completedWith, deleteFinished, stats, pending, lookup string
+	completedWith, deleteFinished, stats, pending, backlog, lookup string
 	cancelByID, retryByID, deleteByID, statusByID         string
 }
 
@@ -82,6 +82,7 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		"delete_finished": &s.deleteFinished,
 		"stats":           &s.stats,
 		"pending":         &s.pending,
+		"backlog":         &s.backlog,
 		"lookup":          &s.lookup,
 		"cancel_by_id":    &s.cancelByID,
 		"retry_by_id":     &s.retryByID,
@@ -100,7 +101,7 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 // all lists every statement, for tests that check them.
 func (s *statements) all() []string {
 	return []string{s.insert, s.uniqueLookup, s.claim, s.complete, s.fail, s.cancel, s.release, s.extend, s.extendIDs,
-		s.completedWith, s.deleteFinished, s.stats, s.pending, s.lookup, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID}
+		s.completedWith, s.deleteFinished, s.stats, s.pending, s.backlog, s.lookup, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID}
 }
 
 // claimParams are the claim's parameters.

@@ -16,8 +16,9 @@ type statements struct {
 	insert, uniqueLookup                                  string
 	claim                                                 string
 	complete, fail, cancel, release, extend, extendIDs    string
-	completedWith, deleteFinished, stats, pending, backlog, lookup string
+	completedWith, deleteFinished, stats, pending, lookup string
 	cancelByID, retryByID, deleteByID, statusByID         string
+	backlog                                               string
 }
 
 //go:embed bucketed.sql

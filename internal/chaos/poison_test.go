@@ -44,10 +44,12 @@ var crashLine = regexp.MustCompile(`crash-on-payload: job (\S+) attempt \d+ of \
 // TestPoisonJobsKillTheirWorkers enqueues jobs whose handler SIGKILLs its
 // own process on every attempt (`work --crash-on-payload`) among ordinary
 // jobs, and restarts every worker process that dies until no job is live.
-// Each poison job's handler must start exactly max_attempts times and the
-// job end Failed (bucketed: the rescuer, last_error saying the lease
-// expired) or in job_dead (fanout); every ordinary job is done and
-// recorded in work_log exactly once.
+// Each poison job must end Failed after exactly max_attempts attempts
+// (bucketed: the rescuer, last_error saying the lease expired) or in
+// job_dead (fanout), its handler having started at least once and at
+// most max_attempts times (fewer when a process that died of another
+// poison job held it too: that attempt counts without a start); every
+// ordinary job is done and recorded in work_log exactly once.
 func TestPoisonJobsKillTheirWorkers(t *testing.T) {
 	ordinary, poison, maxAttempts := poisonScale()
 	for _, layout := range layouts {
@@ -107,6 +109,7 @@ func TestPoisonJobsKillTheirWorkers(t *testing.T) {
 				starts[m[1]]++
 			}
 			var poisonIDs []string
+			attempts := 0 // the poison jobs' recorded attempts
 			switch layout {
 			case "bucketed":
 				rows, err := db.Query(ctx, `SELECT "id"::TEXT, "status"::TEXT, "attempts", coalesce("last_error", '') FROM `+s+`."jobs" WHERE "payload" @> '{"kind":"poison"}'`)
@@ -115,14 +118,15 @@ func TestPoisonJobsKillTheirWorkers(t *testing.T) {
 				}
 				for rows.Next() {
 					var id, status, lastError string
-					var attempts int
-					if err := rows.Scan(&id, &status, &attempts, &lastError); err != nil {
+					var n int
+					if err := rows.Scan(&id, &status, &n, &lastError); err != nil {
 						t.Fatal(err)
 					}
 					poisonIDs = append(poisonIDs, id)
-					if status != "Failed" || attempts != maxAttempts || !strings.Contains(lastError, "lease expired") {
+					attempts += n
+					if status != "Failed" || n != maxAttempts || !strings.Contains(lastError, "lease expired") {
 						t.Errorf("poison job %s: %s after %d attempts, last_error %q; want Failed after exactly %d, its lease expired",
-							id, status, attempts, lastError, maxAttempts)
+							id, status, n, lastError, maxAttempts)
 					}
 				}
 				rows.Close()
@@ -130,16 +134,21 @@ func TestPoisonJobsKillTheirWorkers(t *testing.T) {
 					t.Fatal(err)
 				}
 			case "fanout":
-				rows, err := db.Query(ctx, `SELECT "id" FROM `+s+`."job_dead" WHERE "payload"::TEXT LIKE '%poison%'`)
+				rows, err := db.Query(ctx, `SELECT "id", "attempts" FROM `+s+`."job_dead" WHERE "payload"::TEXT LIKE '%poison%'`)
 				if err != nil {
 					t.Fatal(err)
 				}
 				for rows.Next() {
 					var id string
-					if err := rows.Scan(&id); err != nil {
+					var n int
+					if err := rows.Scan(&id, &n); err != nil {
 						t.Fatal(err)
 					}
 					poisonIDs = append(poisonIDs, id)
+					attempts += n
+					if n != maxAttempts {
+						t.Errorf("poison job %s: in job_dead after %d attempts; want exactly %d", id, n, maxAttempts)
+					}
 				}
 				rows.Close()
 				if err := rows.Err(); err != nil {
@@ -150,8 +159,8 @@ func TestPoisonJobsKillTheirWorkers(t *testing.T) {
 				t.Errorf("%d of %d poison jobs ended Failed / in job_dead", len(poisonIDs), poison)
 			}
 			for _, id := range poisonIDs {
-				if starts[id] != maxAttempts {
-					t.Errorf("poison job %s: its handler started %d times; want exactly max_attempts = %d", id, starts[id], maxAttempts)
+				if starts[id] < 1 || starts[id] > maxAttempts {
+					t.Errorf("poison job %s: its handler started %d times; want 1 to max_attempts = %d", id, starts[id], maxAttempts)
 				}
 			}
 			if len(starts) != poison {
@@ -162,11 +171,11 @@ func TestPoisonJobsKillTheirWorkers(t *testing.T) {
 			// not done and never recorded.
 			c := count(t, db, layout, name, int64(ordinary+poison))
 			c.jobs, c.notDone = int64(ordinary), c.notDone-int64(len(poisonIDs))
-			report(t, "poison", layout, c, fmt.Sprintf("poison_jobs=%d max_attempts=%d handler_crashes=%d worker_deaths=%d seconds=%.1f",
-				poison, maxAttempts, sumValues(starts), deaths, took.Seconds()))
+			report(t, "poison", layout, c, fmt.Sprintf("poison_jobs=%d max_attempts=%d poison_attempts=%d poison_handler_starts=%d worker_deaths=%d seconds=%.1f",
+				poison, maxAttempts, attempts, sumValues(starts), deaths, took.Seconds()))
 			mustBeExact(t, c)
-			if deaths < poison*maxAttempts {
-				t.Errorf("%d worker deaths seen for %d poison handler starts", deaths, poison*maxAttempts)
+			if deaths < 1 || deaths > sumValues(starts) {
+				t.Errorf("%d worker deaths for %d poison handler starts: every death should be a poison job's, and there should be some", deaths, sumValues(starts))
 			}
 		})
 	}

@@ -288,13 +288,19 @@ func (c *Config) withDefaults() (Config, error) {
 		return o, skiplock.Usagef("--batch %d: tx mode (fanout) processes one job per transaction; leave --batch out or use --mode lease", o.Batch)
 	}
 	need := o.Workers
+	if o.Mode == ModeTx && o.Scenario != ScenarioLock {
+		// fanout's Process counts each attempt over a second connection
+		// while the job's transaction holds the first: one more than the
+		// workers, so that the count never waits for a worker's.
+		need++
+	}
 	if o.Mode == ModeLease && o.Scenario != ScenarioLock {
 		need = min(o.Workers, 50)
 		if o.Conns > 0 {
 			need = o.Conns
 		}
-	} else if o.Conns > 0 && o.Conns < o.Workers {
-		return o, skiplock.Usagef("--conns %d with %d workers: %s holds one connection per worker; use --conns %d or more, or --mode lease", o.Conns, o.Workers, o.what(), o.Workers)
+	} else if o.Conns > 0 && o.Conns < need {
+		return o, skiplock.Usagef("--conns %d with %d workers: %s holds one connection per worker (fanout: and one more to count attempts); use --conns %d or more, or --mode lease", o.Conns, o.Workers, o.what(), need)
 	}
 	o.Conns = need
 	if o.Progress == 0 {
@@ -648,7 +654,7 @@ func table(c *Config, name string) string {
 
 // empty removes every job from the bench schema's queue tables.
 func empty(ctx context.Context, c *Config, db *skiplock.DB) error {
-	for _, t := range []string{schema.JobsTable, schema.JobQueueTable, schema.DeadJobTable, schema.WorkLogTable} {
+	for _, t := range []string{schema.JobsTable, schema.JobQueueTable, schema.JobAttemptTable, schema.DeadJobTable, schema.WorkLogTable} {
 		if _, err := db.Exec(ctx, "DELETE FROM "+table(c, t)); err != nil {
 			return fmt.Errorf("empty %s: %w", table(c, t), err)
 		}

@@ -91,7 +91,11 @@ func TestLatencyByJobCount(t *testing.T) {
 			if rep.Efficiency == nil || *rep.Efficiency <= 0 {
 				t.Fatalf("efficiency %v", rep.Efficiency)
 			}
-			if rep.Connections < 1 || rep.Connections > 4 {
+			most := 4
+			if mode == bench.ModeTx {
+				most++ // fanout counts attempts over one more
+			}
+			if rep.Connections < 1 || rep.Connections > most {
 				t.Fatalf("%d connections for 4 workers", rep.Connections)
 			}
 			if rep.LatencyMS.Min < 20 {
@@ -203,7 +207,7 @@ func TestLatencyBaselineByJobCount(t *testing.T) {
 func TestTooFewConnections(t *testing.T) {
 	c, _ := config(t, bench.Config{Scenario: bench.ScenarioLatency, Mode: bench.ModeTx, Workers: bench.MaxWorkers, Duration: time.Second})
 	_, err := bench.Run(context.Background(), c)
-	if !skiplock.IsUsage(err) || !strings.Contains(err.Error(), "--mode tx with 10000 workers needs 10005: raise max_connections or use --mode lease") ||
+	if !skiplock.IsUsage(err) || !strings.Contains(err.Error(), "--mode tx with 10000 workers needs 10006: raise max_connections or use --mode lease") ||
 		!strings.Contains(err.Error(), "server allows ") {
 		t.Fatalf("err = %v", err)
 	}
@@ -247,14 +251,23 @@ func TestTombstones(t *testing.T) {
 				}
 			}
 			// The held snapshot keeps every dead version: the server
-			// counts them, and the drained queue's empty claims read
-			// index entries a fresh table does not have.
+			// counts them. The bucketed claims start after their
+			// watermarks, so the drained queue's empty claims do not walk
+			// them (a claim that did would read about one entry per job;
+			// an occasional heads probe does); fanout's still do.
 			if d := rep.Drained.DeadTuples; d == nil || *d < int64(tc.jobs) {
 				t.Fatalf("n_dead_tup %v on the drained queue after %d jobs: the snapshot did not hold them", d, tc.jobs)
 			}
-			if *rep.Drained.IndexTuplesPerClaim <= *rep.Fresh.IndexTuplesPerClaim {
-				t.Fatalf("index tuples per empty claim: drained %v, fresh %v: want more on the drained queue",
-					*rep.Drained.IndexTuplesPerClaim, *rep.Fresh.IndexTuplesPerClaim)
+			drained, fresh := *rep.Drained.IndexTuplesPerClaim, *rep.Fresh.IndexTuplesPerClaim
+			switch tc.mode {
+			case bench.ModeLease:
+				if drained >= float64(tc.jobs)/2 {
+					t.Fatalf("index tuples per empty claim: drained %v (fresh %v) for %d dead jobs: the claims walk the dead entries", drained, fresh, tc.jobs)
+				}
+			default:
+				if drained <= fresh {
+					t.Fatalf("index tuples per empty claim: drained %v, fresh %v: want more on the drained queue", drained, fresh)
+				}
 			}
 			if rep.StatementsPerJob == nil || *rep.StatementsPerJob <= 0 {
 				t.Fatalf("statements per job %v", rep.StatementsPerJob)

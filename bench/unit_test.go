@@ -204,7 +204,7 @@ func TestConfigDefaultsAndUsage(t *testing.T) {
 		t.Fatalf("latency defaults %+v", c)
 	}
 	c, err = (&Config{Scenario: ScenarioLatency, Mode: ModeTx, Workers: 20}).withDefaults()
-	if err != nil || c.Layout != schema.LayoutFanout || c.Conns != 20 {
+	if err != nil || c.Layout != schema.LayoutFanout || c.Conns != 21 {
 		t.Fatalf("tx mode: %+v, %v", c, err)
 	}
 	c, err = (&Config{Scenario: ScenarioLock}).withDefaults()

@@ -19,15 +19,26 @@ const noHintPriority = -32769
 
 var noHintTime = time.Unix(0, 0).UTC()
 
-// hints is the tombstone hint (the YugabyteDB job-queue data model): per queue name and bucket, the
-// key of the last first-attempt job claimed there, and when the bucket was
-// last scanned from its head.
+// hints are the claim's low-watermarks (the tombstone hint of the
+// YugabyteDB job-queue data model, made to hold): per queue name and
+// bucket, the key of the last job claimed there. Claims scan each bucket
+// from just after its watermark, so they never walk the dead index entries
+// that earlier claims left behind, and a short or empty claim keeps the
+// watermarks (a drained queue's polls stay cheap). Jobs that sort before a
+// watermark are found by the heads probe, sent at most once per maxAge per
+// queue, which moves each watermark to just before its bucket's first
+// claimable job.
 type hints struct {
 	branches int
-	maxAge   time.Duration // <= 0: off
+	maxAge   time.Duration // <= 0: off, every claim scans from the heads
 	next     atomic.Uint64 // round-robin start bucket
 	mu       sync.Mutex
-	byQueue  map[string][]hint
+	byQueue  map[string]*queueHints
+}
+
+type queueHints struct {
+	marks  []hint
+	probed time.Time // when the heads probe last ran
 }
 
 type hint struct {
@@ -35,75 +46,127 @@ type hint struct {
 	prio  int32
 	runAt time.Time
 	id    int64
-	since time.Time // last scan from the head; the hint expires maxAge after
 }
 
 func (h *hints) init(branches int, maxAge time.Duration) {
-	h.branches, h.maxAge, h.byQueue = branches, maxAge, map[string][]hint{}
+	h.branches, h.maxAge, h.byQueue = branches, maxAge, map[string]*queueHints{}
 }
 
-// args returns the claim's bucket order (starting at start, wrapping) and
-// per-bucket hint keys, and whether any hint is in use.
-func (h *hints) args(queue string, start int, use bool, now time.Time) ([]int16, []int32, []time.Time, []int64, bool) {
-	n := h.branches
-	order, prio, at, ids := make([]int16, n), make([]int32, n), make([]time.Time, n), make([]int64, n)
+func (h *hints) queue(queue string) *queueHints {
+	qh := h.byQueue[queue]
+	if qh == nil {
+		qh = &queueHints{marks: make([]hint, h.branches)}
+		h.byQueue[queue] = qh
+	}
+	return qh
+}
+
+// probeDue says whether the heads probe should run before this claim: the
+// watermarks are on and the last probe of queue is maxAge old (or never
+// ran). It marks the probe as run.
+func (h *hints) probeDue(queue string, now time.Time) bool {
+	if h.maxAge <= 0 {
+		return false
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	qh := h.byQueue[queue]
-	hinted := false
-	for k := 0; k < n; k++ {
-		b := (start + k) % n
-		order[k], prio[k], at[k], ids[k] = int16(b), noHintPriority, noHintTime, 0
-		if qh != nil && qh[b].set && now.Sub(qh[b].since) >= h.maxAge {
-			qh[b] = hint{} // expired: scan from the head, and start a new hint there
-		}
-		if use && h.maxAge > 0 && qh != nil && qh[b].set {
-			prio[k], at[k], ids[k] = qh[b].prio, qh[b].runAt, qh[b].id
-			hinted = true
-		}
+	qh := h.queue(queue)
+	if !qh.probed.IsZero() && now.Sub(qh.probed) < h.maxAge {
+		return false
 	}
-	return order, prio, at, ids, hinted
+	qh.probed = now
+	return true
 }
 
-// update records a claim's outcome. A claim that came up short scanned
-// every bucket to its end: the hints are dropped, so the next claim scans
-// from the heads and finds anything that sorts before them. A full claim
-// moves each bucket's hint to the last first-attempt job claimed there
-// (jobs claimed again after an expired lease keep their old key and say
-// nothing about where the bucket's scan stopped).
-func (h *hints) update(queue string, claimed []claimedJob, short bool, now time.Time) {
-	if h.maxAge <= 0 {
-		return
+// probeSoon makes the next claim of queue run the heads probe: this
+// process just put back a job that may sort before a watermark.
+func (h *hints) probeSoon(queue string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if qh := h.byQueue[queue]; qh != nil {
+		qh.probed = time.Time{}
 	}
+}
+
+// enqueued notes a job this process enqueues: if it sorts before some
+// bucket's watermark (a better priority than the jobs being claimed, or a
+// back-dated run_at), the next claim probes the heads, so this process
+// sees its own urgent jobs at once.
+func (h *hints) enqueued(queue string, prio int, runAt time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	qh := h.byQueue[queue]
 	if qh == nil {
-		if short {
-			return
-		}
-		qh = make([]hint, h.branches)
-		h.byQueue[queue] = qh
-	}
-	if short {
-		for b := range qh {
-			qh[b] = hint{}
-		}
 		return
 	}
-	for _, c := range claimed {
-		if c.job.Attempts != 1 {
-			continue
-		}
-		b := c.bucket % h.branches // 0 where one branch scans every bucket
-		cur := &qh[b]
-		if !cur.set {
-			*cur = hint{set: true, since: now}
-		}
-		if compareKey(int32(c.job.Priority), c.job.RunAt, c.id, cur.prio, cur.runAt, cur.id) > 0 || cur.runAt.IsZero() {
-			cur.prio, cur.runAt, cur.id = int32(c.job.Priority), c.job.RunAt, c.id
+	if runAt.IsZero() {
+		runAt = time.Now()
+	}
+	for _, m := range qh.marks {
+		if m.set && compareKey(int32(prio), runAt, 0, m.prio, m.runAt, m.id) < 0 {
+			qh.probed = time.Time{}
+			return
 		}
 	}
+}
+
+// args returns the claim's bucket order (starting at start, wrapping) and
+// per-bucket watermarks.
+func (h *hints) args(queue string, start int) ([]int16, []int32, []time.Time, []int64) {
+	n := h.branches
+	order, prio, at, ids := make([]int16, n), make([]int32, n), make([]time.Time, n), make([]int64, n)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var marks []hint
+	if h.maxAge > 0 {
+		marks = h.queue(queue).marks
+	}
+	for k := 0; k < n; k++ {
+		b := (start + k) % n
+		order[k], prio[k], at[k], ids[k] = int16(b), noHintPriority, noHintTime, 0
+		if marks != nil && marks[b].set {
+			prio[k], at[k], ids[k] = marks[b].prio, marks[b].runAt, marks[b].id
+		}
+	}
+	return order, prio, at, ids
+}
+
+// headsFound sets each probed bucket's watermark to just before its first
+// claimable job: back, to reach jobs that sort before it, or forward, past
+// dead entries. A bucket with no claimable job keeps its watermark.
+func (h *hints) headsFound(queue string, heads []claimedKey) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	marks := h.queue(queue).marks
+	for _, k := range heads {
+		marks[k.bucket%h.branches] = hint{set: true, prio: k.prio, runAt: k.runAt, id: k.id - 1}
+	}
+}
+
+// update moves each bucket's watermark forward to the last job a claim
+// took there. Every claimed job sorted after its bucket's watermark, so
+// the watermark only moves forward here.
+func (h *hints) update(queue string, claimed []claimedJob) {
+	if h.maxAge <= 0 || len(claimed) == 0 {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	marks := h.queue(queue).marks
+	for _, c := range claimed {
+		cur := &marks[c.bucket%h.branches] // 0 where one branch scans every bucket
+		if !cur.set || compareKey(int32(c.job.Priority), c.job.RunAt, c.id, cur.prio, cur.runAt, cur.id) > 0 {
+			*cur = hint{set: true, prio: int32(c.job.Priority), runAt: c.job.RunAt, id: c.id}
+		}
+	}
+}
+
+// claimedKey is a bucket's first claimable job, from the heads probe.
+type claimedKey struct {
+	bucket int
+	prio   int32
+	runAt  time.Time
+	id     int64
 }
 
 func compareKey(p1 int32, t1 time.Time, id1 int64, p2 int32, t2 time.Time, id2 int64) int {
@@ -149,36 +212,60 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 		return nil, skiplock.Usagef("dequeue of %d jobs: use 1 to %d", n, MaxClaim)
 	}
 	start := int(q.hints.next.Add(1) % uint64(q.branches))
-	for pass := 0; ; pass++ {
-		now := time.Now()
-		order, prio, at, ids, hinted := q.hints.args(queue, start, pass == 0, now)
-		p := claimParams{
-			Queue: queue, Limit: n, Owner: owner, Token: newToken(), LeaseSeconds: q.cfg.VisibilityTimeout.Seconds(),
-			Buckets: order, HintPriorities: prio, HintRunAts: at, HintIDs: ids,
+	now := time.Now()
+	if q.hints.probeDue(queue, now) {
+		if err := q.probeHeads(ctx, queue, start); err != nil {
+			return nil, err
 		}
-		var claimed []claimedJob
-		err := q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
-			var err error
-			claimed, err = claimRows(ctx, tx, q.sql.claim, p.args())
-			return err
-		})
-		if err != nil {
-			return nil, fmt.Errorf("bucketed: dequeue from %q: %w", queue, err)
-		}
-		short := len(claimed) < n
-		q.hints.update(queue, claimed, short, now)
-		if len(claimed) == 0 && hinted {
-			continue // the hints hid something, or nothing is there: look from the heads
-		}
-		jobs := make([]*skiplock.Job, len(claimed))
-		slices.SortFunc(claimed, func(a, b claimedJob) int {
-			return compareKey(int32(a.job.Priority), a.job.RunAt, a.id, int32(b.job.Priority), b.job.RunAt, b.id)
-		})
-		for i := range claimed {
-			jobs[i] = claimed[i].job
-		}
-		return jobs, nil
 	}
+	order, prio, at, ids := q.hints.args(queue, start)
+	p := claimParams{
+		Queue: queue, Limit: n, Owner: owner, Token: newToken(), LeaseSeconds: q.cfg.VisibilityTimeout.Seconds(),
+		Buckets: order, HintPriorities: prio, HintRunAts: at, HintIDs: ids,
+	}
+	var claimed []claimedJob
+	err := q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+		var err error
+		claimed, err = claimRows(ctx, tx, q.sql.claim, p.args())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("bucketed: dequeue from %q: %w", queue, err)
+	}
+	q.hints.update(queue, claimed)
+	jobs := make([]*skiplock.Job, len(claimed))
+	slices.SortFunc(claimed, func(a, b claimedJob) int {
+		return compareKey(int32(a.job.Priority), a.job.RunAt, a.id, int32(b.job.Priority), b.job.RunAt, b.id)
+	})
+	for i := range claimed {
+		jobs[i] = claimed[i].job
+	}
+	return jobs, nil
+}
+
+// probeHeads runs the heads probe for queue and moves the watermarks.
+func (q *Queue) probeHeads(ctx context.Context, queue string, start int) error {
+	order, _, _, _ := q.hints.args(queue, start)
+	rows, err := q.db.Query(ctx, q.sql.heads, queue, order)
+	if err != nil {
+		return fmt.Errorf("bucketed: dequeue from %q: find each bucket's first job: %w", queue, err)
+	}
+	defer rows.Close()
+	var heads []claimedKey
+	for rows.Next() {
+		var k claimedKey
+		var b, p int16
+		if err := rows.Scan(&b, &p, &k.runAt, &k.id); err != nil {
+			return fmt.Errorf("bucketed: dequeue from %q: %w", queue, err)
+		}
+		k.bucket, k.prio = int(b), int32(p)
+		heads = append(heads, k)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("bucketed: dequeue from %q: find each bucket's first job: %w", queue, err)
+	}
+	q.hints.headsFound(queue, heads)
+	return nil
 }
 
 func claimRows(ctx context.Context, tx skiplock.Querier, sql string, args []any) ([]claimedJob, error) {

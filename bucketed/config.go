@@ -18,7 +18,7 @@ const (
 	// failure waits about RetryBase*2^(n-1), at most RetryMax.
 	DefaultRetryBase = time.Second
 	DefaultRetryMax  = time.Hour
-	// DefaultHintMaxAge is how long a tombstone hint is trusted.
+	// DefaultHintMaxAge is how often claims probe the buckets' heads.
 	DefaultHintMaxAge = time.Second
 	// DefaultEnqueueBatch is how many jobs one INSERT carries.
 	DefaultEnqueueBatch = 5000
@@ -43,9 +43,11 @@ type Config struct {
 	// RetryBase and RetryMax shape Fail's backoff; 0 means
 	// DefaultRetryBase and DefaultRetryMax.
 	RetryBase, RetryMax time.Duration
-	// HintMaxAge is how long a bucket's tombstone hint is used before the
-	// next claim scans the bucket from its head again; 0 means
-	// DefaultHintMaxAge, negative turns the hint off.
+	// HintMaxAge is how often, at most, a claim first probes each
+	// bucket's head for jobs that sort before the watermarks (see the
+	// package doc): the longest such a job waits beyond strict order. 0
+	// means DefaultHintMaxAge, negative turns the watermarks off (every
+	// claim scans from the heads).
 	HintMaxAge time.Duration
 	// Owner names this process in lease_owner; "" means host:pid.
 	Owner string

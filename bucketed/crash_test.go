@@ -20,7 +20,9 @@ import (
 // TestHelperCrashingWorker is not a test: it is the worker process
 // TestJobThatKillsItsWorkerEndsFailed starts again and again. Its handler
 // records each start outside the job's lease (an autocommit INSERT), then
-// SIGKILLs its own process for a poison job.
+// SIGKILLs its own process for a poison job. One worker goroutine, so a
+// claimed job always reaches its handler before a sibling can kill the
+// process.
 func TestHelperCrashingWorker(t *testing.T) {
 	s := os.Getenv("CRASH_HELPER_SCHEMA")
 	if s == "" {
@@ -37,7 +39,7 @@ func TestHelperCrashingWorker(t *testing.T) {
 	}
 	starts := skiplock.QuoteIdent(s) + `."starts"`
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
-		Workers: 2, Heartbeat: 300 * time.Millisecond, IdleMin: 5 * time.Millisecond, IdleMax: 50 * time.Millisecond,
+		Workers: 1, Heartbeat: 300 * time.Millisecond, IdleMin: 5 * time.Millisecond, IdleMax: 50 * time.Millisecond,
 		Maintenance: &maintenance.Config{LeaseTTL: time.Second, RescueInterval: 100 * time.Millisecond},
 		Handler: func(ctx context.Context, job *skiplock.Job) error {
 			if _, err := db.Exec(ctx, `INSERT INTO `+starts+` VALUES ($1)`, job.ID); err != nil {

@@ -60,10 +60,15 @@
 // of which takes the head of some bucket. On CockroachDB the hash-sharded
 // index fans one ordered scan over its shards itself
 // (Dialect.ShardedIndexFansOut), and the order within a priority is
-// global. Jobs whose lease expired (with attempts left) are claimed ahead
-// of the Queued jobs of their priority; one with no attempts left is never
-// claimed again: the maintenance leader's rescuer fails it (package
-// maintenance).
+// global. Claims never take a job whose lease expired: the maintenance
+// leader's rescuer (package maintenance; every Worker runs it) puts it back
+// to Queued, or fails it when it has no attempts left. A process that
+// calls Dequeue without a Worker must run a maintenance.Service somewhere.
+//
+// The priority rule holds among the jobs the claim can see, those after
+// the watermarks (below): a job that sorts before a watermark, such as one
+// enqueued with a better priority than the jobs being claimed, waits at
+// most Config.HintMaxAge.
 //
 // # The dequeue statement
 //
@@ -74,20 +79,30 @@
 // run more than once and claim more than n). A batch claim therefore never
 // claims more than n jobs.
 //
-// # The tombstone hint
+// # Watermarks: claims that never walk the dead
 //
-// A queue's head is where claimed jobs leave the dequeue index; scans must
-// step over their dead entries (tombstones on YugabyteDB, dead index
-// tuples until vacuum on PostgreSQL). The YugabyteDB job-queue data model's remedy is a hint: the
-// Queue remembers, per bucket, the key of the last job it claimed there
-// and scans from just after it. A hinted scan can miss a job that sorts
-// before the hint (a back-dated run_at, a higher priority, an enqueue that
-// committed late, a row another claim locked and then let go), so the
-// hint is dropped whenever a claim comes up short (every bucket was
-// scanned to its end), a claim that finds nothing with hints is repeated
-// at once without them, and hints older than Config.HintMaxAge are
-// dropped. No job is stranded: it waits at most HintMaxAge under a steady
-// load.
+// A queue's head is where claimed jobs leave the dequeue index, and each
+// leaves a dead entry behind: a tombstone on YugabyteDB (kept about 15
+// minutes), MVCC garbage on CockroachDB (kept 4 hours), a dead tuple on
+// PostgreSQL until vacuum (for ever under a long-held snapshot). A scan
+// from the head walks every one. The YugabyteDB job-queue data model's
+// remedy is a hint; here it is a low-watermark per queue and bucket: the
+// key of the last job this Queue claimed there. Claims scan each bucket
+// from just after its watermark, and a short or empty claim keeps the
+// watermarks, so the polls of a drained queue stay as cheap as on a fresh
+// table.
+//
+// A job can sort before a watermark: a retry whose backoff ended, a
+// back-dated or better-priority enqueue, an enqueue that committed late,
+// a job the rescuer put back, a job another process released. Claims do
+// not see it until the heads probe: at most once per Config.HintMaxAge
+// (default 1 s) per queue, before a claim, the Queue reads each bucket's
+// first claimable job from the head (unlocked; it walks the dead entries)
+// and moves each watermark to just before it. So such a job is claimed at
+// most HintMaxAge later than strict order would claim it, and no job is
+// stranded. Jobs this Queue itself enqueues before a watermark, or
+// releases, make its next claim probe at once. A negative HintMaxAge turns
+// the watermarks off: every claim scans from the heads.
 //
 // # Workers
 //

@@ -2,6 +2,7 @@ package bucketed
 
 import (
 	"context"
+	"time"
 
 	"github.com/skiplock/skiplock"
 )
@@ -15,7 +16,11 @@ func Statements(d *skiplock.Dialect, schemaName string) []string {
 // ClaimTx runs the claim statement inside tx without committing, as a
 // second session would, and with no hints, so a test can hold the locks.
 func (q *Queue) ClaimTx(ctx context.Context, tx skiplock.Querier, queue string, n int) ([]*skiplock.Job, error) {
-	order, prio, at, ids, _ := q.hints.args(queue, 0, false, noHintTime)
+	n0 := q.branches
+	order, prio, at, ids := make([]int16, n0), make([]int32, n0), make([]time.Time, n0), make([]int64, n0)
+	for b := range order {
+		order[b], prio[b], at[b] = int16(b), noHintPriority, noHintTime
+	}
 	claimed, err := claimRows(ctx, tx, q.sql.claim, claimParams{
 		Queue: queue, Limit: n, Owner: "test", Token: newToken(), LeaseSeconds: q.cfg.VisibilityTimeout.Seconds(),
 		Buckets: order, HintPriorities: prio, HintRunAts: at, HintIDs: ids,
@@ -27,14 +32,16 @@ func (q *Queue) ClaimTx(ctx context.Context, tx skiplock.Querier, queue string, 
 	return jobs, err
 }
 
-// HintsSet counts the buckets of queue that hold a tombstone hint.
+// HintsSet counts the buckets of queue that hold a watermark.
 func (q *Queue) HintsSet(queue string) int {
 	q.hints.mu.Lock()
 	defer q.hints.mu.Unlock()
 	n := 0
-	for _, h := range q.hints.byQueue[queue] {
-		if h.set {
-			n++
+	if qh := q.hints.byQueue[queue]; qh != nil {
+		for _, h := range qh.marks {
+			if h.set {
+				n++
+			}
 		}
 	}
 	return n

@@ -235,7 +235,13 @@ func (q *Queue) Release(ctx context.Context, job *skiplock.Job) error {
 // ReleaseMany is Release for a batch; it returns the jobs whose lease was
 // already lost.
 func (q *Queue) ReleaseMany(ctx context.Context, jobs []*skiplock.Job) ([]*skiplock.Job, error) {
-	return q.fenced(ctx, "release", q.sql.release, jobs)
+	lost, err := q.fenced(ctx, "release", q.sql.release, jobs)
+	// A released job keeps its place in the order, before this process's
+	// watermarks: the next claim looks for it from the heads.
+	for _, j := range jobs {
+		q.hints.probeSoon(j.Queue)
+	}
+	return lost, err
 }
 
 func (q *Queue) fenced(ctx context.Context, what, sql string, jobs []*skiplock.Job, extra ...any) ([]*skiplock.Job, error) {

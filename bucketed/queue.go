@@ -199,6 +199,7 @@ func (q *Queue) insertArgs(jobs []skiplock.NewJob) (insertParams, error) {
 		if err := j.Normalize(q.cfg.MaxPayloadBytes); err != nil {
 			return insertParams{}, skiplock.Usagef("job %d: %v", i, err)
 		}
+		q.hints.enqueued(j.Queue, j.Priority, j.RunAt)
 		queues[i], payloads[i] = j.Queue, string(j.Payload)
 		prios[i], maxAtt[i] = int16(j.Priority), int32(j.MaxAttempts)
 		if !j.RunAt.IsZero() {

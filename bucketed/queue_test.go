@@ -13,6 +13,7 @@ import (
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -60,6 +61,42 @@ func count(t testing.TB, db *skiplock.DB, sql string, args ...any) int64 {
 		t.Fatalf("%s: %v", sql, err)
 	}
 	return n
+}
+
+// rescue runs the maintenance leader's rescuer on schema name until no
+// Running job has an expired lease.
+func rescue(t testing.TB, db *skiplock.DB, name string) {
+	t.Helper()
+	ctx := ctxT(t)
+	svc, err := maintenance.Start(ctx, db, &maintenance.Config{Schema: name, RescueInterval: 5 * time.Millisecond, PruneInterval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer svc.Stop(ctx) //nolint:errcheck // test helper
+	deadline := time.Now().Add(30 * time.Second)
+	for count(t, db, `SELECT count(*) FROM `+jobsTable(name)+` WHERE "status" = 'Running' AND "lease_expires_at" <= now()`) > 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the rescuer did not put the expired leases back within 30 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// dequeueSoon claims one job as owner, waiting up to the Queue's heads
+// probe interval (and a margin) for a job put back below its watermarks.
+func dequeueSoon(t testing.TB, q *bucketed.Queue, owner string) []*skiplock.Job {
+	t.Helper()
+	deadline := time.Now().Add(bucketed.DefaultHintMaxAge + 10*time.Second)
+	for {
+		jobs, err := q.DequeueAs(ctxT(t), "default", 1, owner)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(jobs) > 0 || time.Now().After(deadline) {
+			return jobs
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 func mustEnqueue(t testing.TB, q *bucketed.Queue, jobs ...skiplock.NewJob) {

@@ -14,7 +14,7 @@ import (
 // as $n parameters.
 type statements struct {
 	insert, uniqueLookup                                  string
-	claim                                                 string
+	claim, heads                                          string
 	complete, fail, cancel, release, extend, extendIDs    string
 	completedWith, deleteFinished, stats, pending, lookup string
 	cancelByID, retryByID, deleteByID, statusByID         string
@@ -73,6 +73,7 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		"insert":          &s.insert,
 		"unique_lookup":   &s.uniqueLookup,
 		"claim":           &s.claim,
+		"heads":           &s.heads,
 		"complete":        &s.complete,
 		"fail":            &s.fail,
 		"cancel":          &s.cancel,
@@ -101,7 +102,7 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 
 // all lists every statement, for tests that check them.
 func (s *statements) all() []string {
-	return []string{s.insert, s.uniqueLookup, s.claim, s.complete, s.fail, s.cancel, s.release, s.extend, s.extendIDs,
+	return []string{s.insert, s.uniqueLookup, s.claim, s.heads, s.complete, s.fail, s.cancel, s.release, s.extend, s.extendIDs,
 		s.completedWith, s.deleteFinished, s.stats, s.pending, s.backlog, s.lookup, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID}
 }
 

@@ -28,39 +28,75 @@
 //
 // # Failures
 //
-// A handler error (or panic) rolls the transaction back, so the job becomes
-// visible again with nothing of its work applied. The failed attempt is then
-// recorded in a separate short transaction, where the rollback cannot erase
-// it: attempts+1 and last_error. When a job has failed max_attempts times it
-// moves to the dead-letter table <schema>.job_dead with its last error,
-// instead of looping forever. A job that succeeds is deleted with its
-// row, so nothing keeps the error of an earlier failed attempt once it
-// succeeds (its handler sees it in job.LastError while it runs): only
-// job_dead keeps errors, the last one of each dead job. The bucketed
-// layout, which keeps finished rows, keeps last_error after a success.
-// In the moment between the rollback and that
-// recording another worker can claim the job and see the old count; the
-// recording then waits for that worker's transaction, and counts both
-// failures if it fails too (nothing if it succeeds). So no failure goes
-// uncounted, and under contention on one job a handler can run a little
-// more often than max_attempts.
+// Every attempt is counted before its handler runs, where neither a
+// rollback nor the death of the worker can erase it: in the side table
+// <schema>.job_attempt (job_id, attempts, started_at, retry_at), by an
+// autocommit upsert sent over another connection once the claim has locked
+// the job's row. (The job's own transaction cannot commit early, and a
+// second session updating job_queue's row would wait on our own lock.) If
+// the count comes back above max_attempts, the handler does not run: the
+// attempts were used up by workers that recorded no result (killed, out of
+// memory, os.Exit, a lost connection), and the claim's transaction moves
+// the job to job_dead with a last_error saying its worker died
+// (Result.HandlerErr wraps [ErrWorkerDied]). So a handler runs at most
+// max_attempts times per job, also when it kills its process every time
+// and under contention. Only the worker holding a job's row lock counts
+// it, and every other writer of a job_attempt row takes that lock first,
+// so the count never waits on another session's lock.
 //
-// A worker process that dies mid-job (crash, kill -9, lost network) records
-// nothing: the server rolls its transaction back when it notices the dead
-// connection, and the job runs again with the same attempt count. We chose
-// this over counting the claim in a separate committed transaction first,
-// which would double the round trips and writes of every job (and on
-// YugabyteDB leave a tombstone per claim) to handle the rare job that kills
-// its worker. The consequence: a job that crashes its process every time is
-// retried without limit; operators see the crash loop, and can move the job
-// to job_dead by hand. Set idle_in_transaction_session_timeout or TCP
-// keepalives on the server so that a vanished client's locks are released
-// promptly.
+// On success the job's transaction deletes the job and its job_attempt row
+// together. A handler error (or panic) rolls the transaction back, so the
+// job becomes visible again with nothing of its work applied; the failure
+// is then recorded in a separate short transaction that locks the job's
+// row first: attempts (the attempt's count) and last_error in job_queue,
+// and in job_attempt the retry_at that ends an exponential backoff with
+// jitter ([Config].RetryBase doubled per attempt, capped at RetryMax,
+// drawn from the upper half, as the bucketed layout's). Once the count
+// reaches max_attempts the job moves to the dead-letter table
+// <schema>.job_dead with its last error instead. A claim steps over a job
+// whose retry_at lies ahead, as over a locked one; the job stays pending
+// (HasQueued and `work --until-empty` wait for it). The count itself sets
+// retry_at as if the attempt will fail, so a job whose worker died waits
+// out a backoff too, and a job whose failure is being recorded is not
+// claimed in the moment after its rollback, unless its handler ran longer
+// than the backoff. Then the next claim may find the attempts used up and
+// bury the job before the failure is recorded; the recording then gives
+// the dead row its error.
+//
+// We chose a side table over counting in job_queue in a first committed
+// transaction (claim, count, commit, lock the row again), which leaves the
+// job unlocked in between for another worker to take, and over a run_at
+// column in job_queue, which would change an existing table. The claim
+// keeps one index range scan of job_queue per branch: the backoff test is
+// a scalar subquery on job_attempt's primary key, one probe per row the
+// scan reaches (finding nothing for a job never claimed), which PostgreSQL
+// keeps as a SubPlan and never turns into a join that reads job_attempt
+// whole. The cost per job is one more round trip, the count (a Worker
+// batches the counts of all its goroutines into one statement), and the
+// write and delete of one job_attempt row.
+//
+// A hard stop (the context ends mid-job) and a transaction that retry.Run
+// runs again (a serialization failure) are not the job's failures: their
+// counts are taken back while the job's row is still locked. An attempt
+// whose count was applied but whose outcome was lost (the count's own
+// connection failed, or COMMIT failed after the handler ran) still counts:
+// counts err towards too many, never too few.
 //
 // A connection lost while the handler runs is the handler's failure: the
 // server rolls the transaction back, and the attempt is recorded over a
-// fresh connection. A handler that swallows a failed statement (leaving
+// fresh connection. A worker process that dies mid-job (crash, kill -9,
+// lost network) records nothing but its count: the server rolls its
+// transaction back when it notices the dead connection, and the job runs
+// again after its backoff, or goes to job_dead once its count is used up.
+// Set idle_in_transaction_session_timeout or TCP keepalives on the server
+// so that a vanished client's locks are released promptly. A handler that swallows a failed statement (leaving
 // the transaction aborted) or tries to commit also fails its attempt.
+//
+// A job that succeeds is deleted with its row, so nothing keeps the error
+// of an earlier failed attempt once it succeeds (its handler sees it in
+// job.LastError while it runs): only job_dead keeps errors, the last one
+// of each dead job. The bucketed layout, which keeps finished rows, keeps
+// last_error after a success.
 //
 // Serialization failures (normal on YugabyteDB and CockroachDB) and
 // connections lost before anything reached the server go through
@@ -81,10 +117,16 @@
 // # Connections
 //
 // A worker holds one database connection for as long as it processes a job:
-// the transaction is open around the handler. N workers need N connections
-// (plus a few spare, [SpareConns]); [Worker.Start] checks the pool's
-// size and the server's max_connections before it starts and fails with what
-// to do. Thousands of concurrent long jobs want the bucketed layout's leases
+// the transaction is open around the handler. A Worker of N goroutines
+// needs N+1 connections: the extra one, reserved for the Worker's life,
+// counts attempts while the workers' transactions hold theirs (counting
+// through the shared pool could wait for a connection held by a worker
+// that waits for its count). [Worker.Start] checks that the pool
+// allows N+1 and the server's max_connections N+1 plus a few spare
+// ([SpareConns]) before it starts, and fails with what to do. A lone
+// [Queue.Process] takes the second connection from the pool for the
+// count: goroutines calling Process need a pool of one more connection
+// than there are of them. Thousands of concurrent long jobs want the bucketed layout's leases
 // instead, which hold no connection while the handler runs.
 //
 // # Fanout or bucketed

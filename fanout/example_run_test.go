@@ -14,13 +14,15 @@ import (
 
 // Process jobs inside their own transactions: a handler's writes commit
 // with the job's removal, and a failed handler leaves no trace but the
-// recorded attempt. Runs against the test database.
+// recorded attempt and its backoff. Runs against the test database.
 func Example() {
 	ctx := context.Background()
 	db := testdb.ExampleDB("example_fanout", schema.LayoutFanout)
 	defer db.Close()
 
-	q, err := fanout.New(db, &fanout.Config{Schema: "example_fanout"})
+	// A failed job waits out a backoff before it can be claimed again:
+	// 10ms here, doubling per attempt (default 1s).
+	q, err := fanout.New(db, &fanout.Config{Schema: "example_fanout", RetryBase: 10 * time.Millisecond})
 	if err != nil {
 		panic(err)
 	}
@@ -32,7 +34,7 @@ func Example() {
 		res, err := q.Process(ctx, func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
 			if !failedOnce {
 				failedOnce = true
-				return errors.New("first try fails") // rolled back; the job stays queued
+				return errors.New("first try fails") // rolled back; the job stays queued, in backoff
 			}
 			_, err := tx.Exec(ctx, `INSERT INTO "example_fanout"."work_log" (job_id, worker) VALUES ($1, 'example')`, job.ID)
 			return err
@@ -41,7 +43,17 @@ func Example() {
 			panic(err)
 		}
 		if res.Job == nil {
-			break // nothing left
+			// Nothing ready: the queue is empty, or a job is waiting out
+			// its backoff.
+			more, err := q.HasQueued(ctx)
+			if err != nil {
+				panic(err)
+			}
+			if !more {
+				break
+			}
+			time.Sleep(5 * time.Millisecond)
+			continue
 		}
 		if res.HandlerErr == nil {
 			handled++

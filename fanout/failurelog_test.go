@@ -23,7 +23,7 @@ func explode(n int) error { panic(fmt.Sprintf("kaboom %d", n)) }
 // A job that fails and then succeeds leaves no row behind: only job_dead
 // keeps errors.
 func TestWorkerLogsFailures(t *testing.T) {
-	q, db, s := setup(t, 8, nil)
+	q, db, s := setup(t, 8, &fanout.Config{RetryBase: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	enqueue := func(payload string, maxAttempts int) string {
@@ -88,7 +88,7 @@ func TestWorkerLogsFailures(t *testing.T) {
 	for i, line := range got {
 		want := fmt.Sprintf("job %s failed, attempt %d of 7: smtp refused attempt %d; ", failing, i+1, i+1)
 		if i < 6 {
-			want += "it will run again"
+			want += "retry in "
 		} else {
 			want += "no attempts left: moved to job_dead"
 		}
@@ -109,7 +109,7 @@ func TestWorkerLogsFailures(t *testing.T) {
 	if !strings.Contains(got[1], "no attempts left: moved to job_dead") {
 		t.Errorf("the last panic does not say the job is dead: %s", got[1])
 	}
-	if got = about(flaky); len(got) != 1 || !strings.Contains(got[0], "attempt 1 of 3: flaky: first attempt fails; it will run again") {
+	if got = about(flaky); len(got) != 1 || !strings.Contains(got[0], "attempt 1 of 3: flaky: first attempt fails; retry in ") {
 		t.Errorf("the flaky job's one failure logged as %q", got)
 	}
 	// The flaky job succeeded: its row is gone, and job_dead holds only

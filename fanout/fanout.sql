@@ -2,13 +2,18 @@
 -- schema (sql.go). Templates:
 --   queue_table  job_queue, schema-qualified and quoted
 --   dead_table   job_dead, schema-qualified and quoted
+--   attempt_table  job_attempt, schema-qualified and quoted: a job's count
+--                of started attempts and its retry time, written outside
+--                the job's transaction (see doc.go, "Failures")
 --   job_columns  the columns claim returns, in scan order; the payload
 --                travels as text so that both drivers scan it into a
 --                string
 -- Every identifier is quoted; every value is a $n parameter.
 
 -- name: claim
--- Locks one job: $1 the random start, $2 the queue.
+-- Locks one job: $1 the random start, $2 the queue. A job whose
+-- job_attempt row says it is waiting out a backoff (retry_at in the future)
+-- is stepped over like a locked one.
 -- The locking clause goes on each branch that reads the table, never on a
 -- view or CTE over it, where it locks nothing. Each branch is an ordered
 -- index range scan with LIMIT 1 above the row lock, so a locked row is
@@ -20,28 +25,99 @@
 -- (cockroachdb/cockroach#87463). PostgreSQL refuses a locking clause
 -- directly on a UNION branch (0A000), so each branch is a derived table
 -- that locks its own rows.
-SELECT * FROM (SELECT /* TEMPLATE: job_columns */ FROM /* TEMPLATE: queue_table */
-  WHERE "id" >= $1 AND "queue" = $2 ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED) AS "after"
+-- The backoff test is a scalar subquery on job_attempt's primary key, not
+-- a join: PostgreSQL keeps it as a per-row SubPlan (one primary-key probe
+-- for each row the scan reaches, which finds nothing for a job never
+-- claimed), so the branch stays one index range scan of job_queue and can
+-- never turn into a hash join that reads all of job_attempt first. The
+-- subquery reads no rows for locking: FOR UPDATE locks job_queue's row only.
+SELECT * FROM (SELECT /* TEMPLATE: job_columns */ FROM /* TEMPLATE: queue_table */ AS "j"
+  WHERE "id" >= $1 AND "queue" = $2
+    AND NOT coalesce((SELECT "a"."retry_at" > now() FROM /* TEMPLATE: attempt_table */ AS "a" WHERE "a"."job_id" = "j"."id"), false)
+  ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED) AS "after"
 UNION ALL
-SELECT * FROM (SELECT /* TEMPLATE: job_columns */ FROM /* TEMPLATE: queue_table */
-  WHERE "id" < $1 AND "queue" = $2 ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED) AS "before"
+SELECT * FROM (SELECT /* TEMPLATE: job_columns */ FROM /* TEMPLATE: queue_table */ AS "j"
+  WHERE "id" < $1 AND "queue" = $2
+    AND NOT coalesce((SELECT "a"."retry_at" > now() FROM /* TEMPLATE: attempt_table */ AS "a" WHERE "a"."job_id" = "j"."id"), false)
+  ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED) AS "before"
 LIMIT 1;
 
+-- name: count
+-- Counts the attempts about to start, one per job id in $1 (text[]), in
+-- one autocommit statement on a connection other than the jobs'
+-- transactions, which hold the jobs' row locks: the count commits before
+-- any handler runs, and survives the handler's rollback and its worker's
+-- death. retry_at is set as if the attempt will fail (the backoff before
+-- the next one, from $2 the base and $3 the cap in seconds, drawn from the
+-- upper half as jitter), so that a job whose worker dies waits out a
+-- backoff too; a success deletes the row, a recorded failure resets it.
+-- Only the worker that holds a job's row lock counts it, so the ids of one
+-- statement are distinct and no row waits on another session's lock.
+INSERT INTO /* TEMPLATE: attempt_table */ AS "a" ("job_id", "attempts", "started_at", "retry_at")
+SELECT "t"."id", 1, now(), now() + interval '1 second' * (least($2::float8, $3::float8) * (0.5 + random() / 2))
+FROM unnest($1::text[]) AS "t" ("id")
+ON CONFLICT ("job_id") DO UPDATE SET "attempts" = "a"."attempts" + 1, "started_at" = now(),
+  "retry_at" = now() + interval '1 second' * (least($2::float8 * power(2::float8, least("a"."attempts", 40)::float8), $3::float8) * (0.5 + random() / 2))
+RETURNING "job_id", "attempts";
+
+-- name: give_back
+-- Takes back the counted attempts of the jobs in $1 (text[]), whose
+-- handlers were stopped (a hard stop) or whose transactions the engine
+-- asked to run again (a serialization failure): neither is the job's
+-- failure. The job may be claimed again at once. Sent by the worker that
+-- still holds each job's row lock, so no other claim has counted since.
+UPDATE /* TEMPLATE: attempt_table */ SET "attempts" = greatest("attempts" - 1, 0), "retry_at" = now()
+WHERE "job_id" = ANY($1::text[]);
+
 -- name: del
--- Removes a processed job: $1 the id.
+-- Removes a processed job and its attempt count: $1 the id. The affected
+-- row count is job_queue's.
+WITH "forgot" AS (DELETE FROM /* TEMPLATE: attempt_table */ WHERE "job_id" = $1)
 DELETE FROM /* TEMPLATE: queue_table */ WHERE "id" = $1;
 
 -- name: fail
--- Counts a failed attempt: $1 the id, $2 the error.
-UPDATE /* TEMPLATE: queue_table */ SET "attempts" = "attempts" + 1, "last_error" = $2 WHERE "id" = $1
+-- Records a failed attempt after its rollback: $1 the id, $2 the error,
+-- $3 the attempt's number (its count). It locks the job's row first, so it
+-- waits for a worker that claimed the job since (and then finds the job
+-- gone if that worker succeeded), and only then touches job_attempt
+-- (retry_at): every writer of a job_attempt row but the count holds the
+-- job's row lock, so the count never waits on another session.
+UPDATE /* TEMPLATE: queue_table */ SET "attempts" = greatest("attempts", $3::int), "last_error" = $2 WHERE "id" = $1
 RETURNING "attempts", "max_attempts";
 
+-- name: backoff
+-- Sets when a failed job may be claimed again: $1 the id, $2 the delay in
+-- seconds. Sent after fail, in its transaction.
+UPDATE /* TEMPLATE: attempt_table */ SET "retry_at" = now() + interval '1 second' * $2::float8 WHERE "job_id" = $1;
+
 -- name: bury
--- Moves a job that used up its attempts to job_dead: $1 the id.
+-- Moves a job that used up its attempts to job_dead, and drops its attempt
+-- count: $1 the id. Sent after fail, in its transaction.
 WITH "moved" AS (DELETE FROM /* TEMPLATE: queue_table */ WHERE "id" = $1
-  RETURNING "id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at")
+  RETURNING "id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at"),
+"forgot" AS (DELETE FROM /* TEMPLATE: attempt_table */ WHERE "job_id" = $1)
 INSERT INTO /* TEMPLATE: dead_table */ ("id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at")
 SELECT "id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at" FROM "moved";
+
+-- name: bury_lost
+-- Moves a job to job_dead without running it, in the transaction that
+-- claimed it, when its count says its attempts are used up although no
+-- failure was recorded for the last one (its worker died, was killed or
+-- lost its connection mid-job): $1 the id, $2 the error to keep. Its
+-- attempts are its max_attempts, the handler starts it was allowed.
+WITH "moved" AS (DELETE FROM /* TEMPLATE: queue_table */ WHERE "id" = $1
+  RETURNING "id", "queue", "payload", "max_attempts", "created_at"),
+"forgot" AS (DELETE FROM /* TEMPLATE: attempt_table */ WHERE "job_id" = $1)
+INSERT INTO /* TEMPLATE: dead_table */ ("id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at")
+SELECT "id", "queue", "payload", "max_attempts", "max_attempts", $2, "created_at" FROM "moved";
+
+-- name: amend_dead
+-- Gives a job that bury_lost moved to job_dead the error of its last
+-- attempt: $1 the id, $2 the error, $3 the prefix of bury_lost's text.
+-- The attempt had failed, but another worker claimed the job (its count
+-- then said the attempts were used up) before the failure was recorded.
+UPDATE /* TEMPLATE: dead_table */ SET "last_error" = $2
+WHERE "id" = $1 AND left("last_error", length($3::text)) = $3::text;
 
 -- name: insert
 -- Adds jobs from three parallel arrays: queues, payloads (JSON text), max
@@ -78,16 +154,19 @@ SELECT EXISTS (SELECT 1 FROM /* TEMPLATE: queue_table */ WHERE "queue" = $1);
 -- session can stop it.
 WITH "moved" AS (DELETE FROM /* TEMPLATE: queue_table */
     WHERE "id" = (SELECT "id" FROM /* TEMPLATE: queue_table */ WHERE "id" = $1 FOR UPDATE SKIP LOCKED)
-  RETURNING "id", "queue", "payload", "attempts", "max_attempts", "created_at")
+  RETURNING "id", "queue", "payload", "attempts", "max_attempts", "created_at"),
+"forgot" AS (DELETE FROM /* TEMPLATE: attempt_table */ WHERE "job_id" IN (SELECT "id" FROM "moved"))
 INSERT INTO /* TEMPLATE: dead_table */ ("id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at")
 SELECT "id", "queue", "payload", "attempts", "max_attempts", 'cancelled by an operator', "created_at" FROM "moved"
 RETURNING "id";
 
 -- name: retry_by_id
--- A dead job ($1) goes back into the queue with its attempts reset; its
--- last error stays until its next attempt.
+-- A dead job ($1) goes back into the queue with its attempts reset (and
+-- any attempt count left behind dropped); its last error stays until its
+-- next attempt.
 WITH "moved" AS (DELETE FROM /* TEMPLATE: dead_table */ WHERE "id" = $1
-  RETURNING "id", "queue", "payload", "max_attempts", "last_error", "created_at")
+  RETURNING "id", "queue", "payload", "max_attempts", "last_error", "created_at"),
+"forgot" AS (DELETE FROM /* TEMPLATE: attempt_table */ WHERE "job_id" IN (SELECT "id" FROM "moved"))
 INSERT INTO /* TEMPLATE: queue_table */ ("id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at")
 SELECT "id", "queue", "payload", 0, "max_attempts", "last_error", "created_at" FROM "moved"
 RETURNING "id";

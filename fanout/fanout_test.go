@@ -100,6 +100,9 @@ func TestConfigValidation(t *testing.T) {
 		{Queue: "with\ncontrol"},
 		{EnqueueBatch: -1},
 		{MaxPayloadBytes: -1},
+		{RetryBase: -time.Second},
+		{RetryMax: -time.Second},
+		{RetryBase: time.Minute, RetryMax: time.Second},
 	} {
 		if _, err := fanout.New(db, &c); !skiplock.IsUsage(err) {
 			t.Errorf("%+v: want a usage error, got %v", c, err)
@@ -211,7 +214,8 @@ func TestEnqueueTxFollowsTheCallersTransaction(t *testing.T) {
 // mapped error path of each driver adapter is exercised too.
 func TestHandlerEnqueuesFollowUpInItsTransaction(t *testing.T) {
 	testdb.ForEachDriver(t, func(t *testing.T, d testdb.Driver) {
-		q, db, s := setupOn(t, d, 0, nil)
+		// No backoff, so the failed job is claimable again at once.
+		q, db, s := setupOn(t, d, 0, &fanout.Config{RetryBase: time.Nanosecond, RetryMax: time.Nanosecond})
 		ctx := context.Background()
 		follow, err := fanout.New(db, &fanout.Config{Schema: s, Queue: "follow-up"})
 		if err != nil {
@@ -367,15 +371,23 @@ func testHeldRowIsSkipped(t *testing.T, d testdb.Driver) {
 }
 
 // TestClaimIsOneIndexSeek proves the common case with EXPLAIN ANALYZE: the
-// first branch seeks the primary key once and returns one row, the
-// wrap-around branch never runs, and nothing is scanned or sorted whole.
+// first branch seeks the primary key once and returns one row, probing
+// job_attempt's primary key once for it (no row: never claimed), the
+// wrap-around branch never runs, and nothing is scanned, joined or sorted
+// whole, even with job_attempt full of other jobs' rows.
 func TestClaimIsOneIndexSeek(t *testing.T) {
 	q, db, s := setup(t, 0, nil)
 	ctx := context.Background()
 	if _, err := q.EnqueueMany(ctx, jobs(5000)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(ctx, "ANALYZE "+table(s, schema.JobQueueTable)); err != nil {
+	// Many attempt rows of other jobs, in backoff: the backoff test stays
+	// a primary-key probe per row reached, never a join that reads them.
+	if _, err := db.Exec(ctx, "INSERT INTO "+table(s, schema.JobAttemptTable)+
+		" SELECT 'other-' || g, 1, now(), now() + interval '1 hour' FROM generate_series(1, 5000) g"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, "ANALYZE "+table(s, schema.JobQueueTable)+", "+table(s, schema.JobAttemptTable)); err != nil {
 		t.Fatal(err)
 	}
 	// pgx prepares statements, and PostgreSQL may switch a prepared
@@ -435,10 +447,19 @@ func explainClaim(t *testing.T, db *skiplock.DB, q *fanout.Queue, planMode strin
 	case !strings.Contains(scans[1], "never executed"):
 		t.Errorf("wrap-around branch ran: %s", scans[1])
 	}
+	var probes []string
+	for _, l := range plan {
+		if strings.Contains(l, "Index Scan using job_attempt_pkey") {
+			probes = append(probes, l)
+		}
+	}
+	if len(probes) != 2 || !strings.Contains(probes[0], "loops=1)") || !strings.Contains(text, "SubPlan") {
+		t.Errorf("want the backoff test as one job_attempt primary-key probe per row reached (a SubPlan) in each branch, got %q", probes)
+	}
 	if n := strings.Count(text, "LockRows"); n != 2 {
 		t.Errorf("want a LockRows in each branch, got %d", n)
 	}
-	for _, bad := range []string{"Seq Scan", "Sort", "CTE"} {
+	for _, bad := range []string{"Seq Scan", "Sort", "CTE", "Hash", "Join"} {
 		if strings.Contains(text, bad) {
 			t.Errorf("plan has a %s", bad)
 		}
@@ -584,7 +605,7 @@ func TestExactlyOnceWithFailures(t *testing.T) {
 // TestPoisonJobGoesDead: a job that always fails moves to job_dead after
 // max attempts, with its last error; a panicking one too.
 func TestPoisonJobGoesDead(t *testing.T) {
-	q, db, s := setup(t, 0, nil)
+	q, db, s := setup(t, 0, &fanout.Config{RetryBase: time.Millisecond, RetryMax: 4 * time.Millisecond})
 	ctx := context.Background()
 	for _, panics := range []bool{false, true} {
 		id, err := q.Enqueue(ctx, skiplock.NewJob{MaxAttempts: 3, Payload: []byte(`"poison"`)})
@@ -594,7 +615,7 @@ func TestPoisonJobGoesDead(t *testing.T) {
 		calls := 0
 		var last fanout.Result
 		for i := 0; i < 10 && !last.Dead; i++ {
-			last, err = q.Process(ctx, func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
+			last, err = processReady(t, q, func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
 				calls++
 				if job.Attempts != calls || job.MaxAttempts != 3 {
 					t.Errorf("attempt %d: job says attempts %d of %d", calls, job.Attempts, job.MaxAttempts)
@@ -643,6 +664,9 @@ func TestPoisonJobGoesDead(t *testing.T) {
 		res, err := q.Process(ctx, func(context.Context, skiplock.Tx, *skiplock.Job) error { return nil })
 		if err != nil || res.Job != nil {
 			t.Errorf("after death: %+v %v", res, err)
+		}
+		if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobAttemptTable)); n != 0 {
+			t.Errorf("job_attempt still has %d rows", n)
 		}
 	}
 	st, err := q.Stats(ctx, "")
@@ -702,13 +726,26 @@ func TestWorkerChecksConnections(t *testing.T) {
 		}
 		return w.Start(ctx)
 	}
-	if err := start(&fanout.WorkerConfig{Workers: 5, Handler: h}); !skiplock.IsUsage(err) ||
-		!strings.Contains(err.Error(), "MaxConns of at least 5") {
-		t.Errorf("pool of 4, 5 workers: %v", err)
+	for _, workers := range []int{4, 5} {
+		want := fmt.Sprintf("MaxConns of at least %d", workers+1)
+		if err := start(&fanout.WorkerConfig{Workers: workers, Handler: h}); !skiplock.IsUsage(err) ||
+			!strings.Contains(err.Error(), want) {
+			t.Errorf("pool of 4, %d workers (and the attempt recorder): want %q, got %v", workers, want, err)
+		}
+	}
+	w3, err := q.NewWorker(&fanout.WorkerConfig{Workers: 3, Handler: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w3.Start(ctx); err != nil {
+		t.Fatalf("pool of 4, 3 workers: %v", err)
+	}
+	if err := w3.Stop(ctx); err != nil {
+		t.Fatal(err)
 	}
 	// Workers 0 means DefaultWorkers, as in the bucketed layout.
 	if err := start(&fanout.WorkerConfig{Handler: h}); !skiplock.IsUsage(err) ||
-		!strings.Contains(err.Error(), fmt.Sprintf("MaxConns of at least %d", fanout.DefaultWorkers)) {
+		!strings.Contains(err.Error(), fmt.Sprintf("MaxConns of at least %d", fanout.DefaultWorkers+1)) {
 		t.Errorf("pool of 4, default workers: %v", err)
 	}
 	for _, bad := range []fanout.WorkerConfig{{Workers: 1}, {Workers: -1, Handler: h}, {Queue: "bad\nqueue", Handler: h}} {
@@ -732,7 +769,7 @@ func TestWorkerChecksConnections(t *testing.T) {
 		t.Skipf("server has no max_connections: %v", err)
 	}
 	// A pool's MaxConns opens nothing, so it can exceed the server's limit.
-	big := testdb.Open(t, &skiplock.OpenConfig{MaxConns: int32(allowed)})
+	big := testdb.Open(t, &skiplock.OpenConfig{MaxConns: int32(allowed) + 1})
 	bq, err := fanout.New(big, &fanout.Config{Schema: q.Schema()})
 	if err != nil {
 		t.Fatal(err)
@@ -743,10 +780,10 @@ func TestWorkerChecksConnections(t *testing.T) {
 	}
 	err = bw.Start(ctx)
 	var ce *fanout.ConnLimitError
-	if !errors.As(err, &ce) || ce.Allowed != allowed || ce.Needed != allowed+fanout.SpareConns {
+	if !errors.As(err, &ce) || ce.Allowed != allowed || ce.Needed != allowed+1+fanout.SpareConns {
 		t.Fatalf("want a ConnLimitError, got %v", err)
 	}
-	want := fmt.Sprintf("server allows %d connections; %d fanout workers need %d", allowed, allowed, allowed+fanout.SpareConns)
+	want := fmt.Sprintf("server allows %d connections; %d fanout workers need %d", allowed, allowed, allowed+1+fanout.SpareConns)
 	if !strings.Contains(err.Error(), want) {
 		t.Errorf("message %q lacks %q", err, want)
 	}
@@ -822,8 +859,30 @@ func TestStop(t *testing.T) {
 	if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)+" WHERE attempts > 0"); n != 0 {
 		t.Errorf("hard stop recorded %d attempts", n)
 	}
+	// The stopped jobs' counts were taken back: they were counted before
+	// their handlers ran, and left rows behind.
+	if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobAttemptTable)+" WHERE attempts > 0"); n != 0 {
+		t.Errorf("hard stop left %d attempts counted", n)
+	}
+	if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobAttemptTable)); n == 0 {
+		t.Errorf("hard stop left no job_attempt row: were the stopped jobs counted at all?")
+	}
 	if got := count(t, db, "SELECT count(*) FROM "+table(s, schema.WorkLogTable)); got != c.Handled+c2.Handled {
 		t.Errorf("after hard stop: logged %d, handled %d", got, c.Handled+c2.Handled)
+	}
+}
+
+// processReady calls Process until it claims a job (one may be waiting
+// out its backoff), for at most 30 seconds.
+func processReady(t *testing.T, q *fanout.Queue, h fanout.Handler) (fanout.Result, error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res, err := q.Process(context.Background(), h)
+		if err != nil || res.Job != nil || time.Now().After(deadline) {
+			return res, err
+		}
+		time.Sleep(time.Millisecond)
 	}
 }
 
@@ -925,7 +984,7 @@ func TestMisbehavingHandlers(t *testing.T) {
 // handler runs. Nothing of the job's work is kept, the job comes back, and
 // the next Process (on a fresh connection) handles it once.
 func TestConnectionDiesMidJob(t *testing.T) {
-	q, db, s := setup(t, 0, nil)
+	q, db, s := setup(t, 0, &fanout.Config{RetryBase: time.Millisecond, RetryMax: 4 * time.Millisecond})
 	ctx := context.Background()
 	id, err := q.Enqueue(ctx, skiplock.NewJob{})
 	if err != nil {
@@ -959,8 +1018,8 @@ func TestConnectionDiesMidJob(t *testing.T) {
 	if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.WorkLogTable)); n != 0 {
 		t.Fatalf("a dead session's work was kept: %d rows", n)
 	}
-	res, err = q.Process(ctx, h)
-	if err != nil || res.Job == nil || res.Job.ID != id || res.HandlerErr != nil {
+	res, err = processReady(t, q, h)
+	if err != nil || res.Job == nil || res.Job.ID != id || res.HandlerErr != nil || res.Job.Attempts != 2 {
 		t.Fatalf("second call: %+v %v", res, err)
 	}
 	if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.WorkLogTable)+" WHERE job_id = $1", id); n != 1 {

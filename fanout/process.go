@@ -33,13 +33,19 @@ type Result struct {
 	// queue had no unlocked job.
 	Job *skiplock.Job
 	// HandlerErr is the handler's error (a *skiplock.PanicError, with its
-	// stack, for a panic) when the job failed. The job's work was rolled
-	// back and the attempt recorded; nil when the job was processed and
-	// deleted.
+	// stack, for a panic) when the job failed. The job's work was rolled back and the
+	// attempt recorded; nil when the job was processed and deleted.
+	// It wraps ErrWorkerDied when the job was moved to job_dead without
+	// running (see Dead).
 	HandlerErr error
-	// Dead is true when that failure used the job's last attempt: the job
+	// Dead is true when that failure used the job's last attempt, or the
+	// job's attempts were already used up by workers that died (then
+	// HandlerErr wraps ErrWorkerDied and the handler did not run): the job
 	// is now in job_dead.
 	Dead bool
+	// RetryIn is the backoff a recorded failure set when the job has
+	// attempts left: no claim takes the job before it ends. 0 otherwise.
+	RetryIn time.Duration
 	// Claim is how long the claim statement took in the last transaction
 	// attempt (the dequeue latency, BEGIN excluded).
 	Claim time.Duration
@@ -68,24 +74,42 @@ type handlerError struct{ err error }
 func (e *handlerError) Error() string { return "handler: " + e.err.Error() }
 func (e *handlerError) Unwrap() error { return e.err }
 
+// ErrWorkerDied is the error in Result.HandlerErr (wrapped) when a job
+// was moved to job_dead without running: its attempts were used up,
+// the last one by a worker that recorded no result, because its process
+// died, was killed or lost its connection mid-job (or stalled until
+// another worker took the job over). The dead row's last_error says so.
+var ErrWorkerDied = errors.New("fanout: the job's last attempt ended without a recorded result: its worker died, was killed or lost its connection mid-job")
+
+// giveBackTimeout bounds the statement that takes back an attempt's count
+// after a hard stop or before a transaction retry.
+const giveBackTimeout = 10 * time.Second
+
 // Process claims one job of the queue and handles it, in one transaction:
-// claim (FOR UPDATE SKIP LOCKED from a random start), h(ctx, tx, job),
-// delete, commit. It holds one connection from the pool for the duration.
+// claim (FOR UPDATE SKIP LOCKED from a random start, stepping over jobs
+// waiting out a backoff), count the attempt in job_attempt (a separate
+// autocommit statement, so the count survives a rollback or a dead
+// worker), h(ctx, tx, job), delete, commit. It holds one connection from
+// the pool for the duration and briefly takes a second one for the
+// count; a Worker counts through a connection of its own instead.
 //
-// It returns a zero Result (Job nil) and no error when no unlocked job
-// exists. A handler failure is not an error of Process: the transaction is
-// rolled back, the attempt recorded in a separate transaction (moving the
-// job to job_dead once it has failed max_attempts times), and the Result
-// carries the handler's error. Process returns an error when its own
-// statements fail for good, when ctx ends, or as *retry.AmbiguousCommitError
-// when the commit's outcome is unknown (see the package doc: the job's work
-// and its removal committed together or not at all).
+// It returns a zero Result (Job nil) and no error when no unlocked job is
+// ready. A handler failure is not an error of Process: the transaction is
+// rolled back, the failure recorded in a separate transaction (moving the
+// job to job_dead once it has used max_attempts attempts, otherwise
+// setting its backoff), and the Result carries the handler's error. A job
+// whose count exceeds its max_attempts (its last attempt's worker died) is
+// moved to job_dead without running, with Dead set and HandlerErr
+// wrapping ErrWorkerDied. Process returns an error when its own statements
+// fail for good, when ctx ends, or as *retry.AmbiguousCommitError when the
+// commit's outcome is unknown (see the package doc: the job's work and its
+// removal committed together or not at all).
 func (q *Queue) Process(ctx context.Context, h Handler) (Result, error) {
-	return q.process(ctx, q.cfg.Queue, h)
+	return q.process(ctx, q.cfg.Queue, h, poolCounter{q})
 }
 
-// process is Process for the jobs of queue.
-func (q *Queue) process(ctx context.Context, queue string, h Handler) (Result, error) {
+// process is Process for the jobs of queue, counting attempts through c.
+func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter) (Result, error) {
 	if h == nil {
 		return Result{}, skiplock.Usagef("fanout: Process needs a handler")
 	}
@@ -99,46 +123,98 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler) (Result, e
 			return err
 		}
 		res.Job = job
-		if err := workloop.Call(func() error { return h(ctx, handlerTx{tx}, job) }); err != nil {
-			return &handlerError{err: err}
-		}
-		n, err := tx.Exec(ctx, q.sql.del, job.ID)
-		if skiplock.SQLState(err) == "25P02" {
-			return &handlerError{err: fmt.Errorf("the handler returned no error but left its transaction aborted (it ignored a failed statement): %w", err)}
-		}
+		n, err := c.count(ctx, job.ID)
 		if err != nil {
-			return err
+			return fmt.Errorf("count attempt of job %s before its handler runs: %w", job.ID, err)
 		}
-		if n != 1 {
-			// Cannot happen while we hold the row lock; if it does, do
-			// not commit the handler's work without the removal.
-			return fmt.Errorf("job %s vanished while locked (the delete removed %d rows)", job.ID, n)
+		job.Attempts = n
+		if n > job.MaxAttempts {
+			res.Dead = true
+			return q.buryLost(ctx, tx, job)
 		}
-		return nil
+		err = q.handle(ctx, tx, h, job)
+		if err != nil && (ctx.Err() != nil || retry.Classify(err) == retry.Retryable) {
+			// A hard stop or a transaction the engine will run again is
+			// not the job's failure: take its count back while this
+			// transaction still holds the job's row, so that no other
+			// claim can have counted since.
+			gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
+			defer cancel()
+			if gerr := c.giveBack(gctx, job.ID); gerr != nil {
+				return fmt.Errorf("%w (taking back its attempt count failed too, so the attempt counts: %v)", err, gerr)
+			}
+		}
+		return err
 	})
 	var he *handlerError
 	switch {
 	case err == nil:
+		if res.Dead {
+			res.HandlerErr = fmt.Errorf("attempt %d of %d: %w", res.Job.Attempts, res.Job.MaxAttempts, ErrWorkerDied)
+		}
 		return res, nil
 	case errors.As(err, &he) && ctx.Err() == nil:
 		res.HandlerErr = he.err
-		dead, ferr := q.recordFailure(ctx, res.Job.ID, he.err)
+		dead, retryIn, ferr := q.recordFailure(ctx, res.Job.ID, res.Job.Attempts, he.err)
+		res.RetryIn = retryIn
 		res.Dead = dead
 		if ferr != nil {
 			return res, fmt.Errorf("fanout: job %s failed (%v), and recording the failed attempt failed too: %w", res.Job.ID, he.err, ferr)
 		}
 		return res, nil
 	case errors.As(err, &he):
-		// Stopped mid-job (a hard stop): not the job's fault, so no
-		// attempt is counted. The rollback put the job back.
+		// Stopped mid-job (a hard stop): not the job's fault, so its
+		// count was taken back. The rollback put the job back.
 		res.HandlerErr = he.err
 		return res, fmt.Errorf("fanout: stopped while handling job %s (%v); it is back in the queue", res.Job.ID, ctx.Err())
 	}
+	res.Dead = false // a move to job_dead that did not commit (or may not have)
 	return res, fmt.Errorf("fanout: process a job of queue %q: %w", queue, err)
 }
 
-// claim locks one job of queue, or returns nil when every job is locked
-// or there is none.
+// handle runs the handler on a claimed and counted job, then deletes the
+// job (and its count) in the same transaction.
+func (q *Queue) handle(ctx context.Context, tx skiplock.Tx, h Handler, job *skiplock.Job) error {
+	if err := workloop.Call(func() error { return h(ctx, handlerTx{tx}, job) }); err != nil {
+		return &handlerError{err: err}
+	}
+	n, err := tx.Exec(ctx, q.sql.del, job.ID)
+	if skiplock.SQLState(err) == "25P02" {
+		return &handlerError{err: fmt.Errorf("the handler returned no error but left its transaction aborted (it ignored a failed statement): %w", err)}
+	}
+	if err != nil {
+		return err
+	}
+	if n != 1 {
+		// Cannot happen while we hold the row lock; if it does, do
+		// not commit the handler's work without the removal.
+		return fmt.Errorf("job %s vanished while locked (the delete removed %d rows)", job.ID, n)
+	}
+	return nil
+}
+
+// lostPrefix begins the last_error of a job bury_lost moved to job_dead;
+// amend_dead recognizes it.
+const lostPrefix = "no result was recorded for attempt "
+
+// buryLost moves a claimed job whose attempts are used up to job_dead,
+// without running it, in the claim's transaction. Its last attempt left
+// no failure behind: its worker died.
+func (q *Queue) buryLost(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
+	msg := fmt.Sprintf(lostPrefix+"%d of %d: its worker died, was killed or lost its connection mid-job (or its failure was not recorded yet when this claim found the attempts used up)",
+		job.MaxAttempts, job.MaxAttempts)
+	if job.LastError != "" {
+		msg += "; the last recorded error: " + job.LastError
+	}
+	n, err := tx.Exec(ctx, q.sql.buryLost, job.ID, errtext.Of(errors.New(msg)))
+	if err == nil && n != 1 {
+		err = fmt.Errorf("job %s vanished while locked (moving it to job_dead moved %d rows)", job.ID, n)
+	}
+	return err
+}
+
+// claim locks one job of queue, or returns nil when every job is locked,
+// waiting out a backoff, or there is none.
 func (q *Queue) claim(ctx context.Context, tx skiplock.Tx, queue string) (*skiplock.Job, error) {
 	var job *skiplock.Job
 	err := each(ctx, tx, q.sql.claim, []any{randomStart(), queue}, func(r skiplock.Rows) error {
@@ -152,7 +228,7 @@ func (q *Queue) claim(ctx context.Context, tx skiplock.Tx, queue string) (*skipl
 			return err
 		}
 		j.Payload = json.RawMessage(payload)
-		j.Attempts = int(attempts) + 1 // the column counts failures; this claim is one more
+		j.Attempts = int(attempts) + 1 // replaced by the attempt's count before the handler sees it
 		j.MaxAttempts = int(maxA)
 		if lastErr != nil {
 			j.LastError = *lastErr
@@ -165,31 +241,60 @@ func (q *Queue) claim(ctx context.Context, tx skiplock.Tx, queue string) (*skipl
 	return job, err
 }
 
-// recordFailure counts a failed attempt of job id, after the rollback, and
-// moves the job to job_dead when it has used its attempts. It finds the job
-// gone when another worker has processed it since, and then does nothing.
+// recordFailure records the failed attempt number n of job id, after the
+// rollback: last_error, attempts, and either the backoff before the next
+// attempt or, when the job has used its attempts, its move to job_dead. It
+// finds the job gone when another worker has processed it since (and then
+// does nothing), or has moved it to job_dead because its count said its
+// attempts were used up (and then gives the dead row this error).
 //
-// The UPDATE waits if another worker claimed the job in the moment since
-// the rollback: when that worker commits, the job is gone and nothing is
-// counted (it succeeded); when it rolls back, both failures count.
-func (q *Queue) recordFailure(ctx context.Context, id string, cause error) (dead bool, err error) {
+// The first statement waits if another worker claimed the job in the
+// moment since the rollback: when that worker commits, the job is gone and
+// nothing is recorded (it succeeded); when it rolls back, both failures
+// are recorded, each with its own attempt number.
+func (q *Queue) recordFailure(ctx context.Context, id string, n int, cause error) (dead bool, retryIn time.Duration, err error) {
 	msg := errtext.Of(cause)
 	err = retry.Run(ctx, q.db, q.cfg.Retry, func(ctx context.Context, tx skiplock.Tx) error {
-		dead = false
+		dead, retryIn = false, 0
 		found := false
 		var attempts, maxA int32
-		err := each(ctx, tx, q.sql.fail, []any{id, msg}, func(r skiplock.Rows) error {
+		err := each(ctx, tx, q.sql.fail, []any{id, msg, int32(min(n, 1<<31-1))}, func(r skiplock.Rows) error {
 			found = true
 			return r.Scan(&attempts, &maxA)
 		})
-		if err != nil || !found || attempts < maxA {
+		if err != nil {
 			return err
 		}
-		n, err := tx.Exec(ctx, q.sql.bury, id)
-		dead = n == 1
+		if !found {
+			// Processed since, or buried by a claim that found the
+			// attempts used up before this failure was recorded: then
+			// the dead row gets this attempt's error.
+			_, err := tx.Exec(ctx, q.sql.amendDead, id, msg, lostPrefix)
+			return err
+		}
+		if attempts < maxA {
+			retryIn = q.backoff(int(attempts))
+			_, err = tx.Exec(ctx, q.sql.backoff, id, retryIn.Seconds())
+			return err
+		}
+		k, err := tx.Exec(ctx, q.sql.bury, id)
+		dead = k == 1
 		return err
 	})
-	return dead, err
+	return dead, retryIn, err
+}
+
+// backoff is the wait before the next attempt after the attempts-th
+// failed: RetryBase*2^(attempts-1) capped at RetryMax, drawn from its
+// upper half (jitter that spreads retries without ever making them
+// immediate), as the bucketed layout's. The count statement draws the same
+// in SQL for an attempt that may die with its worker.
+func (q *Queue) backoff(attempts int) time.Duration {
+	d := q.cfg.RetryBase << min(max(attempts-1, 0), 40)
+	if d <= 0 || d > q.cfg.RetryMax {
+		d = q.cfg.RetryMax
+	}
+	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
 }
 
 // randomStart is a random point in the text UUID key space, where a claim

@@ -14,6 +14,15 @@ import (
 // Config.EnqueueBatch is 0.
 const DefaultEnqueueBatch = 5000
 
+// DefaultRetryBase and DefaultRetryMax bound the backoff after a failed
+// attempt (as the bucketed layout's): the n-th attempt's failure waits
+// about RetryBase*2^(n-1), at most RetryMax, before the job may be claimed
+// again.
+const (
+	DefaultRetryBase = time.Second
+	DefaultRetryMax  = time.Hour
+)
+
 // Config tunes a Queue. The zero value (or nil) works: schema "skiplock",
 // queue "default".
 type Config struct {
@@ -36,6 +45,12 @@ type Config struct {
 	// (skiplock.Dialect.DefaultIsolation: READ COMMITTED on PostgreSQL and
 	// YugabyteDB). Set Retry.Counters to count retries.
 	Retry *retry.Options
+	// RetryBase and RetryMax shape the backoff a job waits out after a
+	// failed attempt, or after an attempt whose worker died, before it
+	// may be claimed again: RetryBase doubled per attempt, at most
+	// RetryMax, drawn from the upper half of that (jitter). 0 means
+	// DefaultRetryBase and DefaultRetryMax.
+	RetryBase, RetryMax time.Duration
 }
 
 // withDefaults validates c and returns a filled-in copy.
@@ -53,6 +68,24 @@ func (c *Config) withDefaults(d *skiplock.Dialect) (Config, error) {
 	}
 	if err := skiplock.ValidateQueueName(out.Queue); err != nil {
 		return out, err
+	}
+	for _, f := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"retry base", &out.RetryBase, DefaultRetryBase},
+		{"retry max", &out.RetryMax, DefaultRetryMax},
+	} {
+		if *f.v < 0 {
+			return out, skiplock.Usagef("%s %v is negative: use 0 for the default (%v) or a positive duration", f.name, *f.v, f.def)
+		}
+		if *f.v == 0 {
+			*f.v = f.def
+		}
+	}
+	if out.RetryMax < out.RetryBase {
+		return out, skiplock.Usagef("retry max %v is below retry base %v: raise it", out.RetryMax, out.RetryBase)
 	}
 	return out, nil
 }
@@ -216,7 +249,8 @@ func (q *Queue) insert(ctx context.Context, db skiplock.Querier, c jobColumnsIn)
 // Stats are a snapshot of the fanout tables.
 type Stats struct {
 	// Queued counts live jobs (rows in job_queue), those being processed
-	// right now included: fanout cannot tell them apart without locking.
+	// right now and those waiting out a backoff after a failure included:
+	// fanout cannot tell the running ones apart without locking.
 	Queued int64
 	// Dead counts jobs in job_dead.
 	Dead int64

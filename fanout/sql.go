@@ -13,6 +13,7 @@ import (
 // identifier is quoted; every value is a $n parameter.
 type statements struct {
 	claim, del, fail, bury, insert, queued, dead, exists string
+	count, giveBack, backoff, buryLost, amendDead        string
 	cancelByID, retryByID, deleteByID, whereByID         string
 }
 
@@ -35,9 +36,10 @@ const jobColumns = `"id", "queue", "payload"::text AS "payload", "attempts", "ma
 func sqlVars(_ *skiplock.Dialect, schemaName string) map[string]string {
 	s := skiplock.QuoteIdent(schemaName)
 	return map[string]string{
-		"queue_table": s + "." + skiplock.QuoteIdent(schema.JobQueueTable),
-		"dead_table":  s + "." + skiplock.QuoteIdent(schema.DeadJobTable),
-		"job_columns": jobColumns,
+		"queue_table":   s + "." + skiplock.QuoteIdent(schema.JobQueueTable),
+		"dead_table":    s + "." + skiplock.QuoteIdent(schema.DeadJobTable),
+		"attempt_table": s + "." + skiplock.QuoteIdent(schema.JobAttemptTable),
+		"job_columns":   jobColumns,
 	}
 }
 
@@ -46,6 +48,7 @@ func render(schemaName string) statements {
 	err := sqlFile.Fill(sqlVars(nil, schemaName), map[string]*string{
 		"claim": &s.claim, "del": &s.del, "fail": &s.fail, "bury": &s.bury,
 		"insert": &s.insert, "queued": &s.queued, "dead": &s.dead, "exists": &s.exists,
+		"count": &s.count, "give_back": &s.giveBack, "backoff": &s.backoff, "bury_lost": &s.buryLost, "amend_dead": &s.amendDead,
 		"cancel_by_id": &s.cancelByID, "retry_by_id": &s.retryByID, "delete_by_id": &s.deleteByID, "where_by_id": &s.whereByID,
 	})
 	if err != nil {
@@ -61,6 +64,7 @@ func (s statements) all() map[string]string {
 	return map[string]string{
 		"claim": s.claim, "del": s.del, "fail": s.fail, "bury": s.bury,
 		"insert": s.insert, "queued": s.queued, "dead": s.dead, "exists": s.exists,
+		"count": s.count, "give_back": s.giveBack, "backoff": s.backoff, "bury_lost": s.buryLost, "amend_dead": s.amendDead,
 		"cancel_by_id": s.cancelByID, "retry_by_id": s.retryByID, "delete_by_id": s.deleteByID, "where_by_id": s.whereByID,
 	}
 }

@@ -51,8 +51,9 @@ type WorkerConfig struct {
 	NoMaintenance bool
 	// Logf hears each failed attempt and each panic as it is recorded
 	// (the job, its attempt and max_attempts, the error's first line,
-	// whether it runs again or moved to job_dead; a panic's first stack
-	// frames), database failures and recoveries, and skipped checks; nil
+	// the backoff before it runs again or that it moved to job_dead; a
+	// panic's first stack frames), each job buried because workers that
+	// died used up its attempts, database failures and recoveries, and skipped checks; nil
 	// is silent.
 	Logf func(format string, args ...any)
 }
@@ -64,13 +65,13 @@ type ConnLimitError struct {
 	Allowed int
 	// Workers is the number of workers asked for.
 	Workers int
-	// Needed is Workers plus SpareConns.
+	// Needed is Workers, plus one that records attempts, plus SpareConns.
 	Needed int
 }
 
 // Error says what the server allows, what the run needs, and the fix.
 func (e *ConnLimitError) Error() string {
-	return fmt.Sprintf("server allows %d connections; %d fanout workers need %d (each holds one while it processes, plus %d spare): raise max_connections, run fewer workers, or use the bucketed layout's leases",
+	return fmt.Sprintf("server allows %d connections; %d fanout workers need %d (each holds one while it processes, plus one that records attempts and %d spare): raise max_connections, run fewer workers, or use the bucketed layout's leases",
 		e.Allowed, e.Workers, e.Needed, SpareConns)
 }
 
@@ -85,6 +86,7 @@ type Worker struct {
 	mu      sync.Mutex
 	started bool
 	pool    *workloop.Pool
+	rec     *recorder // counts attempts before handlers run
 	maint   *maintenance.Service
 
 	completed, failed, dead, errored atomic.Int64
@@ -153,11 +155,12 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 }
 
 // Start checks that the database can give every worker a connection, then
-// starts the workers. The pool must allow at least Workers connections
-// (skiplock.OpenConfig.MaxConns), and the server's max_connections at
-// least Workers+SpareConns (*ConnLimitError otherwise); servers without
-// that setting (CockroachDB) skip the second check. Nothing is started
-// when a check fails.
+// starts the workers. The pool must allow at least Workers+1 connections
+// (skiplock.OpenConfig.MaxConns): one per worker, and one the Worker keeps
+// to count attempts before handlers run; the server's max_connections must
+// be at least Workers+1+SpareConns (*ConnLimitError otherwise); servers
+// without that setting (CockroachDB) skip the second check. Nothing is
+// started when a check fails.
 //
 // ctx is the parent of every handler's context: cancelling it is a hard
 // stop. Use Stop for a graceful one.
@@ -168,9 +171,10 @@ func (w *Worker) Start(ctx context.Context) error {
 		return errors.New("fanout worker: already started (a Worker runs once, also after Stop): make another with Queue.NewWorker")
 	}
 	q, cfg := w.q, w.cfg
-	if poolMax := q.db.Stats().Max; int(poolMax) < cfg.Workers {
-		return skiplock.Usagef("fanout: the connection pool allows %d connections and each of %d workers holds one while it processes: open the DB with OpenConfig.MaxConns of at least %d",
-			poolMax, cfg.Workers, cfg.Workers)
+	need := cfg.Workers + 1 // and the recorder's
+	if poolMax := q.db.Stats().Max; int(poolMax) < need {
+		return skiplock.Usagef("fanout: the connection pool allows %d connections; each of %d workers holds one while it processes and one more counts attempts: open the DB with OpenConfig.MaxConns of at least %d",
+			poolMax, cfg.Workers, need)
 	}
 	allowed, err := q.db.ServerMaxConnections(ctx)
 	switch {
@@ -178,8 +182,8 @@ func (w *Worker) Start(ctx context.Context) error {
 		// CockroachDB has no max_connections; its per-gateway limit is
 		// unset by default.
 		cfg.Logf("fanout: cannot read the server's max_connections (%v): skipping the connection check", err)
-	case allowed < cfg.Workers+SpareConns:
-		return &ConnLimitError{Allowed: allowed, Workers: cfg.Workers, Needed: cfg.Workers + SpareConns}
+	case allowed < need+SpareConns:
+		return &ConnLimitError{Allowed: allowed, Workers: cfg.Workers, Needed: need + SpareConns}
 	}
 	if !cfg.NoMaintenance {
 		mc := maintenance.Config{}
@@ -194,6 +198,7 @@ func (w *Worker) Start(ctx context.Context) error {
 			return fmt.Errorf("fanout worker: %w", err)
 		}
 	}
+	w.rec = newRecorder(q, cfg.Workers, cfg.Logf)
 	pool, err := workloop.Start(ctx, workloop.Config{
 		Workers: cfg.Workers,
 		IdleMin: cfg.IdleMin, IdleMax: cfg.IdleMax,
@@ -201,6 +206,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		Logf: cfg.Logf,
 	}, w.step)
 	if err != nil {
+		w.rec.close()
 		if w.maint != nil {
 			w.maint.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // the start error is the one to report
 		}
@@ -212,7 +218,7 @@ func (w *Worker) Start(ctx context.Context) error {
 
 // step processes one job for worker i.
 func (w *Worker) step(ctx context.Context, i int) (bool, error) {
-	res, err := w.q.process(context.WithValue(ctx, workerKey{}, i), w.cfg.Queue, w.cfg.Handler)
+	res, err := w.q.process(context.WithValue(ctx, workerKey{}, i), w.cfg.Queue, w.cfg.Handler, w.rec)
 	if err != nil {
 		w.errored.Add(1)
 	}
@@ -238,9 +244,16 @@ func (w *Worker) step(ctx context.Context, i int) (bool, error) {
 	return true, err
 }
 
-// logFailure logs a failed attempt that Process recorded.
+// logFailure logs a failed attempt that Process recorded, or a job it
+// moved to job_dead without running because workers that died had used up
+// its attempts.
 func (w *Worker) logFailure(res *Result) {
-	j, what, next := res.Job, "failed", "it will run again"
+	j := res.Job
+	if errors.Is(res.HandlerErr, ErrWorkerDied) {
+		w.cfg.Logf("fanout worker: job %s moved to job_dead without running: its %d attempts were used up by workers that died mid-job", j.ID, j.MaxAttempts)
+		return
+	}
+	what, next := "failed", fmt.Sprintf("retry in %v", res.RetryIn.Round(time.Millisecond))
 	if skiplock.IsPanic(res.HandlerErr) {
 		what = "panicked"
 	}
@@ -289,6 +302,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 		return err
 	}
 	err = pool.Stop(ctx)
+	w.rec.close()
 	if w.maint != nil {
 		if merr := w.maint.Stop(ctx); merr != nil && err == nil {
 			err = merr
@@ -302,6 +316,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 func (w *Worker) Wait() {
 	if pool, err := w.running(); err == nil {
 		pool.Wait()
+		w.rec.close()
 	}
 }
 

@@ -32,7 +32,7 @@ func WorkerGrants(d *skiplock.Dialect, schemaName, role string, layouts []Layout
 				stmts = append(stmts, fmt.Sprintf("GRANT USAGE, SELECT ON SEQUENCE %s TO %s", table(fmt.Sprintf(d.IDSequence, JobsTable, "id")), r))
 			}
 		case LayoutFanout:
-			stmts = append(stmts, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s, %s TO %s", table(JobQueueTable), table(DeadJobTable), r))
+			stmts = append(stmts, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s, %s, %s TO %s", table(JobQueueTable), table(DeadJobTable), table(JobAttemptTable), r))
 		default:
 			return nil, skiplock.Usagef("unknown layout %q: use bucketed or fanout", l)
 		}

@@ -49,15 +49,16 @@ func ParseLayouts(s string) ([]Layout, error) {
 
 // Table names. They live inside the configured schema.
 const (
-	StatusType     = "job_status"
-	JobsTable      = "jobs"      // bucketed
-	JobQueueTable  = "job_queue" // fanout
-	DeadJobTable   = "job_dead"  // fanout's dead letters
-	WorkLogTable   = "work_log"
-	MigrationTable = "skiplock_migration"
-	SettingTable   = "skiplock_setting"
-	LockTable      = "skiplock_lock"
-	LeaderTable    = "skiplock_leader"
+	StatusType      = "job_status"
+	JobsTable       = "jobs"        // bucketed
+	JobQueueTable   = "job_queue"   // fanout
+	DeadJobTable    = "job_dead"    // fanout's dead letters
+	JobAttemptTable = "job_attempt" // fanout's attempt counts and retry times
+	WorkLogTable    = "work_log"
+	MigrationTable  = "skiplock_migration"
+	SettingTable    = "skiplock_setting"
+	LockTable       = "skiplock_lock"
+	LeaderTable     = "skiplock_leader"
 )
 
 // Defaults for Options.
@@ -218,6 +219,26 @@ func DeadJobTableDef() *Table {
 	cols := append(fanoutColumns(), Column{Name: "died_at", Type: TypeTimestamp, NotNull: true, Default: DefaultNow})
 	cols[0].Default = "" // keeps the id it had in job_queue
 	return &Table{Name: DeadJobTable, Columns: cols, PrimaryKey: []string{"id"}}
+}
+
+// JobAttemptTableDef describes fanout's side table of attempts: one row
+// per job that has been claimed and is not done, written outside the job's
+// transaction so that it survives the rollback of a failed attempt and the
+// death of the worker. attempts counts the claims that started (or were
+// about to start) the handler; started_at is the last one's time; retry_at
+// is the earliest time the job may be claimed again (its backoff). The key
+// is the job's id in job_queue: a text UUID, spread over the key space.
+func JobAttemptTableDef() *Table {
+	return &Table{
+		Name: JobAttemptTable,
+		Columns: []Column{
+			{Name: "job_id", Type: TypeText, NotNull: true},
+			{Name: "attempts", Type: TypeInt, NotNull: true},
+			{Name: "started_at", Type: TypeTimestamp, NotNull: true},
+			{Name: "retry_at", Type: TypeTimestamp, NotNull: true},
+		},
+		PrimaryKey: []string{"job_id"},
+	}
 }
 
 func fanoutColumns() []Column {

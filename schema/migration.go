@@ -54,6 +54,7 @@ func ModelStatements(d *skiplock.Dialect, layout Layout, o *Options) ([]string, 
 		stmts = append(stmts, JobQueueTableDef(opts.Tablets).Create(d, opts.Schema)...)
 		stmts = append(stmts, DeadJobTableDef().Create(d, opts.Schema)...)
 		stmts = append(stmts, upsertSetting(opts.Schema, SettingTablets, strconv.Itoa(opts.Tablets)))
+		stmts = append(stmts, JobAttemptTableDef().Create(d, opts.Schema)...)
 	default:
 		return nil, skiplock.Usagef("unknown layout %q: use core, bucketed or fanout", layout)
 	}

@@ -88,7 +88,7 @@ func (bucketedCLI) work(ctx context.Context, e *env, small *skiplock.DB, o workO
 		}
 	}
 	cfg := &bucketed.WorkerConfig{
-		Queue: o.Queue, Workers: o.Workers, Batch: batch, Logf: e.logf,
+		Queue: o.Queue, Workers: o.Workers, Batch: batch, Logf: e.logf, Maintenance: o.maintenanceConfig(),
 		Handler: func(ctx context.Context, job *skiplock.Job) error {
 			crashOn(e, o.CrashOn, job)
 			return retry.Sleep(ctx, o.Work)

@@ -32,7 +32,8 @@ func (fanoutCLI) enqueue(ctx context.Context, db *skiplock.DB, schemaName string
 }
 
 // workPoolSpare is how many connections the work command's pool has beyond
-// one per worker, for the --until-empty probe.
+// one per worker: the one the Worker reserves to count attempts, and one
+// for the --until-empty probe.
 const workPoolSpare = 2
 
 func (fanoutCLI) work(ctx context.Context, e *env, db *skiplock.DB, o workOptions) (workReport, error) {
@@ -65,7 +66,7 @@ func (fanoutCLI) work(ctx context.Context, e *env, db *skiplock.DB, o workOption
 	start := time.Now()
 	// The workers get a context that outlives ctx, so that an interrupt
 	// stops them gracefully (jobs in flight finish) rather than abruptly.
-	w, err := q.NewWorker(&fanout.WorkerConfig{Workers: o.Workers, Handler: handler, Logf: e.logf})
+	w, err := q.NewWorker(&fanout.WorkerConfig{Workers: o.Workers, Handler: handler, Logf: e.logf, Maintenance: o.maintenanceConfig()})
 	if err != nil {
 		return workReport{}, err
 	}

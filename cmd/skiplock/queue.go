@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -56,6 +57,9 @@ type workOptions struct {
 	VisibilityTimeout time.Duration
 	Record            bool
 	Batch             int
+	// RescueInterval, when positive, is how often this process's
+	// maintenance leader (when it leads) puts expired leases back.
+	RescueInterval time.Duration
 	// CrashOn, when set, makes the demo handler SIGKILL its own process
 	// on a job whose payload contains it (a test and demo of jobs that
 	// kill their worker).
@@ -102,7 +106,7 @@ func init() {
 	})
 	register(&command{
 		name:    "work",
-		usage:   "work --layout L --workers N [--work D] [--until-empty] [--mode lease|tx] [--visibility-timeout D] [--record] [--crash-on-payload TEXT]",
+		usage:   "work --layout L --workers N [--work D] [--until-empty] [--mode lease|tx] [--visibility-timeout D] [--record] [--rescue-interval D] [--crash-on-payload TEXT]",
 		summary: "run the built-in demo handler with N workers",
 		run:     runWork,
 	})
@@ -184,6 +188,15 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
+// maintenanceConfig is the work command's maintenance leader
+// configuration: nil (the defaults) unless a flag tunes it.
+func (o workOptions) maintenanceConfig() *maintenance.Config {
+	if o.RescueInterval <= 0 {
+		return nil
+	}
+	return &maintenance.Config{RescueInterval: o.RescueInterval}
+}
+
 // crashOn, the demo handler's first step, SIGKILLs this process when the
 // job's payload contains text (non-empty), after saying so on stderr: no
 // deferred function runs and nothing is written back, as when a job
@@ -238,6 +251,7 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&o.VisibilityTimeout, "visibility-timeout", 30*time.Second, "lease length (bucketed)")
 	fs.BoolVar(&o.Record, "record", false, "insert one row per handled job into <schema>.work_log")
 	fs.IntVar(&o.Batch, "batch", 0, "jobs claimed per dequeue (default by layout)")
+	fs.DurationVar(&o.RescueInterval, "rescue-interval", 0, "how often the schema's maintenance leader, when this process leads, puts jobs whose lease expired back to run (default 5s)")
 	fs.StringVar(&o.CrashOn, "crash-on-payload", "", "for tests and demos: the handler SIGKILLs its own process on every job whose payload contains this text")
 	if err := parse(fs, args); err != nil {
 		return err
@@ -254,6 +268,9 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	}
 	if o.VisibilityTimeout < time.Second {
 		return skiplock.Usagef("--visibility-timeout %v: use at least 1s", o.VisibilityTimeout)
+	}
+	if o.RescueInterval != 0 && (o.RescueInterval < 100*time.Millisecond || o.RescueInterval > time.Hour) {
+		return skiplock.Usagef("--rescue-interval %v: use 100ms to 1h (or leave it out for 5s)", o.RescueInterval)
 	}
 	if o.Batch < 0 || o.Batch > maxBatch {
 		return skiplock.Usagef("--batch %d: use 1 to %d (or leave it out)", o.Batch, maxBatch)

@@ -99,3 +99,15 @@ func TestWorkCrashOnPayloadLeavesOtherJobs(t *testing.T) {
 		t.Errorf("work --help: exit %d, no --crash-on-payload in\n%s", code, errs)
 	}
 }
+
+// TestWorkRefusesBadRescueInterval: a --rescue-interval out of range is a
+// usage error (exit 2) that names the range, before anything runs.
+func TestWorkRefusesBadRescueInterval(t *testing.T) {
+	t.Setenv("SKIPLOCK_DSN", testdb.DSN(t))
+	for _, v := range []string{"1ms", "-1s", "2h"} {
+		code, _, errs := cli(t, "work", "--rescue-interval", v, "--until-empty")
+		if code != exitUsage || !strings.Contains(errs, "use 100ms to 1h") {
+			t.Errorf("--rescue-interval %s: exit %d\n%s", v, code, errs)
+		}
+	}
+}

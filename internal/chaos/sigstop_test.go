@@ -60,8 +60,15 @@ func TestStoppedWorkerOutlivesItsLease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The maintenance leader, whose rescuer puts expired leases back, runs
+	// in a process of its own (working another queue) so that stopping the
+	// victim never stops it; every worker competes for it too.
+	rescue := "--rescue-interval=200ms"
+	leader := startWorker(t, dsn, workArgs(name, layout, "--queue", "chaos_idle", "--workers", "1", rescue)...)
+	defer leader.stop() //nolint:errcheck // its exit code is not the point
+	waitLeader(t, db, name, leader.pid())
 	args := func() []string {
-		return append(workArgs(name, layout, "--work", "100ms", "--workers", "4"), "--json")
+		return append(workArgs(name, layout, "--work", "100ms", "--workers", "4", rescue), "--json")
 	}
 	victim := startWorker(t, dsn, args()...)
 	others := []*workerProc{startWorker(t, dsn, args()...), startWorker(t, dsn, args()...)}

@@ -74,3 +74,11 @@ CREATE TABLE IF NOT EXISTS "skiplock"."job_dead" (
 );
 
 INSERT INTO "skiplock"."skiplock_setting" ("name", "value") VALUES ('fanout.tablets', '8') ON CONFLICT ("name") DO UPDATE SET "value" = excluded."value";
+
+CREATE TABLE IF NOT EXISTS "skiplock"."job_attempt" (
+  "job_id" TEXT NOT NULL,
+  "attempts" INTEGER NOT NULL,
+  "started_at" timestamptz NOT NULL,
+  "retry_at" timestamptz NOT NULL,
+  PRIMARY KEY ("job_id")
+);

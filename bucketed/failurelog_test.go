@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -28,7 +29,9 @@ func (l *logLines) logf(format string, args ...any) {
 	l.lines = append(l.lines, fmt.Sprintf(format, args...))
 }
 
-// about returns the lines that mention job id.
+// about returns the lines that mention job id, in attempt order (single
+// digits here): one completer's log call can come after another's of the
+// next attempt.
 func (l *logLines) about(id string) []string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -38,6 +41,7 @@ func (l *logLines) about(id string) []string {
 			out = append(out, s)
 		}
 	}
+	slices.Sort(out)
 	return out
 }
 

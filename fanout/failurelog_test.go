@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -45,6 +46,9 @@ func TestWorkerLogsFailures(t *testing.T) {
 				out = append(out, l)
 			}
 		}
+		// In attempt order (single digits here): a goroutine's log call
+		// can come after another's claim and failure of the next attempt.
+		slices.Sort(out)
 		return out
 	}
 	var flakyRuns sync.Map

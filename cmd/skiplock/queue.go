@@ -246,7 +246,7 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&o.Queue, "queue", skiplock.DefaultQueue, "queue to work")
 	fs.IntVar(&o.Workers, "workers", 10, "concurrent workers")
 	fs.DurationVar(&o.Work, "work", 0, "how long the demo handler works on each job")
-	fs.BoolVar(&o.UntilEmpty, "until-empty", false, "exit once no job can run now and none is running; jobs scheduled for later (bucketed --run-at, retry backoffs) are left, and counted in the report")
+	fs.BoolVar(&o.UntilEmpty, "until-empty", false, "exit once no job can run now and none is running; bucketed jobs scheduled for later (--run-at, retry backoffs) are left and counted in the report (fanout waits for its retry backoffs)")
 	fs.StringVar(&o.Mode, "mode", "", "lease (bucketed) or tx (fanout); default by layout")
 	fs.DurationVar(&o.VisibilityTimeout, "visibility-timeout", 30*time.Second, "lease length (bucketed)")
 	fs.BoolVar(&o.Record, "record", false, "insert one row per handled job into <schema>.work_log")

@@ -402,13 +402,15 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 	var done, rel, drop []*skiplock.Job
 	var doneRes []result
 	var fails []Failure
+	var backoffs []time.Duration
 	for _, r := range batch {
 		switch r.what {
 		case outComplete:
 			done = append(done, r.job)
 			doneRes = append(doneRes, r)
 		case outFail:
-			fails = append(fails, Failure{Job: r.job, Err: r.err, delay: w.q.backoff(r.job.Attempts)})
+			fails = append(fails, Failure{Job: r.job, Err: r.err})
+			backoffs = append(backoffs, w.q.backoff(r.job.Attempts))
 		case outRelease:
 			rel = append(rel, r.job)
 		case outDrop:
@@ -440,7 +442,7 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 		}
 	}
 	if len(fails) > 0 {
-		lost, err := w.q.FailMany(ctx, fails)
+		lost, err := w.q.failMany(ctx, fails, backoffs)
 		if err != nil {
 			w.cfg.Logf("bucketed worker: %v (the jobs run again when their leases expire)", err)
 			lost = make([]*skiplock.Job, len(fails))
@@ -448,7 +450,7 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 		w.failed.Add(int64(len(fails) - len(lost)))
 		w.lost.Add(int64(len(lost)))
 		if err == nil {
-			w.logFailures(fails, lost)
+			w.logFailures(fails, backoffs, lost)
 		}
 	}
 	if len(rel) > 0 {
@@ -470,12 +472,12 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 
 // logFailures logs each failed attempt FailMany recorded (those not in
 // lost) and each one it refused because the lease was lost.
-func (w *Worker) logFailures(fails []Failure, lost []*skiplock.Job) {
+func (w *Worker) logFailures(fails []Failure, backoffs []time.Duration, lost []*skiplock.Job) {
 	gone := make(map[*skiplock.Job]bool, len(lost))
 	for _, j := range lost {
 		gone[j] = true
 	}
-	for _, f := range fails {
+	for i, f := range fails {
 		j, what := f.Job, "failed"
 		if skiplock.IsPanic(f.Err) {
 			what = "panicked"
@@ -487,7 +489,7 @@ func (w *Worker) logFailures(fails []Failure, lost []*skiplock.Job) {
 		case j.Attempts >= j.MaxAttempts:
 			next = "no attempts left: the job is Failed (dead)"
 		default:
-			next = fmt.Sprintf("retry in %v", f.delay.Round(time.Millisecond))
+			next = fmt.Sprintf("retry in %v", backoffs[i].Round(time.Millisecond))
 		}
 		msg := fmt.Sprintf("bucketed worker: job %s %s, attempt %d of %d: %s; %s", j.ID, what, j.Attempts, j.MaxAttempts, errtext.FirstLine(f.Err), next)
 		if st := errtext.PanicFrames(f.Err, 3); st != "" {

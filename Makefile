@@ -37,7 +37,8 @@ bench: setup build
 	$(BIN) bench latency --workers 500 --work 1s --duration 30s $(BENCH_FLAGS)
 
 # The reliability suite at full scale (20,000 jobs, 10 worker kills, two
-# database restarts, connection cuts), then bounded fuzzing of the CLI's
+# database restarts, connection cuts, jobs that SIGKILL their worker on
+# every attempt, a worker SIGSTOPped past its lease), then bounded fuzzing of the CLI's
 # input parsing, of identifier quoting and of DSN redaction. Prints its
 # figures.
 .PHONY: test-chaos

@@ -72,7 +72,9 @@ type Job struct {
 	CreatedAt time.Time
 	// RunAt is the earliest time a worker may claim the job.
 	RunAt time.Time
-	// LastError is the error of the latest failed attempt.
+	// LastError is the error of the latest failed attempt. The bucketed
+	// layout keeps it after a later success, as history; a fanout job's
+	// row is gone once it succeeds.
 	LastError string
 	// LeaseOwner names the worker holding the job (bucketed).
 	LeaseOwner string

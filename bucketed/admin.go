@@ -112,6 +112,40 @@ func (q *Queue) Pending(ctx context.Context, queue string) (bool, error) {
 	return b, nil
 }
 
+// Backlog is what a queue has left to run, as Queue.Backlog reads it.
+type Backlog struct {
+	// Due is true when a Queued job's run_at has come: it can be claimed
+	// now.
+	Due bool
+	// Running is true when a job is Running: leased, or with an expired
+	// lease, waiting to be claimed again or failed by the rescuer.
+	Running bool
+	// Later counts Queued jobs whose run_at is still ahead (scheduled, or
+	// waiting out a retry's backoff), and NextAt is the earliest of their
+	// run_at (zero when Later is 0). Both are read only when Due and
+	// Running are false, and are zero otherwise.
+	Later  int64
+	NextAt time.Time
+	// Now is the database's clock at the reading, to compare NextAt with.
+	Now time.Time
+}
+
+// Backlog reads what queue has left: whether a job is due or Running,
+// and, when neither, the jobs scheduled for later. A worker that should
+// stop once nothing can run now (skiplock work --until-empty) stops when
+// Due and Running are both false, and can say when the next job is due.
+func (q *Queue) Backlog(ctx context.Context, queue string) (Backlog, error) {
+	var b Backlog
+	var next *time.Time
+	if err := q.db.QueryRow(ctx, q.sql.backlog, queue).Scan(&b.Due, &b.Running, &b.Later, &next, &b.Now); err != nil {
+		return Backlog{}, fmt.Errorf("bucketed: backlog: %w", err)
+	}
+	if next != nil {
+		b.NextAt = *next
+	}
+	return b, nil
+}
+
 // LookupJob is Lookup by the id in the form skiplock.Job.ID, EnqueueIn
 // and Enqueued.JobID carry it (decimal text), the form the fanout layout's
 // ids share.

@@ -197,6 +197,8 @@ RETURNING /* TEMPLATE: job_columns */;
 -- completions of 200 jobs; none after this change).
 
 -- name: complete
+-- Success. last_error is left as it is: after a failed attempt it stays as
+-- the job's history (the package doc, "Lifecycle").
 UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Success', "finished_at" = now(), "lease_expires_at" = NULL, "last_updated" = now()
 FROM unnest($1::INT8[], $2::INT8[]) AS c (id, token)
 WHERE j."id" = ANY($1::INT8[]) AND j."id" = c.id AND j."lease_token" = c.token AND j."status"::TEXT = 'Running'
@@ -283,6 +285,22 @@ GROUP BY "status", "queue", "bucket";
 SELECT EXISTS (SELECT 1 FROM /* TEMPLATE: table */ WHERE "status" = 'Queued' AND "queue" = $1)
   OR EXISTS (SELECT 1 FROM /* TEMPLATE: table */ WHERE "status" = 'Running' AND "queue" = $1);
 
+-- name: backlog
+-- What queue $1 has left: whether a Queued job is due (run_at has come),
+-- whether a job is Running (leased, or its lease expired), and, only when
+-- neither (the CASE evaluates its subqueries only when it needs them), how
+-- many Queued jobs wait for a later run_at and the earliest of those; with
+-- the server's clock.
+SELECT d.due, d.running,
+  CASE WHEN d.due OR d.running THEN 0 ELSE (SELECT count(*) FROM /* TEMPLATE: table */
+    WHERE "status" = 'Queued' AND "queue" = $1 AND "run_at" > now()) END,
+  CASE WHEN d.due OR d.running THEN NULL ELSE (SELECT min("run_at") FROM /* TEMPLATE: table */
+    WHERE "status" = 'Queued' AND "queue" = $1 AND "run_at" > now()) END,
+  now()
+FROM (SELECT
+  EXISTS (SELECT 1 FROM /* TEMPLATE: table */ WHERE "status" = 'Queued' AND "queue" = $1 AND "run_at" <= now()) AS due,
+  EXISTS (SELECT 1 FROM /* TEMPLATE: table */ WHERE "status" = 'Running' AND "queue" = $1) AS running) AS d;
+
 -- name: lookup
 -- One job by id ($1).
 SELECT /* TEMPLATE: job_columns */ FROM /* TEMPLATE: table */ AS j WHERE j."id" = $1;
@@ -303,7 +321,7 @@ RETURNING "id";
 
 -- name: retry_by_id
 -- A Failed or Canceled job ($1) is Queued again to run now, with its
--- attempts reset; its last error stays until the next attempt's outcome.
+-- attempts reset; its last error stays until a new failure replaces it.
 UPDATE /* TEMPLATE: table */ SET "status" = 'Queued', "attempts" = 0, "run_at" = now(), "finished_at" = NULL,
   "lease_expires_at" = NULL, "last_updated" = now()
 WHERE "id" = $1 AND "status" IN ('Failed', 'Canceled')

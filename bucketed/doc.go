@@ -21,6 +21,14 @@
 // owner's result. The *Many forms do the same for a batch in one
 // statement.
 //
+// last_error is history: it holds the text of the job's latest failed
+// attempt (or the rescuer's note that a lease expired) and nothing
+// clears it. A job that failed and then succeeded is Success with
+// attempts > 1 and last_error still saying why the earlier attempt
+// failed; a Success job with an empty last_error succeeded without a
+// recorded failure. [Queue.RetryJob] keeps it too, until a new failure
+// replaces it.
+//
 // # Delivery
 //
 // Delivery is at least once. A claimed job runs again only when its lease

@@ -162,28 +162,41 @@ func (q *Queue) Fail(ctx context.Context, job *skiplock.Job, cause error) error 
 // FailMany is Fail for a batch, in one statement. It returns the jobs
 // whose lease was lost (left unchanged).
 func (q *Queue) FailMany(ctx context.Context, failures []Failure) ([]*skiplock.Job, error) {
+	return q.failMany(ctx, failures, nil)
+}
+
+// failMany is FailMany with the backoffs drawn by the caller (a Worker,
+// which logs them), parallel to failures; nil draws them here.
+func (q *Queue) failMany(ctx context.Context, failures []Failure, backoffs []time.Duration) ([]*skiplock.Job, error) {
 	if len(failures) == 0 {
 		return nil, nil
 	}
-	// In id order, as leaseArgs sorts, so the arrays stay parallel.
-	sorted := make([]Failure, len(failures))
-	copy(sorted, failures)
-	for _, f := range sorted {
+	for _, f := range failures {
 		if _, err := JobID(f.Job); err != nil {
 			return nil, err
 		}
 	}
-	slices.SortStableFunc(sorted, func(a, b Failure) int {
-		x, _ := JobID(a.Job)
-		y, _ := JobID(b.Job)
+	// In id order, as leaseArgs sorts, so the arrays stay parallel.
+	order := make([]int, len(failures))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int {
+		x, _ := JobID(failures[a].Job)
+		y, _ := JobID(failures[b].Job)
 		return cmp.Compare(x, y)
 	})
-	jobs := make([]*skiplock.Job, len(sorted))
-	texts, delays := make([]string, len(sorted)), make([]float64, len(sorted))
-	for i, f := range sorted {
+	jobs := make([]*skiplock.Job, len(order))
+	texts, delays := make([]string, len(order)), make([]float64, len(order))
+	for i, k := range order {
+		f := failures[k]
 		jobs[i] = f.Job
 		texts[i] = errtext.Of(f.Err)
-		delays[i] = q.backoff(f.Job.Attempts).Seconds()
+		if backoffs != nil {
+			delays[i] = backoffs[k].Seconds()
+		} else {
+			delays[i] = q.backoff(f.Job.Attempts).Seconds()
+		}
 	}
 	ids, tokens, err := leaseArgs(jobs)
 	if err != nil {

@@ -18,6 +18,7 @@ type statements struct {
 	complete, fail, cancel, release, extend, extendIDs    string
 	completedWith, deleteFinished, stats, pending, lookup string
 	cancelByID, retryByID, deleteByID, statusByID         string
+	backlog                                               string
 }
 
 //go:embed bucketed.sql
@@ -92,6 +93,7 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		"delete_finished":          &s.deleteFinished,
 		"stats":                    &s.stats,
 		"pending":                  &s.pending,
+		"backlog":                  &s.backlog,
 		"lookup":                   &s.lookup,
 		"cancel_by_id":             &s.cancelByID,
 		"retry_by_id":              &s.retryByID,
@@ -116,7 +118,7 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 // all lists every statement, for tests that check them.
 func (s *statements) all() []string {
 	return []string{s.insert, s.uniqueLookup, s.claim, s.heads, s.complete, s.fail, s.cancel, s.release, s.extend, s.extendIDs,
-		s.completedWith, s.deleteFinished, s.stats, s.pending, s.lookup, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID}
+		s.completedWith, s.deleteFinished, s.stats, s.pending, s.backlog, s.lookup, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID}
 }
 
 // claimParams are the claim's parameters.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/errtext"
 	"github.com/skiplock/skiplock/internal/workloop"
 	"github.com/skiplock/skiplock/maintenance"
 )
@@ -97,7 +98,10 @@ type WorkerConfig struct {
 	// empty; ErrorMin and ErrorMax the backoff while the database fails
 	// (see workloop.Config; 0 means its defaults).
 	IdleMin, IdleMax, ErrorMin, ErrorMax time.Duration
-	// Logf hears failures; nil is silent.
+	// Logf hears failures: each failed attempt and each panic as it is
+	// recorded (the job, its attempt and max_attempts, the error's first
+	// line, when it runs again or that it is dead; a panic's first stack
+	// frames), and the database's failures and recoveries. nil is silent.
 	Logf func(format string, args ...any)
 }
 
@@ -398,6 +402,7 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 	var done, rel, drop []*skiplock.Job
 	var doneRes []result
 	var fails []Failure
+	var backoffs []time.Duration
 	for _, r := range batch {
 		switch r.what {
 		case outComplete:
@@ -405,6 +410,7 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 			doneRes = append(doneRes, r)
 		case outFail:
 			fails = append(fails, Failure{Job: r.job, Err: r.err})
+			backoffs = append(backoffs, w.q.backoff(r.job.Attempts))
 		case outRelease:
 			rel = append(rel, r.job)
 		case outDrop:
@@ -436,13 +442,16 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 		}
 	}
 	if len(fails) > 0 {
-		lost, err := w.q.FailMany(ctx, fails)
+		lost, err := w.q.failMany(ctx, fails, backoffs)
 		if err != nil {
 			w.cfg.Logf("bucketed worker: %v (the jobs run again when their leases expire)", err)
 			lost = make([]*skiplock.Job, len(fails))
 		}
 		w.failed.Add(int64(len(fails) - len(lost)))
 		w.lost.Add(int64(len(lost)))
+		if err == nil {
+			w.logFailures(fails, backoffs, lost)
+		}
 	}
 	if len(rel) > 0 {
 		lost, err := w.q.ReleaseMany(ctx, rel)
@@ -459,6 +468,35 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 		delete(w.inHand, r.job)
 	}
 	w.mu.Unlock()
+}
+
+// logFailures logs each failed attempt FailMany recorded (those not in
+// lost) and each one it refused because the lease was lost.
+func (w *Worker) logFailures(fails []Failure, backoffs []time.Duration, lost []*skiplock.Job) {
+	gone := make(map[*skiplock.Job]bool, len(lost))
+	for _, j := range lost {
+		gone[j] = true
+	}
+	for i, f := range fails {
+		j, what := f.Job, "failed"
+		if skiplock.IsPanic(f.Err) {
+			what = "panicked"
+		}
+		var next string
+		switch {
+		case gone[j]:
+			next = "not recorded: its lease was lost, another worker has the job"
+		case j.Attempts >= j.MaxAttempts:
+			next = "no attempts left: the job is Failed (dead)"
+		default:
+			next = fmt.Sprintf("retry in %v", backoffs[i].Round(time.Millisecond))
+		}
+		msg := fmt.Sprintf("bucketed worker: job %s %s, attempt %d of %d: %s; %s", j.ID, what, j.Attempts, j.MaxAttempts, errtext.FirstLine(f.Err), next)
+		if st := errtext.PanicFrames(f.Err, 3); st != "" {
+			msg += "\n" + st
+		}
+		w.cfg.Logf("%s", msg)
+	}
 }
 
 // heartbeat extends the leases of every job in hand, and cancels the

@@ -92,6 +92,12 @@
 // so that a vanished client's locks are released promptly. A handler that swallows a failed statement (leaving
 // the transaction aborted) or tries to commit also fails its attempt.
 //
+// A job that succeeds is deleted with its row, so nothing keeps the error
+// of an earlier failed attempt once it succeeds (its handler sees it in
+// job.LastError while it runs): only job_dead keeps errors, the last one
+// of each dead job. The bucketed layout, which keeps finished rows, keeps
+// last_error after a success.
+//
 // Serialization failures (normal on YugabyteDB and CockroachDB) and
 // connections lost before anything reached the server go through
 // retry.Run, which runs the whole transaction again: a new claim (maybe of

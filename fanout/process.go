@@ -43,6 +43,9 @@ type Result struct {
 	// HandlerErr wraps ErrWorkerDied and the handler did not run): the job
 	// is now in job_dead.
 	Dead bool
+	// RetryIn is the backoff a recorded failure set when the job has
+	// attempts left: no claim takes the job before it ends. 0 otherwise.
+	RetryIn time.Duration
 	// Claim is how long the claim statement took in the last transaction
 	// attempt (the dequeue latency, BEGIN excluded).
 	Claim time.Duration
@@ -152,7 +155,8 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter)
 		return res, nil
 	case errors.As(err, &he) && ctx.Err() == nil:
 		res.HandlerErr = he.err
-		dead, ferr := q.recordFailure(ctx, res.Job.ID, res.Job.Attempts, he.err)
+		dead, retryIn, ferr := q.recordFailure(ctx, res.Job.ID, res.Job.Attempts, he.err)
+		res.RetryIn = retryIn
 		res.Dead = dead
 		if ferr != nil {
 			return res, fmt.Errorf("fanout: job %s failed (%v), and recording the failed attempt failed too: %w", res.Job.ID, he.err, ferr)
@@ -248,10 +252,10 @@ func (q *Queue) claim(ctx context.Context, tx skiplock.Tx, queue string) (*skipl
 // moment since the rollback: when that worker commits, the job is gone and
 // nothing is recorded (it succeeded); when it rolls back, both failures
 // are recorded, each with its own attempt number.
-func (q *Queue) recordFailure(ctx context.Context, id string, n int, cause error) (dead bool, err error) {
+func (q *Queue) recordFailure(ctx context.Context, id string, n int, cause error) (dead bool, retryIn time.Duration, err error) {
 	msg := errtext.Of(cause)
 	err = retry.Run(ctx, q.db, q.cfg.Retry, func(ctx context.Context, tx skiplock.Tx) error {
-		dead = false
+		dead, retryIn = false, 0
 		found := false
 		var attempts, maxA int32
 		err := each(ctx, tx, q.sql.fail, []any{id, msg, int32(min(n, 1<<31-1))}, func(r skiplock.Rows) error {
@@ -269,14 +273,15 @@ func (q *Queue) recordFailure(ctx context.Context, id string, n int, cause error
 			return err
 		}
 		if attempts < maxA {
-			_, err = tx.Exec(ctx, q.sql.backoff, id, q.backoff(int(attempts)).Seconds())
+			retryIn = q.backoff(int(attempts))
+			_, err = tx.Exec(ctx, q.sql.backoff, id, retryIn.Seconds())
 			return err
 		}
 		k, err := tx.Exec(ctx, q.sql.bury, id)
 		dead = k == 1
 		return err
 	})
-	return dead, err
+	return dead, retryIn, err
 }
 
 // backoff is the wait before the next attempt after the attempts-th

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/errtext"
 	"github.com/skiplock/skiplock/internal/workloop"
 	"github.com/skiplock/skiplock/maintenance"
 )
@@ -48,8 +49,12 @@ type WorkerConfig struct {
 	// NoMaintenance keeps this worker out of the leader election, where
 	// another part of the process (or another process) runs maintenance.
 	NoMaintenance bool
-	// Logf hears database failures and recoveries, and skipped checks;
-	// nil is silent.
+	// Logf hears each failed attempt and each panic as it is recorded
+	// (the job, its attempt and max_attempts, the error's first line,
+	// the backoff before it runs again or that it moved to job_dead; a
+	// panic's first stack frames), each job buried because workers that
+	// died used up its attempts, database failures and recoveries, and skipped checks; nil
+	// is silent.
 	Logf func(format string, args ...any)
 }
 
@@ -234,8 +239,32 @@ func (w *Worker) step(ctx context.Context, i int) (bool, error) {
 		if res.Dead {
 			w.dead.Add(1)
 		}
+		w.logFailure(&res)
 	}
 	return true, err
+}
+
+// logFailure logs a failed attempt that Process recorded, or a job it
+// moved to job_dead without running because workers that died had used up
+// its attempts.
+func (w *Worker) logFailure(res *Result) {
+	j := res.Job
+	if errors.Is(res.HandlerErr, ErrWorkerDied) {
+		w.cfg.Logf("fanout worker: job %s moved to job_dead without running: its %d attempts were used up by workers that died mid-job", j.ID, j.MaxAttempts)
+		return
+	}
+	what, next := "failed", fmt.Sprintf("retry in %v", res.RetryIn.Round(time.Millisecond))
+	if skiplock.IsPanic(res.HandlerErr) {
+		what = "panicked"
+	}
+	if res.Dead {
+		next = "no attempts left: moved to job_dead"
+	}
+	msg := fmt.Sprintf("fanout worker: job %s %s, attempt %d of %d: %s; %s", j.ID, what, j.Attempts, j.MaxAttempts, errtext.FirstLine(res.HandlerErr), next)
+	if st := errtext.PanicFrames(res.HandlerErr, 3); st != "" {
+		msg += "\n" + st
+	}
+	w.cfg.Logf("%s", msg)
 }
 
 // StartWorker is NewWorker followed by Start.

@@ -88,8 +88,11 @@ func (bucketedCLI) work(ctx context.Context, e *env, small *skiplock.DB, o workO
 		}
 	}
 	cfg := &bucketed.WorkerConfig{
-		Queue: o.Queue, Workers: o.Workers, Batch: batch, Logf: e.logf,
-		Handler: func(ctx context.Context, _ *skiplock.Job) error { return retry.Sleep(ctx, o.Work) },
+		Queue: o.Queue, Workers: o.Workers, Batch: batch, Logf: e.logf, Maintenance: o.maintenanceConfig(),
+		Handler: func(ctx context.Context, job *skiplock.Job) error {
+			crashOn(e, o.CrashOn, job)
+			return retry.Sleep(ctx, o.Work)
+		},
 	}
 	if o.Record {
 		// One work_log row per job, in the completion's transaction: it
@@ -115,29 +118,37 @@ func (bucketedCLI) work(ctx context.Context, e *env, small *skiplock.DB, o workO
 	if err := w.Start(context.WithoutCancel(ctx)); err != nil {
 		return workReport{}, err
 	}
-	waitErr := bucketedWait(ctx, e, q, w, o)
+	left, waitErr := bucketedWait(ctx, e, q, w, o)
 	stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), bucketedStopGrace)
 	defer cancel()
 	if err := w.Stop(stopCtx); err != nil {
 		e.logf("stop: jobs still running after %v were cancelled and given back: %v", bucketedStopGrace, err)
 	}
 	st := w.Stats()
-	rep := workReport{Handled: st.Completed, Failed: st.Failed, Seconds: time.Since(start).Seconds()}
+	rep := workReport{Handled: st.Completed, Failed: st.Failed, Lost: &st.Lost, Seconds: time.Since(start).Seconds()}
+	if left.Later > 0 {
+		rep.ScheduledLater = left.Later
+		next := left.NextAt.UTC()
+		rep.NextDue = &next
+		rep.NextDueInS = left.NextAt.Sub(left.Now).Seconds()
+	}
 	return rep, waitErr
 }
 
-// bucketedWait returns when ctx ends, or with --until-empty once nothing
-// of the queue is Queued or Running anywhere (expired leases included: it
-// waits for them to come back and be worked). It prints progress every
-// few seconds.
-func bucketedWait(ctx context.Context, e *env, q *bucketed.Queue, w *bucketed.Worker, o workOptions) error {
+// bucketedWait returns when ctx ends, or with --until-empty once no job of
+// the queue is due now and none is Running anywhere (expired leases
+// included: it waits for them to come back and be worked). Jobs scheduled
+// for later (run_at ahead, retries waiting out a backoff included) do not
+// hold it: it returns them in the Backlog, for the report to say how many
+// and when the next is due. It prints progress every few seconds.
+func bucketedWait(ctx context.Context, e *env, q *bucketed.Queue, w *bucketed.Worker, o workOptions) (bucketed.Backlog, error) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	last, lastDone := time.Now(), int64(0)
 	for {
 		select {
 		case <-ctx.Done():
-			return nil
+			return bucketed.Backlog{}, nil
 		case <-tick.C:
 		}
 		if time.Since(last) >= 5*time.Second {
@@ -148,15 +159,15 @@ func bucketedWait(ctx context.Context, e *env, q *bucketed.Queue, w *bucketed.Wo
 		if !o.UntilEmpty {
 			continue
 		}
-		pending, err := q.Pending(ctx, o.Queue)
+		left, err := q.Backlog(ctx, o.Queue)
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return bucketed.Backlog{}, nil
 			}
-			return err
+			return bucketed.Backlog{}, err
 		}
-		if !pending {
-			return nil
+		if !left.Due && !left.Running {
+			return left, nil
 		}
 	}
 }

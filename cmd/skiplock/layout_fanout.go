@@ -61,12 +61,12 @@ func (fanoutCLI) work(ctx context.Context, e *env, db *skiplock.DB, o workOption
 	if err != nil {
 		return workReport{}, err
 	}
-	handler := demoHandler(o)
+	handler := demoHandler(e, o)
 
 	start := time.Now()
 	// The workers get a context that outlives ctx, so that an interrupt
 	// stops them gracefully (jobs in flight finish) rather than abruptly.
-	w, err := q.NewWorker(&fanout.WorkerConfig{Workers: o.Workers, Handler: handler, Logf: e.logf})
+	w, err := q.NewWorker(&fanout.WorkerConfig{Workers: o.Workers, Handler: handler, Logf: e.logf, Maintenance: o.maintenanceConfig()})
 	if err != nil {
 		return workReport{}, err
 	}
@@ -95,12 +95,13 @@ func (fanoutCLI) work(ctx context.Context, e *env, db *skiplock.DB, o workOption
 // demoHandler is the built-in handler: work (sleep) for o.Work, and with
 // o.Record write a work_log row inside the job's transaction, so the row
 // commits if and only if the job is removed.
-func demoHandler(o workOptions) fanout.Handler {
+func demoHandler(e *env, o workOptions) fanout.Handler {
 	ins := "INSERT INTO " + skiplock.QuoteIdent(o.Schema) + "." + skiplock.QuoteIdent(schema.WorkLogTable) +
 		" (job_id, worker) VALUES ($1, $2)"
 	host, _ := os.Hostname()
 	prefix := host + ":" + strconv.Itoa(os.Getpid()) + ":"
 	return func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
+		crashOn(e, o.CrashOn, job)
 		if err := retry.Sleep(ctx, o.Work); err != nil {
 			return err
 		}

@@ -4,11 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -55,6 +57,13 @@ type workOptions struct {
 	VisibilityTimeout time.Duration
 	Record            bool
 	Batch             int
+	// RescueInterval, when positive, is how often this process's
+	// maintenance leader (when it leads) puts expired leases back.
+	RescueInterval time.Duration
+	// CrashOn, when set, makes the demo handler SIGKILL its own process
+	// on a job whose payload contains it (a test and demo of jobs that
+	// kill their worker).
+	CrashOn string
 }
 
 // workReport is what a work run did.
@@ -66,6 +75,15 @@ type workReport struct {
 	Failed   int64   `json:"failed"`
 	Seconds  float64 `json:"seconds"`
 	JobsPerS float64 `json:"jobs_per_s"`
+	// Lost counts results the lease fence refused (bucketed): the lease
+	// had expired and the job was another worker's by then.
+	Lost *int64 `json:"lost,omitempty"`
+	// ScheduledLater counts the jobs --until-empty left because their
+	// run_at is ahead (bucketed), NextDue is the earliest, and NextDueInS
+	// how far ahead it was by the database's clock.
+	ScheduledLater int64      `json:"scheduled_later,omitempty"`
+	NextDue        *time.Time `json:"next_due,omitempty"`
+	NextDueInS     float64    `json:"next_due_in_s,omitempty"`
 }
 
 // layoutStats is what stats reports; JSON names are the CLI contract.
@@ -88,7 +106,7 @@ func init() {
 	})
 	register(&command{
 		name:    "work",
-		usage:   "work --layout L --workers N [--work D] [--until-empty] [--mode lease|tx] [--visibility-timeout D] [--record]",
+		usage:   "work --layout L --workers N [--work D] [--until-empty] [--mode lease|tx] [--visibility-timeout D] [--record] [--rescue-interval D] [--crash-on-payload TEXT]",
 		summary: "run the built-in demo handler with N workers",
 		run:     runWork,
 	})
@@ -170,6 +188,34 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	return nil
 }
 
+// maintenanceConfig is the work command's maintenance leader
+// configuration: nil (the defaults) unless a flag tunes it.
+func (o workOptions) maintenanceConfig() *maintenance.Config {
+	if o.RescueInterval <= 0 {
+		return nil
+	}
+	return &maintenance.Config{RescueInterval: o.RescueInterval}
+}
+
+// crashOn, the demo handler's first step, SIGKILLs this process when the
+// job's payload contains text (non-empty), after saying so on stderr: no
+// deferred function runs and nothing is written back, as when a job
+// crashes its worker. The bucketed claim has counted the attempt; see the
+// fanout package doc for how fanout counts one.
+func crashOn(e *env, text string, job *skiplock.Job) {
+	if text == "" || !strings.Contains(string(job.Payload), text) {
+		return
+	}
+	e.logf("crash-on-payload: job %s attempt %d of %d: killing this process (pid %d) with SIGKILL", job.ID, job.Attempts, job.MaxAttempts, os.Getpid())
+	p, err := os.FindProcess(os.Getpid())
+	if err == nil {
+		err = p.Kill()
+	}
+	// Kill does not return on success; if it could not kill, die anyway.
+	e.logf("crash-on-payload: SIGKILL failed (%v): exiting", err)
+	os.Exit(3)
+}
+
 // parseRunAt reads --run-at: empty (now), a delay ("30s", "5m"), or an
 // RFC 3339 time from 1970 on (earlier times are refused).
 func parseRunAt(s string, now time.Time) (time.Time, error) {
@@ -200,11 +246,13 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&o.Queue, "queue", skiplock.DefaultQueue, "queue to work")
 	fs.IntVar(&o.Workers, "workers", 10, "concurrent workers")
 	fs.DurationVar(&o.Work, "work", 0, "how long the demo handler works on each job")
-	fs.BoolVar(&o.UntilEmpty, "until-empty", false, "exit once no job is queued and none is leased")
+	fs.BoolVar(&o.UntilEmpty, "until-empty", false, "exit once no job can run now and none is running; bucketed jobs scheduled for later (--run-at, retry backoffs) are left and counted in the report (fanout waits for its retry backoffs)")
 	fs.StringVar(&o.Mode, "mode", "", "lease (bucketed) or tx (fanout); default by layout")
 	fs.DurationVar(&o.VisibilityTimeout, "visibility-timeout", 30*time.Second, "lease length (bucketed)")
 	fs.BoolVar(&o.Record, "record", false, "insert one row per handled job into <schema>.work_log")
 	fs.IntVar(&o.Batch, "batch", 0, "jobs claimed per dequeue (default by layout)")
+	fs.DurationVar(&o.RescueInterval, "rescue-interval", 0, "how often the schema's maintenance leader, when this process leads, puts jobs whose lease expired back to run (default 5s)")
+	fs.StringVar(&o.CrashOn, "crash-on-payload", "", "for tests and demos: the handler SIGKILLs its own process on every job whose payload contains this text")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -220,6 +268,9 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	}
 	if o.VisibilityTimeout < time.Second {
 		return skiplock.Usagef("--visibility-timeout %v: use at least 1s", o.VisibilityTimeout)
+	}
+	if o.RescueInterval != 0 && (o.RescueInterval < 100*time.Millisecond || o.RescueInterval > time.Hour) {
+		return skiplock.Usagef("--rescue-interval %v: use 100ms to 1h (or leave it out for 5s)", o.RescueInterval)
 	}
 	if o.Batch < 0 || o.Batch > maxBatch {
 		return skiplock.Usagef("--batch %d: use 1 to %d (or leave it out)", o.Batch, maxBatch)
@@ -251,6 +302,13 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "handled %d job(s), %d failed, in %.1fs (%.1f jobs/s) with %d %s worker(s)\n",
 		rep.Handled, rep.Failed, rep.Seconds, rep.JobsPerS, rep.Workers, rep.Mode)
+	if rep.Lost != nil && *rep.Lost > 0 {
+		fmt.Fprintf(e.stdout, "%d result(s) refused: the job's lease had expired and another worker had it (it runs or ran there)\n", *rep.Lost)
+	}
+	if rep.ScheduledLater > 0 {
+		fmt.Fprintf(e.stdout, "%d job(s) of queue %q are scheduled for later; the next is due at %s (in %s): --until-empty does not wait for them, run work again then\n",
+			rep.ScheduledLater, o.Queue, rep.NextDue.Format(time.RFC3339), time.Duration(rep.NextDueInS*float64(time.Second)).Round(time.Second))
+	}
 	return nil
 }
 

@@ -2,9 +2,13 @@ package errtext
 
 import (
 	"errors"
+	"fmt"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"unicode/utf8"
+
+	"github.com/skiplock/skiplock"
 )
 
 func TestClean(t *testing.T) {
@@ -31,3 +35,31 @@ func TestClean(t *testing.T) {
 		t.Error("Of")
 	}
 }
+
+func TestFirstLineAndPanicFrames(t *testing.T) {
+	if got := FirstLine(errors.New("first\nsecond")); got != "first" {
+		t.Errorf("FirstLine: %q", got)
+	}
+	if FirstLine(nil) != "" || PanicFrames(errors.New("plain"), 3) != "" {
+		t.Error("a nil or plain error has no first line or frames")
+	}
+	got := PanicFrames(recovered(panicHere), 2)
+	lines := strings.Split(got, "\n")
+	if len(lines) != 4 || !strings.Contains(lines[0], "panicHere") || !strings.Contains(lines[1], "errtext_test.go") {
+		t.Fatalf("PanicFrames does not start at the panic site:\n%s", got)
+	}
+}
+
+// recovered runs f and returns its panic as workers do: a
+// *skiplock.PanicError with the stack.
+func recovered(f func()) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("attempt: %w", &skiplock.PanicError{Value: r, Stack: debug.Stack()})
+		}
+	}()
+	f()
+	return nil
+}
+
+func panicHere() { panic("boom") }

@@ -1,0 +1,129 @@
+package fanout_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// explode is the panicking handler's own frame, which the log must show.
+func explode(n int) error { panic(fmt.Sprintf("kaboom %d", n)) }
+
+// TestWorkerLogsFailures: a Worker's Logf hears every failed attempt and
+// every panic as it is recorded (attempt n of max, the error's first line,
+// whether the job runs again or went to job_dead, a panic's first frames).
+// A job that fails and then succeeds leaves no row behind: only job_dead
+// keeps errors.
+func TestWorkerLogsFailures(t *testing.T) {
+	q, db, s := setup(t, 8, &fanout.Config{RetryBase: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	enqueue := func(payload string, maxAttempts int) string {
+		id, err := q.Enqueue(ctx, skiplock.NewJob{Payload: []byte(payload), MaxAttempts: maxAttempts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return id
+	}
+	failing, panicking, flaky := enqueue(`"fail"`, 7), enqueue(`"panic"`, 2), enqueue(`"flaky"`, 3)
+	var mu sync.Mutex
+	var lines []string
+	about := func(id string) []string {
+		mu.Lock()
+		defer mu.Unlock()
+		var out []string
+		for _, l := range lines {
+			if strings.Contains(l, "job "+id+" ") {
+				out = append(out, l)
+			}
+		}
+		// In attempt order (single digits here): a goroutine's log call
+		// can come after another's claim and failure of the next attempt.
+		slices.Sort(out)
+		return out
+	}
+	var flakyRuns sync.Map
+	w, err := q.NewWorker(&fanout.WorkerConfig{
+		Workers: 2, IdleMin: 5 * time.Millisecond, IdleMax: 20 * time.Millisecond, NoMaintenance: true,
+		Logf: func(f string, a ...any) { mu.Lock(); lines = append(lines, fmt.Sprintf(f, a...)); mu.Unlock() },
+		Handler: func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
+			switch string(job.Payload) {
+			case `"fail"`:
+				return fmt.Errorf("smtp refused attempt %d\nsecond line of the error", job.Attempts)
+			case `"panic"`:
+				return explode(job.Attempts)
+			case `"flaky"`:
+				if _, again := flakyRuns.LoadOrStore(job.ID, true); !again {
+					return errors.New("flaky: first attempt fails\nmore detail")
+				}
+			}
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)) > 0 {
+		if ctx.Err() != nil {
+			t.Fatal("jobs still queued after two minutes")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	got := about(failing)
+	if len(got) != 7 {
+		t.Fatalf("the failing job's 7 failed attempts logged %d times:\n%s", len(got), strings.Join(got, "\n"))
+	}
+	for i, line := range got {
+		want := fmt.Sprintf("job %s failed, attempt %d of 7: smtp refused attempt %d; ", failing, i+1, i+1)
+		if i < 6 {
+			want += "retry in "
+		} else {
+			want += "no attempts left: moved to job_dead"
+		}
+		if !strings.Contains(line, want) || strings.Contains(line, "second line") {
+			t.Errorf("failed attempt %d logged as %q; want %q and only the error's first line", i+1, line, want)
+		}
+	}
+	got = about(panicking)
+	if len(got) != 2 {
+		t.Fatalf("the panicking job's 2 attempts logged %d times:\n%s", len(got), strings.Join(got, "\n"))
+	}
+	for i, line := range got {
+		if !strings.Contains(line, fmt.Sprintf("job %s panicked, attempt %d of 2: handler panicked: kaboom %d", panicking, i+1, i+1)) ||
+			!strings.Contains(line, "fanout_test.explode") || !strings.Contains(line, "failurelog_test.go") {
+			t.Errorf("panic %d logged without its attempt or the panic site's frame:\n%s", i+1, line)
+		}
+	}
+	if !strings.Contains(got[1], "no attempts left: moved to job_dead") {
+		t.Errorf("the last panic does not say the job is dead: %s", got[1])
+	}
+	if got = about(flaky); len(got) != 1 || !strings.Contains(got[0], "attempt 1 of 3: flaky: first attempt fails; retry in ") {
+		t.Errorf("the flaky job's one failure logged as %q", got)
+	}
+	// The flaky job succeeded: its row is gone, and job_dead holds only
+	// the two dead jobs, with their last errors.
+	if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.DeadJobTable)+" WHERE id = $1", flaky); n != 0 {
+		t.Errorf("the flaky job is in job_dead")
+	}
+	for id, want := range map[string]string{failing: "smtp refused attempt 7", panicking: "kaboom 2"} {
+		if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.DeadJobTable)+" WHERE id = $1 AND strpos(last_error, $2) > 0", id, want); n != 1 {
+			t.Errorf("job %s: not in job_dead with %q", id, want)
+		}
+	}
+}

@@ -24,6 +24,7 @@ func explode(n int) error { panic(fmt.Sprintf("kaboom %d", n)) }
 // A job that fails and then succeeds leaves no row behind: only job_dead
 // keeps errors.
 func TestWorkerLogsFailures(t *testing.T) {
+	t.Parallel()
 	q, db, s := setup(t, 8, &fanout.Config{RetryBase: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -12,6 +12,7 @@ import (
 )
 
 func TestClean(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("é", MaxBytes) // 2 bytes each: a cut lands mid-character
 	for name, in := range map[string]string{
 		"nul":          "bad\x00byte",
@@ -37,6 +38,7 @@ func TestClean(t *testing.T) {
 }
 
 func TestFirstLineAndPanicFrames(t *testing.T) {
+	t.Parallel()
 	if got := FirstLine(errors.New("first\nsecond")); got != "first" {
 		t.Errorf("FirstLine: %q", got)
 	}

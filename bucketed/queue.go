@@ -87,7 +87,7 @@ func (e Enqueued) JobID() string {
 // Enqueued.Duplicate. Bad input returns a skiplock.UsageError and changes
 // nothing.
 func (q *Queue) Enqueue(ctx context.Context, job skiplock.NewJob) (Enqueued, error) {
-	args, err := q.insertArgs([]skiplock.NewJob{job})
+	args, err := q.insertArgs([]skiplock.NewJob{job}, 0)
 	if err != nil {
 		return Enqueued{}, err
 	}
@@ -116,30 +116,35 @@ func (q *Queue) Enqueue(ctx context.Context, job skiplock.NewJob) (Enqueued, err
 }
 
 // EnqueueMany adds jobs, Config.EnqueueBatch per INSERT (one round trip
-// each, every batch its own transaction), and returns how many it added:
-// fewer than len(jobs) when unique keys deduplicate. Every job is
-// validated before anything is written.
+// each), all in one transaction: either every job is added or none is.
+// It returns how many it added: fewer than len(jobs) when unique keys
+// deduplicate. Every job is validated before anything is written, and bad
+// input returns a skiplock.UsageError naming the job's index.
 func (q *Queue) EnqueueMany(ctx context.Context, jobs []skiplock.NewJob) (int, error) {
 	batches := make([]insertParams, 0, len(jobs)/q.cfg.EnqueueBatch+1)
 	for i := 0; i < len(jobs); i += q.cfg.EnqueueBatch {
-		args, err := q.insertArgs(jobs[i:min(i+q.cfg.EnqueueBatch, len(jobs))])
+		args, err := q.insertArgs(jobs[i:min(i+q.cfg.EnqueueBatch, len(jobs))], i)
 		if err != nil {
 			return 0, err
 		}
 		batches = append(batches, args)
 	}
 	added := 0
-	for _, args := range batches {
-		var n int
-		err := q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
-			var err error
-			n, err = execCount(ctx, tx, q.sql.insert, args.args()...)
-			return err
-		})
-		if err != nil {
-			return added, fmt.Errorf("bucketed: enqueue after %d jobs: %w", added, err)
+	err := q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+		added = 0
+		first := 0
+		for _, args := range batches {
+			n, err := execCount(ctx, tx, q.sql.insert, args.args()...)
+			if err != nil {
+				return fmt.Errorf("the INSERT of jobs %d to %d failed, so none of the %d jobs was added: %w", first, first+len(args.Queues)-1, len(jobs), err)
+			}
+			added += n
+			first += len(args.Queues)
 		}
-		added += n
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("bucketed: enqueue %d job(s): %w", len(jobs), err)
 	}
 	return added, nil
 }
@@ -170,7 +175,7 @@ func (q *Queue) EnqueueIn(ctx context.Context, db skiplock.Querier, jobs ...skip
 	if db == nil {
 		return nil, skiplock.Usagef("bucketed.EnqueueIn: db is nil: pass the transaction the jobs belong to")
 	}
-	args, err := q.insertArgs(jobs)
+	args, err := q.insertArgs(jobs, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -185,8 +190,9 @@ func (q *Queue) EnqueueIn(ctx context.Context, db skiplock.Querier, jobs ...skip
 	return out, nil
 }
 
-// insertArgs validates jobs and turns them into the INSERT's arrays.
-func (q *Queue) insertArgs(jobs []skiplock.NewJob) (insertParams, error) {
+// insertArgs validates jobs and turns them into the INSERT's arrays. Errors
+// name a job by its index plus first, its place in the caller's slice.
+func (q *Queue) insertArgs(jobs []skiplock.NewJob, first int) (insertParams, error) {
 	n := len(jobs)
 	queues, payloads := make([]string, n), make([]string, n)
 	prios, maxAtt := make([]int16, n), make([]int32, n)
@@ -197,7 +203,7 @@ func (q *Queue) insertArgs(jobs []skiplock.NewJob) (insertParams, error) {
 			j.Queue = q.cfg.Queue
 		}
 		if err := j.Normalize(q.cfg.MaxPayloadBytes); err != nil {
-			return insertParams{}, skiplock.Usagef("job %d: %v", i, err)
+			return insertParams{}, skiplock.Usagef("job %d: %v", first+i, err)
 		}
 		queues[i], payloads[i] = j.Queue, string(j.Payload)
 		prios[i], maxAtt[i] = int16(j.Priority), int32(j.MaxAttempts)

@@ -42,13 +42,21 @@ func (h *hints) init(branches int, maxAge time.Duration) {
 	h.branches, h.maxAge, h.byQueue = branches, maxAge, map[string][]hint{}
 }
 
+// resize drops every hint and sets the number of branches, when the
+// schema's bucket count changed.
+func (h *hints) resize(branches int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.branches, h.byQueue = branches, map[string][]hint{}
+}
+
 // args returns the claim's bucket order (starting at start, wrapping) and
 // per-bucket hint keys, and whether any hint is in use.
 func (h *hints) args(queue string, start int, use bool, now time.Time) ([]int16, []int32, []time.Time, []int64, bool) {
-	n := h.branches
-	order, prio, at, ids := make([]int16, n), make([]int32, n), make([]time.Time, n), make([]int64, n)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	n := h.branches
+	order, prio, at, ids := make([]int16, n), make([]int32, n), make([]time.Time, n), make([]int64, n)
 	qh := h.byQueue[queue]
 	hinted := false
 	for k := 0; k < n; k++ {
@@ -148,7 +156,8 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 	if n < 1 || n > MaxClaim {
 		return nil, skiplock.Usagef("dequeue of %d jobs: use 1 to %d", n, MaxClaim)
 	}
-	start := int(q.hints.next.Add(1) % uint64(q.branches))
+	q.recheckLayout(ctx)
+	start := int(q.hints.next.Add(1) % uint64(q.branches.Load()))
 	for pass := 0; ; pass++ {
 		now := time.Now()
 		order, prio, at, ids, hinted := q.hints.args(queue, start, pass == 0, now)

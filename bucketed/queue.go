@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/skiplock/skiplock"
@@ -16,12 +17,13 @@ import (
 // concurrent use; keep one per process so that its tombstone hints are
 // shared by every claim.
 type Queue struct {
-	db       *skiplock.DB
-	cfg      Config
-	sql      statements
-	buckets  int
-	branches int // bucket scans per claim: buckets, or 1 where the index fans out
-	hints    hints
+	db        *skiplock.DB
+	cfg       Config
+	sql       statements
+	buckets   atomic.Int64
+	branches  atomic.Int64 // bucket scans per claim: buckets, or 1 where the index fans out
+	checkedAt atomic.Int64 // when the bucket count was last read, in Unix nanoseconds
+	hints     hints
 }
 
 // New returns a Queue on db. The schema must have been migrated with
@@ -41,19 +43,55 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Queue, error) {
 	if buckets < 1 {
 		return nil, fmt.Errorf("bucketed: schema %s reports %d buckets: run skiplock migrate --layout bucketed", c.Schema, buckets)
 	}
-	q := &Queue{db: db, cfg: c, sql: buildStatements(db.Dialect(), c.Schema), buckets: buckets, branches: buckets}
-	if db.Dialect().ShardedIndexFansOut {
-		q.branches = 1
-	}
-	q.hints.init(q.branches, c.HintMaxAge)
+	q := &Queue{db: db, cfg: c, sql: buildStatements(db.Dialect(), c.Schema)}
+	q.buckets.Store(int64(buckets))
+	q.branches.Store(int64(q.branchesFor(buckets)))
+	q.checkedAt.Store(time.Now().UnixNano())
+	q.hints.init(q.branchesFor(buckets), c.HintMaxAge)
 	return q, nil
+}
+
+// branchesFor is how many bucket scans a claim makes over buckets
+// buckets: one each, or one in all where the index fans out.
+func (q *Queue) branchesFor(buckets int) int {
+	if q.db.Dialect().ShardedIndexFansOut {
+		return 1
+	}
+	return buckets
+}
+
+// recheckLayout re-reads the schema's bucket count when the last read is
+// older than Config.LayoutRecheck, and adopts and logs a change: a schema
+// dropped and migrated again with more buckets under a running process
+// must not leave the new buckets unclaimed. A failed read changes nothing
+// (the claim reports what is wrong with the schema).
+func (q *Queue) recheckLayout(ctx context.Context) {
+	if q.cfg.LayoutRecheck < 0 {
+		return
+	}
+	now := time.Now().UnixNano()
+	last := q.checkedAt.Load()
+	if now-last < int64(q.cfg.LayoutRecheck) || !q.checkedAt.CompareAndSwap(last, now) {
+		return
+	}
+	n, err := schema.Buckets(ctx, q.db, q.cfg.Schema)
+	if err != nil || n < 1 {
+		return
+	}
+	old := q.buckets.Swap(int64(n))
+	if old == int64(n) {
+		return
+	}
+	q.branches.Store(int64(q.branchesFor(n)))
+	q.hints.resize(q.branchesFor(n))
+	q.cfg.Logf("bucketed: schema %s now has %d buckets, not %d (it was migrated again under this process): claims now scan all %d", q.cfg.Schema, n, old, n)
 }
 
 // DB is the database the queue runs on.
 func (q *Queue) DB() *skiplock.DB { return q.db }
 
 // Buckets is the schema's bucket count.
-func (q *Queue) Buckets() int { return q.buckets }
+func (q *Queue) Buckets() int { return int(q.buckets.Load()) }
 
 // VisibilityTimeout is the lease length a claim takes.
 func (q *Queue) VisibilityTimeout() time.Duration { return q.cfg.VisibilityTimeout }

@@ -76,7 +76,7 @@ func (bucketedCLI) work(ctx context.Context, e *env, small *skiplock.DB, o workO
 		return workReport{}, err
 	}
 	defer db.Close()
-	q, err := bucketed.New(ctx, db, &bucketed.Config{Schema: o.Schema, VisibilityTimeout: o.VisibilityTimeout})
+	q, err := bucketed.New(ctx, db, &bucketed.Config{Schema: o.Schema, VisibilityTimeout: o.VisibilityTimeout, Logf: e.logf})
 	if err != nil {
 		return workReport{}, err
 	}

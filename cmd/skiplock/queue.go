@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/fanout"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -55,6 +56,7 @@ type workOptions struct {
 	VisibilityTimeout time.Duration
 	Record            bool
 	Batch             int
+	JobTimeout        time.Duration
 }
 
 // workReport is what a work run did.
@@ -88,7 +90,7 @@ func init() {
 	})
 	register(&command{
 		name:    "work",
-		usage:   "work --layout L --workers N [--work D] [--until-empty] [--mode lease|tx] [--visibility-timeout D] [--record]",
+		usage:   "work --layout L --workers N [--work D] [--until-empty] [--mode lease|tx] [--visibility-timeout D] [--job-timeout D] [--record]",
 		summary: "run the built-in demo handler with N workers",
 		run:     runWork,
 	})
@@ -205,6 +207,7 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&o.VisibilityTimeout, "visibility-timeout", 30*time.Second, "lease length (bucketed)")
 	fs.BoolVar(&o.Record, "record", false, "insert one row per handled job into <schema>.work_log")
 	fs.IntVar(&o.Batch, "batch", 0, "jobs claimed per dequeue (default by layout)")
+	fs.DurationVar(&o.JobTimeout, "job-timeout", fanout.DefaultJobTimeout, "each job's time budget (fanout): its handler is cancelled then, and a stopped worker's transactions end that much later plus "+fanout.SessionMargin.String())
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -220,6 +223,9 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	}
 	if o.VisibilityTimeout < time.Second {
 		return skiplock.Usagef("--visibility-timeout %v: use at least 1s", o.VisibilityTimeout)
+	}
+	if o.JobTimeout < time.Second {
+		return skiplock.Usagef("--job-timeout %v: use at least 1s", o.JobTimeout)
 	}
 	if o.Batch < 0 || o.Batch > maxBatch {
 		return skiplock.Usagef("--batch %d: use 1 to %d (or leave it out)", o.Batch, maxBatch)

@@ -92,8 +92,8 @@ func (w *Worker) forget(jobs []result) {
 	}
 }
 
-// persist runs write, a lease write of jobs (their completion, failure or
-// release), and runs it again with backoff (50 ms doubling to 2 s, with
+// persist runs write, a lease write of jobs (their completion, failure,
+// release or heartbeat), and runs it again with backoff (50 ms doubling to 2 s, with
 // jitter) while it fails with an error that waiting may cure (waitable)
 // and the jobs' leases still hold: finished work is not thrown away
 // because the server ran out of connections for a moment. It gives up

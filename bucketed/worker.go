@@ -515,7 +515,12 @@ func (w *Worker) heartbeat(ctx context.Context) {
 		}
 		bctx, cancel := context.WithTimeout(ctx, w.cfg.Heartbeat)
 		beat := time.Now()
-		lost, err := w.q.ExtendMany(bctx, jobs, 0)
+		// Retried while the leases hold, within one beat.
+		var lost []*skiplock.Job
+		err := w.persist(bctx, "heartbeat", jobs, func(ctx context.Context) (err error) {
+			lost, err = w.q.ExtendMany(ctx, jobs, 0)
+			return err
+		})
 		cancel()
 		if err != nil && rejectedJobs(err) == nil {
 			w.cfg.Logf("bucketed worker: heartbeat: %v", err)

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	ybpgx "github.com/yugabyte/pgx/v5"
 	ybpgxpool "github.com/yugabyte/pgx/v5/pgxpool"
 )
 
@@ -35,6 +37,42 @@ type OpenConfig struct {
 	// protocol but has not been run with it); the YugabyteDB smart driver
 	// ignores it.
 	PipelineBegin bool
+	// IdleInTransactionTimeout, when positive, is set as
+	// idle_in_transaction_session_timeout on every connection of the
+	// pool, once when it connects (no cost per transaction): the server
+	// ends a session that sits in an open transaction longer than that,
+	// rolling it back and freeing its locks, so a worker process that is
+	// stopped (SIGSTOP, a debugger, a swapped-out host) in the middle of
+	// a transaction cannot hold its jobs locked. Derive it from the work:
+	// the bucketed layout's visibility timeout, the fanout layout's
+	// WorkerConfig.JobTimeout plus a margin (the CLI's work does). Whole
+	// milliseconds; 0 leaves the server's setting.
+	IdleInTransactionTimeout time.Duration
+	// StatementTimeout, when positive, is set as statement_timeout on
+	// every connection of the pool in the same way: a statement that
+	// waits (on a lock another session holds, say) or runs longer is
+	// cancelled with SQLSTATE 57014. 0 leaves the server's setting.
+	StatementTimeout time.Duration
+}
+
+// sessionSettings are the SET statements a pool runs on each new
+// connection, from cfg.
+func (cfg *OpenConfig) sessionSettings() ([]string, error) {
+	var out []string
+	for _, s := range []struct {
+		name string
+		v    time.Duration
+	}{{"idle_in_transaction_session_timeout", cfg.IdleInTransactionTimeout}, {"statement_timeout", cfg.StatementTimeout}} {
+		switch {
+		case s.v < 0:
+			return nil, Usagef("%s %v is negative: use 0 to leave the server's setting, or a positive duration", s.name, s.v)
+		case s.v > 0 && s.v < time.Millisecond:
+			return nil, Usagef("%s %v is under the server's unit of 1ms: use at least 1ms", s.name, s.v)
+		case s.v > 0:
+			out = append(out, fmt.Sprintf("SET %s = '%dms'", s.name, s.v.Milliseconds()))
+		}
+	}
+	return out, nil
 }
 
 // Open connects to dsn with the right driver for its engine: it first asks
@@ -62,6 +100,10 @@ func open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
 	if cfg.MaxConns < 0 {
 		return nil, Usagef("pool size %d is negative: use 0 for the driver's default or a positive count", cfg.MaxConns)
 	}
+	settings, err := cfg.sessionSettings()
+	if err != nil {
+		return nil, err
+	}
 	// Always ask the server first: the smart driver's load_balance must
 	// never reach a server that is not YugabyteDB (docs/design.md, "Drivers"), so a forced
 	// engine is checked, not trusted.
@@ -76,9 +118,9 @@ func open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
 	}
 	var pool Pool
 	if engine == EngineYugabyte {
-		pool, err = openYugabyte(ctx, dsn, cfg.MaxConns)
+		pool, err = openYugabyte(ctx, dsn, cfg.MaxConns, settings)
 	} else {
-		pool, err = openJackc(ctx, dsn, cfg.MaxConns)
+		pool, err = openJackc(ctx, dsn, cfg.MaxConns, settings)
 		if jp, ok := pool.(jackcPool); ok && err == nil && cfg.PipelineBegin {
 			pool = pipelinedPool{jp}
 		}
@@ -113,13 +155,23 @@ func probeEngineConfig(ctx context.Context, cc *pgx.ConnConfig, dsn string) (Eng
 	return EngineFromVersion(version), version, nil
 }
 
-func openJackc(ctx context.Context, dsn string, maxConns int32) (Pool, error) {
+func openJackc(ctx context.Context, dsn string, maxConns int32, settings []string) (Pool, error) {
 	pc, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, dsnParseError(dsn, func(s string) error { _, err := pgxpool.ParseConfig(s); return err })
 	}
 	if maxConns > 0 {
 		pc.MaxConns = maxConns
+	}
+	if len(settings) > 0 {
+		pc.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+			for _, s := range settings {
+				if _, err := c.Exec(ctx, s); err != nil {
+					return fmt.Errorf("%s: %w", s, err)
+				}
+			}
+			return nil
+		}
 	}
 	dropSmartDriverParams(pc.ConnConfig.RuntimeParams)
 	p, err := pgxpool.NewWithConfig(ctx, pc)
@@ -129,13 +181,23 @@ func openJackc(ctx context.Context, dsn string, maxConns int32) (Pool, error) {
 	return newJackcPool(p), nil
 }
 
-func openYugabyte(ctx context.Context, dsn string, maxConns int32) (Pool, error) {
+func openYugabyte(ctx context.Context, dsn string, maxConns int32, settings []string) (Pool, error) {
 	pc, err := ybpgxpool.ParseConfig(withLoadBalance(dsn))
 	if err != nil {
 		return nil, dsnParseError(dsn, func(s string) error { _, err := ybpgxpool.ParseConfig(withLoadBalance(s)); return err })
 	}
 	if maxConns > 0 {
 		pc.MaxConns = maxConns
+	}
+	if len(settings) > 0 {
+		pc.AfterConnect = func(ctx context.Context, c *ybpgx.Conn) error {
+			for _, s := range settings {
+				if _, err := c.Exec(ctx, s); err != nil {
+					return fmt.Errorf("%s: %w", s, err)
+				}
+			}
+			return nil
+		}
 	}
 	p, err := ybpgxpool.NewWithConfig(ctx, pc)
 	if err != nil {

@@ -52,6 +52,14 @@ func (h *hints) init(branches int, maxAge time.Duration) {
 	h.branches, h.maxAge, h.byQueue = branches, maxAge, map[string]*queueHints{}
 }
 
+// resize drops every watermark and sets the number of branches, when the
+// schema's bucket count changed.
+func (h *hints) resize(branches int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.branches, h.byQueue = branches, map[string]*queueHints{}
+}
+
 func (h *hints) queue(queue string) *queueHints {
 	qh := h.byQueue[queue]
 	if qh == nil {
@@ -113,10 +121,10 @@ func (h *hints) enqueued(queue string, prio int, runAt time.Time) {
 // args returns the claim's bucket order (starting at start, wrapping) and
 // per-bucket watermarks.
 func (h *hints) args(queue string, start int) ([]int16, []int32, []time.Time, []int64) {
-	n := h.branches
-	order, prio, at, ids := make([]int16, n), make([]int32, n), make([]time.Time, n), make([]int64, n)
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	n := h.branches
+	order, prio, at, ids := make([]int16, n), make([]int32, n), make([]time.Time, n), make([]int64, n)
 	var marks []hint
 	if h.maxAge > 0 {
 		marks = h.queue(queue).marks
@@ -211,7 +219,8 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 	if n < 1 || n > MaxClaim {
 		return nil, skiplock.Usagef("dequeue of %d jobs: use 1 to %d", n, MaxClaim)
 	}
-	start := int(q.hints.next.Add(1) % uint64(q.branches))
+	q.recheckLayout(ctx)
+	start := int(q.hints.next.Add(1) % uint64(q.branches.Load()))
 	now := time.Now()
 	if q.hints.probeDue(queue, now) {
 		if err := q.probeHeads(ctx, queue, start); err != nil {

@@ -18,6 +18,9 @@ const (
 	// failure waits about RetryBase*2^(n-1), at most RetryMax.
 	DefaultRetryBase = time.Second
 	DefaultRetryMax  = time.Hour
+	// DefaultLayoutRecheck is how often a Queue re-reads its schema's
+	// bucket count.
+	DefaultLayoutRecheck = 5 * time.Second
 	// DefaultHintMaxAge is how often claims probe the buckets' heads.
 	DefaultHintMaxAge = time.Second
 	// DefaultEnqueueBatch is how many jobs one INSERT carries.
@@ -63,6 +66,15 @@ type Config struct {
 	// (skiplock.Dialect.DefaultIsolation). Set Retry.Counters to count
 	// retries.
 	Retry *retry.Options
+	// LayoutRecheck is how often, at most, a claim first re-reads the
+	// schema's bucket count, so that a schema dropped and migrated again
+	// with more buckets under a running process has all its buckets
+	// claimed (the change is logged through Logf); 0 means
+	// DefaultLayoutRecheck, negative never re-reads.
+	LayoutRecheck time.Duration
+	// Logf hears changes of the schema's layout seen by a running Queue;
+	// nil is silent.
+	Logf func(format string, args ...any)
 }
 
 // withDefaults validates c and returns a filled-in copy.
@@ -105,6 +117,12 @@ func (c *Config) withDefaults(d *skiplock.Dialect) (Config, error) {
 	}
 	if out.HintMaxAge == 0 {
 		out.HintMaxAge = DefaultHintMaxAge
+	}
+	if out.LayoutRecheck == 0 {
+		out.LayoutRecheck = DefaultLayoutRecheck
+	}
+	if out.Logf == nil {
+		out.Logf = func(string, ...any) {}
 	}
 	if out.Owner == "" {
 		host, _ := os.Hostname()

@@ -123,6 +123,18 @@
 // jobs' Success does. [Queue.EnqueueTx] also takes a caller's own
 // transaction on either driver (skiplock.WrapTx, skiplock.WrapYugabyteTx).
 //
+// A worker writes its results in batches. A result whose write fails
+// because the server has no connection slot or the connection broke is
+// written again, with backoff, while the jobs' leases hold; a job whose
+// data the server refuses (SQLSTATE class 22 or 23) is split from its
+// batch, so the others are written, and comes back in a [*BatchError].
+// Open the worker's pool with skiplock.OpenConfig's
+// IdleInTransactionTimeout and StatementTimeout at the visibility
+// timeout (the CLI's work does), so that a stopped process cannot hold
+// its jobs' rows locked past their leases. A Queue re-reads the schema's
+// bucket count every [Config.LayoutRecheck], so a schema migrated again
+// with more buckets under it has every bucket claimed.
+//
 // Job ids are strings wherever a skiplock.Job carries one, in both
 // layouts (bucketed's are decimal: [FormatID], [ParseID]); EnqueueIn
 // returns them and [Queue.LookupJob] takes them. The int64 forms

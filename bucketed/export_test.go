@@ -16,7 +16,7 @@ func Statements(d *skiplock.Dialect, schemaName string) []string {
 // ClaimTx runs the claim statement inside tx without committing, as a
 // second session would, and with no hints, so a test can hold the locks.
 func (q *Queue) ClaimTx(ctx context.Context, tx skiplock.Querier, queue string, n int) ([]*skiplock.Job, error) {
-	n0 := q.branches
+	n0 := int(q.branches.Load())
 	order, prio, at, ids := make([]int16, n0), make([]int32, n0), make([]time.Time, n0), make([]int64, n0)
 	for b := range order {
 		order[b], prio[b], at[b] = int16(b), noHintPriority, noHintTime
@@ -53,9 +53,10 @@ func (q *Queue) HintsSet(queue string) int {
 // d.ShardedIndexFansOut set) against a real server.
 func UseDialect(q *Queue, d *skiplock.Dialect) {
 	q.sql = buildStatements(d, q.cfg.Schema)
-	q.branches = q.buckets
+	branches := q.buckets.Load()
 	if d.ShardedIndexFansOut {
-		q.branches = 1
+		branches = 1
 	}
-	q.hints.init(q.branches, q.cfg.HintMaxAge)
+	q.branches.Store(branches)
+	q.hints.init(int(branches), q.cfg.HintMaxAge)
 }

@@ -75,7 +75,8 @@ func (q *Queue) Complete(ctx context.Context, job *skiplock.Job) error {
 // CompleteMany marks leased jobs Success in one statement and returns the
 // ones whose lease was lost (left unchanged). An ambiguous commit is
 // resolved from the data: a lease that shows Success under its own token
-// completed.
+// completed. When the database rejects some jobs' data, the others are
+// still completed and the error is a *BatchError naming the rejected ones.
 func (q *Queue) CompleteMany(ctx context.Context, jobs []*skiplock.Job) (lost []*skiplock.Job, err error) {
 	return q.CompleteManyWith(ctx, jobs, nil)
 }
@@ -84,11 +85,21 @@ func (q *Queue) CompleteMany(ctx context.Context, jobs []*skiplock.Job) (lost []
 // the completion's transaction with the jobs that did complete, so that a
 // handler's effects (a results table, an outbox row) commit exactly when
 // the completion does. also may run more than once (retries); it must
-// only use tx.
+// only use tx. When the database rejects the data of the batch (also's
+// included), it completes each half on its own, down to single jobs: the
+// error is then a *BatchError naming the jobs it rejected, and the other
+// jobs completed.
 func (q *Queue) CompleteManyWith(ctx context.Context, jobs []*skiplock.Job, also func(ctx context.Context, tx skiplock.Tx, done []*skiplock.Job) error) ([]*skiplock.Job, error) {
 	if len(jobs) == 0 {
 		return nil, nil
 	}
+	return splitWrite("complete", jobs, self, func(jobs []*skiplock.Job) ([]*skiplock.Job, error) {
+		return q.completeBatch(ctx, jobs, also)
+	})
+}
+
+// completeBatch is CompleteManyWith's one transaction.
+func (q *Queue) completeBatch(ctx context.Context, jobs []*skiplock.Job, also func(ctx context.Context, tx skiplock.Tx, done []*skiplock.Job) error) ([]*skiplock.Job, error) {
 	ids, tokens, err := leaseArgs(jobs)
 	if err != nil {
 		return nil, err
@@ -160,7 +171,9 @@ func (q *Queue) Fail(ctx context.Context, job *skiplock.Job, cause error) error 
 }
 
 // FailMany is Fail for a batch, in one statement. It returns the jobs
-// whose lease was lost (left unchanged).
+// whose lease was lost (left unchanged). When the database rejects some
+// failures' data, the others are still written and the error is a
+// *BatchError naming the rejected jobs.
 func (q *Queue) FailMany(ctx context.Context, failures []Failure) ([]*skiplock.Job, error) {
 	return q.failMany(ctx, failures, nil)
 }
@@ -171,32 +184,44 @@ func (q *Queue) failMany(ctx context.Context, failures []Failure, backoffs []tim
 	if len(failures) == 0 {
 		return nil, nil
 	}
-	for _, f := range failures {
+	items := make([]delayedFailure, len(failures))
+	for i, f := range failures {
 		if _, err := JobID(f.Job); err != nil {
 			return nil, err
 		}
+		items[i] = delayedFailure{Failure: f}
+		if backoffs != nil {
+			items[i].delay = backoffs[i]
+		} else {
+			items[i].delay = q.backoff(f.Job.Attempts)
+		}
 	}
+	return splitWrite("fail", items, func(f delayedFailure) *skiplock.Job { return f.Job }, func(items []delayedFailure) ([]*skiplock.Job, error) {
+		return q.failBatch(ctx, items)
+	})
+}
+
+// delayedFailure is a failure with the backoff before its retry.
+type delayedFailure struct {
+	Failure
+	delay time.Duration
+}
+
+// failBatch is FailMany's one statement.
+func (q *Queue) failBatch(ctx context.Context, failures []delayedFailure) ([]*skiplock.Job, error) {
 	// In id order, as leaseArgs sorts, so the arrays stay parallel.
-	order := make([]int, len(failures))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int {
-		x, _ := JobID(failures[a].Job)
-		y, _ := JobID(failures[b].Job)
+	sorted := slices.Clone(failures)
+	slices.SortStableFunc(sorted, func(a, b delayedFailure) int {
+		x, _ := JobID(a.Job)
+		y, _ := JobID(b.Job)
 		return cmp.Compare(x, y)
 	})
-	jobs := make([]*skiplock.Job, len(order))
-	texts, delays := make([]string, len(order)), make([]float64, len(order))
-	for i, k := range order {
-		f := failures[k]
+	jobs := make([]*skiplock.Job, len(sorted))
+	texts, delays := make([]string, len(sorted)), make([]float64, len(sorted))
+	for i, f := range sorted {
 		jobs[i] = f.Job
 		texts[i] = errtext.Of(f.Err)
-		if backoffs != nil {
-			delays[i] = backoffs[k].Seconds()
-		} else {
-			delays[i] = q.backoff(f.Job.Attempts).Seconds()
-		}
+		delays[i] = f.delay.Seconds()
 	}
 	ids, tokens, err := leaseArgs(jobs)
 	if err != nil {
@@ -240,7 +265,8 @@ func (q *Queue) Release(ctx context.Context, job *skiplock.Job) error {
 }
 
 // ReleaseMany is Release for a batch; it returns the jobs whose lease was
-// already lost.
+// already lost. Jobs the database rejects are named by a *BatchError; the
+// others are released.
 func (q *Queue) ReleaseMany(ctx context.Context, jobs []*skiplock.Job) ([]*skiplock.Job, error) {
 	lost, err := q.fenced(ctx, "release", q.sql.release, jobs)
 	// A released job keeps its place in the order, before this process's
@@ -251,10 +277,24 @@ func (q *Queue) ReleaseMany(ctx context.Context, jobs []*skiplock.Job) ([]*skipl
 	return lost, err
 }
 
+// fenced runs a fenced write over jobs, split when the database rejects
+// some jobs' data (see BatchError).
 func (q *Queue) fenced(ctx context.Context, what, sql string, jobs []*skiplock.Job, extra ...any) ([]*skiplock.Job, error) {
 	if len(jobs) == 0 {
 		return nil, nil
 	}
+	for _, j := range jobs {
+		if _, err := JobID(j); err != nil {
+			return nil, err
+		}
+	}
+	return splitWrite(what, jobs, self, func(jobs []*skiplock.Job) ([]*skiplock.Job, error) {
+		return q.fencedBatch(ctx, what, sql, jobs, extra...)
+	})
+}
+
+// fencedBatch is fenced's one statement.
+func (q *Queue) fencedBatch(ctx context.Context, what, sql string, jobs []*skiplock.Job, extra ...any) ([]*skiplock.Job, error) {
 	ids, tokens, err := leaseArgs(jobs)
 	if err != nil {
 		return nil, err
@@ -313,7 +353,8 @@ func (q *Queue) Extend(ctx context.Context, job *skiplock.Job, d time.Duration) 
 
 // ExtendMany extends the leases of jobs by d (<= 0: the visibility
 // timeout) in one statement, without touching the Job values, and returns
-// the jobs whose lease was lost.
+// the jobs whose lease was lost. Jobs the database rejects are named by a
+// *BatchError; the others' leases are extended.
 func (q *Queue) ExtendMany(ctx context.Context, jobs []*skiplock.Job, d time.Duration) ([]*skiplock.Job, error) {
 	if d <= 0 {
 		d = q.cfg.VisibilityTimeout

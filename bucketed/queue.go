@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/skiplock/skiplock"
@@ -16,12 +17,13 @@ import (
 // concurrent use; keep one per process so that its tombstone hints are
 // shared by every claim.
 type Queue struct {
-	db       *skiplock.DB
-	cfg      Config
-	sql      statements
-	buckets  int
-	branches int // bucket scans per claim: buckets, or 1 where the index fans out
-	hints    hints
+	db        *skiplock.DB
+	cfg       Config
+	sql       statements
+	buckets   atomic.Int64
+	branches  atomic.Int64 // bucket scans per claim: buckets, or 1 where the index fans out
+	checkedAt atomic.Int64 // when the bucket count was last read, in Unix nanoseconds
+	hints     hints
 }
 
 // New returns a Queue on db. The schema must have been migrated with
@@ -41,19 +43,55 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Queue, error) {
 	if buckets < 1 {
 		return nil, fmt.Errorf("bucketed: schema %s reports %d buckets: run skiplock migrate --layout bucketed", c.Schema, buckets)
 	}
-	q := &Queue{db: db, cfg: c, sql: buildStatements(db.Dialect(), c.Schema), buckets: buckets, branches: buckets}
-	if db.Dialect().ShardedIndexFansOut {
-		q.branches = 1
-	}
-	q.hints.init(q.branches, c.HintMaxAge)
+	q := &Queue{db: db, cfg: c, sql: buildStatements(db.Dialect(), c.Schema)}
+	q.buckets.Store(int64(buckets))
+	q.branches.Store(int64(q.branchesFor(buckets)))
+	q.checkedAt.Store(time.Now().UnixNano())
+	q.hints.init(q.branchesFor(buckets), c.HintMaxAge)
 	return q, nil
+}
+
+// branchesFor is how many bucket scans a claim makes over buckets
+// buckets: one each, or one in all where the index fans out.
+func (q *Queue) branchesFor(buckets int) int {
+	if q.db.Dialect().ShardedIndexFansOut {
+		return 1
+	}
+	return buckets
+}
+
+// recheckLayout re-reads the schema's bucket count when the last read is
+// older than Config.LayoutRecheck, and adopts and logs a change: a schema
+// dropped and migrated again with more buckets under a running process
+// must not leave the new buckets unclaimed. A failed read changes nothing
+// (the claim reports what is wrong with the schema).
+func (q *Queue) recheckLayout(ctx context.Context) {
+	if q.cfg.LayoutRecheck < 0 {
+		return
+	}
+	now := time.Now().UnixNano()
+	last := q.checkedAt.Load()
+	if now-last < int64(q.cfg.LayoutRecheck) || !q.checkedAt.CompareAndSwap(last, now) {
+		return
+	}
+	n, err := schema.Buckets(ctx, q.db, q.cfg.Schema)
+	if err != nil || n < 1 {
+		return
+	}
+	old := q.buckets.Swap(int64(n))
+	if old == int64(n) {
+		return
+	}
+	q.branches.Store(int64(q.branchesFor(n)))
+	q.hints.resize(q.branchesFor(n))
+	q.cfg.Logf("bucketed: schema %s now has %d buckets, not %d (it was migrated again under this process): claims now scan all %d", q.cfg.Schema, n, old, n)
 }
 
 // DB is the database the queue runs on.
 func (q *Queue) DB() *skiplock.DB { return q.db }
 
 // Buckets is the schema's bucket count.
-func (q *Queue) Buckets() int { return q.buckets }
+func (q *Queue) Buckets() int { return int(q.buckets.Load()) }
 
 // VisibilityTimeout is the lease length a claim takes.
 func (q *Queue) VisibilityTimeout() time.Duration { return q.cfg.VisibilityTimeout }
@@ -87,7 +125,7 @@ func (e Enqueued) JobID() string {
 // Enqueued.Duplicate. Bad input returns a skiplock.UsageError and changes
 // nothing.
 func (q *Queue) Enqueue(ctx context.Context, job skiplock.NewJob) (Enqueued, error) {
-	args, err := q.insertArgs([]skiplock.NewJob{job})
+	args, err := q.insertArgs([]skiplock.NewJob{job}, 0)
 	if err != nil {
 		return Enqueued{}, err
 	}
@@ -116,30 +154,35 @@ func (q *Queue) Enqueue(ctx context.Context, job skiplock.NewJob) (Enqueued, err
 }
 
 // EnqueueMany adds jobs, Config.EnqueueBatch per INSERT (one round trip
-// each, every batch its own transaction), and returns how many it added:
-// fewer than len(jobs) when unique keys deduplicate. Every job is
-// validated before anything is written.
+// each), all in one transaction: either every job is added or none is.
+// It returns how many it added: fewer than len(jobs) when unique keys
+// deduplicate. Every job is validated before anything is written, and bad
+// input returns a skiplock.UsageError naming the job's index.
 func (q *Queue) EnqueueMany(ctx context.Context, jobs []skiplock.NewJob) (int, error) {
 	batches := make([]insertParams, 0, len(jobs)/q.cfg.EnqueueBatch+1)
 	for i := 0; i < len(jobs); i += q.cfg.EnqueueBatch {
-		args, err := q.insertArgs(jobs[i:min(i+q.cfg.EnqueueBatch, len(jobs))])
+		args, err := q.insertArgs(jobs[i:min(i+q.cfg.EnqueueBatch, len(jobs))], i)
 		if err != nil {
 			return 0, err
 		}
 		batches = append(batches, args)
 	}
 	added := 0
-	for _, args := range batches {
-		var n int
-		err := q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
-			var err error
-			n, err = execCount(ctx, tx, q.sql.insert, args.args()...)
-			return err
-		})
-		if err != nil {
-			return added, fmt.Errorf("bucketed: enqueue after %d jobs: %w", added, err)
+	err := q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+		added = 0
+		first := 0
+		for _, args := range batches {
+			n, err := execCount(ctx, tx, q.sql.insert, args.args()...)
+			if err != nil {
+				return fmt.Errorf("the INSERT of jobs %d to %d failed, so none of the %d jobs was added: %w", first, first+len(args.Queues)-1, len(jobs), err)
+			}
+			added += n
+			first += len(args.Queues)
 		}
-		added += n
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("bucketed: enqueue %d job(s): %w", len(jobs), err)
 	}
 	return added, nil
 }
@@ -170,7 +213,7 @@ func (q *Queue) EnqueueIn(ctx context.Context, db skiplock.Querier, jobs ...skip
 	if db == nil {
 		return nil, skiplock.Usagef("bucketed.EnqueueIn: db is nil: pass the transaction the jobs belong to")
 	}
-	args, err := q.insertArgs(jobs)
+	args, err := q.insertArgs(jobs, 0)
 	if err != nil {
 		return nil, err
 	}
@@ -185,8 +228,9 @@ func (q *Queue) EnqueueIn(ctx context.Context, db skiplock.Querier, jobs ...skip
 	return out, nil
 }
 
-// insertArgs validates jobs and turns them into the INSERT's arrays.
-func (q *Queue) insertArgs(jobs []skiplock.NewJob) (insertParams, error) {
+// insertArgs validates jobs and turns them into the INSERT's arrays. Errors
+// name a job by its index plus first, its place in the caller's slice.
+func (q *Queue) insertArgs(jobs []skiplock.NewJob, first int) (insertParams, error) {
 	n := len(jobs)
 	queues, payloads := make([]string, n), make([]string, n)
 	prios, maxAtt := make([]int16, n), make([]int32, n)
@@ -197,7 +241,7 @@ func (q *Queue) insertArgs(jobs []skiplock.NewJob) (insertParams, error) {
 			j.Queue = q.cfg.Queue
 		}
 		if err := j.Normalize(q.cfg.MaxPayloadBytes); err != nil {
-			return insertParams{}, skiplock.Usagef("job %d: %v", i, err)
+			return insertParams{}, skiplock.Usagef("job %d: %v", first+i, err)
 		}
 		q.hints.enqueued(j.Queue, j.Priority, j.RunAt)
 		queues[i], payloads[i] = j.Queue, string(j.Payload)

@@ -126,6 +126,7 @@ type Worker struct {
 
 	mu                   sync.Mutex
 	inHand               map[*skiplock.Job]context.CancelFunc // claimed, not yet written back
+	leases               map[*skiplock.Job]time.Time          // when each lease in hand holds until (see persist.go)
 	started              bool
 	stopOnce, finishOnce sync.Once
 
@@ -216,7 +217,7 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
-	return &Worker{q: q, cfg: c, gatherLimit: max(gatherMin, c.Batch), inHand: map[*skiplock.Job]context.CancelFunc{}}, nil
+	return &Worker{q: q, cfg: c, gatherLimit: max(gatherMin, c.Batch), inHand: map[*skiplock.Job]context.CancelFunc{}, leases: map[*skiplock.Job]time.Time{}}, nil
 }
 
 // Start launches the goroutines. ctx is the parent of every handler's
@@ -344,6 +345,7 @@ func (w *Worker) step(ctx context.Context, _ int) (bool, error) {
 		w.inHand[j] = cancels[i]
 	}
 	w.mu.Unlock()
+	w.noteLease(jobs, asked.Add(w.q.cfg.VisibilityTimeout))
 	for i, j := range jobs {
 		select {
 		case <-w.stopping:
@@ -422,10 +424,18 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 	// A write that fails leaves its jobs Running; their leases expire and
 	// other workers take them again (at least once).
 	if len(done) > 0 {
-		lost, err := w.q.CompleteManyWith(ctx, done, w.cfg.OnComplete)
+		var lost []*skiplock.Job
+		err := w.persist(ctx, "completion", done, func(ctx context.Context) (err error) {
+			lost, err = w.q.CompleteManyWith(ctx, done, w.cfg.OnComplete)
+			return err
+		})
 		if err != nil {
 			w.cfg.Logf("bucketed worker: %v (the jobs run again when their leases expire)", err)
-			lost = done
+			if rj := rejectedJobs(err); rj != nil {
+				lost = append(lost, rj...)
+			} else {
+				lost = done
+			}
 		}
 		w.completed.Add(int64(len(done) - len(lost)))
 		w.lost.Add(int64(len(lost)))
@@ -442,10 +452,22 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 		}
 	}
 	if len(fails) > 0 {
-		lost, err := w.q.failMany(ctx, fails, backoffs)
+		fj := make([]*skiplock.Job, len(fails))
+		for i, f := range fails {
+			fj[i] = f.Job
+		}
+		var lost []*skiplock.Job
+		err := w.persist(ctx, "failure", fj, func(ctx context.Context) (err error) {
+			lost, err = w.q.failMany(ctx, fails, backoffs)
+			return err
+		})
 		if err != nil {
 			w.cfg.Logf("bucketed worker: %v (the jobs run again when their leases expire)", err)
-			lost = make([]*skiplock.Job, len(fails))
+			if rj := rejectedJobs(err); rj != nil {
+				lost = append(lost, rj...)
+			} else {
+				lost = fj
+			}
 		}
 		w.failed.Add(int64(len(fails) - len(lost)))
 		w.lost.Add(int64(len(lost)))
@@ -454,10 +476,18 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 		}
 	}
 	if len(rel) > 0 {
-		lost, err := w.q.ReleaseMany(ctx, rel)
+		var lost []*skiplock.Job
+		err := w.persist(ctx, "release", rel, func(ctx context.Context) (err error) {
+			lost, err = w.q.ReleaseMany(ctx, rel)
+			return err
+		})
 		if err != nil {
 			w.cfg.Logf("bucketed worker: %v (the jobs run again when their leases expire)", err)
-			lost = rel
+			if rj := rejectedJobs(err); rj != nil {
+				lost = append(lost, rj...)
+			} else {
+				lost = rel
+			}
 		}
 		w.released.Add(int64(len(rel) - len(lost)))
 		w.lost.Add(int64(len(lost)))
@@ -468,6 +498,7 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 		delete(w.inHand, r.job)
 	}
 	w.mu.Unlock()
+	w.forget(batch)
 }
 
 // logFailures logs each failed attempt FailMany recorded (those not in
@@ -521,12 +552,22 @@ func (w *Worker) heartbeat(ctx context.Context) {
 			continue
 		}
 		bctx, cancel := context.WithTimeout(ctx, w.cfg.Heartbeat)
-		lost, err := w.q.ExtendMany(bctx, jobs, 0)
+		beat := time.Now()
+		// Retried while the leases hold, within one beat.
+		var lost []*skiplock.Job
+		err := w.persist(bctx, "heartbeat", jobs, func(ctx context.Context) (err error) {
+			lost, err = w.q.ExtendMany(ctx, jobs, 0)
+			return err
+		})
 		cancel()
-		if err != nil {
+		if err != nil && rejectedJobs(err) == nil {
 			w.cfg.Logf("bucketed worker: heartbeat: %v", err)
 			continue
 		}
+		if err != nil {
+			w.cfg.Logf("bucketed worker: heartbeat: %v (those jobs' leases were not extended)", err)
+		}
+		w.noteLease(jobs, beat.Add(w.q.cfg.VisibilityTimeout), lost, rejectedJobs(err))
 		w.mu.Lock()
 		for _, j := range lost {
 			if c, ok := w.inHand[j]; ok {

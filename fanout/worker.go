@@ -20,6 +20,30 @@ import (
 // (3 by default), which ordinary users cannot take.
 const SpareConns = 5
 
+// DefaultJobTimeout is a job's time budget when WorkerConfig.JobTimeout
+// is 0.
+const DefaultJobTimeout = 5 * time.Minute
+
+// SessionMargin is what a fanout worker's sessions allow beyond the job
+// budget before the server ends a transaction left idle: see
+// SessionTimeout.
+const SessionMargin = 10 * time.Second
+
+// SessionTimeout is the idle_in_transaction_session_timeout (and
+// statement_timeout) to open a fanout worker's pool with
+// (skiplock.OpenConfig.IdleInTransactionTimeout and StatementTimeout)
+// for a job budget of jobTimeout (0: DefaultJobTimeout): the budget plus
+// SessionMargin. A job's transaction is open for as long as its handler
+// runs, so a healthy worker never reaches it, and a stopped one (SIGSTOP,
+// a debugger) loses its transactions and their locks that much later:
+// other workers then run its jobs.
+func SessionTimeout(jobTimeout time.Duration) time.Duration {
+	if jobTimeout <= 0 {
+		jobTimeout = DefaultJobTimeout
+	}
+	return jobTimeout + SessionMargin
+}
+
 // DefaultWorkers is how many jobs a Worker runs at once when
 // WorkerConfig.Workers is 0, as in the bucketed layout.
 const DefaultWorkers = 10
@@ -33,6 +57,14 @@ type WorkerConfig struct {
 	Workers int
 	// Handler does each job's work. Required.
 	Handler Handler
+	// JobTimeout is each job's time budget; 0 means DefaultJobTimeout.
+	// The handler's context ends when it runs out, and a handler that
+	// returns after that fails its attempt (recorded like any failure).
+	// A job holds its transaction, and the job's row lock, for as long as
+	// its handler runs: open the worker's pool with SessionTimeout's
+	// settings so that the server ends a transaction left idle longer
+	// (a stopped process's), and other workers take its job.
+	JobTimeout time.Duration
 	// OnResult, when set, hears every Process call that claimed a job or
 	// failed, with Process's error, from the worker's goroutine (keep it
 	// quick): for counters and latency recording. Empty polls are not
@@ -148,8 +180,24 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 	if c.Workers == 0 {
 		c.Workers = DefaultWorkers
 	}
+	if c.JobTimeout < 0 {
+		return nil, skiplock.Usagef("fanout worker: job timeout %v is negative: use 0 for the default (%v) or a positive duration", c.JobTimeout, DefaultJobTimeout)
+	}
+	if c.JobTimeout == 0 {
+		c.JobTimeout = DefaultJobTimeout
+	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
+	}
+	h, budget := c.Handler, c.JobTimeout
+	c.Handler = func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
+		hctx, cancel := context.WithTimeout(ctx, budget)
+		defer cancel()
+		err := h(hctx, tx, job)
+		if hctx.Err() != nil && ctx.Err() == nil {
+			return fmt.Errorf("job %s ran out of its %v budget (WorkerConfig.JobTimeout): %w", job.ID, budget, errors.Join(err, hctx.Err()))
+		}
+		return err
 	}
 	return &Worker{q: q, cfg: c}, nil
 }

@@ -71,12 +71,16 @@ func (bucketedCLI) work(ctx context.Context, e *env, small *skiplock.DB, o workO
 	if err != nil {
 		return workReport{}, err
 	}
-	db, err := skiplock.Open(ctx, dsn, &skiplock.OpenConfig{Engine: small.Engine(), MaxConns: int32(need)})
+	// No session of the workers holds a transaction open, or waits in a
+	// statement, longer than a lease: a stopped process's transactions
+	// end and free their jobs' rows for the others.
+	db, err := skiplock.Open(ctx, dsn, &skiplock.OpenConfig{Engine: small.Engine(), MaxConns: int32(need),
+		IdleInTransactionTimeout: o.VisibilityTimeout, StatementTimeout: o.VisibilityTimeout})
 	if err != nil {
 		return workReport{}, err
 	}
 	defer db.Close()
-	q, err := bucketed.New(ctx, db, &bucketed.Config{Schema: o.Schema, VisibilityTimeout: o.VisibilityTimeout})
+	q, err := bucketed.New(ctx, db, &bucketed.Config{Schema: o.Schema, VisibilityTimeout: o.VisibilityTimeout, Logf: e.logf})
 	if err != nil {
 		return workReport{}, err
 	}

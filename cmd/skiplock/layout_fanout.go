@@ -44,19 +44,20 @@ func (fanoutCLI) work(ctx context.Context, e *env, db *skiplock.DB, o workOption
 		return workReport{}, skiplock.Usagef("--batch %d: the fanout layout claims one job per transaction; leave --batch out", o.Batch)
 	}
 	// Each worker holds a connection while it works: the shared pool is
-	// sized for short commands, so open one sized for the workers.
-	if need := o.Workers + workPoolSpare; int(db.Stats().Max) < need {
-		dsn, err := e.resolveDSN(ctx)
-		if err != nil {
-			return workReport{}, err
-		}
-		wdb, err := skiplock.Open(ctx, dsn, &skiplock.OpenConfig{Engine: db.Engine(), MaxConns: int32(need)})
-		if err != nil {
-			return workReport{}, err
-		}
-		defer wdb.Close()
-		db = wdb
+	// sized for short commands, so open one sized for the workers, whose
+	// sessions end a transaction left idle past the job budget.
+	dsn, err := e.resolveDSN(ctx)
+	if err != nil {
+		return workReport{}, err
 	}
+	st := fanout.SessionTimeout(o.JobTimeout)
+	wdb, err := skiplock.Open(ctx, dsn, &skiplock.OpenConfig{Engine: db.Engine(), MaxConns: int32(max(int(db.Stats().Max), o.Workers+workPoolSpare)),
+		IdleInTransactionTimeout: st, StatementTimeout: st})
+	if err != nil {
+		return workReport{}, err
+	}
+	defer wdb.Close()
+	db = wdb
 	q, err := fanout.New(db, &fanout.Config{Schema: o.Schema, Queue: o.Queue})
 	if err != nil {
 		return workReport{}, err
@@ -66,7 +67,7 @@ func (fanoutCLI) work(ctx context.Context, e *env, db *skiplock.DB, o workOption
 	start := time.Now()
 	// The workers get a context that outlives ctx, so that an interrupt
 	// stops them gracefully (jobs in flight finish) rather than abruptly.
-	w, err := q.NewWorker(&fanout.WorkerConfig{Workers: o.Workers, Handler: handler, Logf: e.logf, Maintenance: o.maintenanceConfig()})
+	w, err := q.NewWorker(&fanout.WorkerConfig{Workers: o.Workers, Handler: handler, JobTimeout: o.JobTimeout, Logf: e.logf, Maintenance: o.maintenanceConfig()})
 	if err != nil {
 		return workReport{}, err
 	}

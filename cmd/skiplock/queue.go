@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/fanout"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -64,6 +65,8 @@ type workOptions struct {
 	// on a job whose payload contains it (a test and demo of jobs that
 	// kill their worker).
 	CrashOn string
+	// JobTimeout is each fanout job's time budget.
+	JobTimeout time.Duration
 }
 
 // workReport is what a work run did.
@@ -106,7 +109,7 @@ func init() {
 	})
 	register(&command{
 		name:    "work",
-		usage:   "work --layout L --workers N [--work D] [--until-empty] [--mode lease|tx] [--visibility-timeout D] [--record] [--rescue-interval D] [--crash-on-payload TEXT]",
+		usage:   "work --layout L --workers N [--work D] [--until-empty] [--mode lease|tx] [--visibility-timeout D] [--job-timeout D] [--record] [--rescue-interval D] [--crash-on-payload TEXT]",
 		summary: "run the built-in demo handler with N workers",
 		run:     runWork,
 	})
@@ -253,6 +256,7 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&o.Batch, "batch", 0, "jobs claimed per dequeue (default by layout)")
 	fs.DurationVar(&o.RescueInterval, "rescue-interval", 0, "how often the schema's maintenance leader, when this process leads, puts jobs whose lease expired back to run (default 5s)")
 	fs.StringVar(&o.CrashOn, "crash-on-payload", "", "for tests and demos: the handler SIGKILLs its own process on every job whose payload contains this text")
+	fs.DurationVar(&o.JobTimeout, "job-timeout", fanout.DefaultJobTimeout, "each job's time budget (fanout): its handler is cancelled then, and a stopped worker's transactions end that much later plus "+fanout.SessionMargin.String())
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -271,6 +275,9 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	}
 	if o.RescueInterval != 0 && (o.RescueInterval < 100*time.Millisecond || o.RescueInterval > time.Hour) {
 		return skiplock.Usagef("--rescue-interval %v: use 100ms to 1h (or leave it out for 5s)", o.RescueInterval)
+	}
+	if o.JobTimeout < time.Second {
+		return skiplock.Usagef("--job-timeout %v: use at least 1s", o.JobTimeout)
 	}
 	if o.Batch < 0 || o.Batch > maxBatch {
 		return skiplock.Usagef("--batch %d: use 1 to %d (or leave it out)", o.Batch, maxBatch)

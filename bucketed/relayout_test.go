@@ -1,0 +1,78 @@
+package bucketed_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// TestWorkerSeesSchemaMigratedAgain: a worker started on 4 buckets keeps
+// running while the schema is dropped and migrated again with 16; every
+// job enqueued afterwards is claimed (none starves in buckets 4 to 15),
+// and the change is logged.
+func TestWorkerSeesSchemaMigratedAgain(t *testing.T) {
+	db, name := testdb.MigratedOn(t, testdb.Open(t, nil), &schema.Options{Buckets: 4}, schema.LayoutBucketed)
+	var mu sync.Mutex
+	var logs []string
+	logf := func(format string, args ...any) {
+		mu.Lock()
+		logs = append(logs, fmt.Sprintf(format, args...))
+		mu.Unlock()
+	}
+	q := queueOn(t, db, name, &bucketed.Config{LayoutRecheck: 200 * time.Millisecond, Logf: logf})
+	if q.Buckets() != 4 {
+		t.Fatalf("Buckets() = %d, want 4", q.Buckets())
+	}
+	var done atomic.Int64
+	w, err := q.NewWorker(&bucketed.WorkerConfig{
+		Workers: 4, NoMaintenance: true, IdleMax: 50 * time.Millisecond, ErrorMax: 100 * time.Millisecond, Logf: logf,
+		Handler: func(context.Context, *skiplock.Job) error { done.Add(1); return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := ctxT(t)
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(context.Background()) //nolint:errcheck // the counts are checked
+	time.Sleep(300 * time.Millisecond)
+	if _, err := db.Exec(ctx, "DROP SCHEMA "+skiplock.QuoteIdent(name)+" CASCADE"); err != nil {
+		t.Fatal(err)
+	}
+	mc := &schema.MigrateConfig{Layouts: []schema.Layout{schema.LayoutBucketed}}
+	mc.Schema, mc.Buckets = name, 16
+	if _, err := schema.Migrate(ctx, db, mc); err != nil {
+		t.Fatal(err)
+	}
+	const n = 2000
+	if _, err := q.EnqueueMany(ctx, make([]skiplock.NewJob, n)); err != nil {
+		t.Fatal(err)
+	}
+	if b := count(t, db, `SELECT count(DISTINCT "bucket") FROM `+jobsTable(name)); b != 16 {
+		t.Fatalf("the jobs fill %d buckets, want 16", b)
+	}
+	start := time.Now()
+	for done.Load() < n && time.Since(start) < 60*time.Second {
+		time.Sleep(50 * time.Millisecond)
+	}
+	left := count(t, db, `SELECT count(*) FROM `+jobsTable(name)+` WHERE "status" = 'Queued'`)
+	mu.Lock()
+	defer mu.Unlock()
+	if done.Load() < n || left != 0 {
+		t.Fatalf("%d of %d jobs handled, %d still Queued after %v: the worker kept its old bucket count; log:\n%s", done.Load(), n, left, time.Since(start).Round(time.Millisecond), strings.Join(logs, "\n"))
+	}
+	t.Logf("all %d jobs claimed %v after the enqueue", n, time.Since(start).Round(time.Millisecond))
+	if q.Buckets() != 16 || !strings.Contains(strings.Join(logs, "\n"), "now has 16 buckets, not 4") {
+		t.Fatalf("Buckets() = %d, and the change was not logged:\n%s", q.Buckets(), strings.Join(logs, "\n"))
+	}
+}

@@ -1,0 +1,183 @@
+package chaos_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/cluster"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// TestConnectionSlotsExhausted: while a bucketed worker has jobs in hand,
+// other sessions take every connection slot of a small server and the
+// worker's own connections are terminated, so that its completions find
+// no connection ("sorry, too many clients already"). The completions
+// retry while the jobs' leases hold; once the slots are freed every job
+// is completed and recorded exactly once, and none runs twice.
+func TestConnectionSlotsExhausted(t *testing.T) {
+	if _, err := cluster.FindPostgresBin(); err != nil {
+		t.Skip(err)
+	}
+	dir, err := os.MkdirTemp("", "skiplock-chaos-exhaust-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	os.Chmod(dir, 0o755) //nolint:errcheck // the server may run as user postgres
+	pg := cluster.NewPostgres(&cluster.PostgresConfig{Dir: filepath.Join(dir, "pg"), MaxConnections: 20, SharedBuffers: "32MB", NoFsync: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if err := pg.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Stop(context.Background()) //nolint:errcheck
+	dsn := pg.DSN()
+	const app = "skiplock-exhaust-worker"
+	wdsn := dsn + map[bool]string{true: "&", false: "?"}[strings.Contains(dsn, "?")] + "application_name=" + app
+	if !strings.Contains(dsn, "://") {
+		wdsn = dsn + " application_name=" + app
+	}
+
+	db, err := skiplock.Open(ctx, wdsn, &skiplock.OpenConfig{MaxConns: 6})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := schema.Migrate(ctx, db, &schema.MigrateConfig{Layouts: []schema.Layout{schema.LayoutBucketed}}); err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	const vt = 20 * time.Second
+	q, err := bucketed.New(ctx, db, &bucketed.Config{VisibilityTimeout: vt})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := make([]skiplock.NewJob, n)
+	if _, err := q.EnqueueMany(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	var mu sync.Mutex
+	var logs []string
+	var retries atomic.Int64
+	logIns := `INSERT INTO "skiplock"."work_log" ("job_id", "worker") VALUES ($1, 'exhaust')`
+	w, err := q.NewWorker(&bucketed.WorkerConfig{
+		Workers: 30, NoMaintenance: true, ErrorMin: 50 * time.Millisecond, ErrorMax: 500 * time.Millisecond,
+		Handler: func(ctx context.Context, job *skiplock.Job) error {
+			select {
+			case <-gate:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		},
+		OnComplete: func(ctx context.Context, tx skiplock.Tx, done []*skiplock.Job) error {
+			for _, j := range done {
+				if _, err := tx.Exec(ctx, logIns, j.ID); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		Logf: func(format string, args ...any) {
+			line := fmt.Sprintf(format, args...)
+			if strings.Contains(line, "retrying in") && strings.Contains(line, "completion") {
+				retries.Add(1)
+			}
+			mu.Lock()
+			logs = append(logs, line)
+			mu.Unlock()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for w.Stats().Claimed < 30 {
+		if ctx.Err() != nil {
+			t.Fatal("the worker never claimed its first 30 jobs")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// Take every slot, then cut the worker's connections and take theirs.
+	var fillers []*pgx.Conn
+	fill := func() {
+		for {
+			c, err := pgx.Connect(ctx, dsn)
+			if err != nil {
+				if skiplock.SQLState(err) != "53300" {
+					t.Fatalf("filling the server's slots: %v", err)
+				}
+				return
+			}
+			fillers = append(fillers, c)
+		}
+	}
+	fill()
+	if len(fillers) == 0 {
+		t.Fatal("no slot left for the test's own session")
+	}
+	var cut int
+	if err := fillers[0].QueryRow(ctx, `SELECT count(pg_terminate_backend("pid")) FROM pg_stat_activity WHERE "application_name" = $1`, app).Scan(&cut); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond)
+	fill()
+	close(gate) // the 30 jobs in hand finish now, with no connection to complete them on
+	const hold = 3 * time.Second
+	time.Sleep(hold)
+	for _, c := range fillers[1:] {
+		c.Close(ctx)
+	}
+	monitor := fillers[0]
+	defer monitor.Close(context.Background())
+	freed := time.Now()
+
+	var done int64
+	for done < n {
+		if ctx.Err() != nil {
+			mu.Lock()
+			t.Fatalf("only %d of %d jobs Success; worker log:\n%s", done, n, strings.Join(logs, "\n"))
+		}
+		time.Sleep(100 * time.Millisecond)
+		if err := monitor.QueryRow(ctx, `SELECT count(*) FROM "skiplock"."jobs" WHERE "status" = 'Success'`).Scan(&done); err != nil {
+			t.Fatal(err)
+		}
+	}
+	allDone := time.Now()
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var logRows, logJobs, redeliveries int64
+	if err := monitor.QueryRow(ctx, `SELECT count(*), count(DISTINCT "job_id") FROM "skiplock"."work_log"`).Scan(&logRows, &logJobs); err != nil {
+		t.Fatal(err)
+	}
+	if err := monitor.QueryRow(ctx, `SELECT coalesce(sum("attempts") - count(*), 0) FROM "skiplock"."jobs"`).Scan(&redeliveries); err != nil {
+		t.Fatal(err)
+	}
+	st := w.Stats()
+	line := fmt.Sprintf("chaos: connection-slots-exhausted layout=bucketed jobs=%d fillers=%d worker_connections_cut=%d held=%v completion_retries=%d work_log_rows=%d distinct=%d redeliveries=%d lost=%d all_done_after_freeing=%v",
+		n, len(fillers), cut, hold, retries.Load(), logRows, logJobs, redeliveries, st.Lost, allDone.Sub(freed).Round(time.Millisecond))
+	t.Log(line)
+	fmt.Println(line)
+	if logRows != n || logJobs != n || redeliveries != 0 || st.Lost != 0 {
+		mu.Lock()
+		t.Fatalf("finished work was thrown away: %s\nworker log:\n%s", line, strings.Join(logs, "\n"))
+	}
+	if retries.Load() == 0 {
+		t.Fatalf("no completion waited for a connection: the test did not exhaust the server (%s)", line)
+	}
+}

@@ -1,0 +1,162 @@
+package chaos_test
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/testdb"
+)
+
+// withAppName sets application_name on a DSN, so the test can find the
+// process's sessions in pg_stat_activity.
+func withAppName(t *testing.T, dsn, app string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil || u.Scheme == "" {
+		return dsn + " application_name=" + app
+	}
+	q := u.Query()
+	q.Set("application_name", app)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// waitFor polls cond every 50 ms for up to limit.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	end := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(end) {
+			t.Fatalf("waited %v for %s", limit, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+func scalar(t *testing.T, db *skiplock.DB, sql string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := db.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// TestStalledWorker stops a worker process with SIGSTOP while it holds
+// jobs inside open transactions, keeps it stopped past the lease (or the
+// fanout job budget), and checks that another process works every job,
+// each recorded exactly once, within about one lease (the sessions'
+// idle_in_transaction_session_timeout ends the stopped process's
+// transactions). Bucketed: the stopped worker's completion, with its
+// --record INSERT, was waiting on a lock another session held, so the
+// completion sits idle in its transaction holding the jobs' rows.
+// Fanout: stopped mid-handler, each of its jobs locked by its own
+// transaction.
+func TestStalledWorker(t *testing.T) {
+	for _, layout := range layouts {
+		t.Run(layout, func(t *testing.T) {
+			const n = 300
+			dsn, name := setup(t, layout, n)
+			db := testdb.Open(t, nil)
+			ctx := context.Background()
+			s := skiplock.QuoteIdent(name)
+			app := "skiplock-stall-" + layout
+			var args []string
+			var budget time.Duration // how long a stopped process may hold its jobs
+			switch layout {
+			case "bucketed":
+				budget = 3 * time.Second
+				args = []string{"--schema", name, "work", "--layout", layout, "--workers", "8", "--work", "20ms", "--record", "--visibility-timeout", budget.String()}
+			case "fanout":
+				budget = 3*time.Second + 10*time.Second // --job-timeout plus fanout.SessionMargin
+				args = []string{"--schema", name, "work", "--layout", layout, "--workers", "8", "--work", "1s", "--record", "--job-timeout", "3s"}
+			}
+			var lock skiplock.Tx
+			if layout == "bucketed" {
+				var err error
+				if lock, err = db.Begin(ctx, skiplock.TxOptions{}); err != nil {
+					t.Fatal(err)
+				}
+				defer lock.Rollback(ctx) //nolint:errcheck // committed below
+				if _, err := lock.Exec(ctx, "LOCK TABLE "+s+`."work_log" IN EXCLUSIVE MODE`); err != nil {
+					t.Fatal(err)
+				}
+			}
+			a := startWorker(t, withAppName(t, dsn, app), args...)
+			stoppedA := false
+			defer func() {
+				if !stoppedA {
+					a.cmd.Process.Signal(syscall.SIGCONT) //nolint:errcheck // so that the kill is not delayed
+					a.kill()
+				}
+			}()
+			switch layout {
+			case "bucketed":
+				waitFor(t, time.Minute, "the worker's --record INSERT to wait on the lock", func() bool {
+					return scalar(t, db, `SELECT count(*) FROM pg_stat_activity WHERE "application_name" = $1 AND "wait_event_type" = 'Lock' AND "query" LIKE '%work_log%'`, app) > 0
+				})
+				time.Sleep(500 * time.Millisecond) // let it claim more
+			case "fanout":
+				waitFor(t, time.Minute, "the worker's 8 jobs to be in flight", func() bool {
+					return scalar(t, db, `SELECT count(*) FROM pg_stat_activity WHERE "application_name" = $1 AND "state" LIKE 'idle in transaction%'`, app) >= 8
+				})
+			}
+			if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			stopped := time.Now()
+			if lock != nil {
+				if err := lock.Commit(ctx); err != nil {
+					t.Fatal(err)
+				}
+				// The INSERT goes on and the completion is then idle in
+				// its transaction, its client stopped.
+				waitFor(t, 10*time.Second, "the stopped worker's completion to be idle in transaction", func() bool {
+					return scalar(t, db, `SELECT count(*) FROM pg_stat_activity WHERE "application_name" = $1 AND "state" LIKE 'idle in transaction%'`, app) > 0
+				})
+			}
+			var held int64
+			switch layout {
+			case "bucketed":
+				held = scalar(t, db, `SELECT count(*) FROM `+s+`."jobs" WHERE "status" = 'Running' AND "lease_owner" LIKE $1`, "%:"+strconv.Itoa(a.cmd.Process.Pid))
+			case "fanout":
+				held = scalar(t, db, `SELECT count(*) FROM pg_stat_activity WHERE "application_name" = $1 AND "state" LIKE 'idle in transaction%'`, app)
+			}
+			// Another process works everything, the stalled one's jobs
+			// included, and exits.
+			bArgs := append(append([]string{}, args...), "--until-empty", "--work", "0s")
+			b := startWorker(t, dsn, bArgs...)
+			limit := budget*4 + 30*time.Second
+			select {
+			case err := <-b.done:
+				if err != nil {
+					t.Fatalf("the other worker failed: %v\n%s", err, b.log.String())
+				}
+			case <-time.After(limit):
+				b.cmd.Process.Kill() //nolint:errcheck
+				<-b.done
+				c := count(t, db, layout, name, n)
+				t.Fatalf("the other worker's --until-empty still waiting %v after the SIGSTOP: the stopped process keeps its jobs (%s)", limit, c)
+			}
+			recovered := time.Since(stopped)
+			// Wake the stopped process: its late writes must not record
+			// anything twice.
+			a.cmd.Process.Signal(syscall.SIGCONT) //nolint:errcheck
+			time.Sleep(time.Second)
+			a.stop() //nolint:errcheck // its exit code after losing its sessions is not the point
+			stoppedA = true
+			c := count(t, db, layout, name, n)
+			report(t, "stalled-worker", layout, c, fmt.Sprintf("held_when_stopped=%d budget=%v all_done_after_sigstop=%v", held, budget, recovered.Round(100*time.Millisecond)))
+			mustBeExact(t, c)
+			if held == 0 {
+				t.Fatalf("the stopped worker held no jobs: the test did not stall anything")
+			}
+		})
+	}
+}

@@ -14,6 +14,7 @@ import (
 // transaction left idle longer is ended by the server (its locks freed),
 // and a statement waiting longer is cancelled.
 func TestOpenSessionTimeouts(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	db, err := skiplock.Open(ctx, testdb.DSN(t), &skiplock.OpenConfig{MaxConns: 2, IdleInTransactionTimeout: 300 * time.Millisecond, StatementTimeout: 700 * time.Millisecond})

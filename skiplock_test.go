@@ -62,6 +62,7 @@ func TestEveryEngineHasADialect(t *testing.T) {
 // needs it and SERIALIZABLE on CockroachDB, whose session default may be
 // READ COMMITTED; only CockroachDB needs a statement to make locks durable.
 func TestEveryEngineStatesItsIsolation(t *testing.T) {
+	t.Parallel()
 	want := map[skiplock.Engine]skiplock.IsoLevel{
 		skiplock.EnginePostgres:  skiplock.IsoReadCommitted,
 		skiplock.EngineYugabyte:  skiplock.IsoReadCommitted,
@@ -184,6 +185,7 @@ func TestNewDBWrapsCallersPoolAndLeavesItOpen(t *testing.T) {
 // load_balance would hunt for yb_servers(); Open must fail with an error
 // instead of leaking connections until the server refuses more.
 func TestOpenForcedYugabyteOnPostgresFailsCleanly(t *testing.T) {
+	t.Parallel()
 	db := testdb.Open(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

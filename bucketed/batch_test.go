@@ -15,6 +15,7 @@ import (
 // is written, and a later batch the database refuses rolls back the
 // batches before it: EnqueueMany adds every job or none.
 func TestEnqueueManyAllOrNothing(t *testing.T) {
+	t.Parallel()
 	q, name := newQueue(t, &bucketed.Config{EnqueueBatch: 1000})
 	ctx := ctxT(t)
 	db := q.DB()
@@ -74,6 +75,7 @@ WHEN (OLD."status" = 'Running' AND OLD."payload"::text LIKE '%poison%') EXECUTE 
 // job the database refuses is reported alone in a *BatchError, and its
 // batch-mates are written.
 func TestBatchedWritesSurviveOneBadJob(t *testing.T) {
+	t.Parallel()
 	for _, what := range []string{"complete", "fail", "extend", "release"} {
 		t.Run(what, func(t *testing.T) {
 			q, name := newQueue(t, nil)

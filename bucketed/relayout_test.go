@@ -20,6 +20,7 @@ import (
 // job enqueued afterwards is claimed (none starves in buckets 4 to 15),
 // and the change is logged.
 func TestWorkerSeesSchemaMigratedAgain(t *testing.T) {
+	t.Parallel()
 	db, name := testdb.MigratedOn(t, testdb.Open(t, nil), &schema.Options{Buckets: 4}, schema.LayoutBucketed)
 	var mu sync.Mutex
 	var logs []string

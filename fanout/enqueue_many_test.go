@@ -15,6 +15,7 @@ import (
 // anything is written, and a later batch the database refuses rolls back
 // the batches before it.
 func TestEnqueueManyAllOrNothing(t *testing.T) {
+	t.Parallel()
 	q, db, s := setup(t, 0, &fanout.Config{EnqueueBatch: 1000})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -14,6 +14,7 @@ import (
 // context ended at the budget and fails its attempt; the job stays in
 // the queue for another attempt.
 func TestJobTimeout(t *testing.T) {
+	t.Parallel()
 	q, db, s := setup(t, 0, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -185,7 +185,7 @@ func TestNewDBWrapsCallersPoolAndLeavesItOpen(t *testing.T) {
 // load_balance would hunt for yb_servers(); Open must fail with an error
 // instead of leaking connections until the server refuses more.
 func TestOpenForcedYugabyteOnPostgresFailsCleanly(t *testing.T) {
-	t.Parallel()
+	// Not parallel: it counts the server's client backends.
 	db := testdb.Open(t, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

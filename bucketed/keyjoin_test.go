@@ -91,8 +91,9 @@ func keyJoinQueue(t *testing.T, cfg *bucketed.Config) (*bucketed.Queue, *skiploc
 
 // TestKeyJoinClaimOnPostgres runs the CockroachDB claim on PostgreSQL:
 // concurrent claims of n never return or change more than n rows, every
-// job is claimed exactly once, and a claim never takes a worse priority
-// while a better one is claimable.
+// job is claimed exactly once, and a claim takes a worse priority while a
+// better one is claimable only for as long as the heads probe allows (see
+// the ledger's grace below).
 func TestKeyJoinClaimOnPostgres(t *testing.T) {
 	t.Parallel()
 	q, db, name := keyJoinQueue(t, &bucketed.Config{VisibilityTimeout: time.Hour})
@@ -142,7 +143,11 @@ func TestKeyJoinClaimOnPostgres(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	ledger.verify(t)
+	// The CockroachDB claim's locking scan may lock rows past the best
+	// priority and drop them above its LIMIT; a concurrent claim skips
+	// them and its watermark passes them, so they wait for the next heads
+	// probe: the priority rule holds within HintMaxAge here.
+	ledger.verifyWithin(t, bucketed.DefaultHintMaxAge+2*time.Second)
 	if len(seen) != total {
 		t.Fatalf("claimed %d distinct jobs of %d", len(seen), total)
 	}

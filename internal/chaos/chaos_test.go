@@ -52,9 +52,11 @@ func report(t *testing.T, what, layout string, c tally, extra string) {
 // and restarts them, then checks that every job was done and recorded
 // exactly once.
 func TestWorkerCrashes(t *testing.T) {
+	t.Parallel()
 	sc := suiteScale()
 	for _, layout := range layouts {
 		t.Run(layout, func(t *testing.T) {
+			t.Parallel()
 			dsn, name := setup(t, layout, sc.jobs)
 			db := testdb.Open(t, nil)
 			procs := []*workerProc{startWorker(t, dsn, workArgs(name, layout)...), startWorker(t, dsn, workArgs(name, layout)...)}
@@ -125,9 +127,11 @@ func TestDatabaseRestarts(t *testing.T) {
 // worker backends on top; ambiguous commits must resolve by the layouts'
 // rules, and nothing may be lost or recorded twice.
 func TestConnectionFaults(t *testing.T) {
+	t.Parallel()
 	sc := suiteScale()
 	for _, layout := range layouts {
 		t.Run(layout, func(t *testing.T) {
+			t.Parallel()
 			dsn, name := setup(t, layout, sc.jobs)
 			u, err := url.Parse(dsn)
 			if err != nil || u.Host == "" {

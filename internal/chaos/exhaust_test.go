@@ -25,6 +25,7 @@ import (
 // retry while the jobs' leases hold; once the slots are freed every job
 // is completed and recorded exactly once, and none runs twice.
 func TestConnectionSlotsExhausted(t *testing.T) {
+	t.Parallel()
 	if _, err := cluster.FindPostgresBin(); err != nil {
 		t.Skip(err)
 	}

@@ -51,9 +51,11 @@ var crashLine = regexp.MustCompile(`crash-on-payload: job (\S+) attempt \d+ of \
 // poison job held it too: that attempt counts without a start); every
 // ordinary job is done and recorded in work_log exactly once.
 func TestPoisonJobsKillTheirWorkers(t *testing.T) {
+	t.Parallel()
 	ordinary, poison, maxAttempts := poisonScale()
 	for _, layout := range layouts {
 		t.Run(layout, func(t *testing.T) {
+			t.Parallel()
 			dsn, name := setup(t, layout, ordinary)
 			db := testdb.Open(t, nil)
 			ctx := context.Background()

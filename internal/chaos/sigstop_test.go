@@ -47,6 +47,7 @@ type heldJob struct {
 // (counted as lost in its report), and work_log must hold exactly one row
 // per job.
 func TestStoppedWorkerOutlivesItsLease(t *testing.T) {
+	t.Parallel()
 	jobs, stops := 300, 1
 	if os.Getenv("SKIPLOCK_CHAOS") == "full" {
 		jobs, stops = 3000, 3

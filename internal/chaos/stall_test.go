@@ -59,8 +59,10 @@ func scalar(t *testing.T, db *skiplock.DB, sql string, args ...any) int64 {
 // Fanout: stopped mid-handler, each of its jobs locked by its own
 // transaction.
 func TestStalledWorker(t *testing.T) {
+	t.Parallel()
 	for _, layout := range layouts {
 		t.Run(layout, func(t *testing.T) {
+			t.Parallel()
 			const n = 300
 			dsn, name := setup(t, layout, n)
 			db := testdb.Open(t, nil)

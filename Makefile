@@ -38,12 +38,14 @@ bench: setup build
 
 # The reliability suite at full scale (20,000 jobs, 10 worker kills, two
 # database restarts, connection cuts, jobs that SIGKILL their worker on
-# every attempt, a worker SIGSTOPped past its lease), then bounded fuzzing of the CLI's
+# every attempt, a worker SIGSTOPped past its lease) and fanout's exactly-once runs at
+# 50,000 jobs, then bounded fuzzing of the CLI's
 # input parsing, of identifier quoting and of DSN redaction. Prints its
 # figures.
 .PHONY: test-chaos
 test-chaos: setup
 	SKIPLOCK_CHAOS=full $(GO) test -count=1 -timeout 30m -v ./internal/chaos 2>&1 | grep -E '^(chaos:|--- |ok|FAIL|PASS|panic)'
+	SKIPLOCK_CHAOS=full $(GO) test -count=1 -timeout 30m -run 'TestExactlyOnce' -v ./fanout 2>&1 | grep -E '^(\s+fanout_test|--- |ok|FAIL|PASS|panic)'
 	$(GO) test -run '^$$' -fuzz FuzzSchemaPrint -fuzztime 30s ./cmd/skiplock
 	$(GO) test -run '^$$' -fuzz FuzzParseRunAt -fuzztime 15s ./cmd/skiplock
 	$(GO) test -run '^$$' -fuzz FuzzQuoteIdent -fuzztime 15s .

@@ -49,15 +49,18 @@ LIMIT 1;
 -- any handler runs, and survives the handler's rollback and its worker's
 -- death. retry_at is set as if the attempt will fail (the backoff before
 -- the next one, from $2 the base and $3 the cap in seconds, drawn from the
--- upper half as jitter), so that a job whose worker dies waits out a
--- backoff too; a success deletes the row, a recorded failure resets it.
+-- upper half as jitter, and at least a second), so that a job whose worker
+-- dies waits out a backoff too, and no other worker claims a job whose
+-- failed attempt is still being recorded (its row is unlocked between the
+-- rollback and the recording); a success deletes the row, a recorded
+-- failure resets it.
 -- Only the worker that holds a job's row lock counts it, so the ids of one
 -- statement are distinct and no row waits on another session's lock.
 INSERT INTO /* TEMPLATE: attempt_table */ AS "a" ("job_id", "attempts", "started_at", "retry_at")
-SELECT "t"."id", 1, now(), now() + interval '1 second' * (least($2::float8, $3::float8) * (0.5 + random() / 2))
+SELECT "t"."id", 1, now(), now() + interval '1 second' * greatest(least($2::float8, $3::float8) * (0.5 + random() / 2), 1)
 FROM unnest($1::text[]) AS "t" ("id")
 ON CONFLICT ("job_id") DO UPDATE SET "attempts" = "a"."attempts" + 1, "started_at" = now(),
-  "retry_at" = now() + interval '1 second' * (least($2::float8 * power(2::float8, least("a"."attempts", 40)::float8), $3::float8) * (0.5 + random() / 2))
+  "retry_at" = now() + interval '1 second' * greatest(least($2::float8 * power(2::float8, least("a"."attempts", 40)::float8), $3::float8) * (0.5 + random() / 2), 1)
 RETURNING "job_id", "attempts";
 
 -- name: give_back

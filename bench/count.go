@@ -44,68 +44,69 @@ func (s *stmtCounter) load() int64 {
 // countStatements makes db count its statements in a new counter.
 func countStatements(db *skiplock.DB) *stmtCounter {
 	s := &stmtCounter{}
-	db.Pool = &countingPool{Pool: db.Pool, s: s}
+	db.Pool = newCountingPool(db.Pool, s)
 	return s
+}
+
+// counted counts the statements sent through q.
+type counted struct {
+	q skiplock.Querier
+	s *stmtCounter
+}
+
+func (c counted) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	c.s.add(ctx)
+	return c.q.Exec(ctx, sql, args...)
+}
+
+func (c counted) Query(ctx context.Context, sql string, args ...any) (skiplock.Rows, error) {
+	c.s.add(ctx)
+	return c.q.Query(ctx, sql, args...)
+}
+
+func (c counted) QueryRow(ctx context.Context, sql string, args ...any) skiplock.Row {
+	c.s.add(ctx)
+	return c.q.QueryRow(ctx, sql, args...)
 }
 
 // countingPool counts what is sent through a pool and its connections and
 // transactions.
 type countingPool struct {
-	skiplock.Pool
-	s *stmtCounter
+	counted
+	pool skiplock.Pool
 }
 
-func (p *countingPool) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
-	p.s.add(ctx)
-	return p.Pool.Exec(ctx, sql, args...)
-}
-
-func (p *countingPool) Query(ctx context.Context, sql string, args ...any) (skiplock.Rows, error) {
-	p.s.add(ctx)
-	return p.Pool.Query(ctx, sql, args...)
-}
-
-func (p *countingPool) QueryRow(ctx context.Context, sql string, args ...any) skiplock.Row {
-	p.s.add(ctx)
-	return p.Pool.QueryRow(ctx, sql, args...)
+func newCountingPool(p skiplock.Pool, s *stmtCounter) *countingPool {
+	return &countingPool{counted: counted{q: p, s: s}, pool: p}
 }
 
 func (p *countingPool) Begin(ctx context.Context, opts skiplock.TxOptions) (skiplock.Tx, error) {
-	return countBegin(ctx, p.Pool, p.s, opts)
+	return countBegin(ctx, p.pool, p.s, opts)
 }
 
 func (p *countingPool) Acquire(ctx context.Context) (skiplock.Conn, error) {
-	c, err := p.Pool.Acquire(ctx)
+	c, err := p.pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return &countingConn{Conn: c, s: p.s}, nil
+	return &countingConn{counted: counted{q: c, s: p.s}, conn: c}, nil
 }
+
+func (p *countingPool) Stats() skiplock.PoolStats { return p.pool.Stats() }
+func (p *countingPool) Close()                    { p.pool.Close() }
 
 // countingConn counts what is sent through an acquired connection.
 type countingConn struct {
-	skiplock.Conn
-	s *stmtCounter
-}
-
-func (c *countingConn) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
-	c.s.add(ctx)
-	return c.Conn.Exec(ctx, sql, args...)
-}
-
-func (c *countingConn) Query(ctx context.Context, sql string, args ...any) (skiplock.Rows, error) {
-	c.s.add(ctx)
-	return c.Conn.Query(ctx, sql, args...)
-}
-
-func (c *countingConn) QueryRow(ctx context.Context, sql string, args ...any) skiplock.Row {
-	c.s.add(ctx)
-	return c.Conn.QueryRow(ctx, sql, args...)
+	counted
+	conn skiplock.Conn
 }
 
 func (c *countingConn) Begin(ctx context.Context, opts skiplock.TxOptions) (skiplock.Tx, error) {
-	return countBegin(ctx, c.Conn, c.s, opts)
+	return countBegin(ctx, c.conn, c.s, opts)
 }
+
+func (c *countingConn) Release()    { c.conn.Release() }
+func (c *countingConn) PID() uint32 { return c.conn.PID() }
 
 func countBegin(ctx context.Context, b skiplock.Beginner, s *stmtCounter, opts skiplock.TxOptions) (skiplock.Tx, error) {
 	s.add(ctx)
@@ -113,31 +114,16 @@ func countBegin(ctx context.Context, b skiplock.Beginner, s *stmtCounter, opts s
 	if err != nil {
 		return nil, err
 	}
-	return &countingTx{Tx: tx, s: s}, nil
+	return &countingTx{counted: counted{q: tx, s: s}, tx: tx}, nil
 }
 
 // countingTx counts a transaction's statements and its one COMMIT or
 // ROLLBACK (a Rollback after the end sends nothing and is not counted).
 // Like the driver's transactions, it is not safe for concurrent use.
 type countingTx struct {
-	skiplock.Tx
-	s     *stmtCounter
+	counted
+	tx    skiplock.Tx
 	ended bool
-}
-
-func (t *countingTx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
-	t.s.add(ctx)
-	return t.Tx.Exec(ctx, sql, args...)
-}
-
-func (t *countingTx) Query(ctx context.Context, sql string, args ...any) (skiplock.Rows, error) {
-	t.s.add(ctx)
-	return t.Tx.Query(ctx, sql, args...)
-}
-
-func (t *countingTx) QueryRow(ctx context.Context, sql string, args ...any) skiplock.Row {
-	t.s.add(ctx)
-	return t.Tx.QueryRow(ctx, sql, args...)
 }
 
 func (t *countingTx) Commit(ctx context.Context) error {
@@ -145,7 +131,7 @@ func (t *countingTx) Commit(ctx context.Context) error {
 		t.ended = true
 		t.s.add(ctx)
 	}
-	return t.Tx.Commit(ctx)
+	return t.tx.Commit(ctx)
 }
 
 func (t *countingTx) Rollback(ctx context.Context) error {
@@ -153,5 +139,5 @@ func (t *countingTx) Rollback(ctx context.Context) error {
 		t.ended = true
 		t.s.add(ctx)
 	}
-	return t.Tx.Rollback(ctx)
+	return t.tx.Rollback(ctx)
 }

@@ -13,7 +13,8 @@ import (
 // deleted after it was taken (the server still counts them dead); once
 // it is released, VACUUM removes them.
 func TestSnapshotHolderKeepsDeadTuples(t *testing.T) {
-	t.Parallel()
+	// Not parallel: VACUUM's horizon is the whole server's, and other tests
+	// hold snapshots (TestTombstones) that would keep the dead rows too.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	db := testdb.Open(t, nil)

@@ -87,14 +87,24 @@ func TestWorkerLogsFailures(t *testing.T) {
 	}
 
 	got := about(failing)
+	// A claim may find the last attempt's count used up before that
+	// attempt's failure is recorded (the row is unlocked in between): it
+	// buries the job and logs so, and the failing worker's own line then
+	// comes without "no attempts left". Both lines are then right.
+	racedLast := len(got) == 8 && strings.Contains(got[7], "moved to job_dead without running")
+	if racedLast {
+		got = got[:7]
+	}
 	if len(got) != 7 {
 		t.Fatalf("the failing job's 7 failed attempts logged %d times:\n%s", len(got), strings.Join(got, "\n"))
 	}
 	for i, line := range got {
 		want := fmt.Sprintf("job %s failed, attempt %d of 7: smtp refused attempt %d; ", failing, i+1, i+1)
-		if i < 6 {
+		switch {
+		case i < 6:
 			want += "retry in "
-		} else {
+		case racedLast:
+		default:
 			want += "no attempts left: moved to job_dead"
 		}
 		if !strings.Contains(line, want) || strings.Contains(line, "second line") {

@@ -50,9 +50,10 @@ LIMIT 1;
 -- death. retry_at is set as if the attempt will fail (the backoff before
 -- the next one, from $2 the base and $3 the cap in seconds, drawn from the
 -- upper half as jitter, and at least a second), so that a job whose worker
--- dies waits out a backoff too, and no other worker claims a job whose
--- failed attempt is still being recorded (its row is unlocked between the
--- rollback and the recording); a success deletes the row, a recorded
+-- dies waits out a backoff too, and a job whose failed attempt is still
+-- being recorded (its row is unlocked between the rollback and the
+-- recording) is rarely claimed meanwhile (a claim whose snapshot predates
+-- the count still can: amend_dead); a success deletes the row, a recorded
 -- failure resets it.
 -- Only the worker that holds a job's row lock counts it, so the ids of one
 -- statement are distinct and no row waits on another session's lock.

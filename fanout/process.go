@@ -268,10 +268,9 @@ func (q *Queue) recordFailure(ctx context.Context, id string, n int, cause error
 		if !found {
 			// Processed since, or buried by a claim that found the
 			// attempts used up before this failure was recorded: then
-			// the dead row gets this attempt's error, and the job is
-			// reported dead.
-			k, err := tx.Exec(ctx, q.sql.amendDead, id, msg, lostPrefix)
-			dead = k == 1
+			// the dead row gets this attempt's error (that claim's
+			// worker reports the job dead).
+			_, err := tx.Exec(ctx, q.sql.amendDead, id, msg, lostPrefix)
 			return err
 		}
 		if attempts < maxA {

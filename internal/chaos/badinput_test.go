@@ -164,9 +164,11 @@ func TestWrongPasswordNeverShown(t *testing.T) {
 	}
 }
 
-// TestTooFewServerConnections: a server that allows fewer connections than
-// a run needs is refused up front with the fix in the message.
-func TestTooFewServerConnections(t *testing.T) {
+// smallServer starts a PostgreSQL of 20 connections of the test's own,
+// stopped and removed when the test ends, and returns its DSN; it skips
+// the test where no server binaries are installed.
+func smallServer(t *testing.T) string {
+	t.Helper()
 	if _, err := cluster.FindPostgresBin(); err != nil {
 		t.Skip(err)
 	}
@@ -174,7 +176,7 @@ func TestTooFewServerConnections(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer os.RemoveAll(dir)
+	t.Cleanup(func() { os.RemoveAll(dir) })
 	os.Chmod(dir, 0o755) //nolint:errcheck // the server may run as user postgres
 	pg := cluster.NewPostgres(&cluster.PostgresConfig{Dir: filepath.Join(dir, "pg"), MaxConnections: 20, SharedBuffers: "32MB", NoFsync: true})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -182,8 +184,14 @@ func TestTooFewServerConnections(t *testing.T) {
 	if err := pg.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	defer pg.Stop(context.Background()) //nolint:errcheck
-	dsn := pg.DSN()
+	t.Cleanup(func() { pg.Stop(context.Background()) }) //nolint:errcheck // the directory goes too
+	return pg.DSN()
+}
+
+// TestTooFewServerConnections: a server that allows fewer connections than
+// a run needs is refused up front with the fix in the message.
+func TestTooFewServerConnections(t *testing.T) {
+	dsn := smallServer(t)
 	cli(t, dsn, "migrate")
 	cli(t, dsn, "enqueue", "--layout", "fanout", "--count", "10")
 	code, out := try(t, nil, "--dsn", dsn, "work", "--layout", "fanout", "--workers", "50", "--until-empty")
@@ -194,6 +202,8 @@ func TestTooFewServerConnections(t *testing.T) {
 	if code == 0 || !strings.Contains(out, "server allows 20 connections") {
 		t.Fatalf("bench tx with 50 workers on a 20-connection server: exit %d, %q", code, out)
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	db, err := skiplock.Open(ctx, dsn, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -3,8 +3,6 @@ package chaos_test
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,7 +12,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
-	"github.com/skiplock/skiplock/cluster"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -26,28 +23,11 @@ import (
 // is completed and recorded exactly once, and none runs twice.
 func TestConnectionSlotsExhausted(t *testing.T) {
 	t.Parallel()
-	if _, err := cluster.FindPostgresBin(); err != nil {
-		t.Skip(err)
-	}
-	dir, err := os.MkdirTemp("", "skiplock-chaos-exhaust-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	os.Chmod(dir, 0o755) //nolint:errcheck // the server may run as user postgres
-	pg := cluster.NewPostgres(&cluster.PostgresConfig{Dir: filepath.Join(dir, "pg"), MaxConnections: 20, SharedBuffers: "32MB", NoFsync: true})
+	dsn := smallServer(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if err := pg.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer pg.Stop(context.Background()) //nolint:errcheck
-	dsn := pg.DSN()
 	const app = "skiplock-exhaust-worker"
-	wdsn := dsn + map[bool]string{true: "&", false: "?"}[strings.Contains(dsn, "?")] + "application_name=" + app
-	if !strings.Contains(dsn, "://") {
-		wdsn = dsn + " application_name=" + app
-	}
+	wdsn := withAppName(t, dsn, app)
 
 	db, err := skiplock.Open(ctx, wdsn, &skiplock.OpenConfig{MaxConns: 6})
 	if err != nil {

@@ -333,8 +333,15 @@ func TestRTT(t *testing.T) {
 			if rep.RTTMS != 20 {
 				t.Fatalf("rtt_ms %v, want 20", rep.RTTMS)
 			}
-			if rep.DequeueMS.Min < 20 {
-				t.Fatalf("a claim took %.3f ms through a proxy adding a 20 ms round trip", rep.DequeueMS.Min)
+			// Lease mode measures a goroutine's wait for its next job,
+			// which the Worker's prefetch makes nothing; the first one still
+			// waited for a claim.
+			wait := rep.DequeueMS.Min
+			if mode == bench.ModeLease {
+				wait = rep.DequeueMS.Max
+			}
+			if wait < 20 {
+				t.Fatalf("a claim took %.3f ms through a proxy adding a 20 ms round trip", wait)
 			}
 			// A claim and a completion at least; nothing else counted.
 			if rep.StatementsPerJob == nil || *rep.StatementsPerJob < 2 {

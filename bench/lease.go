@@ -12,13 +12,14 @@ import (
 
 // leaseDriver runs the latency scenario in lease mode (jobs that take
 // time, one per worker) on the library's own worker, bucketed.Worker,
-// with c.Workers goroutines over the small pool: its gathered claims
-// (a few statements serve every worker asking at once, instead of one
-// transaction per worker queueing for the pool) and batched completions
+// with c.Workers goroutines over the small pool: its producer (one
+// claimer for every goroutine, with a prefetch, so a goroutine that
+// finishes a job takes the next one from memory) and batched completions
 // are what a user's Worker gets. A job's latency runs from its goroutine
 // asking for work to the commit of its completion
 // (WorkerConfig.AfterComplete), so waiting for a claim or a completion is
-// measured.
+// measured; its dequeue time is the goroutine's wait for a job (nothing
+// when one was prefetched).
 type leaseDriver struct {
 	*bucketedDriver
 	c *Config

@@ -20,9 +20,10 @@ import (
 // TestHelperCrashingWorker is not a test: it is the worker process
 // TestJobThatKillsItsWorkerEndsFailed starts again and again. Its handler
 // records each start outside the job's lease (an autocommit INSERT), then
-// SIGKILLs its own process for a poison job. One worker goroutine, so a
-// claimed job always reaches its handler before a sibling can kill the
-// process.
+// SIGKILLs its own process for a poison job. One worker goroutine and no
+// prefetch, so a claimed job always reaches its handler before a sibling
+// can kill the process (a prefetched job's claim counts an attempt it may
+// never start).
 func TestHelperCrashingWorker(t *testing.T) {
 	s := os.Getenv("CRASH_HELPER_SCHEMA")
 	if s == "" {
@@ -39,7 +40,7 @@ func TestHelperCrashingWorker(t *testing.T) {
 	}
 	starts := skiplock.QuoteIdent(s) + `."starts"`
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
-		Workers: 1, Heartbeat: 300 * time.Millisecond, IdleMin: 5 * time.Millisecond, IdleMax: 50 * time.Millisecond,
+		Workers: 1, Prefetch: -1, Heartbeat: 300 * time.Millisecond, IdleMin: 5 * time.Millisecond, IdleMax: 50 * time.Millisecond,
 		Maintenance: &maintenance.Config{LeaseTTL: time.Second, RescueInterval: 100 * time.Millisecond},
 		Handler: func(ctx context.Context, job *skiplock.Job) error {
 			if _, err := db.Exec(ctx, `INSERT INTO `+starts+` VALUES ($1)`, job.ID); err != nil {

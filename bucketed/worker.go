@@ -33,18 +33,30 @@ type WorkerConfig struct {
 	Workers int
 	// Handler works each job.
 	Handler Handler
-	// Batch is how many jobs a goroutine claims at once and then works in
-	// turn; 0 means 1. Raise it for short jobs: one claim statement then
-	// serves many jobs.
+	// Prefetch is how many jobs the worker claims beyond its free
+	// goroutines, so that a goroutine finishing a job finds the next one
+	// in hand; 0 means Workers/4 (at least 1, at most 256), negative
+	// none. Prefetched jobs are leased like running ones: the heartbeat
+	// keeps their leases and Stop gives them back. Their claim counted an
+	// attempt: if the process dies before such a job starts, the rescuer
+	// puts it back with that attempt used (on its last attempt, Failed).
+	Prefetch int
+	// PollInterval is the longest wait between claims while the queue is
+	// empty (the wait starts at IdleMin and doubles); 0 means
+	// DefaultPollInterval. However many goroutines wait, one statement
+	// polls.
+	PollInterval time.Duration
+	// Wake, when set, ends an idle wait at once: send on it (without
+	// blocking) when jobs may have arrived, e.g. from a notification.
+	Wake <-chan struct{}
+	// Batch was how many jobs a goroutine claimed at once.
+	//
+	// Deprecated: one producer claims for every goroutine (see Prefetch);
+	// Batch > 1 with Prefetch 0 sets Prefetch to Workers*(Batch-1).
 	Batch int
-	// Claimers bounds the claim statements in flight at once; 0 means a
-	// quarter of the queue's pool (its DB's Stats().Max), at least 1 and
-	// at most 8. A goroutine that wants jobs while that many claims run
-	// waits, and the next claim takes its share together with every other
-	// waiting goroutine's (up to max(64, Batch) jobs in one statement), so
-	// hundreds of goroutines asking at once need a few statements, not
-	// one transaction each queueing for the pool. A lone request is
-	// claimed at once, as before.
+	// Claimers bounded the claim statements in flight at once.
+	//
+	// Deprecated: one producer claims for every goroutine; ignored.
 	Claimers int
 	// Completers is how many goroutines write results; 0 means an eighth
 	// of the queue's pool, at least 1 and at most 4.
@@ -94,9 +106,10 @@ type WorkerConfig struct {
 	// Deprecated: set Maintenance.Retention, which has an age per state
 	// and defaults that keep the table bounded.
 	Retention time.Duration
-	// IdleMin and IdleMax bound the polling backoff while the queue is
-	// empty; ErrorMin and ErrorMax the backoff while the database fails
-	// (see workloop.Config; 0 means its defaults).
+	// IdleMin is the first wait after an empty claim (0 means 10 ms);
+	// IdleMax is the old name of PollInterval, used when that is 0.
+	// ErrorMin and ErrorMax bound the backoff while the database fails (0
+	// means 100 ms and 10 s).
 	IdleMin, IdleMax, ErrorMin, ErrorMax time.Duration
 	// Logf hears failures: each failed attempt and each panic as it is
 	// recorded (the job, its attempt and max_attempts, the error's first
@@ -105,16 +118,19 @@ type WorkerConfig struct {
 	Logf func(format string, args ...any)
 }
 
+// DefaultPollInterval is the longest wait between a Worker's claims while
+// its queue is empty, when WorkerConfig.PollInterval is 0.
+const DefaultPollInterval = time.Second
+
 // Worker runs a handler over a queue's jobs with a pool of goroutines
-// (internal/workloop): gathered claims (see WorkerConfig.Claimers),
-// batched completions, heartbeats, panics turned into failures, graceful
-// shutdown.
+// (internal/workloop) fed by one producer (claims for the free goroutines
+// plus a prefetch; one poll while idle), batched completions, heartbeats,
+// panics turned into failures, graceful shutdown.
 type Worker struct {
-	q           *Queue
-	cfg         WorkerConfig
-	gatherLimit int // most jobs one gathered claim takes
-	pool        *workloop.Pool
-	claims      claims
+	q    *Queue
+	cfg  WorkerConfig
+	pool *workloop.Pool
+	prod producer
 
 	results  chan result
 	stopping chan struct{} // closed by Stop: start no more jobs
@@ -176,7 +192,10 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 		v    *int
 		def  int
 		max  int
-	}{{"workers", &c.Workers, DefaultWorkers, 100000}, {"batch", &c.Batch, 1, MaxClaim}, {"flush size", &c.FlushSize, 1000, 100000}} {
+	}{{"workers", &c.Workers, DefaultWorkers, 100000}, {"batch", &c.Batch, 1, MaxClaim}, {"flush size", &c.FlushSize, 1000, 100000}, {"prefetch", &c.Prefetch, 0, 100000}} {
+		if f.name == "prefetch" && *f.v < 0 {
+			continue
+		}
 		if *f.v < 0 || *f.v > f.max {
 			return nil, skiplock.Usagef("bucketed worker: %s %d is out of range: use 1 to %d (0 for the default %d)", f.name, *f.v, f.max, f.def)
 		}
@@ -184,7 +203,33 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 			*f.v = f.def
 		}
 	}
-	// The claim and completion helpers default to shares of the pool
+	switch {
+	case c.Prefetch < 0:
+		c.Prefetch = 0
+	case c.Prefetch == 0 && c.Batch > 1:
+		c.Prefetch = c.Workers * (c.Batch - 1)
+	case c.Prefetch == 0:
+		c.Prefetch = min(256, max(1, c.Workers/4))
+	}
+	if c.PollInterval < 0 || c.IdleMin < 0 || c.IdleMax < 0 || c.ErrorMin < 0 || c.ErrorMax < 0 {
+		return nil, skiplock.Usagef("bucketed worker: poll interval and idle and error waits cannot be negative")
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = c.IdleMax
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	if c.IdleMin == 0 {
+		c.IdleMin = min(10*time.Millisecond, c.PollInterval)
+	}
+	if c.ErrorMin == 0 {
+		c.ErrorMin = 100 * time.Millisecond
+	}
+	if c.ErrorMax == 0 {
+		c.ErrorMax = 10 * time.Second
+	}
+	// The completion helpers default to shares of the pool
 	// they draw on.
 	poolMax := int(q.db.Stats().Max)
 	if poolMax <= 0 {
@@ -194,7 +239,7 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 		name string
 		v    *int
 		def  int
-	}{{"claimers", &c.Claimers, min(8, max(1, poolMax/4))}, {"completers", &c.Completers, min(4, max(1, poolMax/8))}} {
+	}{{"completers", &c.Completers, min(4, max(1, poolMax/8))}} {
 		if *f.v < 0 || *f.v > 1000 {
 			return nil, skiplock.Usagef("bucketed worker: %s %d is out of range: use 1 to 1000 (0 for the default, %d here)", f.name, *f.v, f.def)
 		}
@@ -217,7 +262,7 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
-	return &Worker{q: q, cfg: c, gatherLimit: max(gatherMin, c.Batch), inHand: map[*skiplock.Job]context.CancelFunc{}, leases: map[*skiplock.Job]time.Time{}}, nil
+	return &Worker{q: q, cfg: c, inHand: map[*skiplock.Job]context.CancelFunc{}, leases: map[*skiplock.Job]time.Time{}}, nil
 }
 
 // Start launches the goroutines. ctx is the parent of every handler's
@@ -249,16 +294,16 @@ func (w *Worker) Start(ctx context.Context) error {
 	go func() { w.flushers.Wait(); close(w.flushed) }()
 	w.bg.Add(1)
 	go w.heartbeat(bgCtx)
-	pool, err := workloop.Start(ctx, workloop.Config{
-		Workers: w.cfg.Workers, IdleMin: w.cfg.IdleMin, IdleMax: w.cfg.IdleMax,
-		ErrorMin: w.cfg.ErrorMin, ErrorMax: w.cfg.ErrorMax, Logf: w.cfg.Logf,
-	}, w.step)
+	w.prod.init(w.cfg.Workers + w.cfg.Prefetch)
+	// The goroutines never poll: they wait on the producer's channel.
+	pool, err := workloop.Start(ctx, workloop.Config{Workers: w.cfg.Workers, Logf: w.cfg.Logf}, w.step)
 	if err != nil {
 		if w.maint != nil {
 			w.maint.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // the start error is the one to report
 		}
 		return err
 	}
+	go w.produce(pool.Context())
 	w.mu.Lock()
 	w.pool = pool
 	w.mu.Unlock()
@@ -279,6 +324,8 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.stopOnce.Do(func() { close(w.stopping) })
 	err := pool.Stop(ctx)
 	w.finishOnce.Do(func() {
+		<-w.prod.done
+		w.returnReady()
 		close(w.results)
 		<-w.flushed
 		close(w.stopBeat)
@@ -328,48 +375,59 @@ func (w *Worker) Stats() WorkerStats {
 		Released: w.released.Load(), Lost: w.lost.Load()}
 }
 
-// step claims a batch and works it.
+// step takes the next job from the producer and works it.
 func (w *Worker) step(ctx context.Context, _ int) (bool, error) {
 	asked := time.Now()
-	jobs, err := w.claim(ctx, w.cfg.Batch)
-	if err != nil || len(jobs) == 0 {
-		return false, err
-	}
-	claimed := time.Now()
-	w.claimed.Add(int64(len(jobs)))
-	cancels := make([]context.CancelFunc, len(jobs))
-	ctxs := make([]context.Context, len(jobs))
-	w.mu.Lock()
-	for i, j := range jobs {
-		ctxs[i], cancels[i] = context.WithCancel(ctx)
-		w.inHand[j] = cancels[i]
-	}
-	w.mu.Unlock()
-	w.noteLease(jobs, asked.Add(w.q.cfg.VisibilityTimeout))
-	for i, j := range jobs {
+	var h handed
+	select {
+	case h = <-w.prod.ready:
+	default:
+		w.prod.hungry.Add(1)
+		w.prod.poke()
 		select {
+		case h = <-w.prod.ready:
+			w.prod.hungry.Add(-1)
 		case <-w.stopping:
-			for k := i; k < len(jobs); k++ {
-				cancels[k]()
-				w.results <- result{job: jobs[k], what: outRelease}
-			}
-			return true, nil
-		default:
+			w.prod.hungry.Add(-1)
+			return false, nil
+		case <-ctx.Done():
+			w.prod.hungry.Add(-1)
+			return false, nil
 		}
-		err := workloop.Call(func() error { return w.cfg.Handler(ctxs[i], j) })
-		lostLease := ctxs[i].Err() != nil && ctx.Err() == nil
-		cancels[i]()
-		switch {
-		case lostLease:
-			w.results <- result{job: j, what: outDrop}
-		case err != nil && ctx.Err() != nil:
-			// Interrupted by a hard stop: not the job's fault.
-			w.results <- result{job: j, what: outRelease}
-		case err != nil:
-			w.results <- result{job: j, what: outFail, err: err}
-		default:
-			w.results <- result{job: j, what: outComplete, asked: asked, claimed: claimed}
-		}
+	}
+	defer func() {
+		w.prod.held.Add(-1)
+		w.prod.poke()
+	}()
+	j := h.job
+	select {
+	case <-w.stopping:
+		// Stopping: a job not started goes back at once.
+		w.results <- result{job: j, what: outRelease}
+		return true, nil
+	default:
+	}
+	jctx, cancel := context.WithCancel(ctx)
+	w.mu.Lock()
+	w.inHand[j] = cancel
+	w.mu.Unlock()
+	err := workloop.Call(func() error { return w.cfg.Handler(jctx, j) })
+	lostLease := jctx.Err() != nil && ctx.Err() == nil
+	cancel()
+	claimed := h.claimed
+	if claimed.Before(asked) {
+		claimed = asked // prefetched before this goroutine asked: no wait
+	}
+	switch {
+	case lostLease:
+		w.results <- result{job: j, what: outDrop}
+	case err != nil && ctx.Err() != nil:
+		// Interrupted by a hard stop: not the job's fault.
+		w.results <- result{job: j, what: outRelease}
+	case err != nil:
+		w.results <- result{job: j, what: outFail, err: err}
+	default:
+		w.results <- result{job: j, what: outComplete, asked: asked, claimed: claimed}
 	}
 	return true, nil
 }

@@ -1,6 +1,7 @@
 package fanout
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -70,8 +71,18 @@ type WorkerConfig struct {
 	// quick): for counters and latency recording. Empty polls are not
 	// reported.
 	OnResult func(worker int, r *Result, err error)
+	// PollInterval is the longest wait between polls while the queue is
+	// empty (the wait starts at IdleMin and doubles); 0 means IdleMax, and
+	// 1 s when that is 0 too. One idle goroutine polls, the others wait
+	// for it to find work, so idling costs one statement per poll whatever
+	// Workers is.
+	PollInterval time.Duration
+	// Wake, when set, ends the idle poll's wait at once: send on it
+	// (without blocking) when jobs may have arrived.
+	Wake <-chan struct{}
 	// IdleMin, IdleMax, ErrorMin and ErrorMax tune the waits after an
-	// empty poll or a failure; 0 means 10ms, 1s, 100ms and 10s.
+	// empty poll or a failure; 0 means 10ms, 1s, 100ms and 10s. IdleMax
+	// is the old name of PollInterval.
 	IdleMin, IdleMax, ErrorMin, ErrorMax time.Duration
 	// Maintenance tunes the schema's maintenance leader, which this worker
 	// competes to be: one process per schema prunes old dead jobs (and,
@@ -249,8 +260,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	w.rec = newRecorder(q, cfg.Workers, cfg.Logf)
 	pool, err := workloop.Start(ctx, workloop.Config{
 		Workers: cfg.Workers,
-		IdleMin: cfg.IdleMin, IdleMax: cfg.IdleMax,
+		IdleMin: cfg.IdleMin, IdleMax: cmp.Or(cfg.PollInterval, cfg.IdleMax),
 		ErrorMin: cfg.ErrorMin, ErrorMax: cfg.ErrorMax,
+		SharedIdle: true, Wake: cfg.Wake,
 		Logf: cfg.Logf,
 	}, w.step)
 	if err != nil {

@@ -33,6 +33,16 @@ type Config struct {
 	// database, say), doubling while failures continue; 0 means 100ms and
 	// 10s.
 	ErrorMin, ErrorMax time.Duration
+	// SharedIdle makes idle workers wait together, so that a pool's idle
+	// cost is one worker's polls whatever its size: one idle worker polls
+	// (IdleMin doubling to IdleMax), the others park. A poll that finds
+	// work hands the polling on and releases one parked worker, and every
+	// step that finds work releases one more, so the pool wakes up as
+	// fast as the work comes (1, 2, 4, ... workers).
+	SharedIdle bool
+	// Wake, with SharedIdle, ends the polling worker's wait at once: send
+	// on it (without blocking) when work may have arrived.
+	Wake <-chan struct{}
 	// Logf hears failures and recoveries; nil is silent.
 	Logf func(format string, args ...any)
 }
@@ -46,6 +56,11 @@ type Pool struct {
 	hardStop context.CancelFunc // cancels the steps' context
 	wg       sync.WaitGroup
 	stopOnce sync.Once
+
+	idleMu  sync.Mutex
+	polling bool          // a worker is the idle poller
+	parked  int           // workers parked on unpark
+	unpark  chan struct{} // one token releases one parked worker
 }
 
 // Start launches cfg.Workers goroutines running step until Stop. ctx is the
@@ -69,7 +84,7 @@ func Start(ctx context.Context, cfg Config, step Step) (*Pool, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = func(string, ...any) {}
 	}
-	p := &Pool{cfg: cfg, step: step, stopping: make(chan struct{})}
+	p := &Pool{cfg: cfg, step: step, stopping: make(chan struct{}), unpark: make(chan struct{}, cfg.Workers)}
 	p.hardCtx, p.hardStop = context.WithCancel(ctx)
 	for w := 0; w < cfg.Workers; w++ {
 		p.wg.Add(1)
@@ -81,6 +96,7 @@ func Start(ctx context.Context, cfg Config, step Step) (*Pool, error) {
 func (p *Pool) loop(w int) {
 	defer p.wg.Done()
 	idle, failing := time.Duration(0), time.Duration(0)
+	poller := false // this worker is the shared idle poller
 	for {
 		select {
 		case <-p.stopping:
@@ -93,8 +109,8 @@ func (p *Pool) loop(w int) {
 		var wait time.Duration
 		switch {
 		case err != nil && p.hardCtx.Err() == nil:
-			failing = grow(failing, p.cfg.ErrorMin, p.cfg.ErrorMax)
-			wait = jitter(failing)
+			failing = Grow(failing, p.cfg.ErrorMin, p.cfg.ErrorMax)
+			wait = Jitter(failing)
 			p.cfg.Logf("worker %d: %v (retrying in %v)", w, err, wait.Round(time.Millisecond))
 			idle = 0
 		case err != nil:
@@ -104,14 +120,27 @@ func (p *Pool) loop(w int) {
 				p.cfg.Logf("worker %d: recovered", w)
 			}
 			idle, failing = 0, 0
+			if p.cfg.SharedIdle {
+				p.workFound(&poller)
+			}
 			continue
 		default:
 			if failing > 0 {
 				p.cfg.Logf("worker %d: recovered", w)
 			}
 			failing = 0
-			idle = grow(idle, p.cfg.IdleMin, p.cfg.IdleMax)
-			wait = jitter(idle)
+			if p.cfg.SharedIdle && !p.becomePoller(&poller) {
+				if !p.park() {
+					return
+				}
+				continue
+			}
+			idle = Grow(idle, p.cfg.IdleMin, p.cfg.IdleMax)
+			wait = Jitter(idle)
+		}
+		var wake <-chan struct{}
+		if poller {
+			wake = p.cfg.Wake
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -121,8 +150,53 @@ func (p *Pool) loop(w int) {
 		case <-p.hardCtx.Done():
 			t.Stop()
 			return
+		case <-wake:
+			t.Stop()
+			idle = 0
 		case <-t.C:
 		}
+	}
+}
+
+// becomePoller makes the calling idle worker the pool's poller unless
+// another one is; it reports whether the caller polls.
+func (p *Pool) becomePoller(poller *bool) bool {
+	if *poller {
+		return true
+	}
+	p.idleMu.Lock()
+	defer p.idleMu.Unlock()
+	if p.polling {
+		p.parked++
+		return false
+	}
+	p.polling, *poller = true, true
+	return true
+}
+
+// workFound hands the polling on (when the caller was the poller) and
+// releases one parked worker.
+func (p *Pool) workFound(poller *bool) {
+	p.idleMu.Lock()
+	defer p.idleMu.Unlock()
+	if *poller {
+		p.polling, *poller = false, false
+	}
+	if p.parked > 0 {
+		p.parked--
+		p.unpark <- struct{}{} // never blocks: tokens <= parked <= Workers
+	}
+}
+
+// park waits for a released token; false when the pool stops.
+func (p *Pool) park() bool {
+	select {
+	case <-p.unpark:
+		return true
+	case <-p.stopping:
+		return false
+	case <-p.hardCtx.Done():
+		return false
 	}
 }
 
@@ -145,6 +219,10 @@ func (p *Pool) Stop(ctx context.Context) error {
 	}
 }
 
+// Context is the steps' context: it ends on a hard stop (Stop's ctx
+// ended, or Start's ctx was cancelled).
+func (p *Pool) Context() context.Context { return p.hardCtx }
+
 // Stopping is closed once Stop has been called.
 func (p *Pool) Stopping() <-chan struct{} { return p.stopping }
 
@@ -152,16 +230,17 @@ func (p *Pool) Stopping() <-chan struct{} { return p.stopping }
 // parent context).
 func (p *Pool) Wait() { p.wg.Wait() }
 
-func grow(cur, lo, hi time.Duration) time.Duration {
+// Grow is the next wait of a backoff from lo doubling to hi.
+func Grow(cur, lo, hi time.Duration) time.Duration {
 	if cur < lo {
 		return lo
 	}
 	return min(cur*2, hi)
 }
 
-// jitter draws uniformly from [d/2, d], so that idle workers spread out
+// Jitter draws uniformly from [d/2, d], so that idle workers spread out
 // instead of polling in lockstep.
-func jitter(d time.Duration) time.Duration {
+func Jitter(d time.Duration) time.Duration {
 	if d <= 1 {
 		return d
 	}

@@ -160,3 +160,62 @@ func TestCallTurnsPanicsIntoErrors(t *testing.T) {
 		t.Fatalf("Call passed %v through as %v", want, err)
 	}
 }
+
+// TestSharedIdle: 50 idle workers poll like one (the empty steps follow
+// one backoff, not fifty); work that arrives is all taken, by more than
+// one worker once there is enough of it; a Wake ends a long idle wait at
+// once.
+func TestSharedIdle(t *testing.T) {
+	var work atomic.Int64 // items waiting
+	var empty, done atomic.Int64
+	var mu sync.Mutex
+	busy := map[int]bool{}
+	wake := make(chan struct{}, 1)
+	p, err := Start(context.Background(), Config{Workers: 50, SharedIdle: true, Wake: wake, IdleMin: time.Millisecond, IdleMax: time.Hour},
+		func(ctx context.Context, w int) (bool, error) {
+			for {
+				n := work.Load()
+				if n <= 0 {
+					empty.Add(1)
+					return false, nil
+				}
+				if work.CompareAndSwap(n, n-1) {
+					break
+				}
+			}
+			mu.Lock()
+			busy[w] = true
+			mu.Unlock()
+			time.Sleep(time.Millisecond) // the item's work
+			done.Add(1)
+			return true, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Stop(context.Background()) //nolint:errcheck // nothing to check after the test
+	// Each worker's first step finds nothing; then one poller backs off
+	// from 1 ms: about 8 more empty steps in the next 200 ms, where fifty
+	// pollers would make 400.
+	for empty.Load() < 50 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := empty.Load(); n > 50+20 {
+		t.Fatalf("%d empty steps from 50 idle workers: they did not share the polling", n)
+	}
+	work.Store(500)
+	wake <- struct{}{}
+	deadline := time.Now().Add(10 * time.Second)
+	for done.Load() < 500 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of 500 items done 10 s after Wake", done.Load())
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(busy) < 2 {
+		t.Fatalf("500 items worked by %d worker(s): parked workers were not released", len(busy))
+	}
+}

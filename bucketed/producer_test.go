@@ -1,0 +1,219 @@
+package bucketed_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// TestProducerClaims: 50 goroutines fed by one producer with a prefetch;
+// every job is delivered exactly once, completed once, and heard once by
+// AfterComplete with sane times; and claims were shared (fewer
+// statements than a third of the jobs).
+func TestProducerClaims(t *testing.T) {
+	t.Parallel()
+	const jobs, workers, batch = 3000, 50, 3
+	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
+	q := queueOn(t, db, name, nil)
+	ctx := ctxT(t)
+	mustEnqueue(t, q, nJobs(jobs, "default")...)
+
+	var mu sync.Mutex
+	delivered, heard := map[string]int{}, map[string]int{}
+	var badTimes atomic.Int64
+	w, err := q.NewWorker(&bucketed.WorkerConfig{
+		Workers: workers, Prefetch: 20, Completers: 3,
+		IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond, Logf: t.Logf,
+		Handler: func(ctx context.Context, j *skiplock.Job) error {
+			mu.Lock()
+			delivered[j.ID]++
+			mu.Unlock()
+			return nil
+		},
+		AfterComplete: func(j *skiplock.Job, asked, claimed time.Time) {
+			if asked.IsZero() || claimed.Before(asked) || time.Now().Before(claimed) {
+				badTimes.Add(1)
+			}
+			mu.Lock()
+			heard[j.ID]++
+			mu.Unlock()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if p, err := q.Pending(ctx, "default"); err != nil {
+			t.Fatal(err)
+		} else if !p {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	st := w.Stats()
+	if len(delivered) != jobs || len(heard) != jobs || st.Claimed != jobs || st.Completed != jobs || st.Lost != 0 {
+		t.Fatalf("%d jobs delivered, %d heard by AfterComplete (want %d each); stats %+v", len(delivered), len(heard), jobs, st)
+	}
+	for id, n := range delivered {
+		if n != 1 || heard[id] != 1 {
+			t.Fatalf("job %s delivered %d times, heard %d times; want once each", id, n, heard[id])
+		}
+	}
+	if n := badTimes.Load(); n > 0 {
+		t.Fatalf("%d jobs with asked/claimed times out of order", n)
+	}
+	// A claim per goroutine request would need jobs statements.
+	if stmts := w.ClaimStatements(); stmts >= jobs/batch {
+		t.Fatalf("%d claim statements for %d jobs: claims were not shared", stmts, jobs)
+	}
+	if got := count(t, db, "SELECT count(*) FROM "+jobsTable(name)+` WHERE "status" = 'Success' AND "attempts" = 1`); got != jobs {
+		t.Fatalf("%d jobs Success with one attempt, want %d", got, jobs)
+	}
+}
+
+// TestProducerHardStop: goroutines waiting for jobs do not hold up Stop;
+// the jobs in hand at its deadline go back unattempted.
+func TestProducerHardStop(t *testing.T) {
+	t.Parallel()
+	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
+	q := queueOn(t, db, name, nil)
+	ctx := ctxT(t)
+	mustEnqueue(t, q, nJobs(5, "default")...)
+	var started atomic.Int32
+	w, err := q.NewWorker(&bucketed.WorkerConfig{
+		Workers: 30, IdleMin: time.Millisecond, PollInterval: 2 * time.Millisecond,
+		Handler: func(ctx context.Context, j *skiplock.Job) error {
+			started.Add(1)
+			<-ctx.Done()
+			return ctx.Err()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for started.Load() < 5 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	stopCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if err := w.Stop(stopCtx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Stop: want the deadline's error, got %v", err)
+	}
+	if st := w.Stats(); st.Claimed != 5 || st.Released != 5 || st.Completed+st.Failed+st.Lost != 0 {
+		t.Fatalf("stats %+v: want 5 claimed, 5 released", st)
+	}
+	if got := count(t, db, "SELECT count(*) FROM "+jobsTable(name)+` WHERE "status" = 'Queued' AND "attempts" = 0`); got != 5 {
+		t.Fatalf("%d of 5 jobs back in the queue unattempted", got)
+	}
+}
+
+func TestWorkerHelperCounts(t *testing.T) {
+	t.Parallel()
+	q, _ := newQueue(t, nil)
+	h := func(context.Context, *skiplock.Job) error { return nil }
+	for _, c := range []bucketed.WorkerConfig{{Handler: h, Prefetch: 100001}, {Handler: h, Completers: 1001}, {Handler: h, PollInterval: -1}} {
+		if _, err := q.NewWorker(&c); !skiplock.IsUsage(err) {
+			t.Fatalf("%+v: want a usage error, got %v", c, err)
+		}
+	}
+}
+
+// TestPrefetchGivenBackOnStop: one goroutine with 9 jobs prefetched; a
+// graceful Stop lets the running job finish and gives the 9 back at once,
+// unattempted.
+func TestPrefetchGivenBackOnStop(t *testing.T) {
+	t.Parallel()
+	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
+	q := queueOn(t, db, name, nil)
+	ctx := ctxT(t)
+	mustEnqueue(t, q, nJobs(10, "default")...)
+	started, release := make(chan struct{}, 10), make(chan struct{})
+	w, err := q.NewWorker(&bucketed.WorkerConfig{
+		Workers: 1, Prefetch: 9,
+		Handler: func(ctx context.Context, j *skiplock.Job) error {
+			started <- struct{}{}
+			<-release
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	for w.Stats().Claimed < 10 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if got := count(t, db, "SELECT count(*) FROM "+jobsTable(name)+` WHERE "status" = 'Running'`); got != 10 {
+		t.Fatalf("%d jobs Running, want 10 (1 started, 9 prefetched)", got)
+	}
+	go func() { time.Sleep(50 * time.Millisecond); close(release) }()
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Stats(); st.Claimed != 10 || st.Completed != 1 || st.Released != 9 || len(started) != 0 {
+		t.Fatalf("stats %+v, %d more handlers started: want 1 completed and 9 released, none started", st, len(started))
+	}
+	if got := count(t, db, "SELECT count(*) FROM "+jobsTable(name)+` WHERE "status" = 'Queued' AND "attempts" = 0`); got != 9 {
+		t.Fatalf("%d of 9 prefetched jobs back in the queue unattempted", got)
+	}
+}
+
+// TestIdleCostAndWake: 100 idle goroutines cost one producer's polls, not
+// a hundred; a long idle wait ends at once on Wake.
+func TestIdleCostAndWake(t *testing.T) {
+	t.Parallel()
+	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
+	q := queueOn(t, db, name, nil)
+	ctx := ctxT(t)
+	wake := make(chan struct{}, 1)
+	ran := make(chan string, 1)
+	w, err := q.NewWorker(&bucketed.WorkerConfig{
+		Workers: 100, IdleMin: time.Millisecond, PollInterval: time.Hour, Wake: wake,
+		Handler: func(ctx context.Context, j *skiplock.Job) error {
+			ran <- j.ID
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(ctx) //nolint:errcheck // the test's checks are above
+	// The idle waits double from 1 ms: after 14 polls the next is over 8 s.
+	for w.ClaimStatements() < 14 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if n := w.ClaimStatements(); n > 20 {
+		t.Fatalf("%d claim statements from 100 idle goroutines: want one poller's backoff (about 14)", n)
+	}
+	mustEnqueue(t, q, nJobs(1, "default")...)
+	wake <- struct{}{}
+	select {
+	case <-ran:
+	case <-time.After(5 * time.Second):
+		t.Fatalf("the job was not picked up within 5 s of Wake (the idle wait was 8 s or more)")
+	}
+}

@@ -69,3 +69,11 @@ func (a jackcConn) Begin(ctx context.Context, opts TxOptions) (Tx, error) {
 func (a jackcConn) Release() { a.q.Release() }
 
 func (a jackcConn) PID() uint32 { return a.q.Conn().PgConn().PID() }
+
+func (a jackcConn) WaitForNotification(ctx context.Context) (Notification, error) {
+	n, err := a.q.Conn().WaitForNotification(ctx)
+	if err != nil {
+		return Notification{}, interpretError(err)
+	}
+	return Notification{Channel: n.Channel, Payload: n.Payload}, nil
+}

@@ -71,3 +71,11 @@ func (a ybConn) Begin(ctx context.Context, opts TxOptions) (Tx, error) {
 func (a ybConn) Release() { a.q.Release() }
 
 func (a ybConn) PID() uint32 { return a.q.Conn().PgConn().PID() }
+
+func (a ybConn) WaitForNotification(ctx context.Context) (Notification, error) {
+	n, err := a.q.Conn().WaitForNotification(ctx)
+	if err != nil {
+		return Notification{}, interpretError(err)
+	}
+	return Notification{Channel: n.Channel, Payload: n.Payload}, nil
+}

@@ -84,6 +84,13 @@ type Job struct {
 	// LeaseExpiresAt is when the job returns to the queue unless the lease
 	// is extended (bucketed).
 	LeaseExpiresAt time.Time
+	// Kind names the job's type, the worker registered for it in a
+	// client ("" for jobs enqueued without one).
+	Kind string
+	// Metadata is the job's JSON object of data about it rather than for
+	// it: what middleware carries (a trace context), and a client's count
+	// of the job's snoozes.
+	Metadata json.RawMessage
 }
 
 // NewJob describes a job to enqueue. The zero value, with a payload, is a
@@ -105,6 +112,11 @@ type NewJob struct {
 	// UniqueKey, when set, makes the enqueue a no-op while another job
 	// with the same key is Queued or Running (bucketed).
 	UniqueKey string
+	// Kind names the job's type (see Job.Kind); at most MaxKindLen bytes.
+	Kind string
+	// Metadata is a JSON object carried with the job (see Job.Metadata);
+	// nil means {}.
+	Metadata json.RawMessage
 }
 
 // Normalize fills defaults and validates the job against maxPayload bytes
@@ -145,6 +157,15 @@ func (j *NewJob) Normalize(maxPayload int) error {
 		j.MaxAttempts = DefaultMaxAttempts
 	}
 	if err := checkRunAt(j.RunAt); err != nil {
+		return err
+	}
+	if err := checkKind(j.Kind); err != nil {
+		return err
+	}
+	if len(j.Metadata) == 0 {
+		j.Metadata = json.RawMessage("{}")
+	}
+	if err := checkMetadata(j.Metadata); err != nil {
 		return err
 	}
 	return checkUniqueKey(j.UniqueKey)

@@ -1,10 +1,12 @@
 package skiplock
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -176,6 +178,36 @@ func checkUniqueKey(k string) error {
 		return Usagef("unique key %q contains a NUL byte, which PostgreSQL text cannot hold", k)
 	}
 	return nil
+}
+
+// MaxKindLen is the longest job kind, in bytes.
+const MaxKindLen = 255
+
+// checkKind refuses a kind that is too long, not UTF-8, or holds control
+// characters (kinds appear in logs, metrics labels and pages).
+func checkKind(k string) error {
+	switch {
+	case len(k) > MaxKindLen:
+		return Usagef("kind is %d bytes: the limit is %d", len(k), MaxKindLen)
+	case !utf8.ValidString(k):
+		return Usagef("kind %q is not valid UTF-8 (byte %d)", k, invalidUTF8At([]byte(k)))
+	case strings.IndexFunc(k, unicode.IsControl) >= 0:
+		return Usagef("kind %q contains a control character: use a name such as \"send_email\"", k)
+	}
+	return nil
+}
+
+// checkMetadata refuses metadata that is not one JSON object that jsonb
+// accepts.
+func checkMetadata(m json.RawMessage) error {
+	if len(m) > DefaultMaxPayloadBytes {
+		return Usagef("metadata is %d bytes: the limit is %d", len(m), DefaultMaxPayloadBytes)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(m, &obj); err != nil || obj == nil {
+		return Usagef("metadata is not a JSON object: %s", truncate(string(m), 60))
+	}
+	return checkPayload(m)
 }
 
 // checkRunAt refuses a run time outside MinRunAt..MaxRunAt; the zero time

@@ -94,3 +94,27 @@ func FuzzPayloadAgreesWithJSONB(f *testing.F) {
 		}
 	})
 }
+
+// TestNormalizeKindAndMetadata: kinds are short printable names, metadata
+// one JSON object ({} when unset); anything else is a usage error that
+// names the field.
+func TestNormalizeKindAndMetadata(t *testing.T) {
+	t.Parallel()
+	ok := skiplock.NewJob{Kind: "send_email"}
+	if err := ok.Normalize(0); err != nil || string(ok.Metadata) != "{}" {
+		t.Fatalf("plain kind: %v, metadata %s", err, ok.Metadata)
+	}
+	for name, j := range map[string]skiplock.NewJob{
+		"kind":       {Kind: strings.Repeat("k", skiplock.MaxKindLen+1)},
+		"kind ":      {Kind: "a\nb"},
+		"kind  ":     {Kind: "\xff"},
+		"metadata":   {Metadata: json.RawMessage(`[1]`)},
+		"metadata ":  {Metadata: json.RawMessage(`null`)},
+		"metadata  ": {Metadata: json.RawMessage(`{"a":`)},
+	} {
+		err := j.Normalize(0)
+		if !skiplock.IsUsage(err) || !strings.Contains(err.Error(), strings.TrimSpace(name)) {
+			t.Errorf("%+v: want a usage error about the %s, got %v", j, strings.TrimSpace(name), err)
+		}
+	}
+}

@@ -60,6 +60,16 @@ type Conn interface {
 	// PID is the server's process id for this connection (0 where the
 	// engine has none).
 	PID() uint32
+	// WaitForNotification blocks until a NOTIFY arrives on a channel this
+	// connection LISTENs on, or ctx ends. Only engines with
+	// Dialect.Notifications deliver any.
+	WaitForNotification(ctx context.Context) (Notification, error)
+}
+
+// Notification is one NOTIFY received by a LISTENing connection.
+type Notification struct {
+	// Channel is the channel it was sent on; Payload its text.
+	Channel, Payload string
 }
 
 // Pool is a connection pool on either driver.

@@ -108,6 +108,11 @@ func (c *countingConn) Begin(ctx context.Context, opts skiplock.TxOptions) (skip
 func (c *countingConn) Release()    { c.conn.Release() }
 func (c *countingConn) PID() uint32 { return c.conn.PID() }
 
+// WaitForNotification is not a statement: it waits for the server.
+func (c *countingConn) WaitForNotification(ctx context.Context) (skiplock.Notification, error) {
+	return c.conn.WaitForNotification(ctx)
+}
+
 func countBegin(ctx context.Context, b skiplock.Beginner, s *stmtCounter, opts skiplock.TxOptions) (skiplock.Tx, error) {
 	s.add(ctx)
 	tx, err := b.Begin(ctx, opts)

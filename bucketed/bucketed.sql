@@ -15,9 +15,9 @@
 -- live job of its queue already holds is skipped: the conflict target
 -- repeats the partial unique index's columns and predicate, which is how
 -- the engine infers that index.
-INSERT INTO /* TEMPLATE: table */ ("queue", "payload", "priority", "run_at", "max_attempts", "unique_key")
-SELECT u.q, u.p::JSONB, u.pr, COALESCE(u.ra, now()), u.ma, u.uk
-FROM unnest($1::TEXT[], $2::TEXT[], $3::INT2[], $4::TIMESTAMPTZ[], $5::INT4[], $6::TEXT[]) AS u (q, p, pr, ra, ma, uk)
+INSERT INTO /* TEMPLATE: table */ ("queue", "payload", "priority", "run_at", "max_attempts", "unique_key", "kind", "metadata")
+SELECT u.q, u.p::JSONB, u.pr, COALESCE(u.ra, now()), u.ma, u.uk, u.k, u.m::JSONB
+FROM unnest($1::TEXT[], $2::TEXT[], $3::INT2[], $4::TIMESTAMPTZ[], $5::INT4[], $6::TEXT[], $7::TEXT[], $8::TEXT[]) AS u (q, p, pr, ra, ma, uk, k, m)
 ON CONFLICT /* TEMPLATE: unique_conflict */ DO NOTHING
 RETURNING "id";
 

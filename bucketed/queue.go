@@ -235,6 +235,7 @@ func (q *Queue) insertArgs(jobs []skiplock.NewJob, first int) (insertParams, err
 	queues, payloads := make([]string, n), make([]string, n)
 	prios, maxAtt := make([]int16, n), make([]int32, n)
 	runAt, keys := make([]*time.Time, n), make([]*string, n)
+	kinds, meta := make([]string, n), make([]string, n)
 	for i := range jobs {
 		j := jobs[i] // a copy: Normalize fills defaults
 		if j.Queue == "" {
@@ -245,6 +246,7 @@ func (q *Queue) insertArgs(jobs []skiplock.NewJob, first int) (insertParams, err
 		}
 		q.hints.enqueued(j.Queue, j.Priority, j.RunAt)
 		queues[i], payloads[i] = j.Queue, string(j.Payload)
+		kinds[i], meta[i] = j.Kind, string(j.Metadata)
 		prios[i], maxAtt[i] = int16(j.Priority), int32(j.MaxAttempts)
 		if !j.RunAt.IsZero() {
 			t := j.RunAt
@@ -255,7 +257,7 @@ func (q *Queue) insertArgs(jobs []skiplock.NewJob, first int) (insertParams, err
 			keys[i] = &k
 		}
 	}
-	return insertParams{Queues: queues, Payloads: payloads, Priorities: prios, RunAts: runAt, MaxAttempts: maxAtt, UniqueKeys: keys}, nil
+	return insertParams{Queues: queues, Payloads: payloads, Priorities: prios, RunAts: runAt, MaxAttempts: maxAtt, UniqueKeys: keys, Kinds: kinds, Metadata: meta}, nil
 }
 
 func execCount(ctx context.Context, q skiplock.Querier, sql string, args ...any) (int, error) {
@@ -305,20 +307,20 @@ func JobID(job *skiplock.Job) (int64, error) {
 func scanJob(rows skiplock.Rows) (*skiplock.Job, int, error) {
 	var (
 		id, prio, attempts, maxAtt, token, bucket int64
-		queue, payload, status                    string
+		queue, payload, status, kind, meta        string
 		created, runAt                            time.Time
 		lastErr, owner                            *string
 		tokenP                                    *int64
 		expires                                   *time.Time
 	)
 	if err := rows.Scan(&id, &queue, &payload, &prio, &status, &attempts, &maxAtt,
-		&created, &runAt, &lastErr, &owner, &tokenP, &expires, &bucket); err != nil {
+		&created, &runAt, &lastErr, &owner, &tokenP, &expires, &bucket, &kind, &meta); err != nil {
 		return nil, 0, err
 	}
 	j := &skiplock.Job{
 		ID: FormatID(id), Queue: queue, Payload: []byte(payload), Priority: int(prio),
 		Status: skiplock.Status(status), Attempts: int(attempts), MaxAttempts: int(maxAtt),
-		CreatedAt: created, RunAt: runAt,
+		CreatedAt: created, RunAt: runAt, Kind: kind, Metadata: []byte(meta),
 	}
 	if lastErr != nil {
 		j.LastError = *lastErr

@@ -33,7 +33,7 @@ func init() {
 
 // jobColumns is what a claim returns, in scanJob's order.
 const jobColumns = `j."id", j."queue", j."payload"::TEXT, j."priority", j."status"::TEXT, j."attempts", j."max_attempts",
-  j."create_ts", j."run_at", j."last_error", j."lease_owner", j."lease_token", j."lease_expires_at", j."bucket"`
+  j."create_ts", j."run_at", j."last_error", j."lease_owner", j."lease_token", j."lease_expires_at", j."bucket", j."kind", j."metadata"::TEXT`
 
 // uniqueIndex names the partial unique index on live jobs' keys that
 // insert's ON CONFLICT must match.
@@ -152,9 +152,11 @@ type insertParams struct {
 	RunAts      []*time.Time
 	MaxAttempts []int32
 	UniqueKeys  []*string
+	Kinds       []string
+	Metadata    []string
 }
 
 // args lists p in insert's $n order.
 func (p insertParams) args() []any {
-	return []any{p.Queues, p.Payloads, p.Priorities, p.RunAts, p.MaxAttempts, p.UniqueKeys}
+	return []any{p.Queues, p.Payloads, p.Priorities, p.RunAts, p.MaxAttempts, p.UniqueKeys, p.Kinds, p.Metadata}
 }

@@ -98,10 +98,10 @@ UPDATE /* TEMPLATE: attempt_table */ SET "retry_at" = now() + interval '1 second
 -- Moves a job that used up its attempts to job_dead, and drops its attempt
 -- count: $1 the id. Sent after fail, in its transaction.
 WITH "moved" AS (DELETE FROM /* TEMPLATE: queue_table */ WHERE "id" = $1
-  RETURNING "id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at"),
+  RETURNING "id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at", "kind", "metadata"),
 "forgot" AS (DELETE FROM /* TEMPLATE: attempt_table */ WHERE "job_id" = $1)
-INSERT INTO /* TEMPLATE: dead_table */ ("id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at")
-SELECT "id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at" FROM "moved";
+INSERT INTO /* TEMPLATE: dead_table */ ("id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at", "kind", "metadata")
+SELECT "id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at", "kind", "metadata" FROM "moved";
 
 -- name: bury_lost
 -- Moves a job to job_dead without running it, in the transaction that
@@ -110,10 +110,10 @@ SELECT "id", "queue", "payload", "attempts", "max_attempts", "last_error", "crea
 -- lost its connection mid-job): $1 the id, $2 the error to keep. Its
 -- attempts are its max_attempts, the handler starts it was allowed.
 WITH "moved" AS (DELETE FROM /* TEMPLATE: queue_table */ WHERE "id" = $1
-  RETURNING "id", "queue", "payload", "max_attempts", "created_at"),
+  RETURNING "id", "queue", "payload", "max_attempts", "created_at", "kind", "metadata"),
 "forgot" AS (DELETE FROM /* TEMPLATE: attempt_table */ WHERE "job_id" = $1)
-INSERT INTO /* TEMPLATE: dead_table */ ("id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at")
-SELECT "id", "queue", "payload", "max_attempts", "max_attempts", $2, "created_at" FROM "moved";
+INSERT INTO /* TEMPLATE: dead_table */ ("id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at", "kind", "metadata")
+SELECT "id", "queue", "payload", "max_attempts", "max_attempts", $2, "created_at", "kind", "metadata" FROM "moved";
 
 -- name: amend_dead
 -- Gives a job that bury_lost moved to job_dead the error of its last
@@ -124,11 +124,11 @@ UPDATE /* TEMPLATE: dead_table */ SET "last_error" = $2
 WHERE "id" = $1 AND left("last_error", length($3::text)) = $3::text;
 
 -- name: insert
--- Adds jobs from three parallel arrays: queues, payloads (JSON text), max
--- attempts.
-INSERT INTO /* TEMPLATE: queue_table */ ("queue", "payload", "max_attempts")
-SELECT "t"."queue", "t"."payload"::jsonb, "t"."max_attempts"
-FROM unnest($1::text[], $2::text[], $3::int[]) AS "t" ("queue", "payload", "max_attempts")
+-- Adds jobs from five parallel arrays: queues, payloads (JSON text), max
+-- attempts, kinds, metadata (JSON text).
+INSERT INTO /* TEMPLATE: queue_table */ ("queue", "payload", "max_attempts", "kind", "metadata")
+SELECT "t"."queue", "t"."payload"::jsonb, "t"."max_attempts", "t"."kind", "t"."metadata"::jsonb
+FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[]) AS "t" ("queue", "payload", "max_attempts", "kind", "metadata")
 RETURNING "id";
 
 -- name: queued
@@ -158,10 +158,10 @@ SELECT EXISTS (SELECT 1 FROM /* TEMPLATE: queue_table */ WHERE "queue" = $1);
 -- session can stop it.
 WITH "moved" AS (DELETE FROM /* TEMPLATE: queue_table */
     WHERE "id" = (SELECT "id" FROM /* TEMPLATE: queue_table */ WHERE "id" = $1 FOR UPDATE SKIP LOCKED)
-  RETURNING "id", "queue", "payload", "attempts", "max_attempts", "created_at"),
+  RETURNING "id", "queue", "payload", "attempts", "max_attempts", "created_at", "kind", "metadata"),
 "forgot" AS (DELETE FROM /* TEMPLATE: attempt_table */ WHERE "job_id" IN (SELECT "id" FROM "moved"))
-INSERT INTO /* TEMPLATE: dead_table */ ("id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at")
-SELECT "id", "queue", "payload", "attempts", "max_attempts", 'cancelled by an operator', "created_at" FROM "moved"
+INSERT INTO /* TEMPLATE: dead_table */ ("id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at", "kind", "metadata")
+SELECT "id", "queue", "payload", "attempts", "max_attempts", 'cancelled by an operator', "created_at", "kind", "metadata" FROM "moved"
 RETURNING "id";
 
 -- name: retry_by_id
@@ -169,10 +169,10 @@ RETURNING "id";
 -- any attempt count left behind dropped); its last error stays until its
 -- next attempt.
 WITH "moved" AS (DELETE FROM /* TEMPLATE: dead_table */ WHERE "id" = $1
-  RETURNING "id", "queue", "payload", "max_attempts", "last_error", "created_at"),
+  RETURNING "id", "queue", "payload", "max_attempts", "last_error", "created_at", "kind", "metadata"),
 "forgot" AS (DELETE FROM /* TEMPLATE: attempt_table */ WHERE "job_id" IN (SELECT "id" FROM "moved"))
-INSERT INTO /* TEMPLATE: queue_table */ ("id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at")
-SELECT "id", "queue", "payload", 0, "max_attempts", "last_error", "created_at" FROM "moved"
+INSERT INTO /* TEMPLATE: queue_table */ ("id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at", "kind", "metadata")
+SELECT "id", "queue", "payload", 0, "max_attempts", "last_error", "created_at", "kind", "metadata" FROM "moved"
 RETURNING "id";
 
 -- name: delete_by_id

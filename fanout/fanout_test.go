@@ -319,8 +319,8 @@ func testHeldRowIsSkipped(t *testing.T, d testdb.Driver) {
 		defer rows.Close()
 		var got []string
 		for rows.Next() {
-			vals := make([]any, 7)
-			ptrs := make([]any, 7)
+			vals := make([]any, 9) // the claim's job columns
+			ptrs := make([]any, len(vals))
 			for i := range vals {
 				ptrs[i] = &vals[i]
 			}

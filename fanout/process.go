@@ -220,14 +220,14 @@ func (q *Queue) claim(ctx context.Context, tx skiplock.Tx, queue string) (*skipl
 	err := each(ctx, tx, q.sql.claim, []any{randomStart(), queue}, func(r skiplock.Rows) error {
 		var (
 			j              skiplock.Job
-			payload        string
+			payload, meta  string
 			attempts, maxA int32
 			lastErr        *string
 		)
-		if err := r.Scan(&j.ID, &j.Queue, &payload, &attempts, &maxA, &lastErr, &j.CreatedAt); err != nil {
+		if err := r.Scan(&j.ID, &j.Queue, &payload, &attempts, &maxA, &lastErr, &j.CreatedAt, &j.Kind, &meta); err != nil {
 			return err
 		}
-		j.Payload = json.RawMessage(payload)
+		j.Payload, j.Metadata = json.RawMessage(payload), json.RawMessage(meta)
 		j.Attempts = int(attempts) + 1 // replaced by the attempt's count before the handler sees it
 		j.MaxAttempts = int(maxA)
 		if lastErr != nil {

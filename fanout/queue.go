@@ -215,6 +215,7 @@ func (q *Queue) EnqueueIn(ctx context.Context, db skiplock.Querier, jobs ...skip
 type jobColumnsIn struct {
 	queues, payloads []string
 	maxAttempts      []int32
+	kinds, metadata  []string
 }
 
 // columns validates jobs and turns them into parallel arrays. It refuses
@@ -228,6 +229,7 @@ func (q *Queue) columns(jobs []skiplock.NewJob) (jobColumnsIn, error) {
 	c.queues = make([]string, len(jobs))
 	c.payloads = make([]string, len(jobs))
 	c.maxAttempts = make([]int32, len(jobs))
+	c.kinds, c.metadata = make([]string, len(jobs)), make([]string, len(jobs))
 	for i, j := range jobs {
 		if j.Queue == "" {
 			j.Queue = q.cfg.Queue
@@ -246,6 +248,7 @@ func (q *Queue) columns(jobs []skiplock.NewJob) (jobColumnsIn, error) {
 			return c, skiplock.Usagef("job %d: max attempts %d is too large", i, j.MaxAttempts)
 		}
 		c.queues[i], c.payloads[i], c.maxAttempts[i] = j.Queue, string(j.Payload), int32(j.MaxAttempts)
+		c.kinds[i], c.metadata[i] = j.Kind, string(j.Metadata)
 	}
 	return c, nil
 }
@@ -254,7 +257,7 @@ func (q *Queue) insert(ctx context.Context, db skiplock.Querier, c jobColumnsIn)
 	ids := make([]string, 0, len(c.queues))
 	for lo := 0; lo < len(c.queues); lo += q.cfg.EnqueueBatch {
 		hi := min(lo+q.cfg.EnqueueBatch, len(c.queues))
-		rows, err := db.Query(ctx, q.sql.insert, c.queues[lo:hi], c.payloads[lo:hi], c.maxAttempts[lo:hi])
+		rows, err := db.Query(ctx, q.sql.insert, c.queues[lo:hi], c.payloads[lo:hi], c.maxAttempts[lo:hi], c.kinds[lo:hi], c.metadata[lo:hi])
 		if err != nil {
 			return nil, err
 		}

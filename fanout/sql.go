@@ -29,7 +29,7 @@ func init() {
 
 // jobColumns are the columns claim returns, in scan order. The payload
 // travels as text so that both drivers scan it into a string.
-const jobColumns = `"id", "queue", "payload"::text AS "payload", "attempts", "max_attempts", "last_error", "created_at"`
+const jobColumns = `"id", "queue", "payload"::text AS "payload", "attempts", "max_attempts", "last_error", "created_at", "kind", "metadata"::text AS "metadata"`
 
 // sqlVars are fanout.sql's template values. The statements are the same
 // on every engine, so the dialect is not consulted.

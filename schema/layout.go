@@ -146,6 +146,7 @@ func JobsTableDef(buckets int) *Table {
 			{Name: "last_updated", Type: TypeTimestamp, NotNull: true, Default: DefaultNow},
 			{Name: "finished_at", Type: TypeTimestamp},
 			{Name: "unique_key", Type: TypeText},
+			kindColumns()[0], kindColumns()[1],
 		},
 		PrimaryKey: []string{"id"},
 		Indexes: []Index{
@@ -206,7 +207,7 @@ func JobsTableDef(buckets int) *Table {
 func JobQueueTableDef(tablets int) *Table {
 	return &Table{
 		Name:       JobQueueTable,
-		Columns:    fanoutColumns(),
+		Columns:    append(fanoutColumns(), kindColumns()...),
 		PrimaryKey: []string{"id"},
 		RangeKey:   true,
 		SplitAt:    UUIDSplitPoints(tablets),
@@ -217,6 +218,7 @@ func JobQueueTableDef(tablets int) *Table {
 // attempts.
 func DeadJobTableDef() *Table {
 	cols := append(fanoutColumns(), Column{Name: "died_at", Type: TypeTimestamp, NotNull: true, Default: DefaultNow})
+	cols = append(cols, kindColumns()...)
 	cols[0].Default = "" // keeps the id it had in job_queue
 	return &Table{Name: DeadJobTable, Columns: cols, PrimaryKey: []string{"id"}}
 }
@@ -250,6 +252,17 @@ func fanoutColumns() []Column {
 		{Name: "max_attempts", Type: TypeInt, NotNull: true, Default: fmt.Sprint(skiplock.DefaultMaxAttempts)},
 		{Name: "last_error", Type: TypeText},
 		{Name: "created_at", Type: TypeTimestamp, NotNull: true, Default: DefaultNow},
+	}
+}
+
+// kindColumns are the columns a job gained with typed kinds (migration
+// kind): the job's kind and its metadata (what middleware carries with a
+// job, such as a trace context, and the count of its snoozes). Added by
+// ALTER TABLE, so they come last in every table.
+func kindColumns() []Column {
+	return []Column{
+		{Name: "kind", Type: TypeText, NotNull: true, Default: "''"},
+		{Name: "metadata", Type: TypeJSON, NotNull: true, Default: "'{}'"},
 	}
 }
 

@@ -82,3 +82,7 @@ CREATE INDEX IF NOT EXISTS "jobs_lease_expiry" ON "skiplock"."jobs" ("queue", "l
 DROP INDEX IF EXISTS "skiplock"."jobs"@"jobs_finished";
 
 CREATE INDEX IF NOT EXISTS "jobs_finished" ON "skiplock"."jobs" ("finished_at") USING HASH WITH (bucket_count = 8) WHERE "finished_at" IS NOT NULL;
+
+ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "kind" TEXT NOT NULL DEFAULT '';
+
+ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "metadata" JSONB NOT NULL DEFAULT '{}';

@@ -70,3 +70,7 @@ CREATE INDEX IF NOT EXISTS "jobs_finished" ON "skiplock"."jobs" ("finished_at") 
 INSERT INTO "skiplock"."skiplock_setting" ("name", "value") VALUES ('bucketed.buckets', '8') ON CONFLICT ("name") DO UPDATE SET "value" = excluded."value";
 
 DO 'BEGIN IF to_regtype(''"skiplock"."job_status"'') IS NULL THEN CREATE TYPE "skiplock"."job_status" AS ENUM (''Queued'', ''Running'', ''Canceled'', ''Failed'', ''Success''); END IF; END';
+
+ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "kind" TEXT NOT NULL DEFAULT '';
+
+ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "metadata" JSONB NOT NULL DEFAULT '{}';

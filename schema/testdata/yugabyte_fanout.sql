@@ -82,3 +82,11 @@ CREATE TABLE IF NOT EXISTS "skiplock"."job_attempt" (
   "retry_at" timestamptz NOT NULL,
   PRIMARY KEY ("job_id")
 );
+
+ALTER TABLE "skiplock"."job_queue" ADD COLUMN IF NOT EXISTS "kind" TEXT NOT NULL DEFAULT '';
+
+ALTER TABLE "skiplock"."job_queue" ADD COLUMN IF NOT EXISTS "metadata" JSONB NOT NULL DEFAULT '{}';
+
+ALTER TABLE "skiplock"."job_dead" ADD COLUMN IF NOT EXISTS "kind" TEXT NOT NULL DEFAULT '';
+
+ALTER TABLE "skiplock"."job_dead" ADD COLUMN IF NOT EXISTS "metadata" JSONB NOT NULL DEFAULT '{}';

@@ -65,6 +65,7 @@ var (
 	// on CockroachDB.
 	dropIndex   = regexp.MustCompile(`^DROP INDEX IF EXISTS .*"(\w+)"$`)
 	setDefault  = regexp.MustCompile(`^ALTER TABLE (.+?) ALTER COLUMN "(\w+)" SET DEFAULT (.+)$`)
+	addColumn   = regexp.MustCompile(`^ALTER TABLE (.+?) ADD COLUMN IF NOT EXISTS ("\w+" .+)$`)
 	columnParts = regexp.MustCompile(`^(\s*"\w+" .*? DEFAULT )(.*?)((?: NOT NULL)?,?)$`)
 )
 
@@ -73,7 +74,8 @@ var (
 // replacing block in its own version (it stands in the place of the block
 // it replaces); a DROP INDEX IF EXISTS removes the CREATE INDEX of that
 // index before it, and an ALTER TABLE ... ALTER COLUMN ... SET DEFAULT
-// rewrites the column's default in the CREATE TABLE before it. Any other
+// rewrites the column's default in the CREATE TABLE before it, an ALTER
+// TABLE ... ADD COLUMN IF NOT EXISTS adds the column last in it. Any other
 // statement is kept as it is. A DROP or ALTER that finds nothing to change
 // is an error: it would mean the files and this simulation disagree.
 // Statements may hold placeholders or be rendered; conditions are kept.
@@ -98,10 +100,39 @@ func Current(files []File) ([]Statement, error) {
 				}
 				continue
 			}
+			if m := addColumn.FindStringSubmatch(st.SQL); m != nil {
+				if !appendColumn(out, m[1], m[2]) {
+					return nil, fmt.Errorf("%s: block %q adds a column to %s, which no earlier CREATE TABLE creates", f.Path, st.Name, m[1])
+				}
+				continue
+			}
 			out = append(out, st)
 		}
 	}
 	return out, nil
+}
+
+// appendColumn adds the column definition def as the last column of every
+// CREATE TABLE of table (before its PRIMARY KEY line), where ALTER TABLE
+// ... ADD COLUMN puts it, and reports whether it found one.
+func appendColumn(stmts []Statement, table, def string) bool {
+	found := false
+	head := "CREATE TABLE IF NOT EXISTS " + table + " (\n"
+	for i, st := range stmts {
+		if !strings.HasPrefix(st.SQL, head) {
+			continue
+		}
+		lines := strings.Split(st.SQL, "\n")
+		for j, line := range lines {
+			if strings.HasPrefix(line, "  PRIMARY KEY ") {
+				lines = append(lines[:j], append([]string{"  " + def + ","}, lines[j:]...)...)
+				found = true
+				break
+			}
+		}
+		stmts[i].SQL = strings.Join(lines, "\n")
+	}
+	return found
 }
 
 func removeIndex(stmts []Statement, name string) []Statement {

@@ -217,6 +217,16 @@ FROM unnest($1::INT8[], $2::INT8[]) AS c (id, token)
 WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status" = 'Running'
 RETURNING j."id";
 
+-- name: snooze
+-- Gives the jobs back to run after $3 seconds without counting the attempt
+-- (a handler's skiplock.Snooze); their metadata counts the snooze.
+UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Queued', "attempts" = GREATEST(j."attempts" - 1, 0),
+  "run_at" = now() + $3::FLOAT8 * INTERVAL '1 second', "lease_expires_at" = NULL, "last_updated" = now(),
+  "metadata" = jsonb_set(j."metadata", ARRAY['snoozes'], to_jsonb(COALESCE((j."metadata"->>'snoozes')::INT8, 0) + 1))
+FROM unnest($1::INT8[], $2::INT8[]) AS c (id, token)
+WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status" = 'Running'
+RETURNING j."id";
+
 -- name: extend
 -- Extends leases to now + $3 seconds and returns the new expiry.
 UPDATE /* TEMPLATE: table */ AS j SET "lease_expires_at" = now() + $3::FLOAT8 * INTERVAL '1 second', "last_updated" = now()

@@ -193,7 +193,7 @@ func (q *Queue) failMany(ctx context.Context, failures []Failure, backoffs []tim
 		if backoffs != nil {
 			items[i].delay = backoffs[i]
 		} else {
-			items[i].delay = q.backoff(f.Job.Attempts)
+			items[i].delay = q.retryIn(f)
 		}
 	}
 	return splitWrite("fail", items, func(f delayedFailure) *skiplock.Job { return f.Job }, func(items []delayedFailure) ([]*skiplock.Job, error) {
@@ -239,6 +239,15 @@ func (q *Queue) failBatch(ctx context.Context, failures []delayedFailure) ([]*sk
 	return lostJobs(jobs, done), nil
 }
 
+// retryIn is the wait before a failed job's next attempt: what its error
+// asks for (skiplock.RetryAfter, a retry policy), else the backoff.
+func (q *Queue) retryIn(f Failure) time.Duration {
+	if d, ok := skiplock.RetryDelay(f.Err); ok {
+		return d
+	}
+	return q.backoff(f.Job.Attempts)
+}
+
 // backoff is the wait before retrying after the attempts-th failure:
 // RetryBase*2^(attempts-1) capped at RetryMax, drawn from its upper half
 // (jitter that spreads retries without ever making them immediate).
@@ -273,6 +282,18 @@ func (q *Queue) ReleaseMany(ctx context.Context, jobs []*skiplock.Job) ([]*skipl
 	// watermarks: the next claim looks for it from the heads.
 	for _, j := range jobs {
 		q.hints.probeSoon(j.Queue)
+	}
+	return lost, err
+}
+
+// SnoozeMany gives leased jobs back to run after d, their attempt not
+// counted and their metadata's "snoozes" count raised (what a handler's
+// skiplock.Snooze asks for). It returns the jobs whose lease was lost
+// (left unchanged).
+func (q *Queue) SnoozeMany(ctx context.Context, jobs []*skiplock.Job, d time.Duration) ([]*skiplock.Job, error) {
+	lost, err := q.fenced(ctx, "snooze", q.sql.snooze, jobs, max(d, 0).Seconds())
+	for _, j := range jobs {
+		q.hints.probeSoon(j.Queue) // a better priority than the watermark's may be back
 	}
 	return lost, err
 }

@@ -16,6 +16,7 @@ type statements struct {
 	insert, uniqueLookup                                  string
 	claim, heads                                          string
 	complete, fail, cancel, release, extend, extendIDs    string
+	snooze                                                string
 	completedWith, deleteFinished, stats, pending, lookup string
 	cancelByID, retryByID, deleteByID, statusByID         string
 	backlog                                               string
@@ -87,6 +88,7 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		"fail":                     &s.fail,
 		"cancel":                   &s.cancel,
 		"release":                  &s.release,
+		"snooze":                   &s.snooze,
 		"extend":                   &s.extend,
 		"extend_ids":               &s.extendIDs,
 		"completed_with":           &s.completedWith,
@@ -117,7 +119,7 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 
 // all lists every statement, for tests that check them.
 func (s *statements) all() []string {
-	return []string{s.insert, s.uniqueLookup, s.claim, s.heads, s.complete, s.fail, s.cancel, s.release, s.extend, s.extendIDs,
+	return []string{s.insert, s.uniqueLookup, s.claim, s.heads, s.complete, s.fail, s.cancel, s.release, s.snooze, s.extend, s.extendIDs,
 		s.completedWith, s.deleteFinished, s.stats, s.pending, s.backlog, s.lookup, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID}
 }
 

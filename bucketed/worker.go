@@ -146,7 +146,7 @@ type Worker struct {
 	started              bool
 	stopOnce, finishOnce sync.Once
 
-	claimed, completed, failed, released, lost atomic.Int64
+	claimed, completed, failed, released, lost, snoozed atomic.Int64
 }
 
 // WorkerStats counts what a Worker did. The fanout layout's WorkerStats
@@ -155,8 +155,9 @@ type WorkerStats struct {
 	// Claimed jobs, Completed (Success written), Failed (a failed attempt
 	// written: retried later or dead), Released (given back unstarted or
 	// interrupted by shutdown), Lost (the lease was lost before the result
-	// was written; the result was dropped).
-	Claimed, Completed, Failed, Released, Lost int64
+	// was written; the result was dropped), Snoozed (given back to run
+	// later by skiplock.Snooze, the attempt not counted).
+	Claimed, Completed, Failed, Released, Lost, Snoozed int64
 }
 
 type outcome int
@@ -166,6 +167,7 @@ const (
 	outFail
 	outRelease
 	outDrop
+	outSnooze
 )
 
 type result struct {
@@ -372,7 +374,7 @@ func (w *Worker) Wait() {
 // Stats reports what the worker has done so far.
 func (w *Worker) Stats() WorkerStats {
 	return WorkerStats{Claimed: w.claimed.Load(), Completed: w.completed.Load(), Failed: w.failed.Load(),
-		Released: w.released.Load(), Lost: w.lost.Load()}
+		Released: w.released.Load(), Lost: w.lost.Load(), Snoozed: w.snoozed.Load()}
 }
 
 // step takes the next job from the producer and works it.
@@ -425,6 +427,10 @@ func (w *Worker) step(ctx context.Context, _ int) (bool, error) {
 		// Interrupted by a hard stop: not the job's fault.
 		w.results <- result{job: j, what: outRelease}
 	case err != nil:
+		if _, ok := skiplock.AsSnooze(err); ok {
+			w.results <- result{job: j, what: outSnooze, err: err}
+			break
+		}
 		w.results <- result{job: j, what: outFail, err: err}
 	default:
 		w.results <- result{job: j, what: outComplete, asked: asked, claimed: claimed}
@@ -460,6 +466,7 @@ func (w *Worker) complete(ctx context.Context) {
 
 func (w *Worker) flush(ctx context.Context, batch []result) {
 	var done, rel, drop []*skiplock.Job
+	snoozes := map[time.Duration][]*skiplock.Job{}
 	var doneRes []result
 	var fails []Failure
 	var backoffs []time.Duration
@@ -469,8 +476,12 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 			done = append(done, r.job)
 			doneRes = append(doneRes, r)
 		case outFail:
-			fails = append(fails, Failure{Job: r.job, Err: r.err})
-			backoffs = append(backoffs, w.q.backoff(r.job.Attempts))
+			f := Failure{Job: r.job, Err: r.err}
+			fails = append(fails, f)
+			backoffs = append(backoffs, w.q.retryIn(f))
+		case outSnooze:
+			d, _ := skiplock.AsSnooze(r.err)
+			snoozes[d] = append(snoozes[d], r.job)
 		case outRelease:
 			rel = append(rel, r.job)
 		case outDrop:
@@ -548,6 +559,23 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 			}
 		}
 		w.released.Add(int64(len(rel) - len(lost)))
+		w.lost.Add(int64(len(lost)))
+	}
+	for d, jobs := range snoozes {
+		var lost []*skiplock.Job
+		err := w.persist(ctx, "snooze", jobs, func(ctx context.Context) (err error) {
+			lost, err = w.q.SnoozeMany(ctx, jobs, d)
+			return err
+		})
+		if err != nil {
+			w.cfg.Logf("bucketed worker: %v (the jobs run again when their leases expire)", err)
+			if rj := rejectedJobs(err); rj != nil {
+				lost = append(lost, rj...)
+			} else {
+				lost = jobs
+			}
+		}
+		w.snoozed.Add(int64(len(jobs) - len(lost)))
 		w.lost.Add(int64(len(lost)))
 	}
 	w.lost.Add(int64(len(drop)))

@@ -94,6 +94,22 @@ RETURNING "attempts", "max_attempts";
 -- seconds. Sent after fail, in its transaction.
 UPDATE /* TEMPLATE: attempt_table */ SET "retry_at" = now() + interval '1 second' * $2::float8 WHERE "job_id" = $1;
 
+-- name: snooze_job
+-- Counts a snooze (a handler's skiplock.Snooze) in the job's metadata: $1
+-- the id. Sent after the attempt's rollback, in a short transaction that
+-- takes the job's row lock first, as fail does; no row back means the job
+-- is gone (another worker claimed and finished it since).
+UPDATE /* TEMPLATE: queue_table */
+SET "metadata" = jsonb_set("metadata", ARRAY['snoozes'], to_jsonb(COALESCE(("metadata"->>'snoozes')::INT8, 0) + 1))
+WHERE "id" = $1 RETURNING "id";
+
+-- name: snooze_attempt
+-- Gives the snoozed attempt back and holds the job until $2 seconds from
+-- now: $1 the id. Sent after snooze_job, in its transaction.
+UPDATE /* TEMPLATE: attempt_table */ SET "attempts" = greatest("attempts" - 1, 0),
+  "retry_at" = now() + interval '1 second' * $2::float8
+WHERE "job_id" = $1;
+
 -- name: bury
 -- Moves a job that used up its attempts to job_dead, and drops its attempt
 -- count: $1 the id. Sent after fail, in its transaction.

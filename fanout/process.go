@@ -44,8 +44,13 @@ type Result struct {
 	// is now in job_dead.
 	Dead bool
 	// RetryIn is the backoff a recorded failure set when the job has
-	// attempts left: no claim takes the job before it ends. 0 otherwise.
+	// attempts left, or a snooze's delay: no claim takes the job before it
+	// ends. 0 otherwise.
 	RetryIn time.Duration
+	// Snoozed is true when the handler returned skiplock.Snooze: its work
+	// was rolled back, its attempt given back, and the job waits RetryIn
+	// (HandlerErr is nil).
+	Snoozed bool
 	// Claim is how long the claim statement took in the last transaction
 	// attempt (the dequeue latency, BEGIN excluded).
 	Claim time.Duration
@@ -154,6 +159,13 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter)
 		}
 		return res, nil
 	case errors.As(err, &he) && ctx.Err() == nil:
+		if d, ok := skiplock.AsSnooze(he.err); ok {
+			res.Snoozed, res.RetryIn = true, d
+			if serr := q.recordSnooze(ctx, res.Job.ID, d); serr != nil {
+				return res, fmt.Errorf("fanout: job %s snoozed, and recording the snooze failed (the attempt counts): %w", res.Job.ID, serr)
+			}
+			return res, nil
+		}
 		res.HandlerErr = he.err
 		dead, retryIn, ferr := q.recordFailure(ctx, res.Job.ID, res.Job.Attempts, he.err)
 		res.RetryIn = retryIn
@@ -275,6 +287,9 @@ func (q *Queue) recordFailure(ctx context.Context, id string, n int, cause error
 		}
 		if attempts < maxA {
 			retryIn = q.backoff(int(attempts))
+			if d, ok := skiplock.RetryDelay(cause); ok {
+				retryIn = d
+			}
 			_, err = tx.Exec(ctx, q.sql.backoff, id, retryIn.Seconds())
 			return err
 		}
@@ -283,6 +298,20 @@ func (q *Queue) recordFailure(ctx context.Context, id string, n int, cause error
 		return err
 	})
 	return dead, retryIn, err
+}
+
+// recordSnooze records a snoozed attempt after its rollback: the job's
+// row lock first (waiting for a worker that claimed it since), then its
+// attempt given back and its wait set.
+func (q *Queue) recordSnooze(ctx context.Context, id string, d time.Duration) error {
+	return retry.Run(ctx, q.db, q.cfg.Retry, func(ctx context.Context, tx skiplock.Tx) error {
+		n, err := tx.Exec(ctx, q.sql.snoozeJob, id)
+		if err != nil || n == 0 {
+			return err // gone: processed since by another worker
+		}
+		_, err = tx.Exec(ctx, q.sql.snoozeAttempt, id, d.Seconds())
+		return err
+	})
 }
 
 // backoff is the wait before the next attempt after the attempts-th

@@ -15,6 +15,7 @@ type statements struct {
 	claim, del, fail, bury, insert, queued, dead, exists string
 	count, giveBack, backoff, buryLost, amendDead        string
 	cancelByID, retryByID, deleteByID, whereByID         string
+	snoozeJob, snoozeAttempt                             string
 }
 
 //go:embed fanout.sql
@@ -50,6 +51,7 @@ func render(schemaName string) statements {
 		"insert": &s.insert, "queued": &s.queued, "dead": &s.dead, "exists": &s.exists,
 		"count": &s.count, "give_back": &s.giveBack, "backoff": &s.backoff, "bury_lost": &s.buryLost, "amend_dead": &s.amendDead,
 		"cancel_by_id": &s.cancelByID, "retry_by_id": &s.retryByID, "delete_by_id": &s.deleteByID, "where_by_id": &s.whereByID,
+		"snooze_job": &s.snoozeJob, "snooze_attempt": &s.snoozeAttempt,
 	})
 	if err != nil {
 		// The file is embedded and the same for every schema: the tests
@@ -66,5 +68,6 @@ func (s statements) all() map[string]string {
 		"insert": s.insert, "queued": s.queued, "dead": s.dead, "exists": s.exists,
 		"count": s.count, "give_back": s.giveBack, "backoff": s.backoff, "bury_lost": s.buryLost, "amend_dead": s.amendDead,
 		"cancel_by_id": s.cancelByID, "retry_by_id": s.retryByID, "delete_by_id": s.deleteByID, "where_by_id": s.whereByID,
+		"snooze_job": s.snoozeJob, "snooze_attempt": s.snoozeAttempt,
 	}
 }

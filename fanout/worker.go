@@ -132,7 +132,7 @@ type Worker struct {
 	rec     *recorder // counts attempts before handlers run
 	maint   *maintenance.Service
 
-	completed, failed, dead, errored atomic.Int64
+	completed, failed, dead, errored, snoozed atomic.Int64
 }
 
 // WorkerStats count what a Worker has done so far. The bucketed layout's
@@ -146,6 +146,8 @@ type WorkerStats struct {
 	Dead int64
 	// Errors counts Process calls that failed on the database.
 	Errors int64
+	// Snoozed counts jobs whose handler returned skiplock.Snooze.
+	Snoozed int64
 }
 
 // WorkerCounts are what a Worker has done so far.
@@ -292,6 +294,8 @@ func (w *Worker) step(ctx context.Context, i int) (bool, error) {
 	case err != nil:
 		// Counted above: a stop mid-job, a lost database, an ambiguous
 		// commit.
+	case res.Snoozed:
+		w.snoozed.Add(1)
 	case res.HandlerErr == nil:
 		w.completed.Add(1)
 	default:
@@ -382,7 +386,7 @@ func (w *Worker) Wait() {
 
 // Stats reports what the workers have done so far.
 func (w *Worker) Stats() WorkerStats {
-	return WorkerStats{Completed: w.completed.Load(), Failed: w.failed.Load(), Dead: w.dead.Load(), Errors: w.errored.Load()}
+	return WorkerStats{Completed: w.completed.Load(), Failed: w.failed.Load(), Dead: w.dead.Load(), Errors: w.errored.Load(), Snoozed: w.snoozed.Load()}
 }
 
 // Counts reports what the workers have done so far.

@@ -228,6 +228,45 @@ func (q *Queue) EnqueueIn(ctx context.Context, db skiplock.Querier, jobs ...skip
 	return out, nil
 }
 
+// EnqueueNotify is EnqueueIn that also notifies channel (LISTEN/NOTIFY)
+// with the name of each queue it adds jobs to, in the same statement, so
+// listeners wake when the jobs commit. channel "" notifies nothing. Only
+// for engines whose Dialect.Notifications is true.
+func (q *Queue) EnqueueNotify(ctx context.Context, db skiplock.Querier, channel string, jobs ...skiplock.NewJob) ([]string, error) {
+	if channel == "" {
+		return q.EnqueueIn(ctx, db, jobs...)
+	}
+	if db == nil {
+		return nil, skiplock.Usagef("bucketed.EnqueueNotify: db is nil: pass the pool or the transaction the jobs belong to")
+	}
+	args, err := q.insertArgs(jobs, 0)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := queryIDs(ctx, db, q.sql.insertNotify, append(args.args(), channel, distinct(args.Queues))...)
+	if err != nil {
+		return nil, fmt.Errorf("bucketed: enqueue %d job(s): %w", len(jobs), err)
+	}
+	out := make([]string, len(ids))
+	for i, id := range ids {
+		out[i] = FormatID(id)
+	}
+	return out, nil
+}
+
+// distinct returns the distinct strings of s, in first-seen order.
+func distinct(s []string) []string {
+	seen := make(map[string]bool, 1)
+	var out []string
+	for _, v := range s {
+		if !seen[v] {
+			seen[v] = true
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 // insertArgs validates jobs and turns them into the INSERT's arrays. Errors
 // name a job by its index plus first, its place in the caller's slice.
 func (q *Queue) insertArgs(jobs []skiplock.NewJob, first int) (insertParams, error) {

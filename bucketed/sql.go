@@ -17,6 +17,7 @@ type statements struct {
 	claim, heads                                          string
 	complete, fail, cancel, release, extend, extendIDs    string
 	snooze                                                string
+	insertNotify                                          string // insert with its notifications (sqltext.WithNotify)
 	completedWith, deleteFinished, stats, pending, lookup string
 	cancelByID, retryByID, deleteByID, statusByID         string
 	backlog                                               string
@@ -108,6 +109,7 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		// that passed them.
 		panic(err)
 	}
+	s.insertNotify = sqltext.WithNotify(s.insert, len(insertParams{}.args()))
 	switch {
 	case d.KeyJoinDML:
 		s.claim, s.heads, s.deleteFinished = claimKeyJoin, headsKeyJoin, deleteFinishedKeyJoin

@@ -3,6 +3,7 @@ package fanout
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/skiplock/skiplock"
@@ -216,6 +217,7 @@ type jobColumnsIn struct {
 	queues, payloads []string
 	maxAttempts      []int32
 	kinds, metadata  []string
+	notify           string // the channel to notify, or ""
 }
 
 // columns validates jobs and turns them into parallel arrays. It refuses
@@ -253,11 +255,35 @@ func (q *Queue) columns(jobs []skiplock.NewJob) (jobColumnsIn, error) {
 	return c, nil
 }
 
+// EnqueueNotify is EnqueueIn that also notifies channel (LISTEN/NOTIFY)
+// with the name of each queue it adds jobs to, in the same statement, so
+// listeners wake when the jobs commit. channel "" notifies nothing. Only
+// for engines whose Dialect.Notifications is true.
+func (q *Queue) EnqueueNotify(ctx context.Context, db skiplock.Querier, channel string, jobs ...skiplock.NewJob) ([]string, error) {
+	if db == nil {
+		return nil, skiplock.Usagef("fanout.EnqueueNotify: db is nil: pass the pool or the transaction the jobs belong to")
+	}
+	cols, err := q.columns(jobs)
+	if err != nil {
+		return nil, err
+	}
+	cols.notify = channel
+	ids, err := q.insert(ctx, db, cols)
+	if err != nil {
+		return nil, fmt.Errorf("fanout: enqueue %d job(s): %w", len(jobs), err)
+	}
+	return ids, nil
+}
+
 func (q *Queue) insert(ctx context.Context, db skiplock.Querier, c jobColumnsIn) ([]string, error) {
 	ids := make([]string, 0, len(c.queues))
 	for lo := 0; lo < len(c.queues); lo += q.cfg.EnqueueBatch {
 		hi := min(lo+q.cfg.EnqueueBatch, len(c.queues))
-		rows, err := db.Query(ctx, q.sql.insert, c.queues[lo:hi], c.payloads[lo:hi], c.maxAttempts[lo:hi], c.kinds[lo:hi], c.metadata[lo:hi])
+		sql, args := q.sql.insert, []any{c.queues[lo:hi], c.payloads[lo:hi], c.maxAttempts[lo:hi], c.kinds[lo:hi], c.metadata[lo:hi]}
+		if c.notify != "" {
+			sql, args = q.sql.insertNotify, append(args, c.notify, slices.Compact(slices.Sorted(slices.Values(c.queues[lo:hi]))))
+		}
+		rows, err := db.Query(ctx, sql, args...)
 		if err != nil {
 			return nil, err
 		}

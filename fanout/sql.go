@@ -16,6 +16,7 @@ type statements struct {
 	count, giveBack, backoff, buryLost, amendDead        string
 	cancelByID, retryByID, deleteByID, whereByID         string
 	snoozeJob, snoozeAttempt                             string
+	insertNotify                                         string // insert with its notifications (sqltext.WithNotify)
 }
 
 //go:embed fanout.sql
@@ -58,8 +59,12 @@ func render(schemaName string) statements {
 		// render it, so this cannot happen in a build that passed them.
 		panic(err)
 	}
+	s.insertNotify = sqltext.WithNotify(s.insert, insertParamCount)
 	return s
 }
+
+// insertParamCount is how many parameters insert takes.
+const insertParamCount = 5
 
 // all lists the statements, for tests that check each one.
 func (s statements) all() map[string]string {

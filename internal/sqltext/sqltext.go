@@ -254,3 +254,18 @@ func Sources() []Source {
 	slices.SortFunc(out, func(a, b Source) int { return strings.Compare(a.Path, b.Path) })
 	return out
 }
+
+// WithNotify wraps insert, an INSERT ... RETURNING statement with nparams
+// parameters, so that the same statement also sends a notification to
+// the channel in parameter nparams+1 for each queue name in the text
+// array in parameter nparams+2: PostgreSQL delivers them when the
+// statement's transaction commits, so a listener never wakes for jobs it
+// cannot see yet. The notifications ride in the insert's own round trip.
+// The wrapped statement returns what insert returns. (The notify CTE is
+// read by the main query so that it runs: PostgreSQL skips an unread
+// CTE that modifies nothing.)
+func WithNotify(insert string, nparams int) string {
+	return fmt.Sprintf(`WITH "ins" AS (%s),
+"notified" AS (SELECT pg_notify($%d::text, "q") FROM unnest($%d::text[]) AS "q")
+SELECT "ins".* FROM "ins" WHERE (SELECT count(*) FROM "notified") >= 0`, strings.TrimSuffix(strings.TrimSpace(insert), ";"), nparams+1, nparams+2)
+}

@@ -1,0 +1,383 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/maintenance"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// Client inserts and works jobs of many kinds on many queues, both
+// layouts, over one pool. Make one per process and database with New;
+// Start runs its queues' workers, Stop stops them gracefully.
+type Client struct {
+	db      *skiplock.DB
+	cfg     Config
+	notify  bool   // LISTEN/NOTIFY in use
+	channel string // the schema's notification channel
+
+	bq     *bucketed.Queue          // every bucketed queue, inserts and claims
+	fq     map[string]*fanout.Queue // per fanout queue (declared ones)
+	fqMu   sync.Mutex               // guards fq for undeclared queues' inserts
+	queues map[string]*queueRunner  // worked queues
+
+	notifyMu   sync.Mutex
+	notifiedAt map[string]time.Time // last notification per queue (debounce)
+
+	mu       sync.Mutex
+	started  bool
+	stopped  bool
+	maint    *maintenance.Service
+	listener *listener
+}
+
+// queueRunner is one worked queue: its layout's worker and the channel
+// that wakes its producer.
+type queueRunner struct {
+	name string
+	cfg  QueueConfig
+	wake chan struct{}
+	bw   *bucketed.Worker
+	fw   *fanout.Worker
+}
+
+// wakeUp ends the queue's idle wait, if it is waiting.
+func (r *queueRunner) wakeUp() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// New checks cfg against the database and returns a Client. It fails,
+// with the fix in the error, when the pool or the server has too few
+// connections for the queues (Config.Connections), or when NotifyOn is
+// asked of a server that refuses LISTEN. Nothing runs until Start.
+func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
+	if db == nil {
+		return nil, skiplock.Usagef("client.New: db is nil: open one with skiplock.Open")
+	}
+	c, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	cl := &Client{db: db, cfg: c, fq: map[string]*fanout.Queue{}, queues: map[string]*queueRunner{}, notifiedAt: map[string]time.Time{}}
+	switch c.Notify {
+	case NotifyAuto:
+		cl.notify = db.Dialect().Notifications
+	case NotifyOn:
+		cl.notify = true
+	}
+	cl.channel = "skiplock." + c.Schema
+	if need := c.Connections(); len(c.worked()) > 0 {
+		if max := int(db.Stats().Max); max < need {
+			return nil, skiplock.Usagef("client: the pool allows %d connections and these queues need %d (client.Config.Connections): open the DB with skiplock.OpenConfig.MaxConns of at least %d", max, need, need)
+		}
+		allowed, err := db.ServerMaxConnections(ctx)
+		if err == nil && allowed < need+fanout.SpareConns {
+			return nil, skiplock.Usagef("client: the server allows %d connections (max_connections) and this client needs %d, plus %d spare: raise max_connections, or lower the fanout queues' MaxWorkers (each fanout worker holds a connection while it works)", allowed, need, fanout.SpareConns)
+		}
+	}
+	bq, err := bucketed.New(ctx, db, &bucketed.Config{Schema: c.Schema, VisibilityTimeout: c.VisibilityTimeout, Retry: c.Retry, Owner: c.Owner})
+	if err != nil && cl.usesLayout(schema.LayoutBucketed) {
+		return nil, fmt.Errorf("client: %w", err)
+	}
+	cl.bq = bq // nil when the schema has no bucketed layout and no queue needs it
+	for _, name := range slices.Sorted(mapKeys(c.Queues)) {
+		q := c.Queues[name]
+		if q.Layout != schema.LayoutFanout {
+			continue
+		}
+		fq, err := fanout.New(db, &fanout.Config{Schema: c.Schema, Queue: name, Retry: c.Retry})
+		if err != nil {
+			return nil, fmt.Errorf("client: queue %q: %w", name, err)
+		}
+		cl.fq[name] = fq
+	}
+	for _, name := range c.worked() {
+		if err := cl.addRunner(name, c.Queues[name]); err != nil {
+			return nil, err
+		}
+	}
+	return cl, nil
+}
+
+func mapKeys[V any](m map[string]V) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		for k := range m {
+			if !yield(k) {
+				return
+			}
+		}
+	}
+}
+
+// usesLayout reports whether a declared queue, or an undeclared insert
+// (bucketed), needs the layout.
+func (c *Client) usesLayout(l schema.Layout) bool {
+	if l == schema.LayoutBucketed {
+		return true
+	}
+	for _, q := range c.cfg.Queues {
+		if q.Layout == l {
+			return true
+		}
+	}
+	return false
+}
+
+// addRunner builds the worker of one worked queue.
+func (c *Client) addRunner(name string, q QueueConfig) error {
+	r := &queueRunner{name: name, cfg: q, wake: make(chan struct{}, 1)}
+	poll := c.cfg.FetchPollInterval
+	logf := c.cfg.Logf
+	switch q.Layout {
+	case schema.LayoutFanout:
+		w, err := c.fq[name].NewWorker(&fanout.WorkerConfig{
+			Queue: name, Workers: q.MaxWorkers, JobTimeout: c.longestTimeout(),
+			PollInterval: poll, Wake: r.wake, NoMaintenance: true, Logf: logf,
+			Handler: func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
+				return c.work(context.WithValue(ctx, txKey{}, tx), job)
+			},
+		})
+		if err != nil {
+			return fmt.Errorf("client: queue %q: %w", name, err)
+		}
+		r.fw = w
+	default:
+		w, err := c.bq.NewWorker(&bucketed.WorkerConfig{
+			Queue: name, Workers: q.MaxWorkers, Prefetch: q.Prefetch,
+			PollInterval: poll, Wake: r.wake, NoMaintenance: true, Owner: c.cfg.Owner, Logf: logf,
+			Handler: c.work,
+		})
+		if err != nil {
+			return fmt.Errorf("client: queue %q: %w", name, err)
+		}
+		r.bw = w
+	}
+	c.queues[name] = r
+	return nil
+}
+
+// longestTimeout is the longest attempt any kind may take: a fanout
+// queue's transaction budget.
+func (c *Client) longestTimeout() time.Duration {
+	d := c.cfg.JobTimeout
+	if c.cfg.Workers != nil {
+		for _, k := range c.cfg.Workers.kinds {
+			if k.opts.Timeout > d {
+				d = k.opts.Timeout
+			}
+		}
+	}
+	if d < 0 {
+		return 24 * time.Hour // no timeout asked: a day's budget for the transaction
+	}
+	return d
+}
+
+// Start runs the workers of every worked queue, the maintenance leader
+// election and the notification listener. ctx is the parent of every
+// handler's context: cancelling it is a hard stop (prefer Stop).
+func (c *Client) Start(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.started {
+		return errors.New("client: already started (a Client runs once, also after Stop): make another with New")
+	}
+	if len(c.queues) == 0 {
+		return skiplock.Usagef("client: no queue to work: add Queues with MaxWorkers and Workers, or use the client only to insert")
+	}
+	c.started = true
+	if !c.cfg.NoMaintenance {
+		mc := maintenance.Config{}
+		if c.cfg.Maintenance != nil {
+			mc = *c.cfg.Maintenance
+		}
+		mc.Schema = c.cfg.Schema
+		if mc.Logf == nil {
+			mc.Logf = c.cfg.Logf
+		}
+		m, err := maintenance.Start(ctx, c.db, &mc)
+		if err != nil {
+			return fmt.Errorf("client: %w", err)
+		}
+		c.maint = m
+	}
+	if c.notify {
+		c.listener = startListener(ctx, c)
+	}
+	for _, name := range slices.Sorted(mapKeys(c.queues)) {
+		r := c.queues[name]
+		var err error
+		if r.bw != nil {
+			err = r.bw.Start(ctx)
+		} else {
+			err = r.fw.Start(ctx)
+		}
+		if err != nil {
+			c.stopLocked(context.WithoutCancel(ctx)) //nolint:errcheck // the start error is the one to report
+			return fmt.Errorf("client: start queue %q: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// Stop stops claiming on every queue, gives prefetched jobs back, and
+// waits for the jobs being worked to finish; when ctx ends first, their
+// contexts are cancelled and their jobs given back. Every result is
+// written before Stop returns.
+func (c *Client) Stop(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.started {
+		return errors.New("client: not started")
+	}
+	return c.stopLocked(ctx)
+}
+
+func (c *Client) stopLocked(ctx context.Context) error {
+	if c.stopped {
+		return nil
+	}
+	c.stopped = true
+	var wg sync.WaitGroup
+	errs := make([]error, 0, len(c.queues)+1)
+	var emu sync.Mutex
+	for name, r := range c.queues {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			switch {
+			case r.bw != nil:
+				err = r.bw.Stop(ctx)
+			case r.fw != nil:
+				err = r.fw.Stop(ctx)
+			}
+			if err != nil {
+				emu.Lock()
+				errs = append(errs, fmt.Errorf("queue %q: %w", name, err))
+				emu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if c.listener != nil {
+		c.listener.stop()
+	}
+	if c.maint != nil {
+		if err := c.maint.Stop(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("client: stop: %w", err)
+	}
+	return nil
+}
+
+// Stats counts what a worked queue's workers did.
+type Stats struct {
+	// Claimed jobs (bucketed; fanout counts a claim as its outcome).
+	Claimed int64
+	// Completed, Failed (attempts), Snoozed, Released (given back on
+	// stop, bucketed) and Lost (lease lost before the result was written,
+	// bucketed).
+	Completed, Failed, Snoozed, Released, Lost int64
+}
+
+// QueueStats reports what the workers of queue have done so far; false
+// when the client does not work it.
+func (c *Client) QueueStats(queue string) (Stats, bool) {
+	r, ok := c.queues[queue]
+	if !ok {
+		return Stats{}, false
+	}
+	if r.bw != nil {
+		s := r.bw.Stats()
+		return Stats{Claimed: s.Claimed, Completed: s.Completed, Failed: s.Failed, Snoozed: s.Snoozed, Released: s.Released, Lost: s.Lost}, true
+	}
+	s := r.fw.Stats()
+	return Stats{Claimed: s.Completed + s.Failed + s.Snoozed, Completed: s.Completed, Failed: s.Failed, Snoozed: s.Snoozed}, true
+}
+
+// txKey carries a fanout job's transaction in its handler's context.
+type txKey struct{}
+
+// TxFromContext returns the transaction of the fanout job being worked
+// under ctx: the job's removal commits with it, so writes through it
+// happen exactly once. ok is false for bucketed jobs, which hold no
+// transaction while they run.
+func TxFromContext(ctx context.Context) (tx skiplock.Tx, ok bool) {
+	tx, ok = ctx.Value(txKey{}).(skiplock.Tx)
+	return tx, ok
+}
+
+// work runs one attempt: the kind's worker inside the middleware, with
+// the attempt's timeout, and the snooze cap applied.
+func (c *Client) work(ctx context.Context, job *skiplock.Job) error {
+	k := c.cfg.Workers.lookup(job.Kind)
+	timeout := c.cfg.JobTimeout
+	if k != nil && k.opts.Timeout != 0 {
+		timeout = k.opts.Timeout
+	}
+	run := func(ctx context.Context) error {
+		if k == nil {
+			return &UnknownKindError{Kind: job.Kind, Known: c.cfg.Workers.names()}
+		}
+		return k.work(ctx, job)
+	}
+	for i := len(c.cfg.Middleware) - 1; i >= 0; i-- {
+		if mw := c.cfg.Middleware[i].Work; mw != nil {
+			next := run
+			run = func(ctx context.Context) error { return mw(ctx, job, next) }
+		}
+	}
+	jctx, cancel := ctx, context.CancelFunc(func() {})
+	if timeout > 0 {
+		jctx, cancel = context.WithTimeout(ctx, timeout)
+	}
+	defer cancel()
+	err := run(jctx)
+	switch {
+	case err == nil:
+		return nil
+	case ctx.Err() == nil && errors.Is(jctx.Err(), context.DeadlineExceeded):
+		err = fmt.Errorf("job timed out after %v (the kind's KindOptions.Timeout, or Config.JobTimeout): %w", timeout, err)
+	}
+	if d, ok := skiplock.AsSnooze(err); ok {
+		if n := snoozes(job); n >= c.cfg.MaxSnoozes {
+			return fmt.Errorf("job snoozed %d times, the most Config.MaxSnoozes allows: this snooze (%v) fails the attempt instead", n, d)
+		}
+		return err
+	}
+	if k != nil && k.opts.Backoff != nil {
+		if _, ok := skiplock.RetryDelay(err); !ok {
+			return skiplock.RetryAfter(err, k.opts.Backoff(job.Attempts))
+		}
+	}
+	return err
+}
+
+// snoozes reads the job's snooze count from its metadata.
+func snoozes(job *skiplock.Job) int {
+	var m struct {
+		Snoozes json.Number `json:"snoozes"`
+	}
+	if json.Unmarshal(job.Metadata, &m) != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(m.Snoozes.String())
+	return n
+}

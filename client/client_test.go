@@ -1,0 +1,424 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/client"
+	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/maintenance"
+	"github.com/skiplock/skiplock/schema"
+)
+
+type emailArgs struct {
+	N int `json:"n"`
+}
+
+func (emailArgs) Kind() string { return "email" }
+
+type reportArgs struct {
+	N int `json:"n"`
+}
+
+func (reportArgs) Kind() string { return "report" }
+
+type ledgerArgs struct {
+	N int `json:"n"`
+}
+
+func (ledgerArgs) Kind() string { return "ledger" }
+
+// InsertOpts sends every ledger job to the fanout queue.
+func (ledgerArgs) InsertOpts() client.InsertOpts { return client.InsertOpts{Queue: "ledger"} }
+
+type ghostArgs struct{}
+
+func (ghostArgs) Kind() string { return "ghost" }
+
+func ctxT(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func openDB(t *testing.T) (*skiplock.DB, string) {
+	t.Helper()
+	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 60})
+	return testdb.MigratedOn(t, db, nil)
+}
+
+func count(t *testing.T, db *skiplock.DB, sql string) int64 {
+	t.Helper()
+	var n int64
+	if err := db.QueryRow(context.Background(), sql).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within %v", what, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// deliveries counts handler runs per kind and job.
+type deliveries struct {
+	mu   sync.Mutex
+	runs map[string]int
+}
+
+func (d *deliveries) add(kind string, n int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.runs == nil {
+		d.runs = map[string]int{}
+	}
+	d.runs[fmt.Sprintf("%s/%d", kind, n)]++
+}
+
+func (d *deliveries) check(t *testing.T, want map[string]int) {
+	t.Helper()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	perKind := map[string]int{}
+	for key, runs := range d.runs {
+		if runs != 1 {
+			t.Errorf("job %s ran %d times, want once", key, runs)
+		}
+		perKind[strings.Split(key, "/")[0]]++
+	}
+	for kind, n := range want {
+		if perKind[kind] != n {
+			t.Errorf("kind %s: %d distinct jobs ran, want %d", kind, perKind[kind], n)
+		}
+	}
+}
+
+// TestKindsAndQueuesExactlyOnce: three kinds over two bucketed queues and
+// one fanout queue, 16 + 8 + 4 workers in one client; every job of 1,500
+// per kind runs exactly once, the fanout kind's effect (a row written
+// through the job's transaction) exists exactly once per job, and the
+// client's counts add up.
+func TestKindsAndQueuesExactlyOnce(t *testing.T) {
+	t.Parallel()
+	const perKind = 1500
+	db, s := openDB(t)
+	ctx := ctxT(t)
+	effects := skiplock.QuoteIdent(s) + `."effects"`
+	if _, err := db.Exec(ctx, `CREATE TABLE `+effects+` ("n" INT PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	var d deliveries
+	ws := client.NewWorkers()
+	must(t, client.AddWorker(ws, client.WorkFunc[emailArgs](func(ctx context.Context, j *client.Job[emailArgs]) error {
+		d.add("email", j.Args.N)
+		return nil
+	}), &client.KindOptions{Queue: "mail"}))
+	must(t, client.AddWorker(ws, client.WorkFunc[reportArgs](func(ctx context.Context, j *client.Job[reportArgs]) error {
+		if j.Job.Kind != "report" || j.Queue != "reports" {
+			return fmt.Errorf("report job with kind %q on queue %q", j.Job.Kind, j.Queue)
+		}
+		d.add("report", j.Args.N)
+		return nil
+	}), &client.KindOptions{Queue: "reports"}))
+	must(t, client.AddWorker(ws, client.WorkFunc[ledgerArgs](func(ctx context.Context, j *client.Job[ledgerArgs]) error {
+		tx, ok := client.TxFromContext(ctx)
+		if !ok {
+			return errors.New("a fanout job's handler has no transaction")
+		}
+		if _, err := tx.Exec(ctx, `INSERT INTO `+effects+` VALUES ($1)`, j.Args.N); err != nil {
+			return err
+		}
+		d.add("ledger", j.Args.N)
+		return nil
+	}), nil))
+	c, err := client.New(ctx, db, &client.Config{
+		Schema: s, Workers: ws, Logf: t.Logf,
+		Queues: map[string]client.QueueConfig{
+			"mail":    {MaxWorkers: 16},
+			"reports": {MaxWorkers: 8, Prefetch: 20},
+			"ledger":  {Layout: schema.LayoutFanout, MaxWorkers: 4},
+		},
+	})
+	must(t, err)
+	must(t, c.Start(ctx))
+	var params []client.InsertParams
+	for i := range perKind {
+		params = append(params, client.InsertParams{Args: emailArgs{N: i}}, client.InsertParams{Args: reportArgs{N: i}}, client.InsertParams{Args: ledgerArgs{N: i}})
+	}
+	res, err := c.InsertMany(ctx, params)
+	must(t, err)
+	if len(res) != 3*perKind || res[2].Queue != "ledger" || res[2].Layout != schema.LayoutFanout || res[0].Queue != "mail" {
+		t.Fatalf("%d results; first three %+v %+v %+v", len(res), res[0], res[1], res[2])
+	}
+	waitFor(t, "every job done", time.Minute, func() bool {
+		return count(t, db, `SELECT count(*) FROM `+skiplock.QuoteIdent(s)+`."jobs" WHERE "status" <> 'Success'`)+
+			count(t, db, `SELECT count(*) FROM `+skiplock.QuoteIdent(s)+`."job_queue"`) == 0
+	})
+	must(t, c.Stop(ctx))
+	d.check(t, map[string]int{"email": perKind, "report": perKind, "ledger": perKind})
+	if n := count(t, db, `SELECT count(*) FROM `+effects); n != perKind {
+		t.Errorf("%d fanout effects, want %d", n, perKind)
+	}
+	for q, want := range map[string]int64{"mail": perKind, "reports": perKind, "ledger": perKind} {
+		st, ok := c.QueueStats(q)
+		if !ok || st.Completed != want || st.Failed != 0 {
+			t.Errorf("queue %s: stats %+v, want %d completed", q, st, want)
+		}
+	}
+	if n := count(t, db, `SELECT count(*) FROM `+skiplock.QuoteIdent(s)+`."jobs" WHERE "kind" = 'email' AND "queue" = 'mail' AND "attempts" = 1`); n != perKind {
+		t.Errorf("%d email jobs stored with their kind and queue and one attempt, want %d", n, perKind)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestUnknownKindFailsTheJob: a job whose kind the client has no worker
+// for fails its attempt with an error that names the kind and the fix;
+// the client keeps working other jobs.
+func TestUnknownKindFailsTheJob(t *testing.T) {
+	t.Parallel()
+	db, s := openDB(t)
+	ctx := ctxT(t)
+	var ran atomic.Int64
+	ws := client.NewWorkers()
+	must(t, client.AddWorker(ws, client.WorkFunc[emailArgs](func(ctx context.Context, j *client.Job[emailArgs]) error {
+		ran.Add(1)
+		return nil
+	}), nil))
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 2}}})
+	must(t, err)
+	must(t, c.Start(ctx))
+	defer c.Stop(ctx) //nolint:errcheck // checked below
+	_, err = c.Insert(ctx, ghostArgs{}, &client.InsertOpts{MaxAttempts: 1})
+	must(t, err)
+	_, err = c.Insert(ctx, emailArgs{N: 1}, nil)
+	must(t, err)
+	jobs := skiplock.QuoteIdent(s) + `."jobs"`
+	waitFor(t, "the ghost job Failed", 30*time.Second, func() bool {
+		return count(t, db, `SELECT count(*) FROM `+jobs+` WHERE "kind" = 'ghost' AND "status" = 'Failed'
+  AND "last_error" LIKE '%no worker for kind "ghost"%client.AddWorker%'`) == 1
+	})
+	waitFor(t, "the email job ran", 10*time.Second, func() bool { return ran.Load() == 1 })
+}
+
+// TestTimeoutSnoozeAndBackoff: a kind's timeout ends a slow attempt with an
+// error that says so; snoozed jobs run again without using attempts, and
+// a snooze past MaxSnoozes fails the attempt instead; a kind's Backoff
+// sets the wait before the retry.
+func TestTimeoutSnoozeAndBackoff(t *testing.T) {
+	t.Parallel()
+	db, s := openDB(t)
+	ctx := ctxT(t)
+	jobs := skiplock.QuoteIdent(s) + `."jobs"`
+	ws := client.NewWorkers()
+	// email: snoozes twice (10 ms), then succeeds.
+	must(t, client.AddWorker(ws, client.WorkFunc[emailArgs](func(ctx context.Context, j *client.Job[emailArgs]) error {
+		if strings.Contains(string(j.Metadata), `"snoozes": 2`) {
+			return nil
+		}
+		return skiplock.Snooze(10 * time.Millisecond)
+	}), nil))
+	// report: always too slow for its 50 ms timeout; its next attempt
+	// waits an hour (Backoff).
+	must(t, client.AddWorker(ws, client.WorkFunc[reportArgs](func(ctx context.Context, j *client.Job[reportArgs]) error {
+		<-ctx.Done()
+		return ctx.Err()
+	}), &client.KindOptions{Timeout: 50 * time.Millisecond, Backoff: func(int) time.Duration { return time.Hour }}))
+	// ghost is registered here: it always snoozes.
+	must(t, client.AddWorker(ws, client.WorkFunc[ghostArgs](func(ctx context.Context, j *client.Job[ghostArgs]) error {
+		return skiplock.Snooze(time.Millisecond)
+	}), nil))
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, MaxSnoozes: 3, Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 4}}})
+	must(t, err)
+	must(t, c.Start(ctx))
+	defer c.Stop(ctx) //nolint:errcheck // checked below
+	for i := range 10 {
+		_, err := c.Insert(ctx, emailArgs{N: i}, nil)
+		must(t, err)
+	}
+	_, err = c.Insert(ctx, reportArgs{}, &client.InsertOpts{MaxAttempts: 2})
+	must(t, err)
+	_, err = c.Insert(ctx, ghostArgs{}, &client.InsertOpts{MaxAttempts: 1})
+	must(t, err)
+	waitFor(t, "every email job done after two snoozes", 30*time.Second, func() bool {
+		return count(t, db, `SELECT count(*) FROM `+jobs+` WHERE "kind" = 'email' AND "status" = 'Success' AND "attempts" = 1 AND "metadata"->>'snoozes' = '2'`) == 10
+	})
+	waitFor(t, "the slow report's attempt timed out, its retry an hour away", 30*time.Second, func() bool {
+		return count(t, db, `SELECT count(*) FROM `+jobs+` WHERE "kind" = 'report' AND "status" = 'Queued' AND "attempts" = 1
+  AND "last_error" LIKE 'job timed out after 50ms%' AND "run_at" > now() + interval '50 minutes'`) == 1
+	})
+	waitFor(t, "the ghost job failed on its fourth snooze", 30*time.Second, func() bool {
+		return count(t, db, `SELECT count(*) FROM `+jobs+` WHERE "kind" = 'ghost' AND "status" = 'Failed' AND "metadata"->>'snoozes' = '3'
+  AND "last_error" LIKE 'job snoozed 3 times%'`) == 1
+	})
+	if st, _ := c.QueueStats("default"); st.Snoozed != 10*2+3 {
+		t.Errorf("stats %+v: want %d snoozes", st, 10*2+3)
+	}
+}
+
+// TestPickupAndLostNotifications: an insert through the client wakes its
+// own idle producer; an insert by another client wakes it through
+// NOTIFY; with the listener's connection killed, jobs are still picked up
+// by polling (FetchPollInterval), never stranded.
+func TestPickupAndLostNotifications(t *testing.T) {
+	t.Parallel()
+	db, s := openDB(t)
+	ctx := ctxT(t)
+	ran := make(chan int, 10)
+	ws := client.NewWorkers()
+	must(t, client.AddWorker(ws, client.WorkFunc[emailArgs](func(ctx context.Context, j *client.Job[emailArgs]) error {
+		ran <- j.Args.N
+		return nil
+	}), nil))
+	for _, fanoutQ := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fanout=%v", fanoutQ), func(t *testing.T) {
+			q := client.QueueConfig{MaxWorkers: 20}
+			if fanoutQ {
+				q.Layout = schema.LayoutFanout
+			}
+			worker, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, FetchPollInterval: time.Hour,
+				Queues: map[string]client.QueueConfig{"default": q}, NoMaintenance: true, Owner: "worker"})
+			must(t, err)
+			inserter, err := client.New(ctx, db, &client.Config{Schema: s, Queues: map[string]client.QueueConfig{"default": {Layout: q.Layout, MaxWorkers: -1}}})
+			must(t, err)
+			must(t, worker.Start(ctx))
+			defer worker.Stop(ctx) //nolint:errcheck // nothing to check
+			expect := func(n int, what string) {
+				t.Helper()
+				select {
+				case got := <-ran:
+					if got != n {
+						t.Fatalf("%s: job %d ran, want %d", what, got, n)
+					}
+				case <-time.After(10 * time.Second):
+					t.Fatalf("%s: job %d not picked up within 10 s (the poll interval is an hour)", what, n)
+				}
+			}
+			time.Sleep(300 * time.Millisecond) // idle: the producer's waits have grown
+			_, err = worker.Insert(ctx, emailArgs{N: 1}, nil)
+			must(t, err)
+			expect(1, "own insert")
+			time.Sleep(300 * time.Millisecond)
+			_, err = inserter.Insert(ctx, emailArgs{N: 2}, nil)
+			must(t, err)
+			expect(2, "another client's insert (NOTIFY)")
+		})
+	}
+
+	// The listener's connection is cut: polling takes over.
+	worker, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, FetchPollInterval: 200 * time.Millisecond,
+		Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 2}}, NoMaintenance: true, Logf: t.Logf})
+	must(t, err)
+	inserter, err := client.New(ctx, db, &client.Config{Schema: s})
+	must(t, err)
+	must(t, worker.Start(ctx))
+	defer worker.Stop(ctx) //nolint:errcheck // nothing to check
+	waitFor(t, "the listener's connection", 10*time.Second, func() bool {
+		return count(t, db, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'`) > 0
+	})
+	if _, err := db.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'`); err != nil {
+		t.Fatal(err)
+	}
+	for i := 10; i < 15; i++ {
+		_, err := inserter.Insert(ctx, emailArgs{N: i}, nil)
+		must(t, err)
+	}
+	got := map[int]bool{}
+	for len(got) < 5 {
+		select {
+		case n := <-ran:
+			got[n] = true
+		case <-time.After(10 * time.Second):
+			t.Fatalf("with the listener cut, %d of 5 jobs picked up within 10 s (polling every 200 ms)", len(got))
+		}
+	}
+}
+
+// TestStopGivesPrefetchedJobsBack: jobs claimed ahead of free workers go
+// back to the queue unattempted on Stop.
+func TestStopGivesPrefetchedJobsBack(t *testing.T) {
+	t.Parallel()
+	db, s := openDB(t)
+	ctx := ctxT(t)
+	started := make(chan struct{}, 100)
+	release := make(chan struct{})
+	ws := client.NewWorkers()
+	must(t, client.AddWorker(ws, client.WorkFunc[emailArgs](func(ctx context.Context, j *client.Job[emailArgs]) error {
+		started <- struct{}{}
+		<-release
+		return nil
+	}), nil))
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 2, Prefetch: 5}},
+		Maintenance: &maintenance.Config{}})
+	must(t, err)
+	var params []client.InsertParams
+	for i := range 20 {
+		params = append(params, client.InsertParams{Args: emailArgs{N: i}})
+	}
+	_, err = c.InsertMany(ctx, params)
+	must(t, err)
+	must(t, c.Start(ctx))
+	<-started
+	<-started
+	jobs := skiplock.QuoteIdent(s) + `."jobs"`
+	waitFor(t, "2 running and 5 prefetched", 10*time.Second, func() bool {
+		return count(t, db, `SELECT count(*) FROM `+jobs+` WHERE "status" = 'Running'`) == 7
+	})
+	// Stop first: the two running jobs finish after it began.
+	go func() { time.Sleep(100 * time.Millisecond); close(release) }()
+	must(t, c.Stop(ctx))
+	st, _ := c.QueueStats("default")
+	if st.Completed != 2 || st.Released != 5 {
+		t.Fatalf("stats %+v: want the 2 running jobs completed and 5 prefetched released", st)
+	}
+	if n := count(t, db, `SELECT count(*) FROM `+jobs+` WHERE "status" = 'Queued' AND "attempts" = 0`); n != 18 {
+		t.Fatalf("%d jobs back in the queue unattempted, want 18", n)
+	}
+}
+
+// TestNewChecks: bad configurations fail with the fix in the error.
+func TestNewChecks(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 4})
+	ctx := ctxT(t)
+	ws := client.NewWorkers()
+	must(t, client.AddWorker(ws, client.WorkFunc[emailArgs](func(context.Context, *client.Job[emailArgs]) error { return nil }), nil))
+	for name, tc := range map[string]struct {
+		cfg  client.Config
+		want string
+	}{
+		"small pool":       {client.Config{Workers: ws, Queues: map[string]client.QueueConfig{"default": {}}}, "MaxConns of at least"},
+		"bad layout":       {client.Config{Workers: ws, Queues: map[string]client.QueueConfig{"default": {Layout: "heap"}}}, `layout "heap"`},
+		"no workers":       {client.Config{Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 3}}}, "no Workers"},
+		"fanout prefetch":  {client.Config{Workers: ws, Queues: map[string]client.QueueConfig{"f": {Layout: schema.LayoutFanout, Prefetch: 3}}}, "cannot prefetch"},
+		"bad queue name":   {client.Config{Workers: ws, Queues: map[string]client.QueueConfig{"": {}}}, "queue name is empty"},
+		"negative polling": {client.Config{FetchPollInterval: -1}, "negative"},
+	} {
+		_, err := client.New(ctx, db, &tc.cfg)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: want an error with %q, got %v", name, tc.want, err)
+		}
+	}
+	if err := client.AddWorker(ws, client.WorkFunc[emailArgs](func(context.Context, *client.Job[emailArgs]) error { return nil }), nil); err == nil || !strings.Contains(err.Error(), "twice") {
+		t.Errorf("a kind registered twice: %v", err)
+	}
+}

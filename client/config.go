@@ -1,0 +1,252 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/maintenance"
+	"github.com/skiplock/skiplock/retry"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// Defaults for Config and QueueConfig.
+const (
+	// DefaultFetchPollInterval is how often an idle queue's producer
+	// polls: the longest a job waits for pickup where no notification
+	// arrives.
+	DefaultFetchPollInterval = time.Second
+	// DefaultJobTimeout bounds each attempt unless a kind or the Config
+	// says otherwise.
+	DefaultJobTimeout = time.Minute
+	// DefaultMaxSnoozes is how often a job may snooze before a snooze
+	// fails it instead.
+	DefaultMaxSnoozes = 100
+	// DefaultMaxWorkers is a queue's concurrency when its QueueConfig
+	// leaves MaxWorkers at 0 and the client has workers.
+	DefaultMaxWorkers = 10
+	// notifyDebounce is the shortest time between two notifications of
+	// one queue from one client. An insert within it does not notify:
+	// the listeners' producers woke for the one before and poll again
+	// within milliseconds while they find jobs (see the package doc).
+	notifyDebounce = 20 * time.Millisecond
+)
+
+// Notify says whether a client uses LISTEN/NOTIFY.
+type Notify int
+
+// Notify settings.
+const (
+	// NotifyAuto uses notifications where the engine delivers them
+	// (skiplock.Dialect.Notifications: PostgreSQL) and polls elsewhere.
+	NotifyAuto Notify = iota
+	// NotifyOff always polls: every idle producer sends one claim per
+	// FetchPollInterval.
+	NotifyOff
+	// NotifyOn uses notifications whatever the engine says (YugabyteDB
+	// with LISTEN/NOTIFY turned on); New fails if the server refuses
+	// LISTEN.
+	NotifyOn
+)
+
+// QueueConfig is one queue a client works or inserts into.
+type QueueConfig struct {
+	// Layout is the queue's layout: schema.LayoutBucketed ("" means it)
+	// or schema.LayoutFanout, whose handlers run inside the job's
+	// transaction (TxFromContext).
+	Layout schema.Layout
+	// MaxWorkers is how many jobs of the queue run at once in this
+	// process; 0 means DefaultMaxWorkers when the client has workers. A
+	// negative value declares the queue for inserts only.
+	MaxWorkers int
+	// Prefetch is how many jobs a bucketed queue claims beyond its free
+	// workers (see bucketed.WorkerConfig.Prefetch); 0 means MaxWorkers/4,
+	// negative none. Fanout queues cannot prefetch: a job is claimed in
+	// the transaction that works it.
+	Prefetch int
+}
+
+// Config configures a Client. Queues is required to work jobs; a client
+// without workers only inserts.
+type Config struct {
+	// Schema holds the queue tables (skiplock migrate); "" means
+	// schema.DefaultSchema.
+	Schema string
+	// Queues are the queues this client works (MaxWorkers >= 0, with
+	// Workers set) or only inserts into (MaxWorkers < 0). Inserting into
+	// a queue not listed uses the bucketed layout.
+	Queues map[string]QueueConfig
+	// Workers are the kinds this client runs. nil: the client only
+	// inserts.
+	Workers *Workers
+	// FetchPollInterval is how often an idle queue polls; 0 means
+	// DefaultFetchPollInterval. With notifications it is the safety net
+	// for lost ones; without, it bounds pickup latency (a median of half
+	// of it).
+	FetchPollInterval time.Duration
+	// Notify chooses LISTEN/NOTIFY (NotifyAuto: where the engine has it).
+	Notify Notify
+	// JobTimeout bounds each attempt of kinds that set no Timeout; 0
+	// means DefaultJobTimeout, negative none.
+	JobTimeout time.Duration
+	// MaxSnoozes is how many times a job may snooze (skiplock.Snooze);
+	// the next snooze fails the attempt instead. 0 means
+	// DefaultMaxSnoozes.
+	MaxSnoozes int
+	// Middleware wraps inserts and work, outermost first.
+	Middleware []Middleware
+	// VisibilityTimeout is the bucketed layout's lease (0: its default).
+	VisibilityTimeout time.Duration
+	// Retry tunes the retries of serialization failures (nil: defaults).
+	Retry *retry.Options
+	// Maintenance tunes the schema's maintenance leader, which the client
+	// competes to be when it has workers (nil: its defaults).
+	Maintenance *maintenance.Config
+	// NoMaintenance keeps the client out of the leader election.
+	NoMaintenance bool
+	// Owner names this process in leases; "" means host:pid.
+	Owner string
+	// Logf hears failed attempts, database failures and recoveries; nil
+	// is silent.
+	Logf func(format string, args ...any)
+}
+
+// Middleware wraps the client's inserts and work. Either func may be nil.
+// Each must call next (or return an error without it, which fails the
+// insert or the attempt).
+type Middleware struct {
+	// Insert runs around every insert, before anything is written: it
+	// may change the jobs (their Metadata, say, to carry a trace context).
+	Insert func(ctx context.Context, jobs []*skiplock.NewJob, next func(ctx context.Context) error) error
+	// Work runs around every attempt's handler.
+	Work func(ctx context.Context, job *skiplock.Job, next func(ctx context.Context) error) error
+}
+
+// InsertOpts are one insert's options; zero fields mean the args' own
+// InsertOpts, then the kind's KindOptions, then the defaults.
+type InsertOpts struct {
+	// Queue is the job's queue.
+	Queue string
+	// Priority orders jobs of a queue, lower first (bucketed).
+	Priority int
+	// RunAt delays the job (bucketed).
+	RunAt time.Time
+	// MaxAttempts is how many attempts the job gets.
+	MaxAttempts int
+	// UniqueKey makes the insert a no-op while a live job of the queue
+	// holds the same key (bucketed).
+	UniqueKey string
+	// Metadata is a JSON object carried with the job.
+	Metadata json.RawMessage
+}
+
+// withDefaults validates c and returns a filled-in copy.
+func (c *Config) withDefaults() (Config, error) {
+	var out Config
+	if c != nil {
+		out = *c
+	}
+	if out.Schema == "" {
+		out.Schema = schema.DefaultSchema
+	}
+	if err := skiplock.ValidateIdent("schema", out.Schema); err != nil {
+		return out, err
+	}
+	switch {
+	case out.FetchPollInterval < 0:
+		return out, skiplock.Usagef("client: FetchPollInterval %v is negative: use a positive interval, or 0 for %v", out.FetchPollInterval, DefaultFetchPollInterval)
+	case out.FetchPollInterval == 0:
+		out.FetchPollInterval = DefaultFetchPollInterval
+	}
+	if out.JobTimeout == 0 {
+		out.JobTimeout = DefaultJobTimeout
+	}
+	switch {
+	case out.MaxSnoozes < 0:
+		return out, skiplock.Usagef("client: MaxSnoozes %d is negative: use 0 for the default (%d)", out.MaxSnoozes, DefaultMaxSnoozes)
+	case out.MaxSnoozes == 0:
+		out.MaxSnoozes = DefaultMaxSnoozes
+	}
+	if out.Notify < NotifyAuto || out.Notify > NotifyOn {
+		return out, skiplock.Usagef("client: Notify %d is not a Notify setting", out.Notify)
+	}
+	if out.Logf == nil {
+		out.Logf = func(string, ...any) {}
+	}
+	queues := make(map[string]QueueConfig, len(out.Queues))
+	for name, q := range out.Queues {
+		if err := skiplock.ValidateQueueName(name); err != nil {
+			return out, fmt.Errorf("client: Queues: %w", err)
+		}
+		switch q.Layout {
+		case "":
+			q.Layout = schema.LayoutBucketed
+		case schema.LayoutBucketed, schema.LayoutFanout:
+		default:
+			return out, skiplock.Usagef("client: queue %q: layout %q: use %q or %q", name, q.Layout, schema.LayoutBucketed, schema.LayoutFanout)
+		}
+		if q.MaxWorkers == 0 {
+			q.MaxWorkers = DefaultMaxWorkers
+		}
+		if q.MaxWorkers > 100000 {
+			return out, skiplock.Usagef("client: queue %q: MaxWorkers %d: use at most 100000", name, q.MaxWorkers)
+		}
+		if q.Layout == schema.LayoutFanout && q.Prefetch > 0 {
+			return out, skiplock.Usagef("client: queue %q: fanout queues cannot prefetch (a job is claimed in the transaction that works it): leave Prefetch at 0", name)
+		}
+		queues[name] = q
+	}
+	out.Queues = queues
+	if out.Workers == nil {
+		for name, q := range queues {
+			if q.MaxWorkers > 0 {
+				return out, skiplock.Usagef("client: queue %q has MaxWorkers %d but the client has no Workers: register workers with client.AddWorker, or give the queue a negative MaxWorkers to only insert", name, q.MaxWorkers)
+			}
+		}
+	}
+	return out, nil
+}
+
+// worked lists the queues the client works, sorted.
+func (c *Config) worked() []string {
+	var out []string
+	for name, q := range c.Queues {
+		if q.MaxWorkers > 0 {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Connections is how many connections the client's pool needs for cfg:
+// per bucketed queue a claim, the completers and the heartbeat; per
+// fanout queue one per worker and one that counts attempts; one
+// listener; two for maintenance; and two spare for inserts. Open the
+// client's DB with skiplock.OpenConfig.MaxConns of at least this.
+func (c *Config) Connections() int {
+	n := 2 + 2 + 1
+	if c == nil {
+		return n
+	}
+	for _, q := range c.Queues {
+		switch {
+		case q.MaxWorkers < 0:
+		case q.Layout == schema.LayoutFanout:
+			n += max(q.MaxWorkers, DefaultMaxWorkers*boolInt(q.MaxWorkers == 0)) + 1
+		default:
+			n += 1 + 4 + 1
+		}
+	}
+	return n
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

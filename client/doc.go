@@ -1,0 +1,66 @@
+// Package client is skiplock's one client per process and database: typed
+// job kinds with a worker each, many queues on either layout with their
+// own concurrency, a producer per queue that prefetches, and fast pickup
+// at a fixed idle cost.
+//
+//	type SendEmail struct{ To string }
+//
+//	func (SendEmail) Kind() string { return "send_email" }
+//
+//	workers := client.NewWorkers()
+//	client.AddWorker(workers, client.WorkFunc[SendEmail](func(ctx context.Context, job *client.Job[SendEmail]) error {
+//		return send(ctx, job.Args.To)
+//	}), &client.KindOptions{Timeout: 30 * time.Second})
+//	c, err := client.New(ctx, db, &client.Config{
+//		Queues:  map[string]client.QueueConfig{"default": {MaxWorkers: 20}, "ledger": {Layout: schema.LayoutFanout, MaxWorkers: 4}},
+//		Workers: workers,
+//	})
+//	c.Start(ctx)
+//	c.Insert(ctx, SendEmail{To: "a@example.com"}, nil)
+//
+// (The client is its own package, not the root skiplock package, because
+// the layouts it runs import the root: skiplock holds what every part
+// shares.)
+//
+// # Queues and producers
+//
+// A bucketed queue's jobs are claimed by one producer, for the queue's
+// free workers plus a prefetch, and handed to worker goroutines over a
+// channel; completions are written in batches by other goroutines, so a
+// worker that finishes a job starts its next without a round trip.
+// Prefetched jobs are leased like running ones (the heartbeat extends
+// them) and Stop gives them back. A fanout queue's job is claimed in the
+// transaction that works it, so it cannot be prefetched; its idle workers
+// share one poller. Either way an idle queue costs one claim statement
+// per poll, whatever MaxWorkers is.
+//
+// # Pickup
+//
+// An insert through the client wakes its own queue's producer at once.
+// On PostgreSQL (skiplock.Dialect.Notifications) the insert's own
+// statement also sends pg_notify on the channel "skiplock.<schema>" with
+// the queue's name, delivered at commit, and one listener connection per
+// client wakes the producers of the queues named. Notifications of one
+// queue from one client are debounced (one per 20 ms): a producer woken
+// keeps claiming, with waits growing from 10 ms, while it finds jobs, so
+// the jobs of a debounced insert are found within milliseconds too. Where
+// notifications do not exist (CockroachDB, YugabyteDB unless NotifyOn), or
+// while the listener's connection is down, producers poll every
+// FetchPollInterval: a lost notification delays a job, never strands it.
+//
+// # Kinds, timeouts, snoozes, retries
+//
+// A job's kind names the worker that runs it; its payload is its Args as
+// JSON. A job whose kind has no worker in the client fails its attempt
+// with an UnknownKindError and is retried with backoff (a newer process
+// may know it). Each attempt's context ends at the kind's Timeout (or
+// Config.JobTimeout): a handler that returns then fails its attempt with
+// an error that says it timed out. A handler that returns
+// skiplock.Snooze(d) has its job run again after d, the attempt not
+// counted, at most Config.MaxSnoozes times (counted in the job's
+// metadata). A kind's Backoff sets the wait before the next attempt after
+// a failure; skiplock.RetryAfter does the same for one failure.
+//
+// Middleware wraps inserts (to add metadata, such as a trace context)
+// and work (to time or trace it) without forking the worker.
+package client

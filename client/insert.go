@@ -1,0 +1,291 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/retry"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// InsertParams is one job of InsertMany.
+type InsertParams struct {
+	// Args are the job's arguments; their Kind is the job's kind.
+	Args Args
+	// Opts override the defaults; nil means none.
+	Opts *InsertOpts
+}
+
+// InsertResult says what an insert did.
+type InsertResult struct {
+	// ID is the job's id ("" for a duplicate).
+	ID string
+	// Queue and Layout are where the job went.
+	Queue  string
+	Layout schema.Layout
+	// Duplicate is true when a live job of the queue held the unique key,
+	// so nothing was added.
+	Duplicate bool
+}
+
+// Insert adds one job in its own statement and wakes the queue's
+// workers: this client's at once, other processes' through a
+// notification where the engine has them.
+func (c *Client) Insert(ctx context.Context, args Args, opts *InsertOpts) (*InsertResult, error) {
+	res, err := c.insert(ctx, c.db, []InsertParams{{Args: args, Opts: opts}}, true)
+	if err != nil {
+		return nil, err
+	}
+	return res[0], nil
+}
+
+// InsertTx adds one job in the caller's transaction: it appears when tx
+// commits (and other processes are notified then), and not at all if tx
+// rolls back. It does not retry: that is tx's owner's business.
+func (c *Client) InsertTx(ctx context.Context, tx skiplock.Tx, args Args, opts *InsertOpts) (*InsertResult, error) {
+	if tx == nil {
+		return nil, skiplock.Usagef("client.InsertTx: tx is nil: pass the transaction the job belongs to")
+	}
+	res, err := c.insert(ctx, tx, []InsertParams{{Args: args, Opts: opts}}, false)
+	if err != nil {
+		return nil, err
+	}
+	return res[0], nil
+}
+
+// InsertMany adds jobs, one statement per queue, in one transaction:
+// either all are added or none.
+func (c *Client) InsertMany(ctx context.Context, params []InsertParams) ([]*InsertResult, error) {
+	var out []*InsertResult
+	err := retry.Run(ctx, c.db, c.retryOptions(), func(ctx context.Context, tx skiplock.Tx) error {
+		var err error
+		out, err = c.insert(ctx, tx, params, false)
+		return err
+	})
+	if err == nil {
+		c.wakeLocal(out)
+	}
+	return out, err
+}
+
+// InsertManyTx adds jobs in the caller's transaction.
+func (c *Client) InsertManyTx(ctx context.Context, tx skiplock.Tx, params []InsertParams) ([]*InsertResult, error) {
+	if tx == nil {
+		return nil, skiplock.Usagef("client.InsertManyTx: tx is nil: pass the transaction the jobs belong to")
+	}
+	return c.insert(ctx, tx, params, false)
+}
+
+// prepared is one job ready to write.
+type prepared struct {
+	job    skiplock.NewJob
+	layout schema.Layout
+}
+
+// insert resolves options, runs the insert middleware, and writes the
+// jobs grouped by queue through db. wake: wake this client's workers
+// after (db commits on its own).
+func (c *Client) insert(ctx context.Context, db skiplock.Querier, params []InsertParams, wake bool) ([]*InsertResult, error) {
+	if len(params) == 0 {
+		return nil, skiplock.Usagef("client: no jobs to insert")
+	}
+	jobs := make([]*skiplock.NewJob, len(params))
+	for i, p := range params {
+		j, err := c.newJob(p)
+		if err != nil {
+			if len(params) > 1 {
+				return nil, fmt.Errorf("client: job %d: %w", i, err)
+			}
+			return nil, fmt.Errorf("client: %w", err)
+		}
+		jobs[i] = j
+	}
+	var out []*InsertResult
+	write := func(ctx context.Context) error {
+		var err error
+		out, err = c.write(ctx, db, jobs)
+		return err
+	}
+	for i := len(c.cfg.Middleware) - 1; i >= 0; i-- {
+		if mw := c.cfg.Middleware[i].Insert; mw != nil {
+			next := write
+			write = func(ctx context.Context) error { return mw(ctx, jobs, next) }
+		}
+	}
+	if err := write(ctx); err != nil {
+		return nil, err
+	}
+	if wake {
+		c.wakeLocal(out)
+	}
+	return out, nil
+}
+
+// newJob turns one InsertParams into a job: the insert's options over the
+// args' own over the kind's.
+func (c *Client) newJob(p InsertParams) (*skiplock.NewJob, error) {
+	if p.Args == nil {
+		return nil, skiplock.Usagef("Args is nil: pass a value of your args type")
+	}
+	kind := p.Args.Kind()
+	payload, err := json.Marshal(p.Args)
+	if err != nil {
+		return nil, skiplock.Usagef("encode the args of kind %q as JSON: %v", kind, err)
+	}
+	j := &skiplock.NewJob{Kind: kind, Payload: payload}
+	if k := c.cfg.Workers.lookup(kind); k != nil {
+		j.Queue, j.Priority, j.MaxAttempts = k.opts.Queue, k.opts.Priority, k.opts.MaxAttempts
+	}
+	if a, ok := p.Args.(ArgsWithInsertOpts); ok {
+		apply(j, a.InsertOpts())
+	}
+	if p.Opts != nil {
+		apply(j, *p.Opts)
+	}
+	if j.Queue == "" {
+		j.Queue = skiplock.DefaultQueue
+	}
+	if err := j.Normalize(0); err != nil {
+		return nil, err
+	}
+	return j, nil
+}
+
+// apply sets the non-zero options of o on j.
+func apply(j *skiplock.NewJob, o InsertOpts) {
+	if o.Queue != "" {
+		j.Queue = o.Queue
+	}
+	if o.Priority != 0 {
+		j.Priority = o.Priority
+	}
+	if !o.RunAt.IsZero() {
+		j.RunAt = o.RunAt
+	}
+	if o.MaxAttempts != 0 {
+		j.MaxAttempts = o.MaxAttempts
+	}
+	if o.UniqueKey != "" {
+		j.UniqueKey = o.UniqueKey
+	}
+	if len(o.Metadata) > 0 {
+		j.Metadata = o.Metadata
+	}
+}
+
+// write inserts the jobs, one statement per queue, notifying where the
+// client uses notifications (debounced per queue).
+func (c *Client) write(ctx context.Context, db skiplock.Querier, jobs []*skiplock.NewJob) ([]*InsertResult, error) {
+	out := make([]*InsertResult, len(jobs))
+	byQueue := map[string][]int{}
+	var order []string
+	for i, j := range jobs {
+		if _, ok := byQueue[j.Queue]; !ok {
+			order = append(order, j.Queue)
+		}
+		byQueue[j.Queue] = append(byQueue[j.Queue], i)
+	}
+	for _, q := range order {
+		idx := byQueue[q]
+		batch := make([]skiplock.NewJob, len(idx))
+		for k, i := range idx {
+			batch[k] = *jobs[i]
+		}
+		layout := c.layoutOf(q)
+		channel := c.notifyChannel(q)
+		var ids []string
+		var err error
+		if layout == schema.LayoutFanout {
+			var fq *fanout.Queue
+			if fq, err = c.fanoutQueue(q); err == nil {
+				ids, err = fq.EnqueueNotify(ctx, db, channel, batch...)
+			}
+		} else if c.bq == nil {
+			err = skiplock.Usagef("the schema %q has no bucketed layout: run skiplock migrate --layout bucketed", c.cfg.Schema)
+		} else {
+			ids, err = c.bq.EnqueueNotify(ctx, db, channel, batch...)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("client: insert into queue %q: %w", q, err)
+		}
+		// A job whose unique key a live job holds returns no id; ids
+		// keep the jobs' order otherwise.
+		dupes := len(idx) - len(ids)
+		for k, i := range idx {
+			r := &InsertResult{Queue: q, Layout: layout}
+			switch {
+			case dupes == 0:
+				r.ID = ids[k]
+			case len(idx) == 1:
+				r.Duplicate = true
+			default:
+				// Several jobs, some skipped: which ones is known only
+				// by key. Report ids where they line up.
+				if k < len(ids) {
+					r.ID = ids[k]
+				}
+			}
+			out[i] = r
+		}
+	}
+	return out, nil
+}
+
+// layoutOf is the layout of queue: its declaration, else bucketed.
+func (c *Client) layoutOf(queue string) schema.Layout {
+	if q, ok := c.cfg.Queues[queue]; ok {
+		return q.Layout
+	}
+	return schema.LayoutBucketed
+}
+
+// fanoutQueue returns the fanout Queue of a declared fanout queue.
+func (c *Client) fanoutQueue(queue string) (*fanout.Queue, error) {
+	c.fqMu.Lock()
+	defer c.fqMu.Unlock()
+	if fq := c.fq[queue]; fq != nil {
+		return fq, nil
+	}
+	return nil, fmt.Errorf("queue %q is not a declared fanout queue", queue)
+}
+
+// notifyChannel is the channel an insert into queue notifies now, or ""
+// (no notifications, or one sent within notifyDebounce).
+func (c *Client) notifyChannel(queue string) string {
+	if !c.notify {
+		return ""
+	}
+	c.notifyMu.Lock()
+	defer c.notifyMu.Unlock()
+	now := time.Now()
+	if last, ok := c.notifiedAt[queue]; ok && now.Sub(last) < notifyDebounce {
+		return ""
+	}
+	c.notifiedAt[queue] = now
+	return c.channel
+}
+
+// wakeLocal wakes this client's workers of the queues jobs went to.
+func (c *Client) wakeLocal(res []*InsertResult) {
+	for _, r := range res {
+		if q := c.queues[r.Queue]; q != nil {
+			q.wakeUp()
+		}
+	}
+}
+
+// retryOptions are Config.Retry with the engine's queue isolation stated.
+func (c *Client) retryOptions() *retry.Options {
+	var o retry.Options
+	if c.cfg.Retry != nil {
+		o = *c.cfg.Retry
+	}
+	if o.Isolation == skiplock.IsoDefault {
+		o.Isolation = c.db.Dialect().DefaultIsolation
+	}
+	return &o
+}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"os/exec"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -421,4 +423,71 @@ func TestNewChecks(t *testing.T) {
 	if err := client.AddWorker(ws, client.WorkFunc[emailArgs](func(context.Context, *client.Job[emailArgs]) error { return nil }), nil); err == nil || !strings.Contains(err.Error(), "twice") {
 		t.Errorf("a kind registered twice: %v", err)
 	}
+}
+
+// TestHelperPrefetchingProcess is not a test: it is the process that
+// TestKilledWithPrefetchedJobsLosesNone kills. Its two workers hold their
+// jobs until killed, with ten more jobs prefetched.
+func TestHelperPrefetchingProcess(t *testing.T) {
+	s := os.Getenv("PREFETCH_HELPER_SCHEMA")
+	if s == "" {
+		t.Skip("helper process for TestKilledWithPrefetchedJobsLosesNone")
+	}
+	ctx := context.Background()
+	db, err := skiplock.Open(ctx, os.Getenv("SKIPLOCK_TEST_DSN"), &skiplock.OpenConfig{MaxConns: 20})
+	must(t, err)
+	ws := client.NewWorkers()
+	must(t, client.AddWorker(ws, client.WorkFunc[emailArgs](func(ctx context.Context, j *client.Job[emailArgs]) error {
+		<-ctx.Done() // held until the process dies
+		return ctx.Err()
+	}), nil))
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, VisibilityTimeout: time.Second, NoMaintenance: true,
+		Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 2, Prefetch: 10}}})
+	must(t, err)
+	must(t, c.Start(ctx))
+	time.Sleep(time.Minute)
+}
+
+// TestKilledWithPrefetchedJobsLosesNone: a process SIGKILLed with 2 jobs
+// running and 10 prefetched loses none of them: once their leases expire
+// the rescuer puts them back and another client works every job once.
+func TestKilledWithPrefetchedJobsLosesNone(t *testing.T) {
+	t.Parallel()
+	db, s := openDB(t)
+	ctx := ctxT(t)
+	ins, err := client.New(ctx, db, &client.Config{Schema: s})
+	must(t, err)
+	var params []client.InsertParams
+	for i := range 30 {
+		params = append(params, client.InsertParams{Args: emailArgs{N: i}})
+	}
+	_, err = ins.InsertMany(ctx, params)
+	must(t, err)
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPrefetchingProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "SKIPLOCK_TEST_DSN="+testdb.DSN(t), "PREFETCH_HELPER_SCHEMA="+s)
+	must(t, cmd.Start())
+	defer cmd.Process.Kill() //nolint:errcheck // killed below; this is for early failures
+	jobs := skiplock.QuoteIdent(s) + `."jobs"`
+	waitFor(t, "2 running and 10 prefetched in the helper", 30*time.Second, func() bool {
+		return count(t, db, `SELECT count(*) FROM `+jobs+` WHERE "status" = 'Running'`) == 12
+	})
+	must(t, cmd.Process.Kill())
+	cmd.Wait() //nolint:errcheck // killed
+
+	var d deliveries
+	ws := client.NewWorkers()
+	must(t, client.AddWorker(ws, client.WorkFunc[emailArgs](func(ctx context.Context, j *client.Job[emailArgs]) error {
+		d.add("email", j.Args.N)
+		return nil
+	}), nil))
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, FetchPollInterval: 100 * time.Millisecond,
+		Maintenance: &maintenance.Config{RescueInterval: 100 * time.Millisecond},
+		Queues:      map[string]client.QueueConfig{"default": {MaxWorkers: 4}}})
+	must(t, err)
+	must(t, c.Start(ctx))
+	defer c.Stop(ctx) //nolint:errcheck // checked above
+	waitFor(t, "all 30 jobs Success", time.Minute, func() bool {
+		return count(t, db, `SELECT count(*) FROM `+jobs+` WHERE "status" = 'Success'`) == 30
+	})
+	d.check(t, map[string]int{"email": 30})
 }

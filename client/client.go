@@ -74,7 +74,7 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 	cl := &Client{db: db, cfg: c, fq: map[string]*fanout.Queue{}, queues: map[string]*queueRunner{}, notifiedAt: map[string]time.Time{}}
 	switch c.Notify {
 	case NotifyAuto:
-		cl.notify = db.Dialect().Notifications
+		cl.notify = db.Dialect().Notifications || ybNotifications(ctx, db)
 	case NotifyOn:
 		cl.notify = true
 	}
@@ -110,6 +110,19 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 		}
 	}
 	return cl, nil
+}
+
+// ybNotifications reports whether a YugabyteDB server has LISTEN/NOTIFY
+// turned on (early access from v2025.2.3, tserver flag
+// ysql_yb_enable_listen_notify, seen as the setting
+// yb_enable_listen_notify).
+func ybNotifications(ctx context.Context, db *skiplock.DB) bool {
+	if db.Engine() != skiplock.EngineYugabyte {
+		return false
+	}
+	var on string
+	err := db.QueryRow(ctx, `SELECT coalesce(current_setting('yb_enable_listen_notify', true), 'off')`).Scan(&on)
+	return err == nil && on == "on"
 }
 
 func mapKeys[V any](m map[string]V) func(func(string) bool) {

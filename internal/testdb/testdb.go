@@ -84,7 +84,8 @@ func ExampleDB(schemaName string, layouts ...schema.Layout) *skiplock.DB {
 	if err != nil {
 		panic("testdb: no test database: " + err.Error())
 	}
-	db, err := skiplock.Open(ctx, d, nil)
+	// Room for a client with a few queues (client.Config.Connections).
+	db, err := skiplock.Open(ctx, d, &skiplock.OpenConfig{MaxConns: 40})
 	if err != nil {
 		panic(err)
 	}

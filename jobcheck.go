@@ -183,6 +183,10 @@ func checkUniqueKey(k string) error {
 // MaxKindLen is the longest job kind, in bytes.
 const MaxKindLen = 255
 
+// MaxErrorHistory is how many failed attempts a job's errors keep: the
+// latest ones.
+const MaxErrorHistory = 20
+
 // checkKind refuses a kind that is too long, not UTF-8, or holds control
 // characters (kinds appear in logs, metrics labels and pages).
 func checkKind(k string) error {

@@ -243,12 +243,14 @@ RETURNING j."id";
 
 -- name: fail
 -- Fail: dead once attempts reach max_attempts, else Queued again at
--- now + the caller's backoff ($4, seconds, per job); $3 the errors.
+-- now + the caller's backoff ($4, seconds, per job); $3 the errors, each
+-- also appended to the job's error history.
 UPDATE /* TEMPLATE: table */ AS j SET
   "status" = CASE WHEN j."attempts" >= j."max_attempts" THEN 'Failed'::/* TEMPLATE: status_type */ ELSE 'Queued'::/* TEMPLATE: status_type */ END,
   "finished_at" = CASE WHEN j."attempts" >= j."max_attempts" THEN now() END,
   "run_at" = CASE WHEN j."attempts" >= j."max_attempts" THEN j."run_at" ELSE now() + c.delay * INTERVAL '1 second' END,
-  "last_error" = c.err, "lease_expires_at" = NULL, "last_updated" = now()
+  "last_error" = c.err, "errors" = /* TEMPLATE: push_error */ c.err)),
+  "lease_expires_at" = NULL, "last_updated" = now()
 FROM unnest($1::INT8[], $2::INT8[], $3::TEXT[], $4::FLOAT8[]) AS c (id, token, err, delay)
 WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status" = 'Running'
 RETURNING j."id";

@@ -66,6 +66,7 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		"job_columns":      jobColumns,
 		"unique_conflict":  uniqueConflict(),
 		"bucket_predicate": bucketPred,
+		"push_error":       sqltext.PushError("j", `j."attempts"`),
 	}
 }
 

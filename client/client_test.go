@@ -491,3 +491,44 @@ func TestKilledWithPrefetchedJobsLosesNone(t *testing.T) {
 	})
 	d.check(t, map[string]int{"email": 30})
 }
+
+type flakyArgs struct{}
+
+func (flakyArgs) Kind() string { return "flaky" }
+
+// TestErrorHistory: both layouts keep each failed attempt's number, time
+// and error, the latest skiplock.MaxErrorHistory of them, through the
+// move to job_dead.
+func TestErrorHistory(t *testing.T) {
+	t.Parallel()
+	db, s := openDB(t)
+	ctx := ctxT(t)
+	ws := client.NewWorkers()
+	must(t, client.AddWorker(ws, client.WorkFunc[flakyArgs](func(ctx context.Context, j *client.Job[flakyArgs]) error {
+		return fmt.Errorf("boom %d", j.Attempts)
+	}), &client.KindOptions{Backoff: func(int) time.Duration { return 0 }}))
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Queues: map[string]client.QueueConfig{
+		"b": {MaxWorkers: 2}, "f": {Layout: schema.LayoutFanout, MaxWorkers: 2},
+	}})
+	must(t, err)
+	must(t, c.Start(ctx))
+	defer c.Stop(ctx) //nolint:errcheck // checked below
+	const attempts = skiplock.MaxErrorHistory + 5
+	for _, q := range []string{"b", "f"} {
+		_, err := c.Insert(ctx, flakyArgs{}, &client.InsertOpts{Queue: q, MaxAttempts: attempts})
+		must(t, err)
+	}
+	sch := skiplock.QuoteIdent(s)
+	history := func(table string) string {
+		return `SELECT count(*) FROM ` + sch + `.` + table + ` WHERE jsonb_array_length("errors") = ` + fmt.Sprint(skiplock.MaxErrorHistory) + `
+  AND ("errors"->0->>'attempt')::int = 6 AND "errors"->0->>'error' = 'boom 6'
+  AND ("errors"->-1->>'attempt')::int = ` + fmt.Sprint(attempts) + ` AND "errors"->-1->>'error' = 'boom ` + fmt.Sprint(attempts) + `'
+  AND ("errors"->-1->>'at')::timestamptz > now() - interval '1 minute'`
+	}
+	waitFor(t, "the bucketed job Failed with its last 20 errors", time.Minute, func() bool {
+		return count(t, db, history(`"jobs"`)+` AND "status" = 'Failed'`) == 1
+	})
+	waitFor(t, "the fanout job dead with its last 20 errors", time.Minute, func() bool {
+		return count(t, db, history(`"job_dead"`)) == 1
+	})
+}

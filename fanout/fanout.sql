@@ -86,7 +86,9 @@ DELETE FROM /* TEMPLATE: queue_table */ WHERE "id" = $1;
 -- gone if that worker succeeded), and only then touches job_attempt
 -- (retry_at): every writer of a job_attempt row but the count holds the
 -- job's row lock, so the count never waits on another session.
-UPDATE /* TEMPLATE: queue_table */ SET "attempts" = greatest("attempts", $3::int), "last_error" = $2 WHERE "id" = $1
+UPDATE /* TEMPLATE: queue_table */ AS "j" SET "attempts" = greatest("attempts", $3::int), "last_error" = $2,
+  "errors" = /* TEMPLATE: push_error */ $2::text))
+WHERE "id" = $1
 RETURNING "attempts", "max_attempts";
 
 -- name: backoff
@@ -114,10 +116,10 @@ WHERE "job_id" = $1;
 -- Moves a job that used up its attempts to job_dead, and drops its attempt
 -- count: $1 the id. Sent after fail, in its transaction.
 WITH "moved" AS (DELETE FROM /* TEMPLATE: queue_table */ WHERE "id" = $1
-  RETURNING "id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at", "kind", "metadata"),
+  RETURNING "id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at", "kind", "metadata", "errors"),
 "forgot" AS (DELETE FROM /* TEMPLATE: attempt_table */ WHERE "job_id" = $1)
-INSERT INTO /* TEMPLATE: dead_table */ ("id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at", "kind", "metadata")
-SELECT "id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at", "kind", "metadata" FROM "moved";
+INSERT INTO /* TEMPLATE: dead_table */ ("id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at", "kind", "metadata", "errors")
+SELECT "id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at", "kind", "metadata", "errors" FROM "moved";
 
 -- name: bury_lost
 -- Moves a job to job_dead without running it, in the transaction that
@@ -126,10 +128,13 @@ SELECT "id", "queue", "payload", "attempts", "max_attempts", "last_error", "crea
 -- lost its connection mid-job): $1 the id, $2 the error to keep. Its
 -- attempts are its max_attempts, the handler starts it was allowed.
 WITH "moved" AS (DELETE FROM /* TEMPLATE: queue_table */ WHERE "id" = $1
-  RETURNING "id", "queue", "payload", "max_attempts", "created_at", "kind", "metadata"),
+  RETURNING "id", "queue", "payload", "max_attempts", "created_at", "kind", "metadata", "errors"),
 "forgot" AS (DELETE FROM /* TEMPLATE: attempt_table */ WHERE "job_id" = $1)
-INSERT INTO /* TEMPLATE: dead_table */ ("id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at", "kind", "metadata")
-SELECT "id", "queue", "payload", "max_attempts", "max_attempts", $2, "created_at", "kind", "metadata" FROM "moved";
+INSERT INTO /* TEMPLATE: dead_table */ ("id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at", "kind", "metadata", "errors")
+SELECT "id", "queue", "payload", "max_attempts", "max_attempts", $2, "created_at", "kind", "metadata",
+  CASE WHEN jsonb_array_length("errors") >= /* TEMPLATE: max_error_history */ THEN "errors" - 0 ELSE "errors" END
+    || jsonb_build_array(jsonb_build_object('attempt', "max_attempts", 'at', now(), 'error', $2::text))
+FROM "moved";
 
 -- name: amend_dead
 -- Gives a job that bury_lost moved to job_dead the error of its last
@@ -174,10 +179,10 @@ SELECT EXISTS (SELECT 1 FROM /* TEMPLATE: queue_table */ WHERE "queue" = $1);
 -- session can stop it.
 WITH "moved" AS (DELETE FROM /* TEMPLATE: queue_table */
     WHERE "id" = (SELECT "id" FROM /* TEMPLATE: queue_table */ WHERE "id" = $1 FOR UPDATE SKIP LOCKED)
-  RETURNING "id", "queue", "payload", "attempts", "max_attempts", "created_at", "kind", "metadata"),
+  RETURNING "id", "queue", "payload", "attempts", "max_attempts", "created_at", "kind", "metadata", "errors"),
 "forgot" AS (DELETE FROM /* TEMPLATE: attempt_table */ WHERE "job_id" IN (SELECT "id" FROM "moved"))
-INSERT INTO /* TEMPLATE: dead_table */ ("id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at", "kind", "metadata")
-SELECT "id", "queue", "payload", "attempts", "max_attempts", 'cancelled by an operator', "created_at", "kind", "metadata" FROM "moved"
+INSERT INTO /* TEMPLATE: dead_table */ ("id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at", "kind", "metadata", "errors")
+SELECT "id", "queue", "payload", "attempts", "max_attempts", 'cancelled by an operator', "created_at", "kind", "metadata", "errors" FROM "moved"
 RETURNING "id";
 
 -- name: retry_by_id
@@ -185,10 +190,10 @@ RETURNING "id";
 -- any attempt count left behind dropped); its last error stays until its
 -- next attempt.
 WITH "moved" AS (DELETE FROM /* TEMPLATE: dead_table */ WHERE "id" = $1
-  RETURNING "id", "queue", "payload", "max_attempts", "last_error", "created_at", "kind", "metadata"),
+  RETURNING "id", "queue", "payload", "max_attempts", "last_error", "created_at", "kind", "metadata", "errors"),
 "forgot" AS (DELETE FROM /* TEMPLATE: attempt_table */ WHERE "job_id" IN (SELECT "id" FROM "moved"))
-INSERT INTO /* TEMPLATE: queue_table */ ("id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at", "kind", "metadata")
-SELECT "id", "queue", "payload", 0, "max_attempts", "last_error", "created_at", "kind", "metadata" FROM "moved"
+INSERT INTO /* TEMPLATE: queue_table */ ("id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at", "kind", "metadata", "errors")
+SELECT "id", "queue", "payload", 0, "max_attempts", "last_error", "created_at", "kind", "metadata", "errors" FROM "moved"
 RETURNING "id";
 
 -- name: delete_by_id

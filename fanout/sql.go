@@ -2,6 +2,7 @@ package fanout
 
 import (
 	_ "embed"
+	"strconv"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/sqltext"
@@ -42,6 +43,9 @@ func sqlVars(_ *skiplock.Dialect, schemaName string) map[string]string {
 		"dead_table":    s + "." + skiplock.QuoteIdent(schema.DeadJobTable),
 		"attempt_table": s + "." + skiplock.QuoteIdent(schema.JobAttemptTable),
 		"job_columns":   jobColumns,
+		"push_error":    sqltext.PushError(`"j"`, `greatest("j"."attempts", $3::int)`),
+		// bury_lost's lost attempt is max_attempts, not the row's count.
+		"max_error_history": strconv.Itoa(skiplock.MaxErrorHistory),
 	}
 }
 

@@ -56,6 +56,8 @@ UPDATE /* TEMPLATE: jobs */ AS j SET
   "finished_at" = CASE WHEN j."attempts" >= j."max_attempts" THEN now() END,
   "last_error" = 'lease expired during attempt ' || j."attempts"::TEXT || ' of ' || j."max_attempts"::TEXT ||
     ': the worker died, lost its connection or stalled past its visibility timeout',
+  "errors" = /* TEMPLATE: push_error */ 'lease expired during attempt ' || j."attempts"::TEXT || ' of ' || j."max_attempts"::TEXT ||
+    ': the worker died, lost its connection or stalled past its visibility timeout')),
   "lease_expires_at" = NULL, "last_updated" = now()
 WHERE j."id" = ANY(ARRAY(
     SELECT "id" FROM /* TEMPLATE: jobs */
@@ -89,6 +91,8 @@ UPDATE /* TEMPLATE: jobs */ AS j SET
   "finished_at" = CASE WHEN j."attempts" >= j."max_attempts" THEN now() END,
   "last_error" = 'lease expired during attempt ' || j."attempts"::TEXT || ' of ' || j."max_attempts"::TEXT ||
     ': the worker died, lost its connection or stalled past its visibility timeout',
+  "errors" = /* TEMPLATE: push_error */ 'lease expired during attempt ' || j."attempts"::TEXT || ' of ' || j."max_attempts"::TEXT ||
+    ': the worker died, lost its connection or stalled past its visibility timeout')),
   "lease_expires_at" = NULL, "last_updated" = now()
 FROM (
     SELECT "id" FROM /* TEMPLATE: jobs */

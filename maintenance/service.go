@@ -43,6 +43,8 @@ func templateValues(schemaName string) map[string]string {
 		"jobs":   q(schema.JobsTable),
 		"status": q(schema.StatusType),
 		"dead":   q(schema.DeadJobTable),
+		// The rescuer's lost attempts join the jobs' error history.
+		"push_error": sqltext.PushError("j", `j."attempts"`),
 	}
 }
 

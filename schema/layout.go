@@ -146,7 +146,7 @@ func JobsTableDef(buckets int) *Table {
 			{Name: "last_updated", Type: TypeTimestamp, NotNull: true, Default: DefaultNow},
 			{Name: "finished_at", Type: TypeTimestamp},
 			{Name: "unique_key", Type: TypeText},
-			kindColumns()[0], kindColumns()[1],
+			kindColumns()[0], kindColumns()[1], kindColumns()[2],
 		},
 		PrimaryKey: []string{"id"},
 		Indexes: []Index{
@@ -256,15 +256,19 @@ func fanoutColumns() []Column {
 }
 
 // kindColumns are the columns a job gained with typed kinds (migration
-// kind): the job's kind and its metadata (what middleware carries with a
-// job, such as a trace context, and the count of its snoozes). Added by
-// ALTER TABLE, so they come last in every table.
+// kind): the job's kind, its metadata (what middleware carries with a
+// job, such as a trace context, and the count of its snoozes) and its
+// errors (the history of its failed attempts, the latest
+// skiplock.MaxErrorHistory, each {"attempt", "at", "error"}). Added by ALTER
+// TABLE, so they come last in every table.
 func kindColumns() []Column {
 	return []Column{
 		{Name: "kind", Type: TypeText, NotNull: true, Default: "''"},
 		{Name: "metadata", Type: TypeJSON, NotNull: true, Default: "'{}'"},
+		{Name: "errors", Type: TypeJSON, NotNull: true, Default: "'[]'"},
 	}
 }
+
 
 // WorkLogTableDef describes work_log, one row per handled job, written by
 // `skiplock work --record` so deliveries can be counted with SQL.

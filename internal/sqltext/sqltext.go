@@ -269,3 +269,19 @@ func WithNotify(insert string, nparams int) string {
 "notified" AS (SELECT pg_notify($%d::text, "q") FROM unnest($%d::text[]) AS "q")
 SELECT "ins".* FROM "ins" WHERE (SELECT count(*) FROM "notified") >= 0`, strings.TrimSuffix(strings.TrimSpace(insert), ";"), nparams+1, nparams+2)
 }
+
+// PushError returns the start of a SQL expression that appends one failed
+// attempt, {"attempt": <attempt>, "at": now(), "error": <text>}, to the
+// JSON array column "errors" of the row alias, keeping the latest
+// skiplock.MaxErrorHistory entries. The statement writes the error text
+// expression after it and closes it with two parentheses:
+//
+//	"errors" = /* TEMPLATE: push_error */ c.err))
+//
+// (In an UPDATE's SET the columns read are the row's old values, so the
+// text is given again rather than read from last_error.)
+func PushError(alias, attempt string) string {
+	col := alias + `."errors"`
+	return fmt.Sprintf(`CASE WHEN jsonb_array_length(%s) >= %d THEN %s - 0 ELSE %s END || jsonb_build_array(jsonb_build_object('attempt', %s, 'at', now(), 'error', `,
+		col, skiplock.MaxErrorHistory, col, col, attempt)
+}

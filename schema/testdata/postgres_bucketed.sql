@@ -74,3 +74,5 @@ DO 'BEGIN IF to_regtype(''"skiplock"."job_status"'') IS NULL THEN CREATE TYPE "s
 ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "kind" TEXT NOT NULL DEFAULT '';
 
 ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "metadata" JSONB NOT NULL DEFAULT '{}';
+
+ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "errors" JSONB NOT NULL DEFAULT '[]';

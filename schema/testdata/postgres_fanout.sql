@@ -73,6 +73,10 @@ ALTER TABLE "skiplock"."job_queue" ADD COLUMN IF NOT EXISTS "kind" TEXT NOT NULL
 
 ALTER TABLE "skiplock"."job_queue" ADD COLUMN IF NOT EXISTS "metadata" JSONB NOT NULL DEFAULT '{}';
 
+ALTER TABLE "skiplock"."job_queue" ADD COLUMN IF NOT EXISTS "errors" JSONB NOT NULL DEFAULT '[]';
+
 ALTER TABLE "skiplock"."job_dead" ADD COLUMN IF NOT EXISTS "kind" TEXT NOT NULL DEFAULT '';
 
 ALTER TABLE "skiplock"."job_dead" ADD COLUMN IF NOT EXISTS "metadata" JSONB NOT NULL DEFAULT '{}';
+
+ALTER TABLE "skiplock"."job_dead" ADD COLUMN IF NOT EXISTS "errors" JSONB NOT NULL DEFAULT '[]';

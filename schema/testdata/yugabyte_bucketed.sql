@@ -86,3 +86,5 @@ CREATE INDEX IF NOT EXISTS "jobs_finished" ON "skiplock"."jobs" ("bucket" HASH, 
 ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "kind" TEXT NOT NULL DEFAULT '';
 
 ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "metadata" JSONB NOT NULL DEFAULT '{}';
+
+ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "errors" JSONB NOT NULL DEFAULT '[]';

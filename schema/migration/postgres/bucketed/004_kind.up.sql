@@ -3,8 +3,9 @@
 -- Written by hand, then frozen: go generate writes new tables and indexes,
 -- not new columns. Databases record this version as applied, so this file
 -- is never edited. Each job gains its kind (the name its worker is
--- registered under; '' for jobs enqueued without one) and its metadata (a
--- JSON object middleware fills, such as a trace context). Both have
+-- registered under; '' for jobs enqueued without one), its metadata (a
+-- JSON object middleware fills, such as a trace context) and its errors
+-- (the history of its failed attempts). All have
 -- constant defaults, so existing rows need no rewrite on PostgreSQL (a
 -- stored default since version 11); YugabyteDB and CockroachDB fill them
 -- in online (see docs/design.md, "Kinds and metadata").
@@ -17,3 +18,6 @@ ALTER TABLE /* TEMPLATE: schema */."jobs" ADD COLUMN IF NOT EXISTS "kind" TEXT N
 
 -- name: add_column_jobs_metadata
 ALTER TABLE /* TEMPLATE: schema */."jobs" ADD COLUMN IF NOT EXISTS "metadata" JSONB NOT NULL DEFAULT '{}';
+
+-- name: add_column_jobs_errors
+ALTER TABLE /* TEMPLATE: schema */."jobs" ADD COLUMN IF NOT EXISTS "errors" JSONB NOT NULL DEFAULT '[]';

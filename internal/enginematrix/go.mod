@@ -3,12 +3,17 @@ module github.com/skiplock/skiplock/internal/enginematrix
 go 1.25.0
 
 require (
+	github.com/cockroachdb/cockroach-go/v2 v2.4.2
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/testcontainers/testcontainers-go v0.44.0
 	github.com/testcontainers/testcontainers-go/modules/cockroachdb v0.44.0
 )
 
-require github.com/yugabyte/pgx/v5 v5.7.6-yb-1 // indirect
+require (
+	github.com/gofrs/flock v0.12.1 // indirect
+	github.com/lib/pq v1.10.9 // indirect
+	github.com/yugabyte/pgx/v5 v5.7.6-yb-1 // indirect
+)
 
 require (
 	dario.cat/mergo v1.0.2 // indirect

@@ -62,8 +62,8 @@ type Report struct {
 	// client and the SQL server are counted: inside a distributed engine a
 	// statement makes further RPCs the client cannot see (on YugabyteDB
 	// one per row a SKIP LOCKED claim locks or skips, yugabyte-db #23584),
-	// which docs/design.md ("Round trips of a claim") estimates from the
-	// plan. Null for pgbench.
+	// which docs/design.md ("Round trips of a claim on YugabyteDB")
+	// estimates from the plan. Null for pgbench.
 	RoundTrips       int64    `json:"round_trips,omitempty"`
 	RoundTripsPerJob *float64 `json:"round_trips_per_job"`
 	// Claims is how many claim statements were sent (those that lock

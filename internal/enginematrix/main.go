@@ -436,7 +436,7 @@ func (m *matrix) bench(ctx context.Context, engine, step, dsn string) {
 	cmd.Stdout, cmd.Stderr = &out, os.Stderr
 	began := time.Now()
 	err = cmd.Run()
-	took := time.Since(began).Round(time.Second)
+	took := time.Since(began).Round(100 * time.Millisecond)
 	if err != nil {
 		m.add(engine, step, failed, "skiplock bench %s failed after %s: %v", step, took, skiplock.RedactDSNError(err, dsn))
 		return

@@ -26,10 +26,13 @@ test: setup
 	wait $$crdb; check=$$?; echo "internal/crdbcheck:"; cat $$log; rm -f $$log; \
 	[ $$main -eq 0 ] && [ $$check -eq 0 ]
 
-# The same suites against distributed engines: the server in
-# SKIPLOCK_TEST_DSN when set, CockroachDB and YugabyteDB in containers when a
-# Docker daemon answers. Reports what ran and what was skipped and why; skips
-# are not failures. Its own module keeps testcontainers out of go.mod.
+# The test suite, the reliability suite, the claims' EXPLAIN shapes and short
+# bench latency and bench tombstones runs against distributed engines: the
+# server in SKIPLOCK_TEST_DSN when set, CockroachDB and YugabyteDB in
+# containers when a Docker daemon answers (without one, a three-node
+# CockroachDB from cockroach-go's testserver where a cockroach binary can be
+# had). Reports what ran and what was skipped and why; skips are not
+# failures. Its own module keeps testcontainers and cockroach-go out of go.mod.
 .PHONY: test-engines
 test-engines: setup
 	$(GO) -C internal/enginematrix run . -root ../..

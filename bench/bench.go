@@ -424,9 +424,9 @@ func (r *recorder) progress(ctx context.Context, out io.Writer, every time.Durat
 	}
 }
 
-// fill puts the recorder's totals into rep; statements is how many the
-// queue clients sent while the jobs were worked.
-func (r *recorder) fill(rep *Report, secs float64, window time.Duration, counters *retry.Counters, conns int, statements int64) {
+// fill puts the recorder's totals into rep; statements is what the queue
+// clients sent while the jobs were worked.
+func (r *recorder) fill(rep *Report, secs float64, window time.Duration, counters *retry.Counters, conns int, statements counts) {
 	rep.Jobs = r.done.Load()
 	rep.setStatements(statements)
 	rep.Seconds = secs

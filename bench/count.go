@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"strings"
 	"sync/atomic"
 
 	"github.com/skiplock/skiplock"
@@ -16,8 +17,29 @@ import (
 // pool (polling for jobs left, flushing statistics) runs under an
 // uncounted context.
 
-// stmtCounter counts statements sent through a countingPool.
-type stmtCounter struct{ n atomic.Int64 }
+// stmtCounter counts statements sent through a countingPool: all of
+// them, the BEGINs among them (for the round trips: a pipelined BEGIN
+// takes none of its own), and the claims among them (statements that lock
+// with SKIP LOCKED: every layout's claim does, and nothing else does).
+type stmtCounter struct{ n, begins, claims atomic.Int64 }
+
+// counts is a reading of a stmtCounter.
+type counts struct{ statements, begins, claims int64 }
+
+// since is what was counted between from and c.
+func (c counts) since(from counts) counts {
+	return counts{c.statements - from.statements, c.begins - from.begins, c.claims - from.claims}
+}
+
+// roundTrips is how many client round trips the statements took: one
+// each, but a BEGIN pipelined with its transaction's first statement
+// rides in that statement's round trip.
+func (c counts) roundTrips(pipelinedBegin bool) int64 {
+	if pipelinedBegin {
+		return c.statements - c.begins
+	}
+	return c.statements
+}
 
 // uncountedKey marks a context whose statements are the bench's own.
 type uncountedKey struct{}
@@ -33,12 +55,23 @@ func (s *stmtCounter) add(ctx context.Context) {
 	}
 }
 
-// load returns the statements counted so far (0 for a nil counter).
-func (s *stmtCounter) load() int64 {
+// load returns what was counted so far (zero for a nil counter).
+func (s *stmtCounter) load() counts {
 	if s == nil {
-		return 0
+		return counts{}
 	}
-	return s.n.Load()
+	return counts{s.n.Load(), s.begins.Load(), s.claims.Load()}
+}
+
+// query counts a statement that returns rows, noting a claim.
+func (s *stmtCounter) query(ctx context.Context, sql string) {
+	if ctx.Value(uncountedKey{}) != nil {
+		return
+	}
+	s.n.Add(1)
+	if strings.Contains(sql, "SKIP LOCKED") {
+		s.claims.Add(1)
+	}
 }
 
 // countStatements makes db count its statements in a new counter.
@@ -60,12 +93,12 @@ func (c counted) Exec(ctx context.Context, sql string, args ...any) (int64, erro
 }
 
 func (c counted) Query(ctx context.Context, sql string, args ...any) (skiplock.Rows, error) {
-	c.s.add(ctx)
+	c.s.query(ctx, sql)
 	return c.q.Query(ctx, sql, args...)
 }
 
 func (c counted) QueryRow(ctx context.Context, sql string, args ...any) skiplock.Row {
-	c.s.add(ctx)
+	c.s.query(ctx, sql)
 	return c.q.QueryRow(ctx, sql, args...)
 }
 
@@ -114,6 +147,9 @@ func (c *countingConn) WaitForNotification(ctx context.Context) (skiplock.Notifi
 }
 
 func countBegin(ctx context.Context, b skiplock.Beginner, s *stmtCounter, opts skiplock.TxOptions) (skiplock.Tx, error) {
+	if ctx.Value(uncountedKey{}) == nil {
+		s.begins.Add(1)
+	}
 	s.add(ctx)
 	tx, err := b.Begin(ctx, opts)
 	if err != nil {

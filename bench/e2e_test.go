@@ -292,7 +292,7 @@ func TestTombstones(t *testing.T) {
 			if err := json.Unmarshal(buf.Bytes(), &j); err != nil {
 				t.Fatal(err)
 			}
-			for _, k := range []string{"scenario", "layout", "mode", "workers", "jobs", "seconds", "jobs_per_s", "windows", "drained", "fresh", "rtt_ms", "statements_per_job"} {
+			for _, k := range []string{"scenario", "layout", "mode", "workers", "jobs", "seconds", "jobs_per_s", "windows", "drained", "fresh", "rtt_ms", "statements_per_job", "round_trips_per_job", "jobs_per_claim"} {
 				if _, ok := j[k]; !ok {
 					t.Fatalf("JSON has no %q: %s", k, buf.String())
 				}
@@ -346,6 +346,14 @@ func TestRTT(t *testing.T) {
 			// A claim and a completion at least; nothing else counted.
 			if rep.StatementsPerJob == nil || *rep.StatementsPerJob < 2 {
 				t.Fatalf("statements per job %v", rep.StatementsPerJob)
+			}
+			// Round trips: no more than the statements (a pipelined BEGIN
+			// takes none), and at least the claim's and the completion's.
+			if rep.RoundTripsPerJob == nil || *rep.RoundTripsPerJob < 2 || *rep.RoundTripsPerJob > *rep.StatementsPerJob {
+				t.Fatalf("round trips per job %v (statements per job %v)", rep.RoundTripsPerJob, *rep.StatementsPerJob)
+			}
+			if rep.Claims == 0 || rep.JobsPerClaim == nil {
+				t.Fatalf("no claim counted: %d claims, %v jobs per claim", rep.Claims, rep.JobsPerClaim)
 			}
 		})
 	}

@@ -54,6 +54,23 @@ type Report struct {
 	// pgbench, whose statements skiplock does not see.
 	Statements       int64    `json:"statements,omitempty"`
 	StatementsPerJob *float64 `json:"statements_per_job"`
+	// RoundTrips is how many client round trips those statements took:
+	// one each, except a BEGIN pipelined with its transaction's first
+	// statement (Settings.PipelineBegin), which rides in that statement's
+	// round trip. RoundTripsPerJob is that over Jobs: the client round
+	// trips per job claimed and worked. Only round trips between the
+	// client and the SQL server are counted: inside a distributed engine a
+	// statement makes further RPCs the client cannot see (on YugabyteDB
+	// one per row a SKIP LOCKED claim locks or skips, yugabyte-db #23584),
+	// which docs/design.md ("Round trips of a claim on YugabyteDB")
+	// estimates from the plan. Null for pgbench.
+	RoundTrips       int64    `json:"round_trips,omitempty"`
+	RoundTripsPerJob *float64 `json:"round_trips_per_job"`
+	// Claims is how many claim statements were sent (those that lock
+	// with SKIP LOCKED); JobsPerClaim is Jobs over that. Null for pgbench
+	// and where no claim was counted.
+	Claims       int64    `json:"claims,omitempty"`
+	JobsPerClaim *float64 `json:"jobs_per_claim"`
 	// Windows, Drained and Fresh are the tombstones scenario's figures
 	// (see runTombstones); absent from the other scenarios.
 	Windows []TombstoneWindow `json:"windows,omitempty"`
@@ -79,12 +96,19 @@ type Report struct {
 	Settings *Settings   `json:"settings,omitempty"`
 }
 
-// setStatements records the statements sent for r.Jobs jobs.
-func (r *Report) setStatements(n int64) {
-	r.Statements = n
+// setStatements records the statements sent for r.Jobs jobs, and their
+// round trips given how BEGIN was sent (r.Settings.PipelineBegin).
+func (r *Report) setStatements(n counts) {
+	r.Statements = n.statements
+	r.RoundTrips = n.roundTrips(r.Settings != nil && r.Settings.PipelineBegin)
+	r.Claims = n.claims
 	if r.Jobs > 0 {
-		per := float64(n) / float64(r.Jobs)
-		r.StatementsPerJob = &per
+		per, trips := float64(n.statements)/float64(r.Jobs), float64(r.RoundTrips)/float64(r.Jobs)
+		r.StatementsPerJob, r.RoundTripsPerJob = &per, &trips
+	}
+	if n.claims > 0 {
+		per := float64(r.Jobs) / float64(n.claims)
+		r.JobsPerClaim = &per
 	}
 }
 
@@ -239,6 +263,13 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if r.StatementsPerJob != nil {
 		fmt.Fprintf(b, "statements: %d sent by the queue clients, %.2f per job\n", r.Statements, *r.StatementsPerJob)
+	}
+	if r.RoundTripsPerJob != nil {
+		fmt.Fprintf(b, "round trips: %d between the queue clients and the SQL server, %.2f per job (RPCs inside a distributed engine are not seen here)\n",
+			r.RoundTrips, *r.RoundTripsPerJob)
+	}
+	if r.JobsPerClaim != nil {
+		fmt.Fprintf(b, "claims: %d, %.2f jobs per claim\n", r.Claims, *r.JobsPerClaim)
 	}
 	r.writeTombstones(b)
 	for _, e := range r.ErrorSamples {

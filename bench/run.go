@@ -146,7 +146,7 @@ func runJobs(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 	secs := time.Since(start).Seconds()
 	stopProgress()
 	peakConns := int(max(peak.Load(), int64(pool.Stats().Total)))
-	rec.fill(rep, secs, c.Duration, counters, peakConns, c.stmts.load()-stmts0)
+	rec.fill(rep, secs, c.Duration, counters, peakConns, c.stmts.load().since(stmts0))
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("bench interrupted after %.1fs and %d jobs: %w", secs, rep.Jobs, err)
 	}
@@ -267,7 +267,7 @@ func runLock(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 	close(workersDone)
 	secs := time.Since(start).Seconds()
 	stopProgress()
-	rec.fill(rep, secs, c.Duration, counters, int(max(peak.Load(), int64(pool.Stats().Total))), c.stmts.load()-stmts0)
+	rec.fill(rep, secs, c.Duration, counters, int(max(peak.Load(), int64(pool.Stats().Total))), c.stmts.load().since(stmts0))
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("bench interrupted after %.1fs: %w", secs, err)
 	}

@@ -280,6 +280,8 @@ func (fakeBeginner) Begin(context.Context, skiplock.TxOptions) (skiplock.Tx, err
 
 // A transaction counts BEGIN, its statements and one end: the deferred
 // Rollback after a Commit sends nothing. Uncounted contexts are left out.
+// A pipelined BEGIN takes no round trip of its own; a statement that locks
+// with SKIP LOCKED is a claim.
 func TestCountingTx(t *testing.T) {
 	t.Parallel()
 	s := &stmtCounter{}
@@ -288,12 +290,21 @@ func TestCountingTx(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tx.Exec(ctx, "x")                   //nolint:errcheck // counting only
-	tx.QueryRow(uncounted(ctx), "poll") //nolint:errcheck // counting only
-	tx.Commit(ctx)                      //nolint:errcheck // counting only
-	tx.Rollback(ctx)                    //nolint:errcheck // counting only
-	if n := s.load(); n != 3 {
-		t.Fatalf("counted %d statements for BEGIN, one statement, COMMIT: want 3", n)
+	tx.Exec(ctx, "x")                                              //nolint:errcheck // counting only
+	tx.QueryRow(uncounted(ctx), "poll")                            //nolint:errcheck // counting only
+	tx.Query(ctx, "SELECT 1 FOR UPDATE SKIP LOCKED")               //nolint:errcheck // counting only
+	tx.QueryRow(uncounted(ctx), "SELECT 1 FOR UPDATE SKIP LOCKED") //nolint:errcheck // counting only
+	tx.Commit(ctx)                                                 //nolint:errcheck // counting only
+	tx.Rollback(ctx)                                               //nolint:errcheck // counting only
+	n := s.load()
+	if n.statements != 4 || n.begins != 1 || n.claims != 1 {
+		t.Fatalf("counted %+v for BEGIN, two statements (one a claim), COMMIT: want 4 statements, 1 BEGIN, 1 claim", n)
+	}
+	if got := n.roundTrips(true); got != 3 {
+		t.Errorf("%d round trips with BEGIN pipelined, want 3", got)
+	}
+	if got := n.roundTrips(false); got != 4 {
+		t.Errorf("%d round trips with BEGIN sent alone, want 4", got)
 	}
 }
 

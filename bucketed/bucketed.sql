@@ -82,18 +82,29 @@ RETURNING /* TEMPLATE: job_columns */;
 -- a bucket whose watermark is at the best level scans from the watermark's
 -- run_at; one whose watermark is at a better level scans the best level
 -- from its head; one whose watermark is past the best level takes nothing.
+-- Round trips inside the cluster (docs/design.md, "Round trips of a claim
+-- on YugabyteDB"): every index probe is a DocDB read RPC, sent one after
+-- another, so best asks for a bucket's second probe only when its first
+-- finds nothing: COALESCE evaluates an argument only when those before it
+-- are null (PostgreSQL's documentation, "COALESCE"), and the first probe's
+-- row, at the watermark's level, sorts before any of the second's. A
+-- bucket with no watermark (h.p below the SMALLINT range) has no level to
+-- probe at, and the CASE skips that probe without a read. Buckets the
+-- claim does not need cost no read: the claim's LATERAL stops at $2 rows
+-- (the outer LIMIT), and a bucket whose watermark is past the best level,
+-- or a claim with no best level at all (a drained queue: best is null),
+-- is cut by a one-time filter on h.p <= best before its scan starts.
 WITH best AS (SELECT min(x."priority") AS p
   FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i) CROSS JOIN LATERAL (
-    SELECT min(y."priority") AS "priority" FROM (
-      (SELECT "priority" FROM /* TEMPLATE: table */
+    SELECT COALESCE(
+      CASE WHEN h.p >= -32768 THEN (SELECT "priority" FROM /* TEMPLATE: table */
         WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now()
           AND "priority" = h.p AND "run_at" >= h.t AND ("run_at" > h.t OR "id" > h.i)
-        ORDER BY "run_at", "id" LIMIT 1)
-      UNION ALL
+        ORDER BY "run_at", "id" LIMIT 1) END,
       (SELECT "priority" FROM /* TEMPLATE: table */
         WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now()
           AND "priority" > h.p
-        ORDER BY "priority", "run_at", "id" LIMIT 1)) AS y) AS x)
+        ORDER BY "priority", "run_at", "id" LIMIT 1)) AS "priority") AS x)
 UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Running', "attempts" = j."attempts" + 1, "lease_owner" = $3, "lease_token" = $4,
   "lease_expires_at" = now() + $5::FLOAT8 * INTERVAL '1 second', "last_updated" = now()
 WHERE j."id" = ANY(ARRAY(

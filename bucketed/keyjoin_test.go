@@ -41,19 +41,7 @@ func TestCockroachClaimGolden(t *testing.T) {
 	t.Parallel()
 	all := bucketed.Statements(skiplock.EngineCockroach.Dialect(), schema.DefaultSchema)
 	claim := keyJoinClaim(t, all) + ";\n"
-	const golden = "testdata/cockroach_claim.sql"
-	if *update {
-		if err := os.WriteFile(golden, []byte(claim), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	want, err := os.ReadFile(golden)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if claim != string(want) {
-		t.Errorf("the CockroachDB claim differs from %s (rerun with -update if the change is meant):\n%s", golden, claim)
-	}
+	checkGolden(t, "CockroachDB", "testdata/cockroach_claim.sql", claim)
 	for _, bad := range []string{"ANY(ARRAY(", "LATERAL"} {
 		for _, s := range all {
 			if strings.Contains(s, bad) {
@@ -74,6 +62,24 @@ func TestCockroachClaimGolden(t *testing.T) {
 		if !strings.Contains(c, "ANY(ARRAY(") || !strings.Contains(c, "CROSS JOIN LATERAL") {
 			t.Errorf("%s lost its ANY(ARRAY(...)) claim:\n%s", e, c)
 		}
+	}
+}
+
+// checkGolden compares an engine's rendered claim with its golden file,
+// rewriting the file instead under -update.
+func checkGolden(t *testing.T, engine, golden, claim string) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(golden, []byte(claim), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(golden)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claim != string(want) {
+		t.Errorf("the %s claim differs from %s (rerun with -update if the change is meant):\n%s", engine, golden, claim)
 	}
 }
 

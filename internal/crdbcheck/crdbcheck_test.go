@@ -37,8 +37,10 @@ var testFiles = map[string]map[string]string{
 
 // scriptFiles match files of plain CockroachDB statements, parsed whole:
 // the golden DDL, which is what `skiplock schema print` prints, and the
-// golden CockroachDB claim of the bucketed layout.
-var scriptFiles = []string{"schema/testdata/cockroach_*.sql", "bucketed/testdata/cockroach_*.sql"}
+// golden claims of the bucketed layout: CockroachDB's, and YugabyteDB's,
+// which CockroachDB's grammar parses too (it is plain PostgreSQL; no
+// parser checks YSQL's extensions, and it uses none).
+var scriptFiles = []string{"schema/testdata/cockroach_*.sql", "bucketed/testdata/*_claim.sql"}
 
 // migrationFiles match the frozen CockroachDB migrations, which
 // TestCockroachDDLParses checks as schema.DDL renders them (for split and

@@ -3,12 +3,16 @@ module github.com/skiplock/skiplock/internal/enginematrix
 go 1.26.0
 
 require (
+	github.com/cockroachdb/cockroach-go/v2 v2.4.2
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/testcontainers/testcontainers-go v0.44.0
 	github.com/testcontainers/testcontainers-go/modules/cockroachdb v0.44.0
 )
 
 require (
+	github.com/gofrs/flock v0.12.1 // indirect
+	github.com/kr/text v0.2.0 // indirect
+	github.com/lib/pq v1.10.9 // indirect
 	github.com/yugabyte/pgx/v5 v5.7.6-yb-1 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
@@ -68,6 +72,7 @@ require (
 	golang.org/x/sync v0.22.0 // indirect
 	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.41.0 // indirect
+	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
 
 replace github.com/skiplock/skiplock => ../..

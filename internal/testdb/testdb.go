@@ -304,3 +304,26 @@ func beginYugabyte(t testing.TB) skiplock.Tx {
 	}
 	return skiplock.WrapYugabyteTx(tx)
 }
+
+// Lines runs sql (an EXPLAIN, say) with args on q and returns its rows'
+// one text column, one line per row. It fails the test on an error.
+func Lines(ctx context.Context, t testing.TB, q skiplock.Querier, sql string, args ...any) []string {
+	t.Helper()
+	rows, err := q.Query(ctx, sql, args...)
+	if err != nil {
+		t.Fatalf("testdb: %v\n%s", err, sql)
+	}
+	defer rows.Close()
+	var lines []string
+	for rows.Next() {
+		var l string
+		if err := rows.Scan(&l); err != nil {
+			t.Fatalf("testdb: %v", err)
+		}
+		lines = append(lines, l)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatalf("testdb: %v\n%s", err, sql)
+	}
+	return lines
+}

@@ -1,0 +1,230 @@
+package planshape_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/sqltext"
+	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/schema"
+)
+
+func TestMain(m *testing.M) { testdb.Main(m) }
+
+// shape is what a claim's plan must and must not show on one engine.
+type shape struct {
+	want    []string         // substrings of the plan, each at least once
+	wantN   map[string]int   // substrings and how many times exactly
+	refuse  []string         // substrings the plan must not contain
+	refuseR []*regexp.Regexp // patterns no plan line may match
+}
+
+// rowBound is a row-value comparison in an index condition, which
+// YugabyteDB would not push down to DocDB on an index with a hashed
+// column (Dialect.RowBoundsNotPushed).
+var rowBound = regexp.MustCompile(`(Index Cond|Storage Index Filter).*ROW\(`)
+
+// bucketedShapes are the bucketed claim's expected plans. PostgreSQL and
+// YugabyteDB: the per-bucket scans read jobs_dequeue and lock through
+// LockRows, the UPDATE finds its rows by primary key, and no scan reads
+// the table whole; on YugabyteDB (claim_scalar_bounds) no index condition
+// is a row comparison. CockroachDB (claim_key_join, "Expected plan" in
+// bucketed.sql): a limited skip-locked scan of jobs_dequeue joined to the
+// UPDATE by a lookup join on the primary key, and no full scan.
+var bucketedShapes = map[skiplock.Engine]shape{
+	skiplock.EnginePostgres: {
+		want:   []string{"Update on jobs", "LockRows", "jobs_dequeue", "jobs_pkey"},
+		refuse: []string{"Seq Scan on jobs"},
+	},
+	skiplock.EngineYugabyte: {
+		want:    []string{"Update on jobs", "LockRows", "jobs_dequeue", "jobs_pkey"},
+		refuse:  []string{"Seq Scan on jobs"},
+		refuseR: []*regexp.Regexp{rowBound},
+	},
+	skiplock.EngineCockroach: {
+		want:   []string{"update", "lookup join", "jobs@jobs_pkey", "jobs@jobs_dequeue", "limit", "locking wait policy: skip locked"},
+		refuse: []string{"FULL SCAN"},
+	},
+}
+
+// fanoutShapes are the fanout claim's expected plans (fanout.sql, claim):
+// two ordered primary-key range scans, each locking through its own
+// LockRows (PostgreSQL, YugabyteDB) or as a skip-locked scan (CockroachDB),
+// under one LIMIT; nothing read whole.
+var fanoutShapes = map[skiplock.Engine]shape{
+	skiplock.EnginePostgres: {
+		want:   []string{"Append", "job_queue_pkey", "job_attempt_pkey"},
+		wantN:  map[string]int{"LockRows": 2},
+		refuse: []string{"Seq Scan on job_queue", "Seq Scan on job_attempt", "Hash Join"},
+	},
+	skiplock.EngineYugabyte: {
+		want:   []string{"Append", "job_queue_pkey", "job_attempt_pkey"},
+		wantN:  map[string]int{"LockRows": 2},
+		refuse: []string{"Seq Scan on job_queue", "Seq Scan on job_attempt", "Hash Join"},
+	},
+	skiplock.EngineCockroach: {
+		want:   []string{"union all", "job_queue@job_queue_pkey", "limit", "locking wait policy: skip locked"},
+		refuse: []string{"FULL SCAN"},
+	},
+}
+
+// TestClaimPlanShapes explains both claims on the test server's engine,
+// with a few thousand jobs queued and statistics collected, and checks
+// their shapes.
+func TestClaimPlanShapes(t *testing.T) {
+	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed, schema.LayoutFanout)
+	d := db.Dialect()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	t.Logf("engine: %s", d.Engine)
+
+	bq, err := bucketed.New(ctx, db, &bucketed.Config{Schema: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fq, err := fanout.New(db, &fanout.Config{Schema: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Three priorities for bucketed; fanout has none.
+	jobs, flat := make([]skiplock.NewJob, 2000), make([]skiplock.NewJob, 2000)
+	for i := range jobs {
+		jobs[i] = skiplock.NewJob{Priority: i % 3, Payload: []byte(fmt.Sprintf(`{"n":%d}`, i))}
+		flat[i] = skiplock.NewJob{Payload: jobs[i].Payload}
+	}
+	for i := 0; i < len(jobs); i += 500 {
+		if _, err := bq.EnqueueMany(ctx, jobs[i:i+500]); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fq.EnqueueMany(ctx, flat[i:i+500]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Attempt rows of other jobs, in backoff: the fanout claim's backoff
+	// test must stay a primary-key probe per row reached.
+	if _, err := db.Exec(ctx, "INSERT INTO "+skiplock.QuoteIdent(name)+"."+skiplock.QuoteIdent(schema.JobAttemptTable)+
+		` ("job_id", "attempts", "started_at", "retry_at") SELECT 'other-' || g::TEXT, 1, now(), now() + INTERVAL '1 hour' FROM generate_series(1, 5000) AS g`); err != nil {
+		t.Fatal(err)
+	}
+	for _, tbl := range []string{schema.JobsTable, schema.JobQueueTable, schema.JobAttemptTable} {
+		if _, err := db.Exec(ctx, "ANALYZE "+skiplock.QuoteIdent(name)+"."+skiplock.QuoteIdent(tbl)); err != nil {
+			t.Logf("ANALYZE %s: %v (the plan is checked without fresh statistics)", tbl, err)
+		}
+	}
+
+	t.Run("bucketed", func(t *testing.T) {
+		explainBucketed(ctx, t, db, d, name, bucketedShapes[d.Engine])
+	})
+	if d.Engine == skiplock.EnginePostgres {
+		// PostgreSQL runs YugabyteDB's claim too: its index conditions
+		// must hold no row comparison there either.
+		t.Run("bucketed_scalar_bounds", func(t *testing.T) {
+			yb := *d
+			yb.RowBoundsNotPushed = true
+			explainBucketed(ctx, t, db, &yb, name, bucketedShapes[skiplock.EngineYugabyte])
+		})
+	}
+	t.Run("fanout", func(t *testing.T) {
+		sql := render(t, d, name, "fanout/fanout.sql", "claim")
+		check(t, explain(ctx, t, db, sql, []any{"80000000-0000-0000-0000-000000000000", fq.Name()}), fanoutShapes[d.Engine])
+	})
+}
+
+// explainBucketed explains the bucketed claim d selects, for a claim of
+// ten jobs from every bucket with no watermark, and checks it against s.
+func explainBucketed(ctx context.Context, t *testing.T, db *skiplock.DB, d *skiplock.Dialect, name string, s shape) {
+	t.Helper()
+	sql := render(t, d, name, "bucketed/bucketed.sql", bucketedClaimBlock(d))
+	buckets := []int16{0}
+	if !d.ShardedIndexFansOut {
+		buckets = make([]int16, schema.DefaultBuckets)
+		for i := range buckets {
+			buckets[i] = int16(i)
+		}
+	}
+	prio, at, ids := make([]int32, len(buckets)), make([]time.Time, len(buckets)), make([]int64, len(buckets))
+	for i := range buckets {
+		prio[i], at[i] = -32769, time.Unix(0, 0).UTC() // no watermark: every bucket from its head
+	}
+	args := []any{"default", 10, "planshape", int64(1), 30.0, buckets, prio, at, ids}
+	check(t, explain(ctx, t, db, sql, args), s)
+}
+
+// bucketedClaimBlock names the claim the bucketed queue sends on d's
+// engine, as bucketed's buildStatements selects it.
+func bucketedClaimBlock(d *skiplock.Dialect) string {
+	switch {
+	case d.KeyJoinDML:
+		return "claim_key_join"
+	case d.RowBoundsNotPushed:
+		return "claim_scalar_bounds"
+	}
+	return "claim"
+}
+
+// render renders one block of a registered .sql file as its package
+// would for d and schemaName.
+func render(t *testing.T, d *skiplock.Dialect, schemaName, path, block string) string {
+	t.Helper()
+	for _, src := range sqltext.Sources() {
+		if src.Path != path {
+			continue
+		}
+		all, err := src.File.Render(src.Vars(d, schemaName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sql, ok := all[block]; ok {
+			return sql
+		}
+		t.Fatalf("%s has no block %q", path, block)
+	}
+	t.Fatalf("%s is not registered", path)
+	return ""
+}
+
+// explain returns the plan of sql with args, one line per row. EXPLAIN
+// plans without running the statement, so the claim changes nothing.
+func explain(ctx context.Context, t *testing.T, db *skiplock.DB, sql string, args []any) []string {
+	t.Helper()
+	plan := testdb.Lines(ctx, t, db, "EXPLAIN "+sql, args...)
+	t.Logf("plan:\n%s", strings.Join(plan, "\n"))
+	return plan
+}
+
+func check(t *testing.T, plan []string, s shape) {
+	t.Helper()
+	if s.want == nil && s.wantN == nil && s.refuse == nil {
+		t.Fatal("no expected shape for this engine")
+	}
+	text := strings.Join(plan, "\n")
+	for _, w := range s.want {
+		if !strings.Contains(text, w) {
+			t.Errorf("the plan lacks %q", w)
+		}
+	}
+	for w, n := range s.wantN {
+		if got := strings.Count(text, w); got != n {
+			t.Errorf("the plan has %d of %q, want %d", got, w, n)
+		}
+	}
+	for _, r := range s.refuse {
+		if strings.Contains(text, r) {
+			t.Errorf("the plan has %q", r)
+		}
+	}
+	for _, re := range s.refuseR {
+		for _, l := range plan {
+			if re.MatchString(l) {
+				t.Errorf("a plan line matches %s: %s", re, l)
+			}
+		}
+	}
+}

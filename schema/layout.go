@@ -269,7 +269,6 @@ func kindColumns() []Column {
 	}
 }
 
-
 // WorkLogTableDef describes work_log, one row per handled job, written by
 // `skiplock work --record` so deliveries can be counted with SQL.
 func WorkLogTableDef() *Table {

@@ -16,6 +16,7 @@ import (
 	// The packages that register embedded .sql files (sqltext.Register).
 	// A package with a .sql file that is not imported here leaves its file
 	// unregistered, and TestEverySQLFileIsChecked fails.
+	_ "github.com/skiplock/skiplock/admin"
 	_ "github.com/skiplock/skiplock/bucketed"
 	_ "github.com/skiplock/skiplock/cluster"
 	_ "github.com/skiplock/skiplock/fanout"

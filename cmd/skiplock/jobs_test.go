@@ -1,0 +1,59 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/skiplock/skiplock/internal/testdb"
+)
+
+// TestJobsCommands: list both layouts as JSON with the contract's fields,
+// show a job, cancel with one unknown id (exit 1, the id named), act on a
+// state in bulk, and refuse bad usage with exit 2.
+func TestJobsCommands(t *testing.T) {
+	t.Setenv("SKIPLOCK_DSN", testdb.DSN(t))
+	_, s := testdb.Migrated(t, nil)
+	cliAll(t,
+		[]string{"--schema", s, "enqueue", "--layout", "bucketed", "--count", "3", "--payload", `{"n":1}`},
+		[]string{"--schema", s, "enqueue", "--layout", "fanout", "--count", "2"},
+	)
+	code, out, errs := cli(t, "--schema", s, "--json", "jobs", "list")
+	if code != 0 {
+		t.Fatalf("jobs list: exit %d %s", code, errs)
+	}
+	var jobs []map[string]any
+	if err := json.Unmarshal([]byte(out), &jobs); err != nil || len(jobs) != 5 {
+		t.Fatalf("jobs list --json: %d jobs (%v):\n%s", len(jobs), err, out)
+	}
+	for _, k := range []string{"id", "layout", "queue", "kind", "state", "priority", "attempts", "max_attempts", "run_at", "created_at", "finished_at", "last_error"} {
+		if _, ok := jobs[0][k]; !ok {
+			t.Fatalf("a listed job has no %q: %v", k, jobs[0])
+		}
+	}
+	code, out, _ = cli(t, "--schema", s, "--json", "jobs", "show", "1")
+	if code != 0 || !strings.Contains(out, `"payload": {`) || !strings.Contains(out, `"layout": "bucketed"`) {
+		t.Fatalf("jobs show 1: exit %d\n%s", code, out)
+	}
+	code, out, errs = cli(t, "--schema", s, "jobs", "cancel", "1", "424242")
+	if code != 1 || !strings.Contains(out, "cancelled 1 job(s): 1") || !strings.Contains(out, "job 424242: not cancelled") {
+		t.Fatalf("jobs cancel 1 424242: exit %d, want 1\n%s%s", code, out, errs)
+	}
+	code, out, _ = cli(t, "--schema", s, "--json", "jobs", "retry", "--state", "CANCELED")
+	if code != 0 || !strings.Contains(out, `"changed": [`) || !strings.Contains(out, `"1"`) {
+		t.Fatalf("jobs retry --state CANCELED: exit %d\n%s", code, out)
+	}
+	code, out, _ = cli(t, "--schema", s, "jobs", "list", "--state", "queued", "--layout", "fanout")
+	if code != 0 || strings.Count(out, "fanout") != 2 {
+		t.Fatalf("jobs list --state queued --layout fanout: exit %d\n%s", code, out)
+	}
+	for _, args := range [][]string{
+		{"jobs"}, {"jobs", "frob"}, {"jobs", "list", "--state", "sleepy"}, {"jobs", "list", "--limit", "0"},
+		{"jobs", "show"}, {"jobs", "cancel"}, {"jobs", "delete", "--state", "failed", "--limit", "500"},
+		{"jobs", "retry", "--state", "failed", "7"},
+	} {
+		if code, _, errs := cli(t, append([]string{"--schema", s}, args...)...); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errs)
+		}
+	}
+}

@@ -59,6 +59,11 @@ const (
 	SettingTable    = "skiplock_setting"
 	LockTable       = "skiplock_lock"
 	LeaderTable     = "skiplock_leader"
+	// QueueStateTable holds per-queue operator state: paused or not.
+	QueueStateTable = "skiplock_queue"
+	// PeriodicTable holds each periodic job's schedule and last enqueued
+	// tick, written by the maintenance leader.
+	PeriodicTable = "skiplock_periodic"
 )
 
 // Defaults for Options.
@@ -304,6 +309,39 @@ func LeaderTableDef() *Table {
 			{Name: "token", Type: TypeBigInt, NotNull: true},
 			{Name: "elected_at", Type: TypeTimestamp, NotNull: true},
 			{Name: "expires_at", Type: TypeTimestamp, NotNull: true},
+		},
+		PrimaryKey: []string{"name"},
+	}
+}
+
+// QueueStateTableDef describes skiplock_queue: one row per queue an
+// operator paused (or resumed). Claims read it by key; a queue with no
+// row is not paused.
+func QueueStateTableDef() *Table {
+	return &Table{
+		Name: QueueStateTable,
+		Columns: []Column{
+			{Name: "name", Type: TypeText, NotNull: true},
+			{Name: "paused", Type: TypeBool, NotNull: true, Default: "false"},
+			{Name: "updated_at", Type: TypeTimestamp, NotNull: true, Default: DefaultNow},
+		},
+		PrimaryKey: []string{"name"},
+	}
+}
+
+// PeriodicTableDef describes skiplock_periodic: one row per periodic job,
+// its schedule as text (for display), the last tick the maintenance leader
+// enqueued and the next one due. The enqueue and the row's update commit
+// together, so a tick is enqueued once across leaders.
+func PeriodicTableDef() *Table {
+	return &Table{
+		Name: PeriodicTable,
+		Columns: []Column{
+			{Name: "name", Type: TypeText, NotNull: true},
+			{Name: "schedule", Type: TypeText, NotNull: true},
+			{Name: "last_tick", Type: TypeTimestamp, NotNull: true},
+			{Name: "next_tick", Type: TypeTimestamp, NotNull: true},
+			{Name: "updated_at", Type: TypeTimestamp, NotNull: true, Default: DefaultNow},
 		},
 		PrimaryKey: []string{"name"},
 	}

@@ -52,6 +52,7 @@ const (
 	TypeJSON      ColumnType = "jsonb"     // JSONB
 	TypeTimestamp ColumnType = "timestamp" // timestamptz
 	TypeStatus    ColumnType = "status"    // the job_status enum
+	TypeBool      ColumnType = "bool"      // BOOLEAN
 )
 
 // Markers for defaults that differ per engine.
@@ -157,6 +158,8 @@ func (c Column) render(d *skiplock.Dialect, schemaName string) string {
 		typ = "SMALLINT"
 	case TypeText:
 		typ = "TEXT"
+	case TypeBool:
+		typ = "BOOLEAN"
 	case TypeJSON:
 		typ = "JSONB"
 	case TypeTimestamp:

@@ -40,6 +40,22 @@ DROP INDEX IF EXISTS "skiplock"."work_log"@"work_log_job_id";
 
 CREATE INDEX IF NOT EXISTS "work_log_job_id" ON "skiplock"."work_log" ("job_id") USING HASH WITH (bucket_count = 16);
 
+CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_queue" (
+  "name" TEXT NOT NULL,
+  "paused" BOOLEAN NOT NULL DEFAULT false,
+  "updated_at" TIMESTAMPTZ NOT NULL DEFAULT now(),
+  PRIMARY KEY ("name")
+);
+
+CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_periodic" (
+  "name" TEXT NOT NULL,
+  "schedule" TEXT NOT NULL,
+  "last_tick" TIMESTAMPTZ NOT NULL,
+  "next_tick" TIMESTAMPTZ NOT NULL,
+  "updated_at" TIMESTAMPTZ NOT NULL DEFAULT now(),
+  PRIMARY KEY ("name")
+);
+
 CREATE TABLE IF NOT EXISTS "skiplock"."job_queue" (
   "id" TEXT NOT NULL DEFAULT gen_random_uuid()::STRING,
   "queue" TEXT NOT NULL DEFAULT 'default',

@@ -36,6 +36,22 @@ CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_leader" (
   PRIMARY KEY ("name")
 );
 
+CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_queue" (
+  "name" TEXT NOT NULL,
+  "paused" BOOLEAN NOT NULL DEFAULT false,
+  "updated_at" timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY ("name")
+);
+
+CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_periodic" (
+  "name" TEXT NOT NULL,
+  "schedule" TEXT NOT NULL,
+  "last_tick" timestamptz NOT NULL,
+  "next_tick" timestamptz NOT NULL,
+  "updated_at" timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY ("name")
+);
+
 DO 'BEGIN IF to_regtype(''"skiplock"."job_status"'') IS NULL THEN CREATE TYPE "skiplock"."job_status" AS ENUM (''Queued'', ''Running'', ''Canceled'', ''Failed'', ''Success''); END IF; END';
 
 CREATE TABLE IF NOT EXISTS "skiplock"."jobs" (

@@ -36,6 +36,22 @@ CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_leader" (
   PRIMARY KEY ("name")
 );
 
+CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_queue" (
+  "name" TEXT NOT NULL,
+  "paused" BOOLEAN NOT NULL DEFAULT false,
+  "updated_at" timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY ("name")
+);
+
+CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_periodic" (
+  "name" TEXT NOT NULL,
+  "schedule" TEXT NOT NULL,
+  "last_tick" timestamptz NOT NULL,
+  "next_tick" timestamptz NOT NULL,
+  "updated_at" timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY ("name")
+);
+
 CREATE TABLE IF NOT EXISTS "skiplock"."job_queue" (
   "id" TEXT NOT NULL DEFAULT gen_random_uuid()::text,
   "queue" TEXT NOT NULL DEFAULT 'default',

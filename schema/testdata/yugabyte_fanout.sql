@@ -40,6 +40,22 @@ DROP INDEX IF EXISTS "skiplock"."work_log_job_id";
 
 CREATE INDEX IF NOT EXISTS "work_log_job_id" ON "skiplock"."work_log" ("job_id" HASH);
 
+CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_queue" (
+  "name" TEXT NOT NULL,
+  "paused" BOOLEAN NOT NULL DEFAULT false,
+  "updated_at" timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY ("name")
+);
+
+CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_periodic" (
+  "name" TEXT NOT NULL,
+  "schedule" TEXT NOT NULL,
+  "last_tick" timestamptz NOT NULL,
+  "next_tick" timestamptz NOT NULL,
+  "updated_at" timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY ("name")
+);
+
 CREATE EXTENSION IF NOT EXISTS "pgcrypto";
 
 CREATE TABLE IF NOT EXISTS "skiplock"."job_queue" (

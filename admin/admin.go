@@ -36,6 +36,7 @@ func sqlVars(_ *skiplock.Dialect, schemaName string) map[string]string {
 	return map[string]string{
 		"jobs": q(schema.JobsTable), "job_queue": q(schema.JobQueueTable),
 		"job_dead": q(schema.DeadJobTable), "job_attempt": q(schema.JobAttemptTable),
+		"periodic": q(schema.PeriodicTable),
 	}
 }
 
@@ -363,6 +364,35 @@ func (a *Admin) DoAll(ctx context.Context, action Action, ids []string) []Outcom
 		out = append(out, o)
 	}
 	return out
+}
+
+// Periodic is one periodic job's record, as the maintenance leader keeps
+// it.
+type Periodic struct {
+	Name     string    `json:"name"`
+	Schedule string    `json:"schedule"`
+	LastTick time.Time `json:"last_tick"`
+	NextTick time.Time `json:"next_tick"`
+	// UpdatedAt is when a leader last enqueued a tick of it.
+	UpdatedAt time.Time `json:"updated_at"`
+}
+
+// PeriodicJobs lists the periodic jobs the schema's clients have run.
+func (a *Admin) PeriodicJobs(ctx context.Context) ([]Periodic, error) {
+	rows, err := a.db.Query(ctx, a.sql["periodic"])
+	if err != nil {
+		return nil, fmt.Errorf("admin: periodic jobs: %w", err)
+	}
+	defer rows.Close()
+	out := []Periodic{}
+	for rows.Next() {
+		var p Periodic
+		if err := rows.Scan(&p.Name, &p.Schedule, &p.LastTick, &p.NextTick, &p.UpdatedAt); err != nil {
+			return nil, err
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
 }
 
 // IsNoJob reports whether err says the job does not exist.

@@ -68,3 +68,7 @@ UNION ALL
 SELECT d."id", d."queue", d."kind", 'dead', 0, d."attempts", d."max_attempts",
   d."created_at", d."created_at", d."died_at", d."last_error", d."payload"::TEXT, d."metadata"::TEXT, d."errors"::TEXT
 FROM /* TEMPLATE: job_dead */ AS d WHERE d."id" = $1;
+
+-- name: periodic
+-- Every periodic job's schedule, last enqueued tick and next tick due.
+SELECT "name", "schedule", "last_tick", "next_tick", "updated_at" FROM /* TEMPLATE: periodic */ ORDER BY "name";

@@ -34,6 +34,9 @@ type Client struct {
 	notifyMu   sync.Mutex
 	notifiedAt map[string]time.Time // last notification per queue (debounce)
 
+	periodic []schedule        // parsed Config.PeriodicJobs
+	sql      map[string]string // client.sql for the schema
+
 	mu       sync.Mutex
 	started  bool
 	stopped  bool
@@ -79,6 +82,12 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 		cl.notify = true
 	}
 	cl.channel = "skiplock." + c.Schema
+	if cl.periodic, err = parsePeriodic(c.PeriodicJobs); err != nil {
+		return nil, err
+	}
+	if cl.sql, err = sqlFile.Render(sqlVars(db.Dialect(), c.Schema)); err != nil {
+		return nil, err
+	}
 	if need := c.Connections(); len(c.worked()) > 0 {
 		if max := int(db.Stats().Max); max < need {
 			return nil, skiplock.Usagef("client: the pool allows %d connections and these queues need %d (client.Config.Connections): open the DB with skiplock.OpenConfig.MaxConns of at least %d", max, need, need)
@@ -220,6 +229,9 @@ func (c *Client) Start(ctx context.Context) error {
 		mc.Schema = c.cfg.Schema
 		if mc.Logf == nil {
 			mc.Logf = c.cfg.Logf
+		}
+		if len(c.periodic) > 0 {
+			mc.Hooks = append(append([]maintenance.Hook(nil), mc.Hooks...), c.periodicHook())
 		}
 		m, err := maintenance.Start(ctx, c.db, &mc)
 		if err != nil {

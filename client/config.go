@@ -98,6 +98,13 @@ type Config struct {
 	MaxSnoozes int
 	// Middleware wraps inserts and work, outermost first.
 	Middleware []Middleware
+	// PeriodicJobs are enqueued on their schedules by the schema's
+	// maintenance leader, among the started clients that have them (give
+	// every process the same list). Needs maintenance (not NoMaintenance).
+	PeriodicJobs []PeriodicJob
+	// PeriodicCatchUp is how many missed ticks of one periodic job are
+	// enqueued after a gap; 0 means DefaultPeriodicCatchUp.
+	PeriodicCatchUp int
 	// VisibilityTimeout is the bucketed layout's lease (0: its default).
 	VisibilityTimeout time.Duration
 	// Retry tunes the retries of serialization failures (nil: defaults).
@@ -169,6 +176,15 @@ func (c *Config) withDefaults() (Config, error) {
 		return out, skiplock.Usagef("client: MaxSnoozes %d is negative: use 0 for the default (%d)", out.MaxSnoozes, DefaultMaxSnoozes)
 	case out.MaxSnoozes == 0:
 		out.MaxSnoozes = DefaultMaxSnoozes
+	}
+	switch {
+	case out.PeriodicCatchUp < 0:
+		return out, skiplock.Usagef("client: PeriodicCatchUp %d is negative: use 0 for the default (%d)", out.PeriodicCatchUp, DefaultPeriodicCatchUp)
+	case out.PeriodicCatchUp == 0:
+		out.PeriodicCatchUp = DefaultPeriodicCatchUp
+	}
+	if len(out.PeriodicJobs) > 0 && out.NoMaintenance {
+		return out, skiplock.Usagef("client: PeriodicJobs need the maintenance leader: leave NoMaintenance off")
 	}
 	if out.Notify < NotifyAuto || out.Notify > NotifyOn {
 		return out, skiplock.Usagef("client: Notify %d is not a Notify setting", out.Notify)

@@ -18,6 +18,7 @@ import (
 	// unregistered, and TestEverySQLFileIsChecked fails.
 	_ "github.com/skiplock/skiplock/admin"
 	_ "github.com/skiplock/skiplock/bucketed"
+	_ "github.com/skiplock/skiplock/client"
 	_ "github.com/skiplock/skiplock/cluster"
 	_ "github.com/skiplock/skiplock/fanout"
 	_ "github.com/skiplock/skiplock/maintenance"

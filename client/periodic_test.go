@@ -1,0 +1,208 @@
+package client_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/admin"
+	"github.com/skiplock/skiplock/client"
+	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/maintenance"
+)
+
+type tickArgs struct{}
+
+func (tickArgs) Kind() string { return "tick" }
+
+// periodicClient is a started client whose periodic job ticks every
+// period; holder names it in the maintenance lease.
+func periodicClient(t testing.TB, ctx context.Context, db *skiplock.DB, s, holder string, period time.Duration) *client.Client {
+	t.Helper()
+	ws := client.NewWorkers()
+	if err := client.AddWorker(ws, client.WorkFunc[tickArgs](func(context.Context, *client.Job[tickArgs]) error { return nil }), nil); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws,
+		Queues:       map[string]client.QueueConfig{"default": {MaxWorkers: 1}},
+		PeriodicJobs: []client.PeriodicJob{{Name: "heartbeat", Every: period, Args: tickArgs{}, RunOnStart: true}},
+		Maintenance:  &maintenance.Config{Holder: holder, LeaseTTL: time.Second, ElectInterval: 200 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// ticks reads the ticks enqueued, in order, and checks each is there
+// once and the schedule's ticks follow one another without a gap.
+func checkTicks(t *testing.T, db *skiplock.DB, s string, period time.Duration) int {
+	t.Helper()
+	rows, err := db.Query(context.Background(), `SELECT ("metadata"->>'tick')::timestamptz, count(*) FROM `+skiplock.QuoteIdent(s)+`."jobs"
+WHERE "metadata"->>'periodic' = 'heartbeat' GROUP BY 1 ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var ticks []time.Time
+	for rows.Next() {
+		var tick time.Time
+		var n int
+		if err := rows.Scan(&tick, &n); err != nil {
+			t.Fatal(err)
+		}
+		if n != 1 {
+			t.Errorf("tick %s enqueued %d times", tick.Format(time.RFC3339Nano), n)
+		}
+		ticks = append(ticks, tick)
+	}
+	if len(ticks) < 3 {
+		t.Fatalf("%d ticks enqueued", len(ticks))
+	}
+	// The first is the run-on-start tick; the rest are on the schedule.
+	for i := 2; i < len(ticks); i++ {
+		if d := ticks[i].Sub(ticks[i-1]); d != period {
+			t.Errorf("tick %d at %s follows the one before by %v, want %v (a tick lost or doubled)", i, ticks[i].Format(time.RFC3339Nano), d, period)
+		}
+	}
+	if ticks[1].Sub(ticks[0]) > period {
+		t.Errorf("the first scheduled tick came %v after the run-on-start one", ticks[1].Sub(ticks[0]))
+	}
+	return len(ticks)
+}
+
+// TestPeriodicOncePerTick: three started clients with the same periodic
+// job; every tick of a 100 ms schedule is enqueued once, with no gap.
+func TestPeriodicOncePerTick(t *testing.T) {
+	t.Parallel()
+	db, s := openDB(t)
+	ctx := ctxT(t)
+	const period = 100 * time.Millisecond
+	var cs []*client.Client
+	for i := range 3 {
+		cs = append(cs, periodicClient(t, ctx, db, s, fmt.Sprint("p", i), period))
+	}
+	time.Sleep(2 * time.Second)
+	for _, c := range cs {
+		if err := c.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	n := checkTicks(t, db, s, period)
+	t.Logf("%d ticks, each once", n)
+	var sched string
+	if err := db.QueryRow(ctx, `SELECT "schedule" FROM `+skiplock.QuoteIdent(s)+`."skiplock_periodic" WHERE "name" = 'heartbeat'`).Scan(&sched); err != nil || sched != "every 100ms" {
+		t.Fatalf("schedule record %q, %v", sched, err)
+	}
+}
+
+// TestHelperPeriodicProcess is not a test: it is one of the processes of
+// TestPeriodicSurvivesLeaderKills.
+func TestHelperPeriodicProcess(t *testing.T) {
+	s := os.Getenv("PERIODIC_HELPER_SCHEMA")
+	if s == "" {
+		t.Skip("helper process for TestPeriodicSurvivesLeaderKills")
+	}
+	ctx := context.Background()
+	db, err := skiplock.Open(ctx, os.Getenv("SKIPLOCK_TEST_DSN"), &skiplock.OpenConfig{MaxConns: 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	periodicClient(t, ctx, db, s, os.Getenv("PERIODIC_HELPER_HOLDER"), time.Second)
+	time.Sleep(5 * time.Minute)
+}
+
+// TestPeriodicSurvivesLeaderKills: three processes share a 1-second
+// schedule; the leader is SIGKILLed twice. Every tick from the first to
+// the last is enqueued exactly once: the ticks missed while no process
+// led (about a lease TTL, 1 s here) are caught up by the next leader. 12 s
+// here; 60 s with SKIPLOCK_CHAOS=full.
+func TestPeriodicSurvivesLeaderKills(t *testing.T) {
+	t.Parallel()
+	db, s := openDB(t)
+	ctx := ctxT(t)
+	run := 12 * time.Second
+	if os.Getenv("SKIPLOCK_CHAOS") == "full" {
+		run = 60 * time.Second
+	}
+	procs := map[string]*exec.Cmd{}
+	start := func(holder string) {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPeriodicProcess$", "-test.count=1")
+		cmd.Env = append(os.Environ(), "SKIPLOCK_TEST_DSN="+testdb.DSN(t), "PERIODIC_HELPER_SCHEMA="+s, "PERIODIC_HELPER_HOLDER="+holder)
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		procs[holder] = cmd
+	}
+	defer func() {
+		for _, p := range procs {
+			p.Process.Kill() //nolint:errcheck // may be dead already
+			p.Wait()         //nolint:errcheck // killed
+		}
+	}()
+	for i := range 3 {
+		start(fmt.Sprint("proc", i))
+	}
+	leader := func() string {
+		l, err := maintenance.CurrentLeader(ctx, db, s)
+		if err != nil || l == nil {
+			return ""
+		}
+		return l.Holder
+	}
+	began := time.Now()
+	kills := 0
+	for time.Since(began) < run {
+		time.Sleep(200 * time.Millisecond)
+		if kills < 2 && time.Since(began) > time.Duration(kills+1)*run/3 {
+			h := leader()
+			if p := procs[h]; p != nil && strings.HasPrefix(h, "proc") {
+				p.Process.Kill() //nolint:errcheck // the test's point
+				p.Wait()         //nolint:errcheck // killed
+				delete(procs, h)
+				kills++
+				t.Logf("killed the leader %s at %v", h, time.Since(began).Round(time.Millisecond))
+				start(h + "x") // a replacement joins
+			}
+		}
+	}
+	if kills != 2 {
+		t.Fatalf("killed %d leaders, want 2", kills)
+	}
+	for _, p := range procs {
+		p.Process.Kill() //nolint:errcheck // done
+	}
+	n := checkTicks(t, db, s, time.Second)
+	if n < int(run/time.Second)-2 {
+		t.Fatalf("%d ticks over %v", n, run)
+	}
+	t.Logf("%d ticks over %v with 2 leader kills, each once, none missing", n, run)
+}
+
+// TestPeriodicList: the admin view of the schedule records.
+func TestPeriodicList(t *testing.T) {
+	t.Parallel()
+	db, s := openDB(t)
+	ctx := ctxT(t)
+	c := periodicClient(t, ctx, db, s, "solo", 200*time.Millisecond)
+	time.Sleep(time.Second)
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	a, err := admin.New(ctx, db, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps, err := a.PeriodicJobs(ctx)
+	if err != nil || len(ps) != 1 || ps[0].Name != "heartbeat" || ps[0].NextTick.Sub(ps[0].LastTick) != 200*time.Millisecond {
+		t.Fatalf("periodic jobs %+v, %v", ps, err)
+	}
+}

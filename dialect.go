@@ -181,3 +181,7 @@ var dialects = map[Engine]*Dialect{
 		Now:          "now()",
 	},
 }
+
+// NotifyChannel is the LISTEN/NOTIFY channel of a schema's queues: an
+// insert notifies it with the queue's name, and clients listen on it.
+func NotifyChannel(schemaName string) string { return "skiplock." + schemaName }

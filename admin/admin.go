@@ -36,7 +36,7 @@ func sqlVars(_ *skiplock.Dialect, schemaName string) map[string]string {
 	return map[string]string{
 		"jobs": q(schema.JobsTable), "job_queue": q(schema.JobQueueTable),
 		"job_dead": q(schema.DeadJobTable), "job_attempt": q(schema.JobAttemptTable),
-		"periodic": q(schema.PeriodicTable),
+		"periodic": q(schema.PeriodicTable), "queue_state": q(schema.QueueStateTable),
 	}
 }
 
@@ -393,6 +393,107 @@ func (a *Admin) PeriodicJobs(ctx context.Context) ([]Periodic, error) {
 		out = append(out, p)
 	}
 	return out, rows.Err()
+}
+
+// Queue is one queue's state as operators see it.
+type Queue struct {
+	Name string `json:"name"`
+	// Counts are jobs per state (States' names), in either layout.
+	Counts map[string]int64 `json:"counts"`
+	// OldestQueuedS is how long the oldest runnable job has waited, in
+	// seconds; null when none waits.
+	OldestQueuedS *float64 `json:"oldest_queued_s"`
+	// Paused says workers do not claim the queue's jobs.
+	Paused bool `json:"paused"`
+}
+
+// Queues lists every queue that has jobs or was paused, by name. It
+// counts whole tables: an operator's view, not a hot path.
+func (a *Admin) Queues(ctx context.Context) ([]Queue, error) {
+	byName := map[string]*Queue{}
+	get := func(name string) *Queue {
+		q := byName[name]
+		if q == nil {
+			q = &Queue{Name: name, Counts: map[string]int64{}}
+			byName[name] = q
+		}
+		return q
+	}
+	now := time.Now()
+	read := func(sql string) error {
+		rows, err := a.db.Query(ctx, sql)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var name, state string
+			var n int64
+			var oldest *time.Time
+			if err := rows.Scan(&name, &state, &n, &oldest); err != nil {
+				return err
+			}
+			q := get(name)
+			q.Counts[strings.ToLower(state)] += n
+			if oldest != nil {
+				age := now.Sub(*oldest).Seconds()
+				if q.OldestQueuedS == nil || age > *q.OldestQueuedS {
+					q.OldestQueuedS = &age
+				}
+			}
+		}
+		return rows.Err()
+	}
+	for l, sql := range map[schema.Layout]string{schema.LayoutBucketed: a.sql["queues_bucketed"], schema.LayoutFanout: a.sql["queues_fanout"]} {
+		if a.has[l] {
+			if err := read(sql); err != nil {
+				return nil, fmt.Errorf("admin: queues (%s): %w", l, err)
+			}
+		}
+	}
+	rows, err := a.db.Query(ctx, a.sql["queue_states"])
+	if err != nil {
+		return nil, fmt.Errorf("admin: queue states: %w (run skiplock migrate: it adds skiplock_queue)", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var name string
+		var paused bool
+		var at time.Time
+		if err := rows.Scan(&name, &paused, &at); err != nil {
+			return nil, err
+		}
+		if paused || byName[name] != nil {
+			get(name).Paused = paused
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	out := make([]Queue, 0, len(byName))
+	for _, q := range byName {
+		out = append(out, *q)
+	}
+	slices.SortFunc(out, func(x, y Queue) int { return strings.Compare(x.Name, y.Name) })
+	return out, nil
+}
+
+// SetPaused pauses or resumes a queue. Workers of every client stop
+// claiming a paused queue's jobs at their next claim (jobs in flight
+// finish); inserts still work. Resuming wakes the queue's listening
+// workers.
+func (a *Admin) SetPaused(ctx context.Context, queue string, paused bool) error {
+	if err := skiplock.ValidateQueueName(queue); err != nil {
+		return err
+	}
+	if _, err := a.db.Exec(ctx, a.sql["set_paused"], queue, paused); err != nil {
+		return fmt.Errorf("admin: pause queue %q: %w (run skiplock migrate: it adds skiplock_queue)", queue, err)
+	}
+	if !paused && a.db.Dialect().Notifications {
+		// The clients' listeners wake the queue's producers.
+		a.db.Exec(ctx, "SELECT pg_notify($1, $2)", skiplock.NotifyChannel(a.schema), queue) //nolint:errcheck // polling finds the jobs anyway
+	}
+	return nil
 }
 
 // IsNoJob reports whether err says the job does not exist.

@@ -72,3 +72,24 @@ FROM /* TEMPLATE: job_dead */ AS d WHERE d."id" = $1;
 -- name: periodic
 -- Every periodic job's schedule, last enqueued tick and next tick due.
 SELECT "name", "schedule", "last_tick", "next_tick", "updated_at" FROM /* TEMPLATE: periodic */ ORDER BY "name";
+
+-- name: queues_bucketed
+-- Per queue and status: the count, and the oldest claimable Queued job's
+-- run_at (NULL when none waits).
+SELECT "queue", "status"::TEXT, count(*), min(CASE WHEN "status" = 'Queued' AND "run_at" <= now() THEN "run_at" END)
+FROM /* TEMPLATE: jobs */ GROUP BY "queue", "status";
+
+-- name: queues_fanout
+-- Per queue: pending jobs and the oldest's creation time, then dead jobs.
+SELECT "queue", 'queued', count(*), min("created_at") FROM /* TEMPLATE: job_queue */ GROUP BY "queue"
+UNION ALL
+SELECT "queue", 'dead', count(*), NULL::TIMESTAMPTZ FROM /* TEMPLATE: job_dead */ GROUP BY "queue";
+
+-- name: queue_states
+-- The queues operators paused (or resumed).
+SELECT "name", "paused", "updated_at" FROM /* TEMPLATE: queue_state */;
+
+-- name: set_paused
+-- Pauses ($2 true) or resumes ($2 false) queue $1.
+INSERT INTO /* TEMPLATE: queue_state */ AS q ("name", "paused", "updated_at") VALUES ($1, $2, now())
+ON CONFLICT ("name") DO UPDATE SET "paused" = excluded."paused", "updated_at" = excluded."updated_at";

@@ -81,7 +81,7 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 	case NotifyOn:
 		cl.notify = true
 	}
-	cl.channel = "skiplock." + c.Schema
+	cl.channel = skiplock.NotifyChannel(c.Schema)
 	if cl.periodic, err = parsePeriodic(c.PeriodicJobs); err != nil {
 		return nil, err
 	}

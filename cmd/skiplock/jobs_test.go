@@ -57,3 +57,40 @@ func TestJobsCommands(t *testing.T) {
 		}
 	}
 }
+
+// TestQueuesCommands: queues list shows counts per state and the paused
+// flag; pause and resume change it; bad usage exits 2.
+func TestQueuesCommands(t *testing.T) {
+	t.Setenv("SKIPLOCK_DSN", testdb.DSN(t))
+	_, s := testdb.Migrated(t, nil)
+	cliAll(t,
+		[]string{"--schema", s, "enqueue", "--layout", "bucketed", "--queue", "mail", "--count", "3"},
+		[]string{"--schema", s, "enqueue", "--layout", "fanout", "--queue", "ledger", "--count", "2"},
+		[]string{"--schema", s, "queues", "pause", "mail"},
+	)
+	code, out, errs := cli(t, "--schema", s, "--json", "queues", "list")
+	if code != 0 {
+		t.Fatalf("queues list: exit %d %s", code, errs)
+	}
+	var qs []struct {
+		Name   string           `json:"name"`
+		Counts map[string]int64 `json:"counts"`
+		Paused bool             `json:"paused"`
+		Oldest *float64         `json:"oldest_queued_s"`
+	}
+	if err := json.Unmarshal([]byte(out), &qs); err != nil || len(qs) != 2 {
+		t.Fatalf("queues list --json: %v\n%s", err, out)
+	}
+	if qs[0].Name != "ledger" || qs[0].Counts["queued"] != 2 || qs[0].Paused || qs[1].Name != "mail" || qs[1].Counts["queued"] != 3 || !qs[1].Paused || qs[1].Oldest == nil {
+		t.Fatalf("queues: %+v", qs)
+	}
+	cliAll(t, []string{"--schema", s, "queues", "resume", "mail"})
+	if code, out, _ := cli(t, "--schema", s, "queues", "list"); code != 0 || strings.Contains(out, "true") {
+		t.Fatalf("after resume: exit %d\n%s", code, out)
+	}
+	for _, args := range [][]string{{"queues"}, {"queues", "pause"}, {"queues", "pause", "a", "b"}, {"queues", "list", "x"}, {"queues", "hold", "a"}} {
+		if code, _, errs := cli(t, append([]string{"--schema", s}, args...)...); code != 2 {
+			t.Errorf("%v: exit %d, want 2 (%s)", args, code, errs)
+		}
+	}
+}

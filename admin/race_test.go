@@ -1,0 +1,216 @@
+package admin_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/admin"
+	"github.com/skiplock/skiplock/client"
+	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/schema"
+)
+
+type raceArgs struct {
+	N int `json:"n"`
+}
+
+func (raceArgs) Kind() string { return "race" }
+
+// TestActionsRaceWorkers: 16 workers per layout work 1,500 jobs each while
+// cancel, retry and delete storms hit the same jobs. Every successful
+// action is logged in commit order (the storms take turns; the workers
+// race them freely). At the end every job is where its last successful
+// action (or the workers) left it: cancelled last → Canceled (fanout:
+// dead), deleted last → gone, retried last or never touched → done;
+// no cancelled-last job succeeded; a done fanout job's effect, written
+// in its transaction, exists exactly once and a cancelled or deleted
+// one's not at all; the counts add up.
+func TestActionsRaceWorkers(t *testing.T) {
+	t.Parallel()
+	const perLayout = 1500
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 60})
+	db, s := testdb.MigratedOn(t, db, nil)
+	sch := skiplock.QuoteIdent(s)
+	if _, err := db.Exec(ctx, `CREATE TABLE `+sch+`."effects" ("n" INT PRIMARY KEY)`); err != nil {
+		t.Fatal(err)
+	}
+	var runs sync.Map // "layout/n" -> *atomic.Int32
+	ws := client.NewWorkers()
+	if err := client.AddWorker(ws, client.WorkFunc[raceArgs](func(ctx context.Context, j *client.Job[raceArgs]) error {
+		c, _ := runs.LoadOrStore(fmt.Sprint(j.Queue, "/", j.Args.N), new(atomic.Int32))
+		c.(*atomic.Int32).Add(1)
+		if tx, ok := client.TxFromContext(ctx); ok {
+			if _, err := tx.Exec(ctx, `INSERT INTO `+sch+`."effects" VALUES ($1)`, j.Args.N); err != nil {
+				return err
+			}
+		}
+		time.Sleep(10 * time.Millisecond) // long enough for the storms to meet running jobs
+		return nil
+	}), nil); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, FetchPollInterval: 50 * time.Millisecond,
+		Queues: map[string]client.QueueConfig{"b": {MaxWorkers: 16}, "f": {Layout: schema.LayoutFanout, MaxWorkers: 16}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var params []client.InsertParams
+	for i := range perLayout {
+		params = append(params, client.InsertParams{Args: raceArgs{N: i}, Opts: &client.InsertOpts{Queue: "b"}},
+			client.InsertParams{Args: raceArgs{N: i}, Opts: &client.InsertOpts{Queue: "f"}})
+	}
+	res, err := c.InsertMany(ctx, params)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[string][]string{} // queue -> ids by n
+	nOf := map[string]int{}
+	for i, r := range res {
+		ids[r.Queue] = append(ids[r.Queue], r.ID)
+		nOf[r.ID] = i / 2
+	}
+	a, err := admin.New(ctx, db, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	last := map[string]admin.Action{} // id -> last successful action
+	stop := make(chan struct{})
+	var storms sync.WaitGroup
+	var changed atomic.Int64
+	for _, action := range []admin.Action{admin.Cancel, admin.Retry, admin.Delete, admin.Cancel} {
+		storms.Add(1)
+		go func() {
+			defer storms.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				q := []string{"b", "f"}[rand.IntN(2)]
+				id := ids[q][rand.IntN(perLayout)]
+				mu.Lock()
+				if err := a.Do(ctx, action, id); err == nil {
+					last[id] = action
+					changed.Add(1)
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	time.Sleep(3 * time.Second)
+	close(stop)
+	storms.Wait()
+	waitFor := func(what string, cond func() int64) {
+		deadline := time.Now().Add(time.Minute)
+		for cond() != 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: still %d after a minute", what, cond())
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	count := func(sql string) int64 {
+		var n int64
+		if err := db.QueryRow(ctx, sql).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	waitFor("live jobs", func() int64 {
+		return count(`SELECT count(*) FROM `+sch+`."jobs" WHERE "status" IN ('Queued', 'Running')`) + count(`SELECT count(*) FROM `+sch+`."job_queue"`)
+	})
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d actions took effect while 32 workers ran", changed.Load())
+	if changed.Load() < 100 {
+		t.Fatalf("only %d actions took effect: the storms did not meet the workers", changed.Load())
+	}
+
+	// Where each job ended.
+	state := map[string]string{}
+	rows, err := db.Query(ctx, `SELECT "id"::TEXT, "status"::TEXT FROM `+sch+`."jobs" UNION ALL SELECT "id", 'dead' FROM `+sch+`."job_dead"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id, st string
+		if err := rows.Scan(&id, &st); err != nil {
+			t.Fatal(err)
+		}
+		state[id] = st
+	}
+	rows.Close()
+	effects := map[int]int{}
+	rows, err = db.Query(ctx, `SELECT "n" FROM `+sch+`."effects"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var n int
+		if err := rows.Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		effects[n]++
+	}
+	rows.Close()
+	totals := map[string]int{}
+	for q, list := range ids {
+		for _, id := range list {
+			st, act := state[id], last[id]
+			ran := int32(0)
+			if v, ok := runs.Load(fmt.Sprint(q, "/", nOf[id])); ok {
+				ran = v.(*atomic.Int32).Load()
+			}
+			var want string
+			switch {
+			case act == admin.Delete:
+				want = ""
+			case act == admin.Cancel && q == "b":
+				want = "Canceled"
+			case act == admin.Cancel:
+				want = "dead"
+			case q == "b":
+				want = "Success"
+			default:
+				want = "" // processed: gone
+			}
+			if st != want {
+				t.Errorf("%s job %s: last action %q, ended %q, want %q", q, id, act, st, want)
+			}
+			if st == "Success" && ran == 0 {
+				t.Errorf("job %s is Success but its handler never ran", id)
+			}
+			if q == "f" {
+				wantEffect := 0
+				if act != admin.Cancel && act != admin.Delete {
+					wantEffect = 1
+				}
+				if effects[nOf[id]] != wantEffect {
+					t.Errorf("fanout job %s (last action %q): %d effects, want %d", id, act, effects[nOf[id]], wantEffect)
+				}
+			}
+			totals[q+"/"+st]++
+		}
+	}
+	if sum := totals["b/Success"] + totals["b/Canceled"] + totals["b/"]; sum != perLayout {
+		t.Errorf("bucketed: %v do not add up to %d", totals, perLayout)
+	}
+	if sum := totals["f/dead"] + totals["f/"]; sum != perLayout {
+		t.Errorf("fanout: %v do not add up to %d", totals, perLayout)
+	}
+	t.Logf("final: %v", totals)
+}

@@ -110,9 +110,12 @@ func runClientWork(ctx context.Context, e *env, fs *flag.FlagSet, def schema.Lay
 		if specs, err = parseQueues(o.Queues, def); err != nil {
 			return err
 		}
-		names := make([]string, len(specs))
-		for i, q := range specs {
-			names[i] = strconv.Quote(q.Name)
+		// Only bucketed queues have jobs scheduled for later.
+		var names []string
+		for _, q := range specs {
+			if q.Layout != schema.LayoutFanout {
+				names = append(names, strconv.Quote(q.Name))
+			}
 		}
 		where = "queue(s) " + strings.Join(names, ", ")
 	} else {

@@ -129,8 +129,14 @@ func runClientWork(ctx context.Context, e *env, fs *flag.FlagSet, def schema.Lay
 	if flagSet(fs, "batch") {
 		return skiplock.Usagef("--batch with --queues or --kinds: the client claims for its free workers plus a prefetch (bucketed) or one job per transaction (fanout): leave --batch out")
 	}
-	if flagSet(fs, "mode") {
-		return skiplock.Usagef("--mode with --queues or --kinds: each queue's layout sets its mode (bucketed: lease, fanout: tx): give a queue's layout as name=workers:fanout instead")
+	for _, q := range specs {
+		mode := "lease"
+		if q.Layout == schema.LayoutFanout {
+			mode = "tx"
+		}
+		if o.Mode != "" && o.Mode != mode {
+			return skiplock.Usagef("--mode %s: queue %q is %s, which works with --mode %s; each queue's layout sets its mode, so leave --mode out", o.Mode, q.Name, q.Layout, mode)
+		}
 	}
 
 	cfg, err := clientConfig(e, o, specs)
@@ -154,9 +160,10 @@ func runClientWork(ctx context.Context, e *env, fs *flag.FlagSet, def schema.Lay
 		return err
 	}
 	// No worker session holds a transaction open, or waits in a
-	// statement, longer than a lease (bucketed) or a fanout job's budget
-	// plus its margin: a stopped process's transactions end and free
-	// their jobs' rows for the others.
+	// statement, longer than a lease (bucketed only) or, when a fanout
+	// queue is worked, a fanout job's budget plus its margin (its
+	// transactions need that long): a stopped process's transactions end
+	// and free their jobs' rows for the others.
 	timeout := o.VisibilityTimeout
 	for _, q := range specs {
 		if q.Layout == schema.LayoutFanout {

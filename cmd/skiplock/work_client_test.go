@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -149,7 +150,8 @@ func TestWorkQueuesRefusesBadInput(t *testing.T) {
 		{[]string{"--queues", "a=3,,b=1"}, "empty entry"},
 		{[]string{"--queues", "a=3", "--workers", "4"}, "--workers with --queues"},
 		{[]string{"--queues", "a=3", "--batch", "4"}, "leave --batch out"},
-		{[]string{"--queues", "a=3", "--mode", "tx"}, "each queue's layout sets its mode"},
+		{[]string{"--queues", "a=3,b=1:fanout", "--mode", "tx"}, `--mode tx: queue "a" is bucketed, which works with --mode lease`},
+		{[]string{"--kinds", "x", "--layout", "fanout", "--mode", "lease"}, `queue "default" is fanout, which works with --mode tx`},
 		{[]string{"--fail", "1.5"}, "--fail 1.5: use a fraction from 0"},
 		{[]string{"--fail", "-0.1"}, "--fail -0.1: use a fraction from 0"},
 		{[]string{"--queues", "a=1", "--fail", "2"}, "--fail 2: use a fraction from 0"},
@@ -163,5 +165,15 @@ func TestWorkQueuesRefusesBadInput(t *testing.T) {
 	}
 	if code, _, errs := cli(t, "work", "--kinds", strings.Repeat("k", 300), "--until-empty"); code != exitUsage || !strings.Contains(errs, "--kinds") {
 		t.Errorf("a kind too long: exit %d %q", code, errs)
+	}
+	// More fanout workers than the server has connections: refused
+	// before anything runs, in the words of the single-queue check.
+	allowed, err := testdb.Open(t, nil).ServerMaxConnections(t.Context())
+	if err != nil {
+		t.Skipf("no max_connections: %v", err)
+	}
+	code, _, errs := cli(t, "work", "--queues", fmt.Sprintf("a=2,b=%d:fanout", allowed), "--until-empty")
+	if want := fmt.Sprintf("server allows %d connections; these queues need a pool of", allowed); code != exitUsage || !strings.Contains(errs, want) || !strings.Contains(errs, "raise max_connections") {
+		t.Errorf("too many workers: exit %d %q; want exit 2 and %q", code, errs, want)
 	}
 }

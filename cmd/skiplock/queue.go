@@ -78,8 +78,8 @@ type workOptions struct {
 	Kinds []string
 	// Fail is the fraction of attempts the demo handler fails (0..1).
 	Fail float64
-	// RetryBackoff, when positive, is the wait before a failed attempt's
-	// job runs again (instead of the layout's exponential backoff).
+	// RetryBackoff, when positive, is the wait before a job whose attempt
+	// Fail failed runs again (instead of the layout's exponential backoff).
 	RetryBackoff time.Duration
 }
 
@@ -209,9 +209,13 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	}
 	secs := time.Since(start).Seconds()
 	if e.json {
-		return e.printJSON(map[string]any{"layout": *layout, "queue": *queue, "enqueued": added, "requested": *count, "seconds": secs})
+		return e.printJSON(map[string]any{"layout": *layout, "queue": *queue, "kind": *kind, "enqueued": added, "requested": *count, "seconds": secs})
 	}
-	fmt.Fprintf(e.stdout, "enqueued %d of %d job(s) on %s queue %q in %.2fs\n", added, *count, *layout, *queue, secs)
+	ofKind := ""
+	if *kind != "" {
+		ofKind = fmt.Sprintf(" of kind %q", *kind)
+	}
+	fmt.Fprintf(e.stdout, "enqueued %d of %d job(s)%s on %s queue %q in %.2fs\n", added, *count, ofKind, *layout, *queue, secs)
 	if added < *count {
 		fmt.Fprintf(e.stdout, "%d skipped: a job with the same unique key is queued or running\n", *count-added)
 	}
@@ -280,7 +284,7 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&o.Mode, "mode", "", "lease (bucketed) or tx (fanout); default by layout")
 	fs.DurationVar(&o.VisibilityTimeout, "visibility-timeout", 30*time.Second, "lease length (bucketed)")
 	fs.BoolVar(&o.Record, "record", false, "insert one row per handled job into <schema>.work_log")
-	fs.IntVar(&o.Batch, "batch", 0, "jobs claimed per dequeue (default by layout)")
+	fs.IntVar(&o.Batch, "batch", 0, "jobs claimed per dequeue (default by layout; not with --queues or --kinds, whose client claims for its free workers plus a prefetch)")
 	fs.DurationVar(&o.RescueInterval, "rescue-interval", 0, "how often the schema's maintenance leader, when this process leads, puts jobs whose lease expired back to run (default 5s)")
 	fs.StringVar(&o.CrashOn, "crash-on-payload", "", "for tests and demos: the handler SIGKILLs its own process on every job whose payload contains this text")
 	fs.DurationVar(&o.JobTimeout, "job-timeout", fanout.DefaultJobTimeout, "each job's time budget (fanout; with --queues, every attempt's): its handler is cancelled then, and a stopped worker's transactions end that much later plus "+fanout.SessionMargin.String())
@@ -288,7 +292,7 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	kinds := kindsFlag{}
 	fs.Var(&kinds, "kinds", "job kinds the demo handler runs besides \"\" (the jobs enqueued without a kind), comma-separated or repeated; other kinds fail as unknown (runs with the client, as --queues does)")
 	fs.Float64Var(&o.Fail, "fail", 0, "for tests and demos: the handler fails this fraction (0 to 1) of attempts, never a job's last")
-	fs.DurationVar(&o.RetryBackoff, "retry-backoff", 0, "wait before running a failed job again (default: the layout's exponential backoff from 1s)")
+	fs.DurationVar(&o.RetryBackoff, "retry-backoff", 0, "wait before running a job again after --fail failed its attempt (default: the layout's exponential backoff from 1s)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}

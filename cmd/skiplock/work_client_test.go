@@ -117,7 +117,15 @@ func TestWorkKinds(t *testing.T) {
 		[]string{"--schema", name, "enqueue", "--layout", "bucketed", "--kind", "send_email", "--count", "3"},
 		[]string{"--schema", name, "enqueue", "--layout", "bucketed", "--count", "2"},
 		[]string{"--schema", name, "enqueue", "--layout", "bucketed", "--kind", "other", "--max-attempts", "1"},
+		[]string{"--schema", name, "enqueue", "--layout", "fanout", "--queue", "f", "--kind", "ledger", "--count", "2"},
 	)
+	var ledger int
+	if err := db.QueryRow(t.Context(), `SELECT count(*) FROM `+skiplock.QuoteIdent(name)+`."job_queue" WHERE "kind" = 'ledger'`).Scan(&ledger); err != nil || ledger != 2 {
+		t.Fatalf("fanout jobs of kind ledger: %d (%v); want 2", ledger, err)
+	}
+	if code, _, errs := cli(t, "--schema", name, "enqueue", "--kind", strings.Repeat("k", 300)); code != exitUsage || !strings.Contains(errs, "nothing was written") {
+		t.Fatalf("enqueue with a kind too long: exit %d %q", code, errs)
+	}
 	var mail, none, other int
 	err := db.QueryRow(t.Context(), `SELECT count(*) FILTER (WHERE "kind" = 'send_email'), count(*) FILTER (WHERE "kind" = ''), count(*) FILTER (WHERE "kind" = 'other') FROM `+
 		skiplock.QuoteIdent(name)+`."jobs"`).Scan(&mail, &none, &other)

@@ -180,7 +180,7 @@ func (c *Client) addRunner(name string, q QueueConfig) error {
 		w, err := c.bq.NewWorker(&bucketed.WorkerConfig{
 			Queue: name, Workers: q.MaxWorkers, Prefetch: q.Prefetch,
 			PollInterval: poll, Wake: r.wake, NoMaintenance: true, Owner: c.cfg.Owner, Logf: logf,
-			Handler: c.work,
+			Handler: c.work, OnComplete: c.cfg.OnComplete,
 		})
 		if err != nil {
 			return fmt.Errorf("client: queue %q: %w", name, err)

@@ -532,3 +532,52 @@ func TestErrorHistory(t *testing.T) {
 		return count(t, db, history(`"job_dead"`)) == 1
 	})
 }
+
+// TestOnCompleteRecordsExactlyOnce: Config.OnComplete writes a bucketed
+// job's record in its completion's transaction, a fanout handler writes
+// through TxFromContext: one work_log row per job, and OnComplete never
+// sees a fanout job.
+func TestOnCompleteRecordsExactlyOnce(t *testing.T) {
+	t.Parallel()
+	db, s := openDB(t)
+	ctx := ctxT(t)
+	log := skiplock.QuoteIdent(s) + `."work_log"`
+	ws := client.NewWorkers()
+	must(t, client.AddWorker(ws, client.WorkFunc[emailArgs](func(ctx context.Context, j *client.Job[emailArgs]) error {
+		if tx, ok := client.TxFromContext(ctx); ok {
+			_, err := tx.Exec(ctx, `INSERT INTO `+log+` ("job_id", "worker") VALUES ($1, 'fanout')`, j.ID)
+			return err
+		}
+		return nil
+	}), nil))
+	var fanoutSeen atomic.Int64
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws,
+		Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 3}, "f": {Layout: schema.LayoutFanout, MaxWorkers: 2}},
+		OnComplete: func(ctx context.Context, tx skiplock.Tx, done []*skiplock.Job) error {
+			ids := make([]string, len(done))
+			for i, j := range done {
+				ids[i] = j.ID
+				if j.Queue != "default" {
+					fanoutSeen.Add(1)
+				}
+			}
+			_, err := tx.Exec(ctx, `INSERT INTO `+log+` ("job_id", "worker") SELECT unnest($1::TEXT[]), 'bucketed'`, ids)
+			return err
+		}})
+	must(t, err)
+	must(t, c.Start(ctx))
+	for i := range 40 {
+		_, err := c.Insert(ctx, emailArgs{N: i}, nil)
+		must(t, err)
+		_, err = c.Insert(ctx, emailArgs{N: i}, &client.InsertOpts{Queue: "f"})
+		must(t, err)
+	}
+	waitFor(t, "80 jobs recorded", 30*time.Second, func() bool { return count(t, db, `SELECT count(*) FROM `+log) >= 80 })
+	must(t, c.Stop(ctx))
+	if n := count(t, db, `SELECT count(DISTINCT "job_id") FROM `+log); n != 80 || count(t, db, `SELECT count(*) FROM `+log) != 80 {
+		t.Fatalf("work_log: %d distinct jobs, want 80 rows of 80 jobs", n)
+	}
+	if n := count(t, db, `SELECT count(*) FROM `+log+` WHERE "worker" = 'bucketed'`); n != 40 || fanoutSeen.Load() != 0 {
+		t.Fatalf("OnComplete recorded %d jobs (want 40) and saw %d fanout jobs", n, fanoutSeen.Load())
+	}
+}

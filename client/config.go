@@ -105,6 +105,15 @@ type Config struct {
 	// PeriodicCatchUp is how many missed ticks of one periodic job are
 	// enqueued after a gap; 0 means DefaultPeriodicCatchUp.
 	PeriodicCatchUp int
+	// OnComplete, when set, runs inside each bucketed queue's completion
+	// transaction with the jobs it completed (bucketed.WorkerConfig's
+	// OnComplete): a record of the work written through tx commits
+	// exactly once, with the jobs' Success. An error rolls the completion
+	// back (the jobs run again when their leases expire); it may run more
+	// than once for the same jobs when the transaction is retried, so use
+	// only tx. A job's Queue says which queue it came from. Fanout queues
+	// do not call it: their handlers write through TxFromContext.
+	OnComplete func(ctx context.Context, tx skiplock.Tx, done []*skiplock.Job) error
 	// VisibilityTimeout is the bucketed layout's lease (0: its default).
 	VisibilityTimeout time.Duration
 	// Retry tunes the retries of serialization failures (nil: defaults).

@@ -61,6 +61,14 @@
 // metadata). A kind's Backoff sets the wait before the next attempt after
 // a failure; skiplock.RetryAfter does the same for one failure.
 //
+// # Exactly-once effects
+//
+// A fanout handler writes through its job's transaction
+// (TxFromContext): the writes commit exactly when the job is removed. A
+// bucketed job holds no transaction while it runs, so its record goes in
+// Config.OnComplete, which runs inside the transaction that marks its
+// jobs Success (`skiplock work --record` writes work_log both ways).
+//
 // Middleware wraps inserts (to add metadata, such as a trace context)
 // and work (to time or trace it) without forking the worker.
 package client

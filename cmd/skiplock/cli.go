@@ -10,6 +10,7 @@ import (
 	"os"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/skiplock/skiplock"
@@ -63,10 +64,15 @@ type env struct {
 	globals
 	stdout, stderr io.Writer
 	db             *skiplock.DB
+	// logMu serializes logf: workers log from many goroutines, and
+	// stderr may be a buffer (tests).
+	logMu sync.Mutex
 }
 
 // logf prints a progress or diagnostic line to stderr.
 func (e *env) logf(format string, args ...any) {
+	e.logMu.Lock()
+	defer e.logMu.Unlock()
 	fmt.Fprintf(e.stderr, "skiplock: "+format+"\n", args...)
 }
 

@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
-	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -94,23 +92,13 @@ func (bucketedCLI) work(ctx context.Context, e *env, small *skiplock.DB, o workO
 	cfg := &bucketed.WorkerConfig{
 		Queue: o.Queue, Workers: o.Workers, Batch: batch, Logf: e.logf, Maintenance: o.maintenanceConfig(),
 		Handler: func(ctx context.Context, job *skiplock.Job) error {
-			crashOn(e, o.CrashOn, job)
-			return retry.Sleep(ctx, o.Work)
+			return demoWork(ctx, e, o, job)
 		},
 	}
 	if o.Record {
 		// One work_log row per job, in the completion's transaction: it
 		// commits exactly when the job's Success does.
-		insert := fmt.Sprintf(`INSERT INTO %s.%s ("job_id", "worker") SELECT * FROM unnest($1::TEXT[], $2::TEXT[])`,
-			skiplock.QuoteIdent(o.Schema), skiplock.QuoteIdent(schema.WorkLogTable))
-		cfg.OnComplete = func(ctx context.Context, tx skiplock.Tx, done []*skiplock.Job) error {
-			ids, owners := make([]string, len(done)), make([]string, len(done))
-			for i, j := range done {
-				ids[i], owners[i] = j.ID, j.LeaseOwner
-			}
-			_, err := tx.Exec(ctx, insert, ids, owners)
-			return err
-		}
+		cfg.OnComplete = newRecorder(o.Schema).recordBucketed
 	}
 	w, err := q.NewWorker(cfg)
 	if err != nil {
@@ -146,6 +134,20 @@ func (bucketedCLI) work(ctx context.Context, e *env, small *skiplock.DB, o workO
 // hold it: it returns them in the Backlog, for the report to say how many
 // and when the next is due. It prints progress every few seconds.
 func bucketedWait(ctx context.Context, e *env, q *bucketed.Queue, w *bucketed.Worker, o workOptions) (bucketed.Backlog, error) {
+	var idle func(ctx context.Context) (bool, bucketed.Backlog, error)
+	if o.UntilEmpty {
+		idle = func(ctx context.Context) (bool, bucketed.Backlog, error) {
+			left, err := q.Backlog(ctx, o.Queue)
+			return !left.Due && !left.Running, left, err
+		}
+	}
+	return waitLoop(ctx, e, func() int64 { return w.Stats().Completed }, idle)
+}
+
+// waitLoop polls every 100 ms until ctx ends (returning nothing) or, when
+// idle is set, until idle says the queues are done, returning what it
+// says is scheduled for later. It logs handled() every few seconds.
+func waitLoop(ctx context.Context, e *env, handled func() int64, idle func(ctx context.Context) (bool, bucketed.Backlog, error)) (bucketed.Backlog, error) {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	last, lastDone := time.Now(), int64(0)
@@ -156,22 +158,21 @@ func bucketedWait(ctx context.Context, e *env, q *bucketed.Queue, w *bucketed.Wo
 		case <-tick.C:
 		}
 		if time.Since(last) >= 5*time.Second {
-			done := w.Stats().Completed
+			done := handled()
 			e.logf("progress: %d handled (%.0f jobs/s)", done, float64(done-lastDone)/time.Since(last).Seconds())
 			last, lastDone = time.Now(), done
 		}
-		if !o.UntilEmpty {
+		if idle == nil {
 			continue
 		}
-		left, err := q.Backlog(ctx, o.Queue)
-		if err != nil {
-			if ctx.Err() != nil {
-				return bucketed.Backlog{}, nil
-			}
+		done, later, err := idle(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return bucketed.Backlog{}, nil
+		case err != nil:
 			return bucketed.Backlog{}, err
-		}
-		if !left.Due && !left.Running {
-			return left, nil
+		case done:
+			return later, nil
 		}
 	}
 }

@@ -3,14 +3,10 @@ package main
 import (
 	"context"
 	"errors"
-	"fmt"
-	"os"
-	"strconv"
 	"time"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/fanout"
-	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -93,26 +89,16 @@ func (fanoutCLI) work(ctx context.Context, e *env, db *skiplock.DB, o workOption
 	return rep, waitErr
 }
 
-// demoHandler is the built-in handler: work (sleep) for o.Work, and with
-// o.Record write a work_log row inside the job's transaction, so the row
-// commits if and only if the job is removed.
+// demoHandler is the built-in handler (demoWork), and with o.Record a
+// work_log row written inside the job's transaction, so the row commits
+// if and only if the job is removed.
 func demoHandler(e *env, o workOptions) fanout.Handler {
-	ins := "INSERT INTO " + skiplock.QuoteIdent(o.Schema) + "." + skiplock.QuoteIdent(schema.WorkLogTable) +
-		" (job_id, worker) VALUES ($1, $2)"
-	host, _ := os.Hostname()
-	prefix := host + ":" + strconv.Itoa(os.Getpid()) + ":"
+	rec := newRecorder(o.Schema)
 	return func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
-		crashOn(e, o.CrashOn, job)
-		if err := retry.Sleep(ctx, o.Work); err != nil {
+		if err := demoWork(ctx, e, o, job); err != nil || !o.Record {
 			return err
 		}
-		if o.Record {
-			n, _ := fanout.WorkerIndex(ctx)
-			if _, err := tx.Exec(ctx, ins, job.ID, prefix+strconv.Itoa(n)); err != nil {
-				return fmt.Errorf("record to %s: %w", schema.WorkLogTable, err)
-			}
-		}
-		return nil
+		return rec.recordFanout(ctx, tx, job)
 	}
 }
 

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -65,8 +67,20 @@ type workOptions struct {
 	// on a job whose payload contains it (a test and demo of jobs that
 	// kill their worker).
 	CrashOn string
-	// JobTimeout is each fanout job's time budget.
+	// JobTimeout is each fanout job's time budget; with --queues, each
+	// attempt's on either layout.
 	JobTimeout time.Duration
+	// Queues is --queues: name=workers[:layout],... worked by one
+	// client.Client ("" works Queue alone).
+	Queues string
+	// Kinds are the job kinds the demo handler is registered for in the
+	// client (always including "", the jobs enqueued without a kind).
+	Kinds []string
+	// Fail is the fraction of attempts the demo handler fails (0..1).
+	Fail float64
+	// RetryBackoff, when positive, is the wait before a job whose attempt
+	// Fail failed runs again (instead of the layout's exponential backoff).
+	RetryBackoff time.Duration
 }
 
 // workReport is what a work run did.
@@ -87,6 +101,18 @@ type workReport struct {
 	ScheduledLater int64      `json:"scheduled_later,omitempty"`
 	NextDue        *time.Time `json:"next_due,omitempty"`
 	NextDueInS     float64    `json:"next_due_in_s,omitempty"`
+	// Queues are the per-queue counts when --queues names several.
+	Queues map[string]queueReport `json:"queues,omitempty"`
+}
+
+// queueReport is what a work run did on one of several queues.
+type queueReport struct {
+	Layout  string `json:"layout"`
+	Workers int    `json:"workers"`
+	Handled int64  `json:"handled"`
+	Failed  int64  `json:"failed"`
+	// Lost is as workReport's (bucketed).
+	Lost *int64 `json:"lost,omitempty"`
 }
 
 // layoutStats is what stats reports; JSON names are the CLI contract.
@@ -103,14 +129,14 @@ type layoutStats struct {
 func init() {
 	register(&command{
 		name:    "enqueue",
-		usage:   "enqueue --layout L [--queue Q] [--count N] [--payload JSON] [--run-at T] [--priority P]",
+		usage:   "enqueue --layout L [--queue Q] [--kind K] [--count N] [--payload JSON] [--run-at T] [--priority P]",
 		summary: "add jobs (batched)",
 		run:     runEnqueue,
 	})
 	register(&command{
 		name:    "work",
-		usage:   "work --layout L --workers N [--work D] [--until-empty] [--mode lease|tx] [--visibility-timeout D] [--job-timeout D] [--record] [--rescue-interval D] [--crash-on-payload TEXT]",
-		summary: "run the built-in demo handler with N workers",
+		usage:   "work --layout L {--workers N | --queues Q=N[:LAYOUT],...} [--kinds K,...] [--work D] [--fail P] [--retry-backoff D] [--until-empty] [--mode lease|tx] [--visibility-timeout D] [--job-timeout D] [--record] [--rescue-interval D] [--crash-on-payload TEXT]",
+		summary: "run the built-in demo handler with N workers, or on several queues with one client",
 		run:     runWork,
 	})
 	register(&command{
@@ -125,6 +151,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("enqueue", commands["enqueue"].usage)
 	layout := fs.String("layout", "bucketed", "bucketed or fanout")
 	queue := fs.String("queue", skiplock.DefaultQueue, "queue name")
+	kind := fs.String("kind", "", "the jobs' kind: the worker that runs them (work --kinds); \"\" is the jobs without a kind")
 	count := fs.Int("count", 1, "how many jobs")
 	payload := fs.String("payload", "{}", "JSON payload of every job")
 	runAt := fs.String("run-at", "", "when the jobs may run: RFC 3339 time from 1970 on, or a delay such as 30s (default now)")
@@ -156,7 +183,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	job := skiplock.NewJob{Queue: *queue, Payload: json.RawMessage(*payload), Priority: *priority, RunAt: at, MaxAttempts: *maxAttempts, UniqueKey: *uniqueKey}
+	job := skiplock.NewJob{Queue: *queue, Payload: json.RawMessage(*payload), Priority: *priority, RunAt: at, MaxAttempts: *maxAttempts, UniqueKey: *uniqueKey, Kind: *kind}
 	if err := job.Normalize(*maxPayload); err != nil {
 		return skiplock.Usagef("job for queue %q: %v; nothing was written", *queue, err)
 	}
@@ -182,9 +209,13 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	}
 	secs := time.Since(start).Seconds()
 	if e.json {
-		return e.printJSON(map[string]any{"layout": *layout, "queue": *queue, "enqueued": added, "requested": *count, "seconds": secs})
+		return e.printJSON(map[string]any{"layout": *layout, "queue": *queue, "kind": *kind, "enqueued": added, "requested": *count, "seconds": secs})
 	}
-	fmt.Fprintf(e.stdout, "enqueued %d of %d job(s) on %s queue %q in %.2fs\n", added, *count, *layout, *queue, secs)
+	ofKind := ""
+	if *kind != "" {
+		ofKind = fmt.Sprintf(" of kind %q", *kind)
+	}
+	fmt.Fprintf(e.stdout, "enqueued %d of %d job(s)%s on %s queue %q in %.2fs\n", added, *count, ofKind, *layout, *queue, secs)
 	if added < *count {
 		fmt.Fprintf(e.stdout, "%d skipped: a job with the same unique key is queued or running\n", *count-added)
 	}
@@ -253,10 +284,15 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&o.Mode, "mode", "", "lease (bucketed) or tx (fanout); default by layout")
 	fs.DurationVar(&o.VisibilityTimeout, "visibility-timeout", 30*time.Second, "lease length (bucketed)")
 	fs.BoolVar(&o.Record, "record", false, "insert one row per handled job into <schema>.work_log")
-	fs.IntVar(&o.Batch, "batch", 0, "jobs claimed per dequeue (default by layout)")
+	fs.IntVar(&o.Batch, "batch", 0, "jobs claimed per dequeue (default by layout; not with --queues or --kinds, whose client claims for its free workers plus a prefetch)")
 	fs.DurationVar(&o.RescueInterval, "rescue-interval", 0, "how often the schema's maintenance leader, when this process leads, puts jobs whose lease expired back to run (default 5s)")
 	fs.StringVar(&o.CrashOn, "crash-on-payload", "", "for tests and demos: the handler SIGKILLs its own process on every job whose payload contains this text")
-	fs.DurationVar(&o.JobTimeout, "job-timeout", fanout.DefaultJobTimeout, "each job's time budget (fanout): its handler is cancelled then, and a stopped worker's transactions end that much later plus "+fanout.SessionMargin.String())
+	fs.DurationVar(&o.JobTimeout, "job-timeout", fanout.DefaultJobTimeout, "each job's time budget (fanout; with --queues, every attempt's): its handler is cancelled then, and a stopped worker's transactions end that much later plus "+fanout.SessionMargin.String())
+	fs.StringVar(&o.Queues, "queues", "", "work several queues with one client: name=workers[:bucketed|fanout],... such as a=10,b=4:fanout (layout default --layout); replaces --queue and --workers")
+	kinds := kindsFlag{}
+	fs.Var(&kinds, "kinds", "job kinds the demo handler runs besides \"\" (the jobs enqueued without a kind), comma-separated or repeated; other kinds fail as unknown (runs with the client, as --queues does)")
+	fs.Float64Var(&o.Fail, "fail", 0, "for tests and demos: the handler fails this fraction (0 to 1) of attempts, never a job's last")
+	fs.DurationVar(&o.RetryBackoff, "retry-backoff", 0, "wait before running a job again after --fail failed its attempt (default: the layout's exponential backoff from 1s)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -264,8 +300,11 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	if o.Workers < 1 || o.Workers > maxWorkers {
-		return skiplock.Usagef("--workers %d: use 1 to %d", o.Workers, maxWorkers)
+	if o.Fail < 0 || o.Fail > 1 || o.Fail != o.Fail {
+		return skiplock.Usagef("--fail %g: use a fraction from 0 (no failures) to 1 (every attempt but a job's last)", o.Fail)
+	}
+	if o.RetryBackoff < 0 {
+		return skiplock.Usagef("--retry-backoff %v: a duration cannot be negative", o.RetryBackoff)
 	}
 	if o.Work < 0 {
 		return skiplock.Usagef("--work %v: a duration cannot be negative", o.Work)
@@ -282,6 +321,15 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	if o.Batch < 0 || o.Batch > maxBatch {
 		return skiplock.Usagef("--batch %d: use 1 to %d (or leave it out)", o.Batch, maxBatch)
 	}
+	o.Schema = e.schema
+	o.Kinds = kinds.list()
+	if o.Queues != "" || len(o.Kinds) > 1 {
+		// One client.Client works every queue (work_client.go).
+		return runClientWork(ctx, e, fs, l, o)
+	}
+	if o.Workers < 1 || o.Workers > maxWorkers {
+		return skiplock.Usagef("--workers %d: use 1 to %d", o.Workers, maxWorkers)
+	}
 	if o.Mode == "" {
 		o.Mode = lc.defaultMode()
 	}
@@ -291,7 +339,6 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	if err := skiplock.ValidateQueueName(o.Queue); err != nil {
 		return err
 	}
-	o.Schema = e.schema
 	db, err := e.open(ctx, 0)
 	if err != nil {
 		return err
@@ -304,17 +351,27 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	if rep.Seconds > 0 {
 		rep.JobsPerS = float64(rep.Handled) / rep.Seconds
 	}
+	return printWorkReport(e, rep, fmt.Sprintf("queue %q", o.Queue))
+}
+
+// printWorkReport prints a work run's report, as JSON with --json; where
+// names the worked queues in the note on jobs scheduled for later.
+func printWorkReport(e *env, rep workReport, where string) error {
 	if e.json {
 		return e.printJSON(rep)
 	}
 	fmt.Fprintf(e.stdout, "handled %d job(s), %d failed, in %.1fs (%.1f jobs/s) with %d %s worker(s)\n",
 		rep.Handled, rep.Failed, rep.Seconds, rep.JobsPerS, rep.Workers, rep.Mode)
+	for _, name := range slices.Sorted(maps.Keys(rep.Queues)) {
+		q := rep.Queues[name]
+		fmt.Fprintf(e.stdout, "  queue %q (%s, %d worker(s)): handled %d, %d failed\n", name, q.Layout, q.Workers, q.Handled, q.Failed)
+	}
 	if rep.Lost != nil && *rep.Lost > 0 {
 		fmt.Fprintf(e.stdout, "%d result(s) refused: the job's lease had expired and another worker had it (it runs or ran there)\n", *rep.Lost)
 	}
 	if rep.ScheduledLater > 0 {
-		fmt.Fprintf(e.stdout, "%d job(s) of queue %q are scheduled for later; the next is due at %s (in %s): --until-empty does not wait for them, run work again then\n",
-			rep.ScheduledLater, o.Queue, rep.NextDue.Format(time.RFC3339), time.Duration(rep.NextDueInS*float64(time.Second)).Round(time.Second))
+		fmt.Fprintf(e.stdout, "%d job(s) of %s are scheduled for later; the next is due at %s (in %s): --until-empty does not wait for them, run work again then\n",
+			rep.ScheduledLater, where, rep.NextDue.Format(time.RFC3339), time.Duration(rep.NextDueInS*float64(time.Second)).Round(time.Second))
 	}
 	return nil
 }

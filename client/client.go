@@ -144,12 +144,10 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 	}
 }
 
-// usesLayout reports whether a declared queue, or an undeclared insert
-// (bucketed), needs the layout.
+// usesLayout reports whether a declared queue needs the layout. (An
+// insert into an undeclared queue needs bucketed too, and says so when
+// the schema lacks it.)
 func (c *Client) usesLayout(l schema.Layout) bool {
-	if l == schema.LayoutBucketed {
-		return true
-	}
 	for _, q := range c.cfg.Queues {
 		if q.Layout == l {
 			return true

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/skiplock/skiplock/fanout"
 	"github.com/skiplock/skiplock/internal/testdb"
 )
 
@@ -59,8 +58,10 @@ func TestFanoutCLIRefusesBadInput(t *testing.T) {
 		t.Skipf("no max_connections: %v", err)
 	}
 	code, _, errs := cli(t, "--schema", name, "work", "--layout", "fanout", "--workers", fmt.Sprint(allowed), "--until-empty")
-	// One per worker, one that counts attempts, and fanout.SpareConns.
-	want := fmt.Sprintf("server allows %d connections; --mode tx with %d workers needs %d: raise max_connections or use --mode lease", allowed, allowed, allowed+1+fanout.SpareConns)
+	// The client's pool (client.Config.Connections: one per worker, one
+	// that counts attempts, the listener's, maintenance's and spares) and
+	// fanout.SpareConns more.
+	want := fmt.Sprintf("server allows %d connections; these queues need a pool of", allowed)
 	// The same usage error as the bucketed layout's: exit 2.
 	if code != exitUsage || !strings.Contains(errs, want) {
 		t.Errorf("too many workers: exit %d %q; want exit 2 and %q", code, errs, want)

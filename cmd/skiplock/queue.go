@@ -321,10 +321,16 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	if o.Batch < 0 || o.Batch > maxBatch {
 		return skiplock.Usagef("--batch %d: use 1 to %d (or leave it out)", o.Batch, maxBatch)
 	}
+	if o.Mode != "" {
+		if err := oneOf("mode", o.Mode, "lease", "tx"); err != nil {
+			return err
+		}
+	}
 	o.Schema = e.schema
 	o.Kinds = kinds.list()
-	if o.Queues != "" || len(o.Kinds) > 1 {
-		// One client.Client works every queue (work_client.go).
+	if o.Queues != "" || len(o.Kinds) > 1 || !flagSet(fs, "batch") {
+		// One client.Client works every queue (work_client.go); --batch
+		// asks for the layout's own worker, which claims in batches.
 		return runClientWork(ctx, e, fs, l, o)
 	}
 	if o.Workers < 1 || o.Workers > maxWorkers {

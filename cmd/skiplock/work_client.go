@@ -135,7 +135,7 @@ func runClientWork(ctx context.Context, e *env, fs *flag.FlagSet, def schema.Lay
 			mode = "tx"
 		}
 		if o.Mode != "" && o.Mode != mode {
-			return skiplock.Usagef("--mode %s: queue %q is %s, which works with --mode %s; each queue's layout sets its mode, so leave --mode out", o.Mode, q.Name, q.Layout, mode)
+			return skiplock.Usagef("--mode %s: queue %q is %s, which works with --mode %s; each queue's layout sets its mode, so leave --mode out (for leases, use --layout bucketed)", o.Mode, q.Name, q.Layout, mode)
 		}
 	}
 
@@ -152,7 +152,7 @@ func runClientWork(ctx context.Context, e *env, fs *flag.FlagSet, def schema.Lay
 	if serverMax, err := small.ServerMaxConnections(ctx); err != nil {
 		e.logf("cannot read the server's max_connections (%v): not checking that %d connections fit", err, pool)
 	} else if pool+fanout.SpareConns > serverMax {
-		return skiplock.Usagef("server allows %d connections; these queues need a pool of %d, plus %d spare: raise max_connections or give the queues fewer workers (each fanout worker holds a connection)",
+		return skiplock.Usagef("server allows %d connections; these queues need a pool of %d, plus %d spare: raise max_connections, or give the queues fewer workers (each fanout worker holds a connection), or use --layout bucketed (--mode lease: no connection held while a job runs)",
 			serverMax, pool, fanout.SpareConns)
 	}
 	dsn, err := e.resolveDSN(ctx)

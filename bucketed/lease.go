@@ -272,7 +272,7 @@ func (q *Queue) ReleaseMany(ctx context.Context, jobs []*skiplock.Job) ([]*skipl
 	// A released job keeps its place in the order, before this process's
 	// watermarks: the next claim looks for it from the heads.
 	for _, j := range jobs {
-		q.hints.probeSoon(j.Queue)
+		q.hints.ProbeSoon(j.Queue)
 	}
 	return lost, err
 }

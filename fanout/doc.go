@@ -6,7 +6,7 @@
 //
 // A job is a row in <schema>.job_queue that exists only while the work is
 // pending. Its key is text: two random hex digits (the job's shard, one of
-// 256), then the microseconds of clock_timestamp() as 14 hex digits, then
+// 64: a multiple of 4), then the microseconds of clock_timestamp() as 14 hex digits, then
 // 16 random ones (schema.FanoutIDDefault, fanout migration 003; jobs
 // enqueued before it keep their random UUIDs). On YugabyteDB and
 // CockroachDB the table is range-split on that key into tablets (see
@@ -39,7 +39,7 @@
 // watermark to the shard's end, in one statement (a LATERAL scan per
 // shard that runs only while the shards before it gave nothing), so it
 // reads neither the dead entries before the watermark nor the next shard's
-// dead head; a drained queue's claim reads one index entry per shard.
+// dead head; a drained queue's claim is one index descent per shard.
 //
 // A job can sort below its shard's watermark: a job whose attempt failed
 // (it keeps its id), a job another process's worker rolled back, an

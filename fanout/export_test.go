@@ -30,11 +30,14 @@ func ClaimArgs(start int, queue string) []any {
 	return []any{lo, after, hi, queue}
 }
 
-// ShardOf is the shard of a fanout id: its first two hex digits.
+// ShardOf is the shard of a fanout id, from its first two hex digits.
 func ShardOf(id string) int {
 	n, _ := strconv.ParseUint(id[:2], 16, 8)
-	return int(n)
+	return int(n) * schema.FanoutShards / 256
 }
+
+// ShardPrefix is the lowest two hex digits of shard s's ids.
+func ShardPrefix(s int) string { return shardLo[s] }
 
 // MarksSet counts the shards of queue that hold a watermark.
 func MarksSet(q *Queue, queue string) int { return q.marks.Count(queue) }

@@ -26,7 +26,7 @@
 -- watermark nor the next shard's dead head. LATERAL runs a shard's scan
 -- only when the shards before it gave no row: the outer LIMIT stops the
 -- nested loop at the first row, so a busy queue's claim reads one shard
--- and a drained queue's reads one index entry per shard. A job that sorts
+-- and a drained queue's is one index descent per shard. A job that sorts
 -- below its shard's watermark (a late commit, a failed attempt rolled
 -- back, a job another process put back, a pre-existing random UUID) is
 -- found by the heads probe, sent at most once per Config.HintMaxAge.

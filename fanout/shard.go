@@ -37,13 +37,15 @@ func compareMark(a, b idMark) int {
 	return 1
 }
 
-// shardBounds are the lower and upper bounds of each shard: ids whose
-// first two hex digits are the shard's number. The last shard's upper
-// bound is "g", after every hex digit.
+// shardLo and shardHi are the lower and upper bounds of each shard: ids
+// whose first two hex digits are from 4 times the shard's number up to
+// the next shard's (a random UUID from before migration 003 falls in one
+// of these ranges too). The last shard's upper bound is "g", after every
+// hex digit.
 var shardLo, shardHi = func() ([]string, []string) {
 	lo, hi := make([]string, schema.FanoutShards), make([]string, schema.FanoutShards)
 	for i := range lo {
-		lo[i] = fmt.Sprintf("%02x", i)
+		lo[i] = fmt.Sprintf("%02x", i*256/schema.FanoutShards)
 		if i > 0 {
 			hi[i-1] = lo[i]
 		}

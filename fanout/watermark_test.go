@@ -71,7 +71,7 @@ func TestJobBelowWatermarkIsFound(t *testing.T) {
 		t.Fatal("no watermark after 20 claims")
 	}
 	// Below the watermark of the last claimed job's shard.
-	low := fmt.Sprintf("%02x%030d", fanout.ShardOf(claimed[len(claimed)-1]), 0)
+	low := fanout.ShardPrefix(fanout.ShardOf(claimed[len(claimed)-1])) + fmt.Sprintf("%030d", 0)
 	tbl := table(s, schema.JobQueueTable)
 	insertedAt := time.Now()
 	if _, err := db.Exec(ctx, "INSERT INTO "+tbl+" (id, queue) VALUES ($1, $2)", low, q.Name()); err != nil {

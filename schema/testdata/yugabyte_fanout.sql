@@ -83,4 +83,4 @@ CREATE TABLE IF NOT EXISTS "skiplock"."job_attempt" (
   PRIMARY KEY ("job_id")
 );
 
-ALTER TABLE "skiplock"."job_queue" ALTER COLUMN "id" SET DEFAULT lpad(to_hex(floor(random() * 256)::INT), 2, '0') || lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000000)::INT8), 14, '0') || substr(md5(gen_random_uuid()::TEXT), 1, 16);
+ALTER TABLE "skiplock"."job_queue" ALTER COLUMN "id" SET DEFAULT lpad(to_hex(floor(random() * 64)::INT * 4), 2, '0') || lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000000)::INT8), 14, '0') || substr(md5(gen_random_uuid()::TEXT), 1, 16);

@@ -9,4 +9,4 @@
 -- Placeholders are filled by schema.TemplateValues.
 
 -- name: set_default_job_queue_id
-ALTER TABLE /* TEMPLATE: schema */."job_queue" ALTER COLUMN "id" SET DEFAULT lpad(to_hex(floor(random() * 256)::INT), 2, '0') || lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000000)::INT8), 14, '0') || substr(md5(gen_random_uuid()::TEXT), 1, 16);
+ALTER TABLE /* TEMPLATE: schema */."job_queue" ALTER COLUMN "id" SET DEFAULT lpad(to_hex(floor(random() * 64)::INT * 4), 2, '0') || lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000000)::INT8), 14, '0') || substr(md5(gen_random_uuid()::TEXT), 1, 16);

@@ -11,8 +11,8 @@
 // found by the layout's heads probe, a scan from each part's head that
 // walks the dead entries: Marks says when one is due, at most once per
 // MaxAge per queue, or sooner when this process knows of such a job
-// (ProbeBy), but never so often that probes take more than a tenth of the
-// claims' time (ProbeDone). So a job below a mark is claimed at most
+// (ProbeBy); the periodic probe never comes so often that probes take
+// more than a tenth of the claims' time (ProbeDone). So a job below a mark is claimed at most
 // max(MaxAge, 9 times the last probe's duration), plus one probe, after it
 // became claimable, as long as claims keep coming.
 package watermark
@@ -45,7 +45,6 @@ type Marks[K any] struct {
 type queueMarks[K any] struct {
 	marks []Mark[K]
 	due   time.Time // when the next heads probe is due; zero: at once
-	floor time.Time // no probe before this: see ProbeDone
 }
 
 // probeShare bounds the share of a queue's claim time the heads probe
@@ -128,27 +127,20 @@ func (m *Marks[K]) ProbeDone(queue string, start, end time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	q := m.queue(queue)
-	q.floor = end.Add((probeShare - 1) * end.Sub(start))
-	if q.due.Before(q.floor) {
-		q.due = q.floor
+	if floor := end.Add((probeShare - 1) * end.Sub(start)); q.due.Before(floor) {
+		q.due = floor
 	}
 }
 
-// ProbeBy makes the heads probe of queue due no later than at (nor
-// earlier than ProbeDone's wait): this process knows of a job below a
-// mark that becomes claimable then (a job it put back: at once; a failed
-// job: when its backoff ends).
+// ProbeBy makes the heads probe of queue due no later than at: this
+// process knows of a job below a mark that becomes claimable then (a job
+// it put back: at once; a failed job: when its backoff ends). It is not
+// held back by ProbeDone's wait: such probes come from this process's own
+// jobs, one per job at most.
 func (m *Marks[K]) ProbeBy(queue string, at time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	q := m.queues[queue]
-	if q == nil {
-		return
-	}
-	if at.Before(q.floor) {
-		at = q.floor
-	}
-	if at.Before(q.due) {
+	if q := m.queues[queue]; q != nil && at.Before(q.due) {
 		q.due = at
 	}
 }
@@ -162,7 +154,7 @@ func (m *Marks[K]) ProbeAllSoon() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, q := range m.queues {
-		q.due = q.floor
+		q.due = time.Time{}
 	}
 }
 

@@ -13,8 +13,8 @@ func newMarks(parts int, maxAge time.Duration) *Marks[int] {
 }
 
 // TestProbeTiming: the first claim probes, the next only MaxAge later; a
-// probe that took d holds the next back until 9d after it, also against
-// ProbeBy; ProbeBy and ProbeSoon bring a probe forward otherwise.
+// probe that took d holds the next periodic one back until 9d after it;
+// ProbeBy and ProbeSoon bring a probe forward all the same.
 func TestProbeTiming(t *testing.T) {
 	t.Parallel()
 	m := newMarks(4, time.Second)
@@ -33,7 +33,6 @@ func TestProbeTiming(t *testing.T) {
 	t1 := t0.Add(time.Second)
 	m.ProbeDone("q", t1, t1.Add(time.Second))
 	end := t1.Add(time.Second)
-	m.ProbeSoon("q")
 	if m.ProbeDue("q", end.Add(8*time.Second)) {
 		t.Fatal("a probe ran within nine times the last one's duration")
 	}
@@ -46,7 +45,11 @@ func TestProbeTiming(t *testing.T) {
 	if m.ProbeDue("q", later.Add(50*time.Millisecond)) || !m.ProbeDue("q", later.Add(100*time.Millisecond)) {
 		t.Fatal("ProbeBy did not bring the probe forward to its time")
 	}
-	m.ProbeDone("q", later, later)
+	m.ProbeDone("q", later, later.Add(time.Second))
+	m.ProbeSoon("q")
+	if !m.ProbeDue("q", later.Add(time.Second)) {
+		t.Fatal("ProbeSoon waited for a slow probe's hold")
+	}
 	m.ProbeAllSoon()
 	if !m.ProbeDue("q", later.Add(time.Millisecond)) {
 		t.Fatal("ProbeAllSoon did not make the probe due")

@@ -49,10 +49,7 @@ SELECT "id" FROM /* TEMPLATE: table */ WHERE "queue" = $1 AND "unique_key" = $2 
 -- touches a row (a LIMIT ... SKIP LOCKED subquery on the inner side of a
 -- nested loop may run more than once and claim more than $2). Where the
 -- engine's sharded index fans out itself, the bucket predicate is left out
--- and the caller passes one branch. Queue.claimSQL writes the two LIMITs
--- into the text, with $2 kept as a guard that equals them, so that
--- PostgreSQL's plan cache keeps a generic plan (this one and
--- claim_scalar_bounds).
+-- and the caller passes one branch.
 WITH best AS (SELECT min(x."priority") AS p
   FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i) CROSS JOIN LATERAL (
     SELECT "priority" FROM /* TEMPLATE: table */

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/skiplock/skiplock"
@@ -152,7 +150,7 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 	var claimed []claimedJob
 	err := q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		var err error
-		claimed, err = claimRows(ctx, tx, q.claimSQL(n), p.args())
+		claimed, err = claimRows(ctx, tx, q.sql.claim, p.args())
 		return err
 	})
 	if err != nil {
@@ -167,38 +165,6 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 		jobs[i] = claimed[i].job
 	}
 	return jobs, nil
-}
-
-// claimSQL is the claim statement for a limit of n. PostgreSQL keeps a
-// prepared statement's generic plan only while it costs no more than the
-// custom plans, and it costs a LIMIT it cannot see as a tenth of the rows:
-// once ANALYZE had seen a full queue, every claim was planned again at
-// bind (0.2 ms, most of a drained queue's claim; docs/design.md, "The
-// tombstone hint becomes a watermark"). So where the claim collects its
-// ids with ANY(ARRAY(...)), its LIMITs are written into the text, one
-// statement per n a process uses, and $2 stays as a guard that equals
-// them. The key-join claim (CockroachDB) is left as it is.
-func (q *Queue) claimSQL(n int) string {
-	base := q.sql.claim
-	key := claimKey{base, n}
-	if s, ok := q.claimTexts.Load(key); ok {
-		return s.(string)
-	}
-	const anchor = `WHERE j."id" = ANY(ARRAY(`
-	s := base
-	if strings.Count(base, anchor) == 1 {
-		lim := strconv.Itoa(n)
-		s = strings.ReplaceAll(base, "LIMIT $2", "LIMIT "+lim)
-		s = strings.Replace(s, anchor, `WHERE $2::INT4 = `+lim+` AND j."id" = ANY(ARRAY(`, 1)
-	}
-	q.claimTexts.Store(key, s)
-	return s
-}
-
-// claimKey keys Queue.claimTexts: a claim statement and a limit.
-type claimKey struct {
-	base string
-	n    int
 }
 
 // probeHeads runs the heads probe for queue and moves the watermarks.

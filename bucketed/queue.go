@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -18,15 +17,13 @@ import (
 // concurrent use; keep one per process so that its tombstone hints are
 // shared by every claim.
 type Queue struct {
-	db  *skiplock.DB
-	cfg Config
-	sql statements
-	// claimTexts caches claimSQL's statements, per claim text and limit.
-	claimTexts sync.Map
-	buckets    atomic.Int64
-	branches   atomic.Int64 // bucket scans per claim: buckets, or 1 where the index fans out
-	checkedAt  atomic.Int64 // when the bucket count was last read, in Unix nanoseconds
-	hints      hints
+	db        *skiplock.DB
+	cfg       Config
+	sql       statements
+	buckets   atomic.Int64
+	branches  atomic.Int64 // bucket scans per claim: buckets, or 1 where the index fans out
+	checkedAt atomic.Int64 // when the bucket count was last read, in Unix nanoseconds
+	hints     hints
 }
 
 // New returns a Queue on db. The schema must have been migrated with

@@ -36,10 +36,12 @@
 // up at its head, and each Queue keeps a low-watermark per queue and shard
 // (internal/watermark, as the bucketed layout's): the id of the last job
 // it claimed there. A claim scans each shard from just after its
-// watermark to the shard's end, in one statement (a LATERAL scan per
-// shard that runs only while the shards before it gave nothing), so it
-// reads neither the dead entries before the watermark nor the next shard's
-// dead head; a drained queue's claim is one index descent per shard.
+// watermark to the shard's end: the start shard alone first (on a busy
+// queue that finds a job, in a statement as small as the random-start
+// claim was), then the others in one statement (a LATERAL scan per shard
+// that runs only while the shards before it gave nothing). So it reads
+// neither the dead entries before the watermark nor the next shard's dead
+// head; a drained queue's claim is one index descent per shard.
 //
 // A job can sort below its shard's watermark: a job whose attempt failed
 // (it keeps its id), a job another process's worker rolled back, an

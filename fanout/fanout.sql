@@ -46,6 +46,18 @@ CROSS JOIN LATERAL (SELECT /* TEMPLATE: job_columns */ FROM /* TEMPLATE: queue_t
   ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED) AS "c"
 LIMIT 1;
 
+-- name: claim_shard
+-- The claim's first try: one shard, the one a claim starts at, with the
+-- claim's bounds as scalars ($1 the inclusive lower bound, $2 the
+-- exclusive one, $3 the upper bound, $4 the queue). On a busy queue it
+-- finds a job, and costs what the random-start claim did: claim's arrays
+-- (one element per shard, sent, decoded and planned for) are only for a
+-- queue whose first shard came up empty.
+SELECT /* TEMPLATE: job_columns */ FROM /* TEMPLATE: queue_table */ AS "j"
+WHERE "id" >= $1 AND "id" > $2 AND "id" < $3 AND "queue" = $4
+  AND NOT coalesce((SELECT "a"."retry_at" > now() FROM /* TEMPLATE: attempt_table */ AS "a" WHERE "a"."job_id" = "j"."id"), false)
+ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED;
+
 -- name: heads
 -- The heads probe: each shard's first claimable job, unlocked, read from
 -- the shard's head ($1 the lower and $2 the upper bounds, one element per

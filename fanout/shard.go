@@ -102,9 +102,22 @@ func (q *Queue) claimSharded(ctx context.Context, tx skiplock.Tx, queue string) 
 	}
 	order, marks := q.marks.Order(queue, start)
 	lo, after, hi := claimBounds(order, marks)
+	// The start shard alone first (claim_shard), then the others in one
+	// statement: a busy queue's claim sends no arrays.
 	var job *skiplock.Job
+	err := each(ctx, tx, q.sql.claimShard, []any{lo[0], after[0], hi[0], queue}, func(r skiplock.Rows) error {
+		var err error
+		job, err = scanJob(r, nil)
+		return err
+	})
+	if err != nil || job != nil {
+		if job != nil {
+			q.marks.Advance(queue, order[0], idMark{id: job.ID})
+		}
+		return job, err
+	}
 	var n int64
-	err := each(ctx, tx, q.sql.claim, []any{lo, after, hi, queue}, func(r skiplock.Rows) error {
+	err = each(ctx, tx, q.sql.claim, []any{lo[1:], after[1:], hi[1:], queue}, func(r skiplock.Rows) error {
 		var err error
 		job, err = scanJob(r, &n)
 		return err
@@ -112,7 +125,7 @@ func (q *Queue) claimSharded(ctx context.Context, tx skiplock.Tx, queue string) 
 	if err != nil || job == nil {
 		return nil, err
 	}
-	q.marks.Advance(queue, order[n-1], idMark{id: job.ID})
+	q.marks.Advance(queue, order[n], idMark{id: job.ID}) // n counts from 1 in order[1:]
 	return job, nil
 }
 

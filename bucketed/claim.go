@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/watermark"
 )
 
 // noHintPriority sorts before every SMALLINT priority, so a branch given
@@ -20,80 +19,22 @@ const noHintPriority = -32769
 var noHintTime = time.Unix(0, 0).UTC()
 
 // hints are the claim's low-watermarks (the tombstone hint of the
-// YugabyteDB job-queue data model, made to hold): per queue name and
-// bucket, the key of the last job claimed there. Claims scan each bucket
-// from just after its watermark, so they never walk the dead index entries
-// that earlier claims left behind, and a short or empty claim keeps the
-// watermarks (a drained queue's polls stay cheap). Jobs that sort before a
-// watermark are found by the heads probe, sent at most once per maxAge per
-// queue, which moves each watermark to just before its bucket's first
-// claimable job.
+// YugabyteDB job-queue data model, made to hold; internal/watermark keeps
+// them): per queue name and bucket, the key of the last job claimed there.
+// Claims scan each bucket from just after its watermark, so they never
+// walk the dead index entries that earlier claims left behind, and a short
+// or empty claim keeps the watermarks (a drained queue's polls stay
+// cheap). Jobs that sort before a watermark are found by the heads probe,
+// sent at most once per maxAge per queue, which moves each watermark to
+// just before its bucket's first claimable job.
 type hints struct {
-	branches int
-	maxAge   time.Duration // <= 0: off, every claim scans from the heads
-	next     atomic.Uint64 // round-robin start bucket
-	mu       sync.Mutex
-	byQueue  map[string]*queueHints
-}
-
-type queueHints struct {
-	marks  []hint
-	probed time.Time // when the heads probe last ran
-}
-
-type hint struct {
-	set   bool
-	prio  int32
-	runAt time.Time
-	id    int64
+	watermark.Marks[claimedKey]
 }
 
 func (h *hints) init(branches int, maxAge time.Duration) {
-	h.branches, h.maxAge, h.byQueue = branches, maxAge, map[string]*queueHints{}
-}
-
-// resize drops every watermark and sets the number of branches, when the
-// schema's bucket count changed.
-func (h *hints) resize(branches int) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.branches, h.byQueue = branches, map[string]*queueHints{}
-}
-
-func (h *hints) queue(queue string) *queueHints {
-	qh := h.byQueue[queue]
-	if qh == nil {
-		qh = &queueHints{marks: make([]hint, h.branches)}
-		h.byQueue[queue] = qh
-	}
-	return qh
-}
-
-// probeDue says whether the heads probe should run before this claim: the
-// watermarks are on and the last probe of queue is maxAge old (or never
-// ran). It marks the probe as run.
-func (h *hints) probeDue(queue string, now time.Time) bool {
-	if h.maxAge <= 0 {
-		return false
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	qh := h.queue(queue)
-	if !qh.probed.IsZero() && now.Sub(qh.probed) < h.maxAge {
-		return false
-	}
-	qh.probed = now
-	return true
-}
-
-// probeSoon makes the next claim of queue run the heads probe: this
-// process just put back a job that may sort before a watermark.
-func (h *hints) probeSoon(queue string) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if qh := h.byQueue[queue]; qh != nil {
-		qh.probed = time.Time{}
-	}
+	h.Init(branches, maxAge, func(a, b claimedKey) int {
+		return compareKey(a.prio, a.runAt, a.id, b.prio, b.runAt, b.id)
+	})
 }
 
 // enqueued notes a job this process enqueues: if it sorts before some
@@ -101,39 +42,24 @@ func (h *hints) probeSoon(queue string) {
 // back-dated run_at), the next claim probes the heads, so this process
 // sees its own urgent jobs at once.
 func (h *hints) enqueued(queue string, prio int, runAt time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	qh := h.byQueue[queue]
-	if qh == nil {
-		return
-	}
 	if runAt.IsZero() {
 		runAt = time.Now()
 	}
-	for _, m := range qh.marks {
-		if m.set && compareKey(int32(prio), runAt, 0, m.prio, m.runAt, m.id) < 0 {
-			qh.probed = time.Time{}
-			return
-		}
+	if h.Below(queue, claimedKey{prio: int32(prio), runAt: runAt}) {
+		h.ProbeSoon(queue)
 	}
 }
 
 // args returns the claim's bucket order (starting at start, wrapping) and
 // per-bucket watermarks.
 func (h *hints) args(queue string, start int) ([]int16, []int32, []time.Time, []int64) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	n := h.branches
+	parts, marks := h.Order(queue, start)
+	n := len(parts)
 	order, prio, at, ids := make([]int16, n), make([]int32, n), make([]time.Time, n), make([]int64, n)
-	var marks []hint
-	if h.maxAge > 0 {
-		marks = h.queue(queue).marks
-	}
-	for k := 0; k < n; k++ {
-		b := (start + k) % n
+	for k, b := range parts {
 		order[k], prio[k], at[k], ids[k] = int16(b), noHintPriority, noHintTime, 0
-		if marks != nil && marks[b].set {
-			prio[k], at[k], ids[k] = marks[b].prio, marks[b].runAt, marks[b].id
+		if m := marks[k]; m.Set {
+			prio[k], at[k], ids[k] = m.Key.prio, m.Key.runAt, m.Key.id
 		}
 	}
 	return order, prio, at, ids
@@ -143,29 +69,18 @@ func (h *hints) args(queue string, start int) ([]int16, []int32, []time.Time, []
 // claimable job: back, to reach jobs that sort before it, or forward, past
 // dead entries. A bucket with no claimable job keeps its watermark.
 func (h *hints) headsFound(queue string, heads []claimedKey) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	marks := h.queue(queue).marks
 	for _, k := range heads {
-		marks[k.bucket%h.branches] = hint{set: true, prio: k.prio, runAt: k.runAt, id: k.id - 1}
+		h.Reset(queue, k.bucket, claimedKey{prio: k.prio, runAt: k.runAt, id: k.id - 1})
 	}
 }
 
 // update moves each bucket's watermark forward to the last job a claim
 // took there. Every claimed job sorted after its bucket's watermark, so
-// the watermark only moves forward here.
+// the watermark only moves forward here (bucket 0 where one branch scans
+// every bucket).
 func (h *hints) update(queue string, claimed []claimedJob) {
-	if h.maxAge <= 0 || len(claimed) == 0 {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	marks := h.queue(queue).marks
 	for _, c := range claimed {
-		cur := &marks[c.bucket%h.branches] // 0 where one branch scans every bucket
-		if !cur.set || compareKey(int32(c.job.Priority), c.job.RunAt, c.id, cur.prio, cur.runAt, cur.id) > 0 {
-			*cur = hint{set: true, prio: int32(c.job.Priority), runAt: c.job.RunAt, id: c.id}
-		}
+		h.Advance(queue, c.bucket%h.Parts(), claimedKey{prio: int32(c.job.Priority), runAt: c.job.RunAt, id: c.id})
 	}
 }
 
@@ -220,12 +135,12 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 		return nil, skiplock.Usagef("dequeue of %d jobs: use 1 to %d", n, MaxClaim)
 	}
 	q.recheckLayout(ctx)
-	start := int(q.hints.next.Add(1) % uint64(q.branches.Load()))
-	now := time.Now()
-	if q.hints.probeDue(queue, now) {
+	start := q.hints.Start()
+	if t0 := time.Now(); q.hints.ProbeDue(queue, t0) {
 		if err := q.probeHeads(ctx, queue, start); err != nil {
 			return nil, err
 		}
+		q.hints.ProbeDone(queue, t0, time.Now())
 	}
 	order, prio, at, ids := q.hints.args(queue, start)
 	p := claimParams{

@@ -98,9 +98,13 @@
 // not see it until the heads probe: at most once per Config.HintMaxAge
 // (default 1 s) per queue, before a claim, the Queue reads each bucket's
 // first claimable job from the head (unlocked; it walks the dead entries)
-// and moves each watermark to just before it. So such a job is claimed at
-// most HintMaxAge later than strict order would claim it, and no job is
-// stranded. Jobs this Queue itself enqueues before a watermark, or
+// and moves each watermark to just before it. A probe walks the dead
+// entries, so it waits at least nine times its own duration after the last
+// one (probes take at most a tenth of the claims' time; internal/watermark
+// keeps this timing for both layouts). So such a job is claimed at most
+// max(HintMaxAge, 9 times the last probe's duration), plus one probe,
+// later than strict order would claim it (HintMaxAge while probes take
+// milliseconds), and no job is stranded. Jobs this Queue itself enqueues before a watermark, or
 // releases, make its next claim probe at once. A negative HintMaxAge turns
 // the watermarks off: every claim scans from the heads.
 //

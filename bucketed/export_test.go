@@ -34,17 +34,7 @@ func (q *Queue) ClaimTx(ctx context.Context, tx skiplock.Querier, queue string, 
 
 // HintsSet counts the buckets of queue that hold a watermark.
 func (q *Queue) HintsSet(queue string) int {
-	q.hints.mu.Lock()
-	defer q.hints.mu.Unlock()
-	n := 0
-	if qh := q.hints.byQueue[queue]; qh != nil {
-		for _, h := range qh.marks {
-			if h.set {
-				n++
-			}
-		}
-	}
-	return n
+	return q.hints.Count(queue)
 }
 
 // UseDialect renders q's statements for d and sizes its claim branches as

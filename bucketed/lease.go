@@ -281,7 +281,7 @@ func (q *Queue) ReleaseMany(ctx context.Context, jobs []*skiplock.Job) ([]*skipl
 	// A released job keeps its place in the order, before this process's
 	// watermarks: the next claim looks for it from the heads.
 	for _, j := range jobs {
-		q.hints.probeSoon(j.Queue)
+		q.hints.ProbeSoon(j.Queue)
 	}
 	return lost, err
 }
@@ -293,7 +293,7 @@ func (q *Queue) ReleaseMany(ctx context.Context, jobs []*skiplock.Job) ([]*skipl
 func (q *Queue) SnoozeMany(ctx context.Context, jobs []*skiplock.Job, d time.Duration) ([]*skiplock.Job, error) {
 	lost, err := q.fenced(ctx, "snooze", q.sql.snooze, jobs, max(d, 0).Seconds())
 	for _, j := range jobs {
-		q.hints.probeSoon(j.Queue) // a better priority than the watermark's may be back
+		q.hints.ProbeSoon(j.Queue) // a better priority than the watermark's may be back
 	}
 	return lost, err
 }

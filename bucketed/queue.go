@@ -83,7 +83,7 @@ func (q *Queue) recheckLayout(ctx context.Context) {
 		return
 	}
 	q.branches.Store(int64(q.branchesFor(n)))
-	q.hints.resize(q.branchesFor(n))
+	q.hints.Resize(q.branchesFor(n))
 	q.cfg.Logf("bucketed: schema %s now has %d buckets, not %d (it was migrated again under this process): claims now scan all %d", q.cfg.Schema, n, old, n)
 }
 

@@ -25,8 +25,15 @@ func (q *Queue) CancelJob(ctx context.Context, id string) error {
 
 // RetryJob puts a dead job back in its queue with its attempts reset.
 // Errors as CancelJob's; a pending job cannot be retried.
+// The job keeps its id, which sorts below the claims' watermarks: this
+// Queue's next claim probes the heads (other processes find it within
+// their HintMaxAge).
 func (q *Queue) RetryJob(ctx context.Context, id string) error {
-	return q.byID(ctx, "retry", q.sql.retryByID, id, "dead", map[string][2]string{"pending": {"pending", "it is still in the queue"}})
+	err := q.byID(ctx, "retry", q.sql.retryByID, id, "dead", map[string][2]string{"pending": {"pending", "it is still in the queue"}})
+	if err == nil {
+		q.marks.ProbeAllSoon()
+	}
+	return err
 }
 
 // DeleteJob deletes a dead job. Errors as CancelJob's; a pending job must

@@ -5,26 +5,81 @@
 // # How it works
 //
 // A job is a row in <schema>.job_queue that exists only while the work is
-// pending. Its key is a random UUID stored as text, and on YugabyteDB and
+// pending. Its key is text: two random hex digits (the job's shard, one of
+// 64: a multiple of 4), then the microseconds of clock_timestamp() as 14 hex digits, then
+// 16 random ones (schema.FanoutIDDefault, fanout migration 003; jobs
+// enqueued before it keep their random UUIDs). On YugabyteDB and
 // CockroachDB the table is range-split on that key into tablets (see
-// schema.JobQueueTableDef), so jobs spread evenly over the key space and the
-// nodes that serve it.
+// schema.JobQueueTableDef), and the random first digits spread the writes
+// over the tablets as random UUIDs did; within a shard, ids are in time
+// order.
 //
-// [Queue.Process] runs one transaction: draw a random UUID start, lock the
-// first unlocked row at or after it (wrapping around to the start of the key
-// range when nothing is there), call the handler with that same transaction,
-// delete the row, commit. Because the handler's own writes and the job's
-// removal commit or roll back together, a job's database work is applied
-// exactly once: no lease, no visibility timeout, no completion call to lose.
-// Concurrent workers start at different random points, so they seek into
-// different parts of the index (different tablets on distributed SQL) and
-// rarely meet; when they do, FOR UPDATE SKIP LOCKED steps past the held row.
+// [Queue.Process] runs one transaction: lock the first unlocked job of a
+// shard after the shard's watermark (trying the next shards, from a
+// rotating start, when one has none), call the handler with that same
+// transaction, delete the row, commit. Because the handler's own writes
+// and the job's removal commit or roll back together, a job's database
+// work is applied exactly once: no lease, no visibility timeout, no
+// completion call to lose. Concurrent workers start at different shards,
+// so they seek into different parts of the index (different tablets on
+// distributed SQL) and rarely meet; when they do, FOR UPDATE SKIP LOCKED
+// steps past the held row.
 //
-// The locking clause sits on each branch of the UNION ALL that reads the
-// table. The scalable-job-queue article put it on a view over a CTE, which PostgreSQL accepts and
+// # Watermarks
+//
+// A processed job leaves a dead index entry behind: a tombstone on
+// YugabyteDB (kept about 15 minutes), MVCC garbage on CockroachDB (kept 4
+// hours), a dead tuple on PostgreSQL until vacuum (for ever under a long
+// snapshot). With random keys, live and dead jobs were interleaved, so a
+// claim from a random start, and HasQueued, walked dead entries at every
+// position. With ids in time order per shard, a shard's dead entries pile
+// up at its head, and each Queue keeps a low-watermark per queue and shard
+// (internal/watermark, as the bucketed layout's): the id of the last job
+// it claimed there. A claim scans each shard from just after its
+// watermark to the shard's end: the start shard alone first (on a busy
+// queue that finds a job, in a statement as small as the random-start
+// claim was), then the others in one statement (a LATERAL scan per shard
+// that runs only while the shards before it gave nothing). So it reads
+// neither the dead entries before the watermark nor the next shard's dead
+// head; a drained queue's claim is one index descent per shard.
+//
+// A job can sort below its shard's watermark: a job whose attempt failed
+// (it keeps its id), a job another process's worker rolled back, an
+// enqueue that committed after later jobs of its shard were claimed, a job
+// retried from job_dead, a job enqueued before migration 003. The heads
+// probe finds them: at most once per Config.HintMaxAge (default 1 s) per
+// queue, before a claim, the Queue reads each shard's first claimable job
+// from its head (unlocked; it walks the dead entries) and moves the
+// watermark to just before it. A probe waits at least nine times its own
+// duration after the last one, so probes never take more than a tenth of
+// the claims' time however many dead entries they walk. The bound: a job
+// below a watermark is claimed at most max(HintMaxAge, 9 times the last
+// probe's duration) after it became claimable (committed, unlocked, its
+// backoff over), plus one probe, while this Queue keeps claiming. A
+// failure this Queue records makes its probe due when the backoff ends,
+// and a job it puts back (a hard stop, a retried transaction) or retries
+// from job_dead makes it due at once. A negative HintMaxAge turns the
+// watermarks off: every claim scans each shard from its head.
+//
+// [Queue.HasQueued] first reads each shard from its watermark (a job being
+// processed sits at its shard's watermark or below it); only when that
+// finds nothing does it read the whole queue, through the dead entries,
+// and a job found that way (below the watermarks) answers yes for
+// HintMaxAge without another full read. It never answers no while a job
+// is live, and may answer yes for up to HintMaxAge after the last one is
+// gone (`work --until-empty` then stops that much later).
+//
+// On CockroachDB (skiplock.Dialect.KeyJoinDML) the claim keeps the random
+// start without watermarks: it decorrelates a LATERAL subquery, and a
+// locking scan under it may lose its LIMIT (docs/design.md, "Fanout's
+// ids: a random shard, then time"). There the claim draws a random start,
+// locks the first unlocked row at or after it, and wraps around to the
+// start of the key range when nothing is there.
+//
+// The locking clause sits in the subquery that reads the table. The scalable-job-queue article put it on a view over a CTE, which PostgreSQL accepts and
 // ignores: two sessions then get the same row (docs/design.md, "A locking clause on a view locks nothing"). The package's
 // tests prove a held row is skipped and that the common case is one index
-// seek (EXPLAIN ANALYZE: the wrap-around branch never runs).
+// seek (EXPLAIN ANALYZE: no shard after the first is scanned).
 //
 // # Failures
 //
@@ -133,7 +188,8 @@
 //
 // Choose fanout for short jobs whose side effects live in the same database
 // and must happen exactly once, when a job needs no history once it is done,
-// and when a job's order does not matter: the random start gives no FIFO.
+// and when a job's order does not matter: each shard is roughly FIFO, the
+// queue as a whole is not.
 // Choose bucketed for long jobs (leases with a visibility timeout, no
 // connection held while working), for jobs whose effects are outside the
 // database, for job history and statuses, scheduled jobs (run_at),
@@ -156,7 +212,7 @@
 // A handler gets the job's transaction as a skiplock.Tx. Follow-up jobs
 // enqueued through it ([Queue.EnqueueIn], [Queue.EnqueueTx], or the
 // bucketed layout's) commit exactly when the job's removal does. Job ids
-// are strings (the row's UUID), as skiplock.Job.ID is in both layouts.
+// are strings (the row's key), as skiplock.Job.ID is in both layouts.
 //
 // Each Queue serves one queue name (Config.Queue). Jobs of other queues in
 // the same table are stepped over by the dequeue scan; give busy queues

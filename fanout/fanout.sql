@@ -11,7 +11,81 @@
 -- Every identifier is quoted; every value is a $n parameter.
 
 -- name: claim
--- Locks one job: $1 the random start, $2 the queue. A job whose
+-- Locks one job from the shards' watermarks (doc.go, "Watermarks"): $1,
+-- $2 and $3 are parallel arrays, one element per shard in the order to
+-- visit (rotated by the caller): $1 the scan's lower bound (the shard's
+-- watermark, the id of the last job this Queue claimed there, or the
+-- shard's two-digit prefix: id >= $1), $2 an exclusive lower bound (the
+-- watermark again where it is a claimed job's id, which is not taken
+-- again; '' where the heads probe moved the watermark to just before a
+-- row, which is taken), $3 the shard's upper bound (the next prefix); $4
+-- the queue. All three are index conditions: the scan reads not even the
+-- row at the watermark. It returns the shard's ordinal in the arrays, then the job.
+-- Each shard's scan starts at its watermark and stops at its upper bound,
+-- so it walks neither the dead entries that claims left before the
+-- watermark nor the next shard's dead head. LATERAL runs a shard's scan
+-- only when the shards before it gave no row: the outer LIMIT stops the
+-- nested loop at the first row, so a busy queue's claim reads one shard
+-- and a drained queue's is one index descent per shard. A job that sorts
+-- below its shard's watermark (a late commit, a failed attempt rolled
+-- back, a job another process put back, a pre-existing random UUID) is
+-- found by the heads probe, sent at most once per Config.HintMaxAge.
+-- A job whose job_attempt row says it is waiting out a backoff (retry_at
+-- in the future) is stepped over like a locked one. The locking clause
+-- sits in the subquery on the table (on a view or a CTE reference a
+-- locking clause locks nothing). The backoff test is a scalar subquery on
+-- job_attempt's primary key, not a join: PostgreSQL keeps it as a per-row
+-- SubPlan (one primary-key probe for each row the scan reaches, which
+-- finds nothing for a job never claimed), so each shard's scan stays one
+-- index range scan of job_queue. The subquery reads no rows for locking:
+-- FOR UPDATE locks job_queue's row only.
+SELECT "h"."n", "c".* FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS "h" ("lo", "after", "hi", "n")
+CROSS JOIN LATERAL (SELECT /* TEMPLATE: job_columns */ FROM /* TEMPLATE: queue_table */ AS "j"
+  WHERE "id" >= "h"."lo" AND "id" > "h"."after" AND "id" < "h"."hi" AND "queue" = $4
+    AND NOT coalesce((SELECT "a"."retry_at" > now() FROM /* TEMPLATE: attempt_table */ AS "a" WHERE "a"."job_id" = "j"."id"), false)
+  ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED) AS "c"
+LIMIT 1;
+
+-- name: claim_shard
+-- The claim's first try: one shard, the one a claim starts at, with the
+-- claim's bounds as scalars ($1 the inclusive lower bound, $2 the
+-- exclusive one, $3 the upper bound, $4 the queue). On a busy queue it
+-- finds a job, and costs what the random-start claim did: claim's arrays
+-- (one element per shard, sent, decoded and planned for) are only for a
+-- queue whose first shard came up empty.
+SELECT /* TEMPLATE: job_columns */ FROM /* TEMPLATE: queue_table */ AS "j"
+WHERE "id" >= $1 AND "id" > $2 AND "id" < $3 AND "queue" = $4
+  AND NOT coalesce((SELECT "a"."retry_at" > now() FROM /* TEMPLATE: attempt_table */ AS "a" WHERE "a"."job_id" = "j"."id"), false)
+ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED;
+
+-- name: heads
+-- The heads probe: each shard's first claimable job, unlocked, read from
+-- the shard's head ($1 the lower and $2 the upper bounds, one element per
+-- shard; $3 the queue), with the shard's ordinal. It walks the dead
+-- entries claims skip, so a Queue sends it at most once per
+-- Config.HintMaxAge per queue (or when it knows a job is back below a
+-- watermark), and moves each watermark to just before the head it finds.
+SELECT "h"."n", "x"."id" FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS "h" ("lo", "hi", "n")
+CROSS JOIN LATERAL (SELECT "id" FROM /* TEMPLATE: queue_table */ AS "j"
+  WHERE "id" >= "h"."lo" AND "id" < "h"."hi" AND "queue" = $3
+    AND NOT coalesce((SELECT "a"."retry_at" > now() FROM /* TEMPLATE: attempt_table */ AS "a" WHERE "a"."job_id" = "j"."id"), false)
+  ORDER BY "id" LIMIT 1) AS "x";
+
+-- name: exists_after
+-- Whether a queue has a live job at or after a shard's watermark: $1 the
+-- lower and $2 the upper bounds, one element per shard; $3 the queue. The
+-- cheap half of HasQueued: it stops at the first row, and reads no dead
+-- entry before a watermark.
+SELECT EXISTS (SELECT 1 FROM unnest($1::text[], $2::text[]) AS "h" ("lo", "hi")
+  CROSS JOIN LATERAL (SELECT 1 FROM /* TEMPLATE: queue_table */
+    WHERE "id" >= "h"."lo" AND "id" < "h"."hi" AND "queue" = $3 LIMIT 1) AS "x");
+
+-- name: claim_random
+-- The claim where a locking subquery under LATERAL may lose its LIMIT
+-- (Dialect.KeyJoinDML: CockroachDB, which decorrelates such a subquery
+-- into a join, cockroachdb/cockroach PR #68299; docs/design.md): no
+-- watermarks, a random start. Locks one job: $1 the random start, $2 the
+-- queue. A job whose
 -- job_attempt row says it is waiting out a backoff (retry_at in the future)
 -- is stepped over like a locked one.
 -- The locking clause goes on each branch that reads the table, never on a

@@ -304,22 +304,24 @@ func testHeldRowIsSkipped(t *testing.T, d testdb.Driver) {
 		t.Fatal(err)
 	}
 	claim := fanout.ClaimSQL(q)
-	starts := []string{"00000000-0000-0000-0000-000000000000", "ffffffff-ffff-ffff-ffff-ffffffffffff", id}
-	claimFrom := func(start string) []string {
+	// From the first shard, from the last (the job's shard comes after
+	// the wrap), and from the job's own shard.
+	starts := []int{0, schema.FanoutShards - 1, fanout.ShardOf(id)}
+	claimFrom := func(start int) []string {
 		t.Helper()
 		tx, err := db.Begin(ctx, skiplock.TxOptions{Isolation: skiplock.IsoReadCommitted})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer tx.Rollback(ctx) //nolint:errcheck
-		rows, err := tx.Query(ctx, claim, start, q.Name())
+		rows, err := tx.Query(ctx, claim, fanout.ClaimArgs(start, q.Name())...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer rows.Close()
 		var got []string
 		for rows.Next() {
-			vals := make([]any, 9) // the claim's job columns
+			vals := make([]any, 10) // the shard's ordinal, then the claim's job columns
 			ptrs := make([]any, len(vals))
 			for i := range vals {
 				ptrs[i] = &vals[i]
@@ -327,7 +329,7 @@ func testHeldRowIsSkipped(t *testing.T, d testdb.Driver) {
 			if err := rows.Scan(ptrs...); err != nil {
 				t.Fatal(err)
 			}
-			got = append(got, vals[0].(string))
+			got = append(got, vals[1].(string))
 		}
 		if err := rows.Err(); err != nil {
 			t.Fatal(err)
@@ -336,7 +338,7 @@ func testHeldRowIsSkipped(t *testing.T, d testdb.Driver) {
 	}
 	for _, s := range starts {
 		if got := claimFrom(s); len(got) != 1 || got[0] != id {
-			t.Fatalf("control: from %s, want %s, got %v", s, id, got)
+			t.Fatalf("control: from shard %d, want %s, got %v", s, id, got)
 		}
 	}
 
@@ -357,7 +359,7 @@ func testHeldRowIsSkipped(t *testing.T, d testdb.Driver) {
 	<-held
 	for _, s := range starts {
 		if got := claimFrom(s); len(got) != 0 {
-			t.Errorf("session B, from %s: got %v while A holds it", s, got)
+			t.Errorf("session B, from shard %d: got %v while A holds it", s, got)
 		}
 	}
 	for i := 0; i < 20; i++ {
@@ -379,9 +381,9 @@ func testHeldRowIsSkipped(t *testing.T, d testdb.Driver) {
 }
 
 // TestClaimIsOneIndexSeek proves the common case with EXPLAIN ANALYZE: the
-// first branch seeks the primary key once and returns one row, probing
-// job_attempt's primary key once for it (no row: never claimed), the
-// wrap-around branch never runs, and nothing is scanned, joined or sorted
+// first shard's scan seeks the primary key once and returns one row,
+// probing job_attempt's primary key once for it (no row: never claimed),
+// no other shard is scanned, and nothing is scanned, joined or sorted
 // whole, even with job_attempt full of other jobs' rows.
 func TestClaimIsOneIndexSeek(t *testing.T) {
 	t.Parallel()
@@ -419,12 +421,20 @@ func explainClaim(t *testing.T, db *skiplock.DB, q *fanout.Queue, planMode strin
 	// A server-side prepared statement, as the driver uses, explained
 	// through EXECUTE so that the plan cache mode applies.
 	stmt := "fanout_claim_" + strings.TrimPrefix(planMode, "force_")
-	if _, err := tx.Exec(ctx, "PREPARE "+stmt+" (text, text) AS "+fanout.ClaimSQL(q)); err != nil {
+	if _, err := tx.Exec(ctx, "PREPARE "+stmt+" (text[], text[], text[], text) AS "+fanout.ClaimSQL(q)); err != nil {
 		t.Fatal(err)
 	}
 	defer db.Exec(ctx, "DEALLOCATE "+stmt) //nolint:errcheck
+	args := fanout.ClaimArgs(0x80, q.Name())
+	lit := func(v any) string { // an array argument as a literal
+		var parts []string
+		for _, p := range v.([]string) {
+			parts = append(parts, `"`+p+`"`) // "" for an empty bound
+		}
+		return skiplock.QuoteLiteral("{" + strings.Join(parts, ",") + "}")
+	}
 	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE "+stmt+"("+
-		skiplock.QuoteLiteral("80000000-0000-0000-0000-000000000000")+", "+skiplock.QuoteLiteral(q.Name())+")")
+		lit(args[0])+", "+lit(args[1])+", "+lit(args[2])+", "+skiplock.QuoteLiteral(q.Name())+")")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,12 +459,10 @@ func explainClaim(t *testing.T, db *skiplock.DB, q *fanout.Queue, planMode strin
 		}
 	}
 	switch {
-	case len(scans) != 2:
-		t.Errorf("want one primary key index scan per branch, got %d", len(scans))
+	case len(scans) != 1:
+		t.Errorf("want one primary key index scan, run once per shard visited, got %d", len(scans))
 	case !strings.Contains(scans[0], "rows=1 loops=1"):
-		t.Errorf("first branch did not seek once for one row: %s", scans[0])
-	case !strings.Contains(scans[1], "never executed"):
-		t.Errorf("wrap-around branch ran: %s", scans[1])
+		t.Errorf("the first shard's scan did not seek once for one row (another shard was scanned): %s", scans[0])
 	}
 	var probes []string
 	for _, l := range plan {
@@ -462,19 +470,19 @@ func explainClaim(t *testing.T, db *skiplock.DB, q *fanout.Queue, planMode strin
 			probes = append(probes, l)
 		}
 	}
-	if len(probes) != 2 || !strings.Contains(probes[0], "loops=1)") || !strings.Contains(text, "SubPlan") {
-		t.Errorf("want the backoff test as one job_attempt primary-key probe per row reached (a SubPlan) in each branch, got %q", probes)
+	if len(probes) != 1 || !strings.Contains(probes[0], "loops=1)") || !strings.Contains(text, "SubPlan") {
+		t.Errorf("want the backoff test as one job_attempt primary-key probe per row reached (a SubPlan), got %q", probes)
 	}
-	if n := strings.Count(text, "LockRows"); n != 2 {
-		t.Errorf("want a LockRows in each branch, got %d", n)
+	if n := strings.Count(text, "LockRows"); n != 1 {
+		t.Errorf("want a LockRows in the shard scan, got %d", n)
 	}
 	for _, bad := range []string{"Seq Scan", "Sort", "CTE", "Hash", "Join"} {
 		if strings.Contains(text, bad) {
 			t.Errorf("plan has a %s", bad)
 		}
 	}
-	if !strings.Contains(text, "Index Cond: (id >= ") || !strings.Contains(text, "Index Cond: (id < ") {
-		t.Errorf("first branch does not seek on id >= start")
+	if !strings.Contains(text, "Index Cond: ((id >= h.lo) AND (id > h.after) AND (id < h.hi))") {
+		t.Errorf("the shard scan does not seek on its bounds")
 	}
 }
 

@@ -119,7 +119,7 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter)
 		return Result{}, skiplock.Usagef("fanout: Process needs a handler")
 	}
 	var res Result
-	err := retry.Run(ctx, q.holding, q.cfg.Retry, func(ctx context.Context, tx skiplock.Tx) error {
+	err := retry.Run(ctx, q.holding, q.cfg.Retry, func(ctx context.Context, tx skiplock.Tx) (err error) {
 		res = Result{Tries: res.Tries + 1}
 		start := time.Now()
 		job, err := q.claim(ctx, tx, queue)
@@ -128,6 +128,14 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter)
 			return err
 		}
 		res.Job = job
+		defer func() {
+			if err != nil && (!errors.As(err, new(*handlerError)) || ctx.Err() != nil || retry.Classify(err) == retry.Retryable) {
+				// The job goes back at once, below this Queue's
+				// watermark: the next claim probes the heads. (A failed
+				// attempt waits out its backoff first: ProbeBy below.)
+				q.marks.ProbeSoon(queue)
+			}
+		}()
 		n, err := c.count(ctx, job.ID)
 		if err != nil {
 			return fmt.Errorf("count attempt of job %s before its handler runs: %w", job.ID, err)
@@ -152,6 +160,9 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter)
 		return err
 	})
 	var he *handlerError
+	if err != nil && res.Job != nil && !errors.As(err, &he) {
+		q.marks.ProbeSoon(queue) // a failed or unknown commit: the job may be back
+	}
 	switch {
 	case err == nil:
 		if res.Dead {
@@ -170,6 +181,11 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter)
 		dead, retryIn, ferr := q.recordFailure(ctx, res.Job.ID, res.Job.Attempts, he.err)
 		res.RetryIn = retryIn
 		res.Dead = dead
+		if !dead {
+			// Claimable again once its backoff ends, below this Queue's
+			// watermark (or at once if recording failed): look then.
+			q.marks.ProbeBy(queue, time.Now().Add(retryIn))
+		}
 		if ferr != nil {
 			return res, fmt.Errorf("fanout: job %s failed (%v), and recording the failed attempt failed too: %w", res.Job.ID, he.err, ferr)
 		}
@@ -226,31 +242,46 @@ func (q *Queue) buryLost(ctx context.Context, tx skiplock.Tx, job *skiplock.Job)
 }
 
 // claim locks one job of queue, or returns nil when every job is locked,
-// waiting out a backoff, or there is none.
+// waiting out a backoff, or there is none (or, with the watermarks, sorts
+// below them until the next heads probe).
 func (q *Queue) claim(ctx context.Context, tx skiplock.Tx, queue string) (*skiplock.Job, error) {
+	if q.sharded() {
+		return q.claimSharded(ctx, tx, queue)
+	}
 	var job *skiplock.Job
-	err := each(ctx, tx, q.sql.claim, []any{randomStart(), queue}, func(r skiplock.Rows) error {
-		var (
-			j              skiplock.Job
-			payload, meta  string
-			attempts, maxA int32
-			lastErr        *string
-		)
-		if err := r.Scan(&j.ID, &j.Queue, &payload, &attempts, &maxA, &lastErr, &j.CreatedAt, &j.Kind, &meta); err != nil {
-			return err
-		}
-		j.Payload, j.Metadata = json.RawMessage(payload), json.RawMessage(meta)
-		j.Attempts = int(attempts) + 1 // replaced by the attempt's count before the handler sees it
-		j.MaxAttempts = int(maxA)
-		if lastErr != nil {
-			j.LastError = *lastErr
-		}
-		j.Status = skiplock.StatusRunning
-		j.RunAt = j.CreatedAt
-		job = &j
-		return nil
+	err := each(ctx, tx, q.sql.claimRandom, []any{randomStart(), queue}, func(r skiplock.Rows) error {
+		var err error
+		job, err = scanJob(r, nil)
+		return err
 	})
 	return job, err
+}
+
+// scanJob reads a claimed job's columns (jobColumns), after the shard's
+// ordinal into n when n is not nil.
+func scanJob(r skiplock.Rows, n *int64) (*skiplock.Job, error) {
+	var (
+		j              skiplock.Job
+		payload, meta  string
+		attempts, maxA int32
+		lastErr        *string
+	)
+	dest := []any{&j.ID, &j.Queue, &payload, &attempts, &maxA, &lastErr, &j.CreatedAt, &j.Kind, &meta}
+	if n != nil {
+		dest = append([]any{n}, dest...)
+	}
+	if err := r.Scan(dest...); err != nil {
+		return nil, err
+	}
+	j.Payload, j.Metadata = json.RawMessage(payload), json.RawMessage(meta)
+	j.Attempts = int(attempts) + 1 // replaced by the attempt's count before the handler sees it
+	j.MaxAttempts = int(maxA)
+	if lastErr != nil {
+		j.LastError = *lastErr
+	}
+	j.Status = skiplock.StatusRunning
+	j.RunAt = j.CreatedAt
+	return &j, nil
 }
 
 // recordFailure records the failed attempt number n of job id, after the

@@ -8,7 +8,9 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/queuecfg"
+	"github.com/skiplock/skiplock/internal/watermark"
 	"github.com/skiplock/skiplock/retry"
+	"github.com/skiplock/skiplock/schema"
 )
 
 // DefaultEnqueueBatch is how many jobs one INSERT carries when
@@ -53,7 +55,18 @@ type Config struct {
 	// RetryMax, drawn from the upper half of that (jitter). 0 means
 	// DefaultRetryBase and DefaultRetryMax.
 	RetryBase, RetryMax time.Duration
+	// HintMaxAge is how often, at most, a claim first probes each shard's
+	// head for jobs that sort below its watermark (doc.go, "Watermarks"),
+	// as the bucketed layout's Config.HintMaxAge: such a job is claimed at
+	// most this long after it became claimable, while claims keep coming.
+	// 0 means DefaultHintMaxAge; negative turns the watermarks off (every
+	// claim scans each shard from its head).
+	HintMaxAge time.Duration
 }
+
+// DefaultHintMaxAge is how often claims probe the shards' heads when
+// Config.HintMaxAge is 0, as in the bucketed layout.
+const DefaultHintMaxAge = time.Second
 
 // withDefaults validates c and returns a filled-in copy.
 func (c *Config) withDefaults(d *skiplock.Dialect) (Config, error) {
@@ -86,6 +99,9 @@ func (c *Config) withDefaults(d *skiplock.Dialect) (Config, error) {
 			*f.v = f.def
 		}
 	}
+	if out.HintMaxAge == 0 {
+		out.HintMaxAge = DefaultHintMaxAge
+	}
 	if out.RetryMax < out.RetryBase {
 		return out, skiplock.Usagef("retry max %v is below retry base %v: raise it", out.RetryMax, out.RetryBase)
 	}
@@ -102,6 +118,10 @@ type Queue struct {
 	// the handler runs (Process): on engines whose locks are best-effort,
 	// their first statement makes them durable (Dialect.DurableLocks).
 	holding skiplock.Beginner
+	// marks are the claims' per-shard low-watermarks (shard.go), positive
+	// HasQueued's recent full-check answers.
+	marks    watermark.Marks[idMark]
+	positive positives
 }
 
 // durableLocksBeginner begins transactions on db and, when stmt is set,
@@ -140,7 +160,9 @@ func New(db *skiplock.DB, cfg *Config) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Queue{db: db, cfg: c, sql: render(c.Schema), holding: durableLocksBeginner{db: db, stmt: db.Dialect().DurableLocks}}, nil
+	q := &Queue{db: db, cfg: c, sql: render(c.Schema), holding: durableLocksBeginner{db: db, stmt: db.Dialect().DurableLocks}}
+	q.marks.Init(schema.FanoutShards, c.HintMaxAge, compareMark)
+	return q, nil
 }
 
 // Name is the queue this Queue serves.
@@ -360,9 +382,15 @@ func (q *Queue) Stats(ctx context.Context, queue string) (*Stats, error) {
 
 // HasQueued reports whether this Queue's queue has a live job, being
 // processed or not. `skiplock work --until-empty` stops when it has none.
+//
+// With the watermarks, it reads the shards from their watermarks first,
+// and the whole queue (through the dead entries) only when that finds
+// nothing; a job found that way answers yes for Config.HintMaxAge
+// without another full read. It never answers no while a job is live, and
+// may answer yes for up to HintMaxAge after the last job is gone.
 func (q *Queue) HasQueued(ctx context.Context) (bool, error) {
-	var found bool
-	if err := q.db.QueryRow(ctx, q.sql.exists, q.cfg.Queue).Scan(&found); err != nil {
+	found, err := q.hasQueued(ctx, q.cfg.Queue)
+	if err != nil {
 		return false, fmt.Errorf("fanout: check queue %q: %w", q.cfg.Queue, err)
 	}
 	return found, nil

@@ -13,11 +13,12 @@ import (
 // fanout.sql for its schema, which documents each one's parameters. Every
 // identifier is quoted; every value is a $n parameter.
 type statements struct {
-	claim, del, fail, bury, insert, queued, dead, exists string
-	count, giveBack, backoff, buryLost, amendDead        string
-	cancelByID, retryByID, deleteByID, whereByID         string
-	snoozeJob, snoozeAttempt                             string
-	insertNotify                                         string // insert with its notifications (sqltext.WithNotify)
+	claim, claimShard, claimRandom, heads, existsAfter string
+	del, fail, bury, insert, queued, dead, exists      string
+	count, giveBack, backoff, buryLost, amendDead      string
+	cancelByID, retryByID, deleteByID, whereByID       string
+	snoozeJob, snoozeAttempt                           string
+	insertNotify                                       string // insert with its notifications (sqltext.WithNotify)
 }
 
 //go:embed fanout.sql
@@ -52,7 +53,7 @@ func sqlVars(_ *skiplock.Dialect, schemaName string) map[string]string {
 func render(schemaName string) statements {
 	var s statements
 	err := sqlFile.Fill(sqlVars(nil, schemaName), map[string]*string{
-		"claim": &s.claim, "del": &s.del, "fail": &s.fail, "bury": &s.bury,
+		"claim": &s.claim, "claim_shard": &s.claimShard, "claim_random": &s.claimRandom, "heads": &s.heads, "exists_after": &s.existsAfter, "del": &s.del, "fail": &s.fail, "bury": &s.bury,
 		"insert": &s.insert, "queued": &s.queued, "dead": &s.dead, "exists": &s.exists,
 		"count": &s.count, "give_back": &s.giveBack, "backoff": &s.backoff, "bury_lost": &s.buryLost, "amend_dead": &s.amendDead,
 		"cancel_by_id": &s.cancelByID, "retry_by_id": &s.retryByID, "delete_by_id": &s.deleteByID, "where_by_id": &s.whereByID,
@@ -73,7 +74,7 @@ const insertParamCount = 5
 // all lists the statements, for tests that check each one.
 func (s statements) all() map[string]string {
 	return map[string]string{
-		"claim": s.claim, "del": s.del, "fail": s.fail, "bury": s.bury,
+		"claim": s.claim, "claim_shard": s.claimShard, "claim_random": s.claimRandom, "heads": s.heads, "exists_after": s.existsAfter, "del": s.del, "fail": s.fail, "bury": s.bury,
 		"insert": s.insert, "queued": s.queued, "dead": s.dead, "exists": s.exists,
 		"count": s.count, "give_back": s.giveBack, "backoff": s.backoff, "bury_lost": s.buryLost, "amend_dead": s.amendDead,
 		"cancel_by_id": s.cancelByID, "retry_by_id": s.retryByID, "delete_by_id": s.deleteByID, "where_by_id": s.whereByID,

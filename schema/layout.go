@@ -248,9 +248,30 @@ func JobAttemptTableDef() *Table {
 	}
 }
 
+// FanoutIDDefault is the default of fanout's job ids (fanout migration
+// 003): 32 hex digits, a random shard (two digits, a multiple of 4: one
+// of FanoutShards), then the microseconds since the epoch of
+// clock_timestamp() (14 digits), then 16 random ones. The random first
+// two digits spread writes over the range-split tablets (UUIDSplitPoints)
+// as the random UUIDs did, 8 shards to each of the default 8 tablets;
+// after them, each shard is in time order, so the dead index entries claims leave pile up
+// at its head, where fanout's watermarks skip them (fanout's package doc,
+// "Watermarks"). One expression for every engine: lpad, to_hex, extract,
+// clock_timestamp, md5 and gen_random_uuid exist on PostgreSQL, YugabyteDB
+// (gen_random_uuid from pgcrypto, created by fanout/001) and CockroachDB.
+const FanoutIDDefault = `lpad(to_hex(floor(random() * 64)::INT * 4), 2, '0')` +
+	` || lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000000)::INT8), 14, '0')` +
+	` || substr(md5(gen_random_uuid()::TEXT), 1, 16)`
+
+// FanoutShards is how many shards fanout's ids spread over: their first
+// two hex digits are 4 times the shard. A claim on a drained queue reads
+// each shard once, so more shards cost every empty poll; 64 leaves 8 in
+// each of the default 8 tablets, and 64 tablets that take new jobs.
+const FanoutShards = 64
+
 func fanoutColumns() []Column {
 	return []Column{
-		{Name: "id", Type: TypeText, NotNull: true, Default: DefaultUUIDText},
+		{Name: "id", Type: TypeText, NotNull: true, Default: FanoutIDDefault},
 		{Name: "queue", Type: TypeText, NotNull: true, Default: "'" + skiplock.DefaultQueue + "'"},
 		{Name: "payload", Type: TypeJSON, NotNull: true, Default: "'null'"},
 		{Name: "attempts", Type: TypeInt, NotNull: true, Default: "0"},

@@ -102,3 +102,5 @@ ALTER TABLE "skiplock"."job_dead" ADD COLUMN IF NOT EXISTS "kind" TEXT NOT NULL 
 ALTER TABLE "skiplock"."job_dead" ADD COLUMN IF NOT EXISTS "metadata" JSONB NOT NULL DEFAULT '{}';
 
 ALTER TABLE "skiplock"."job_dead" ADD COLUMN IF NOT EXISTS "errors" JSONB NOT NULL DEFAULT '[]';
+
+ALTER TABLE "skiplock"."job_queue" ALTER COLUMN "id" SET DEFAULT lpad(to_hex(floor(random() * 64)::INT * 4), 2, '0') || lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000000)::INT8), 14, '0') || substr(md5(gen_random_uuid()::TEXT), 1, 16);

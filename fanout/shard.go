@@ -1,0 +1,202 @@
+package fanout
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/watermark"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// idMark is a shard's watermark: the id of the last job claimed there
+// (incl false: a claim takes what sorts after it), or the head the heads
+// probe found (incl true: a claim may take that row itself).
+type idMark struct {
+	id   string
+	incl bool
+}
+
+// compareMark orders marks as the claim's bounds do: by id, and "just
+// before id" before id itself. Go compares bytes, as PostgreSQL's C
+// collation does; fanout's ids are lowercase hex (and random UUIDs),
+// which every collation orders alike.
+func compareMark(a, b idMark) int {
+	if c := strings.Compare(a.id, b.id); c != 0 {
+		return c
+	}
+	switch {
+	case a.incl == b.incl:
+		return 0
+	case a.incl:
+		return -1
+	}
+	return 1
+}
+
+// shardLo and shardHi are the lower and upper bounds of each shard: ids
+// whose first two hex digits are from 4 times the shard's number up to
+// the next shard's (a random UUID from before migration 003 falls in one
+// of these ranges too). The last shard's upper bound is "g", after every
+// hex digit.
+var shardLo, shardHi = func() ([]string, []string) {
+	lo, hi := make([]string, schema.FanoutShards), make([]string, schema.FanoutShards)
+	for i := range lo {
+		lo[i] = fmt.Sprintf("%02x", i*256/schema.FanoutShards)
+		if i > 0 {
+			hi[i-1] = lo[i]
+		}
+	}
+	hi[len(hi)-1] = "g"
+	return lo, hi
+}()
+
+// bounds are a claim's per-shard arguments, in the order given: each
+// shard's lower bound (its watermark, or its prefix where it has none),
+// whether the bound itself may be taken, and its upper bound.
+func bounds(order []int, marks []watermark.Mark[idMark]) (lo []string, incl []bool, hi []string) {
+	lo, incl, hi = make([]string, len(order)), make([]bool, len(order)), make([]string, len(order))
+	for k, s := range order {
+		lo[k], incl[k], hi[k] = shardLo[s], true, shardHi[s]
+		if m := marks[k]; m.Set {
+			lo[k], incl[k] = m.Key.id, m.Key.incl
+		}
+	}
+	return lo, incl, hi
+}
+
+// claimBounds are bounds as the claim takes them: lower bounds, each
+// inclusive, then exclusive ones, "" (below every id) where the mark is a
+// head the probe found, the mark's id where it is a claimed job's. Both
+// are index conditions, so a claim does not even read the row at a
+// claimed job's mark.
+func claimBounds(order []int, marks []watermark.Mark[idMark]) (lo, after, hi []string) {
+	lo, incl, hi := bounds(order, marks)
+	after = make([]string, len(lo))
+	for k := range lo {
+		if !incl[k] {
+			after[k] = lo[k]
+		}
+	}
+	return lo, after, hi
+}
+
+// sharded says whether claims use the shards' watermarks: everywhere but
+// on engines that decorrelate a LATERAL locking subquery (KeyJoinDML:
+// CockroachDB), whose claim keeps the random start.
+func (q *Queue) sharded() bool { return !q.db.Dialect().KeyJoinDML }
+
+// claimSharded locks one job of queue from the shards' watermarks, after
+// the heads probe when it is due (in tx: a probe through the pool could
+// wait for a connection that a worker holding a job waits to give back).
+func (q *Queue) claimSharded(ctx context.Context, tx skiplock.Tx, queue string) (*skiplock.Job, error) {
+	start := q.marks.Start()
+	if t0 := time.Now(); q.marks.ProbeDue(queue, t0) {
+		if err := q.probeHeads(ctx, tx, queue, start); err != nil {
+			return nil, err
+		}
+		q.marks.ProbeDone(queue, t0, time.Now())
+	}
+	order, marks := q.marks.Order(queue, start)
+	lo, after, hi := claimBounds(order, marks)
+	// The start shard alone first (claim_shard), then the others in one
+	// statement: a busy queue's claim sends no arrays.
+	var job *skiplock.Job
+	err := each(ctx, tx, q.sql.claimShard, []any{lo[0], after[0], hi[0], queue}, func(r skiplock.Rows) error {
+		var err error
+		job, err = scanJob(r, nil)
+		return err
+	})
+	if err != nil || job != nil {
+		if job != nil {
+			q.marks.Advance(queue, order[0], idMark{id: job.ID})
+		}
+		return job, err
+	}
+	var n int64
+	err = each(ctx, tx, q.sql.claim, []any{lo[1:], after[1:], hi[1:], queue}, func(r skiplock.Rows) error {
+		var err error
+		job, err = scanJob(r, &n)
+		return err
+	})
+	if err != nil || job == nil {
+		return nil, err
+	}
+	q.marks.Advance(queue, order[n], idMark{id: job.ID}) // n counts from 1 in order[1:]
+	return job, nil
+}
+
+// probeHeads runs the heads probe for queue and moves the watermarks of
+// the shards that have a claimable job to just before it.
+func (q *Queue) probeHeads(ctx context.Context, tx skiplock.Tx, queue string, start int) error {
+	order, _ := q.marks.Order(queue, start)
+	lo, _, hi := bounds(order, make([]watermark.Mark[idMark], len(order)))
+	return each(ctx, tx, q.sql.heads, []any{lo, hi, queue}, func(r skiplock.Rows) error {
+		var n int64
+		var id string
+		if err := r.Scan(&n, &id); err != nil {
+			return err
+		}
+		q.marks.Reset(queue, order[n-1], idMark{id: id, incl: true})
+		return nil
+	})
+}
+
+// positives remembers, per queue, when HasQueued's full check last found
+// a job: for HintMaxAge it answers yes without a new one.
+type positives struct {
+	mu   sync.Mutex
+	seen map[string]time.Time
+}
+
+func (p *positives) recent(queue string, now time.Time, maxAge time.Duration) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	t, ok := p.seen[queue]
+	return ok && now.Sub(t) < maxAge
+}
+
+func (p *positives) saw(queue string, now time.Time) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.seen == nil {
+		p.seen = map[string]time.Time{}
+	}
+	p.seen[queue] = now
+}
+
+// hasQueued is HasQueued for queue. With the watermarks on, a live job at
+// or after a watermark answers at once (a job being processed sits at its
+// shard's watermark or below it); otherwise the full check, which walks
+// the dead entries, runs at most once per HintMaxAge while it keeps
+// finding jobs (those below the watermarks: being processed, waiting out
+// a backoff, or not yet seen by a heads probe), and at once when it last
+// found none. So it never reports a queue empty while it has a job, and
+// may report a job for up to HintMaxAge after the last one is gone.
+func (q *Queue) hasQueued(ctx context.Context, queue string) (bool, error) {
+	now := time.Now()
+	if q.sharded() && q.marks.On() {
+		order, marks := q.marks.Order(queue, 0)
+		lo, _, hi := bounds(order, marks)
+		var found bool
+		if err := q.db.QueryRow(ctx, q.sql.existsAfter, lo, hi, queue).Scan(&found); err != nil {
+			return false, err
+		}
+		if found || q.positive.recent(queue, now, q.cfg.HintMaxAge) {
+			return true, nil
+		}
+	}
+	var found bool
+	if err := q.db.QueryRow(ctx, q.sql.exists, queue).Scan(&found); err != nil {
+		return false, err
+	}
+	if found && q.marks.On() {
+		// The job is below the watermarks: let the next claim look.
+		q.positive.saw(queue, now)
+		q.marks.ProbeSoon(queue)
+	}
+	return found, nil
+}

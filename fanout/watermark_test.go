@@ -1,0 +1,179 @@
+package fanout_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// okHandler succeeds at once.
+func okHandler(context.Context, skiplock.Tx, *skiplock.Job) error { return nil }
+
+// TestIDsAreShardThenTime: new ids are 32 hex digits, a shard then the
+// time, so that within a shard a later enqueue sorts after an earlier one.
+func TestIDsAreShardThenTime(t *testing.T) {
+	t.Parallel()
+	q, _, _ := setup(t, 0, nil)
+	ctx := context.Background()
+	shape := regexp.MustCompile(`^[0-9a-f]{32}$`)
+	first, err := q.EnqueueMany(ctx, jobs(300))
+	if err != nil {
+		t.Fatal(err)
+	}
+	later, err := q.EnqueueMany(ctx, jobs(300))
+	if err != nil {
+		t.Fatal(err)
+	}
+	newest := map[int]string{}
+	for _, id := range first {
+		if !shape.MatchString(id) {
+			t.Fatalf("id %q is not 32 hex digits", id)
+		}
+		newest[fanout.ShardOf(id)] = max(newest[fanout.ShardOf(id)], id)
+	}
+	for _, id := range later {
+		if old, ok := newest[fanout.ShardOf(id)]; ok && id <= old {
+			t.Fatalf("a later id %s sorts before an earlier one of its shard, %s", id, old)
+		}
+	}
+}
+
+// TestJobBelowWatermarkIsFound: once claims have set watermarks, a job
+// that sorts below one (here a row written with the lowest id of a
+// watermarked shard, as a late commit or a rolled-back attempt would sit)
+// is claimed within the stated bound, HintMaxAge (the probe is quick
+// here), and HasQueued reports it while it waits. A drain then leaves
+// nothing, a pre-existing random UUID and a job retried from job_dead
+// included.
+func TestJobBelowWatermarkIsFound(t *testing.T) {
+	t.Parallel()
+	const maxAge = 300 * time.Millisecond
+	q, db, s := setup(t, 0, &fanout.Config{HintMaxAge: maxAge})
+	ctx := context.Background()
+	if _, err := q.EnqueueMany(ctx, jobs(40)); err != nil {
+		t.Fatal(err)
+	}
+	var claimed []string
+	for range 20 {
+		res, err := q.Process(ctx, okHandler)
+		if err != nil || res.Job == nil {
+			t.Fatalf("claim: %+v %v", res, err)
+		}
+		claimed = append(claimed, res.Job.ID)
+	}
+	if fanout.MarksSet(q, q.Name()) == 0 {
+		t.Fatal("no watermark after 20 claims")
+	}
+	// Below the watermark of the last claimed job's shard.
+	low := fanout.ShardPrefix(fanout.ShardOf(claimed[len(claimed)-1])) + fmt.Sprintf("%030d", 0)
+	tbl := table(s, schema.JobQueueTable)
+	insertedAt := time.Now()
+	if _, err := db.Exec(ctx, "INSERT INTO "+tbl+" (id, queue) VALUES ($1, $2)", low, q.Name()); err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for time.Since(insertedAt) < 5*maxAge {
+		res, err := q.Process(ctx, okHandler)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Job == nil {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		if res.Job.ID == low {
+			found = true
+			break
+		}
+	}
+	took := time.Since(insertedAt)
+	switch {
+	case !found:
+		t.Fatalf("a job below a watermark was not claimed within %v", took)
+	case took > maxAge+maxAge/2:
+		t.Errorf("a job below a watermark was claimed after %v: the bound is HintMaxAge (%v) plus a probe", took, maxAge)
+	}
+	// HasQueued never says no while a job waits below the watermarks.
+	drain(t, q)
+	if _, err := db.Exec(ctx, "INSERT INTO "+tbl+" (id, queue) VALUES ($1, $2)", low, q.Name()); err != nil {
+		t.Fatal(err)
+	}
+	if ok, err := q.HasQueued(ctx); err != nil || !ok {
+		t.Fatalf("HasQueued = %v, %v with a job below the watermarks", ok, err)
+	}
+	// A random UUID from before migration 003, and a job back from
+	// job_dead with its old id: both sort below watermarks.
+	uuid := "00000000-0000-4000-8000-000000000001"
+	if _, err := db.Exec(ctx, "INSERT INTO "+tbl+" (id, queue) VALUES ($1, $2)", uuid, q.Name()); err != nil {
+		t.Fatal(err)
+	}
+	dead, err := q.Enqueue(ctx, skiplock.NewJob{MaxAttempts: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		res, err := q.Process(ctx, func(_ context.Context, _ skiplock.Tx, j *skiplock.Job) error {
+			if j.ID == dead {
+				return fmt.Errorf("dies")
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Job != nil && res.Job.ID == dead && res.Dead {
+			break
+		}
+		if res.Job == nil {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	if err := q.RetryJob(ctx, dead); err != nil {
+		t.Fatal(err)
+	}
+	drain(t, q)
+	if n := count(t, db, "SELECT count(*) FROM "+tbl); n != 0 {
+		t.Fatalf("%d jobs left after the drain", n)
+	}
+	// Nothing left: HasQueued says so (after its positive answers expire).
+	time.Sleep(maxAge)
+	if ok, err := q.HasQueued(ctx); err != nil || ok {
+		t.Fatalf("HasQueued = %v, %v on an empty queue", ok, err)
+	}
+}
+
+// drain processes jobs until HasQueued reports none, failing the test
+// if that takes long.
+func drain(t *testing.T, q *fanout.Queue) {
+	t.Helper()
+	ctx := context.Background()
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
+		res, err := q.Process(ctx, okHandler)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Job == nil && !pending(t, q) {
+			return
+		}
+	}
+	t.Fatal("the queue did not drain")
+}
+
+// pending is HasQueued, pausing a little when it is true.
+func pending(t *testing.T, q *fanout.Queue) bool {
+	t.Helper()
+	ok, err := q.HasQueued(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ok {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return ok
+}

@@ -1,0 +1,91 @@
+package watermark
+
+import (
+	"cmp"
+	"testing"
+	"time"
+)
+
+func newMarks(parts int, maxAge time.Duration) *Marks[int] {
+	m := &Marks[int]{}
+	m.Init(parts, maxAge, cmp.Compare[int])
+	return m
+}
+
+// TestProbeTiming: the first claim probes, the next only MaxAge later; a
+// probe that took d holds the next periodic one back until 9d after it;
+// ProbeBy and ProbeSoon bring a probe forward all the same.
+func TestProbeTiming(t *testing.T) {
+	t.Parallel()
+	m := newMarks(4, time.Second)
+	t0 := time.Unix(1000, 0)
+	if !m.ProbeDue("q", t0) {
+		t.Fatal("the first claim did not probe")
+	}
+	m.ProbeDone("q", t0, t0.Add(time.Millisecond))
+	if m.ProbeDue("q", t0.Add(500*time.Millisecond)) {
+		t.Fatal("probed again before MaxAge")
+	}
+	if !m.ProbeDue("q", t0.Add(time.Second)) {
+		t.Fatal("no probe after MaxAge")
+	}
+	// A slow probe: 1s long, so the next waits until 9s after its end.
+	t1 := t0.Add(time.Second)
+	m.ProbeDone("q", t1, t1.Add(time.Second))
+	end := t1.Add(time.Second)
+	if m.ProbeDue("q", end.Add(8*time.Second)) {
+		t.Fatal("a probe ran within nine times the last one's duration")
+	}
+	if !m.ProbeDue("q", end.Add(9*time.Second)) {
+		t.Fatal("no probe nine durations after a slow one")
+	}
+	m.ProbeDone("q", end.Add(9*time.Second), end.Add(9*time.Second))
+	later := end.Add(9 * time.Second)
+	m.ProbeBy("q", later.Add(100*time.Millisecond))
+	if m.ProbeDue("q", later.Add(50*time.Millisecond)) || !m.ProbeDue("q", later.Add(100*time.Millisecond)) {
+		t.Fatal("ProbeBy did not bring the probe forward to its time")
+	}
+	m.ProbeDone("q", later, later.Add(time.Second))
+	m.ProbeSoon("q")
+	if !m.ProbeDue("q", later.Add(time.Second)) {
+		t.Fatal("ProbeSoon waited for a slow probe's hold")
+	}
+	m.ProbeAllSoon()
+	if !m.ProbeDue("q", later.Add(time.Millisecond)) {
+		t.Fatal("ProbeAllSoon did not make the probe due")
+	}
+	off := newMarks(4, -1)
+	if off.ProbeDue("q", t0) || off.On() {
+		t.Fatal("marks that are off probe")
+	}
+}
+
+// TestMarks: Advance only moves forward, Reset anywhere; Order rotates
+// from its start; Below and Count see the marks; Resize drops them.
+func TestMarks(t *testing.T) {
+	t.Parallel()
+	m := newMarks(3, time.Second)
+	m.Advance("q", 1, 10)
+	m.Advance("q", 1, 5)
+	order, marks := m.Order("q", 1)
+	if order[0] != 1 || order[1] != 2 || order[2] != 0 || !marks[0].Set || marks[0].Key != 10 || marks[1].Set {
+		t.Fatalf("order %v marks %v", order, marks)
+	}
+	m.Reset("q", 1, 3)
+	if _, marks := m.Order("q", 0); marks[1].Key != 3 {
+		t.Fatalf("Reset did not move the mark back: %v", marks)
+	}
+	if !m.Below("q", 2) || m.Below("q", 3) || m.Below("other", 0) {
+		t.Fatal("Below is wrong")
+	}
+	if m.Count("q") != 1 {
+		t.Fatalf("Count = %d", m.Count("q"))
+	}
+	m.Resize(5)
+	if m.Count("q") != 0 || m.Parts() != 5 {
+		t.Fatal("Resize kept the marks")
+	}
+	if s := m.Start(); s < 0 || s >= 5 {
+		t.Fatalf("Start = %d", s)
+	}
+}

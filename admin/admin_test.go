@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
 	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/client"
 	"github.com/skiplock/skiplock/fanout"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
@@ -146,4 +148,84 @@ func deadCount(t *testing.T, db *skiplock.DB, s string) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+type pauseArgs struct{ N int }
+
+func (pauseArgs) Kind() string { return "pause" }
+
+// TestPauseStopsClaims: while a queue is paused (both layouts), the job
+// already running finishes, inserts still work, and no worker claims
+// another job over many polls; resuming lets every job run.
+func TestPauseStopsClaims(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 40})
+	db, s := testdb.MigratedOn(t, db, nil)
+	started := make(chan string, 100)
+	release := make(chan struct{})
+	var ran atomic.Int64
+	ws := client.NewWorkers()
+	if err := client.AddWorker(ws, client.WorkFunc[pauseArgs](func(ctx context.Context, j *client.Job[pauseArgs]) error {
+		started <- j.Queue
+		if j.Args.N == 0 {
+			<-release // the first job is in flight when the queue is paused
+		}
+		ran.Add(1)
+		return nil
+	}), nil); err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, FetchPollInterval: 20 * time.Millisecond,
+		Queues: map[string]client.QueueConfig{"b": {MaxWorkers: 2, Prefetch: -1}, "f": {Layout: schema.LayoutFanout, MaxWorkers: 2}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := admin.New(ctx, db, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(ctx) //nolint:errcheck // checked by the counts
+	for _, q := range []string{"b", "f"} {
+		if _, err := c.Insert(ctx, pauseArgs{N: 0}, &client.InsertOpts{Queue: q}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	<-started
+	<-started
+	for _, q := range []string{"b", "f"} {
+		if err := a.SetPaused(ctx, q, true); err != nil {
+			t.Fatal(err)
+		}
+		for i := 1; i <= 5; i++ {
+			if _, err := c.Insert(ctx, pauseArgs{N: i}, &client.InsertOpts{Queue: q}); err != nil {
+				t.Fatalf("insert into a paused queue: %v", err)
+			}
+		}
+	}
+	close(release) // the jobs in flight finish
+	time.Sleep(500 * time.Millisecond)
+	if n := ran.Load(); n != 2 || len(started) != 0 {
+		t.Fatalf("paused: %d jobs ran and %d more started, want the 2 in flight only", n, len(started))
+	}
+	qs, err := a.Queues(ctx)
+	if err != nil || len(qs) != 2 || !qs[0].Paused || !qs[1].Paused || qs[0].Counts["queued"] != 5 {
+		t.Fatalf("queues while paused: %+v, %v", qs, err)
+	}
+	for _, q := range []string{"b", "f"} {
+		if err := a.SetPaused(ctx, q, false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for ran.Load() < 12 {
+		if time.Now().After(deadline) {
+			t.Fatalf("after resume: %d of 12 jobs ran", ran.Load())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

@@ -53,7 +53,7 @@ SELECT "id" FROM /* TEMPLATE: table */ WHERE "queue" = $1 AND "unique_key" = $2 
 WITH best AS (SELECT min(x."priority") AS p
   FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i) CROSS JOIN LATERAL (
     SELECT "priority" FROM /* TEMPLATE: table */
-    WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now()
+    WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: not_paused */ $1)
       AND ("priority", "run_at", "id") > (h.p, h.t, h.i)
     ORDER BY "priority", "run_at", "id" LIMIT 1) AS x)
 UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Running', "attempts" = j."attempts" + 1, "lease_owner" = $3, "lease_token" = $4,
@@ -62,7 +62,7 @@ WHERE j."id" = ANY(ARRAY(
   SELECT b.id FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i)
   CROSS JOIN LATERAL (
     SELECT "id" FROM /* TEMPLATE: table */
-    WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now()
+    WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: not_paused */ $1)
       AND "priority" = (SELECT p FROM best) AND ("priority", "run_at", "id") > (h.p, h.t, h.i)
     ORDER BY "run_at", "id" LIMIT $2 FOR UPDATE SKIP LOCKED) AS b
   LIMIT $2))
@@ -98,11 +98,11 @@ WITH best AS (SELECT min(x."priority") AS p
   FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i) CROSS JOIN LATERAL (
     SELECT COALESCE(
       CASE WHEN h.p >= -32768 THEN (SELECT "priority" FROM /* TEMPLATE: table */
-        WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now()
+        WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: not_paused */ $1)
           AND "priority" = h.p AND "run_at" >= h.t AND ("run_at" > h.t OR "id" > h.i)
         ORDER BY "run_at", "id" LIMIT 1) END,
       (SELECT "priority" FROM /* TEMPLATE: table */
-        WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now()
+        WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: not_paused */ $1)
           AND "priority" > h.p
         ORDER BY "priority", "run_at", "id" LIMIT 1)) AS "priority") AS x)
 UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Running', "attempts" = j."attempts" + 1, "lease_owner" = $3, "lease_token" = $4,
@@ -111,7 +111,7 @@ WHERE j."id" = ANY(ARRAY(
   SELECT b.id FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i)
   CROSS JOIN LATERAL (
     SELECT "id" FROM /* TEMPLATE: table */
-    WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now()
+    WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: not_paused */ $1)
       AND "priority" = (SELECT p FROM best) AND h.p <= (SELECT p FROM best)
       AND "run_at" >= CASE WHEN h.p = (SELECT p FROM best) THEN h.t ELSE '-infinity'::TIMESTAMPTZ END
       AND (h.p < (SELECT p FROM best) OR "run_at" > h.t OR "id" > h.i)
@@ -181,7 +181,7 @@ ORDER BY "priority", "run_at", "id" LIMIT 1;
 --   │                                        locking strength: for update; locking wait policy: skip locked
 --   └── • subquery                  best: one unlocked LIMIT 1 scan of jobs@jobs_dequeue after the watermark
 WITH best AS (SELECT (SELECT "priority" FROM /* TEMPLATE: table */
-    WHERE "status" = 'Queued' AND "queue" = $1 AND array_length($6::INT2[], 1) > 0
+    WHERE "status" = 'Queued' AND "queue" = $1 AND /* TEMPLATE: not_paused */ $1) AND array_length($6::INT2[], 1) > 0
       AND ("priority", "run_at", "id") > (($7::INT4[])[1], ($8::TIMESTAMPTZ[])[1], ($9::INT8[])[1])
       AND "run_at" <= now()
     ORDER BY "priority", "run_at", "id" LIMIT 1) AS p)
@@ -190,7 +190,7 @@ UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Running', "attempts" = j."atte
 FROM (
   SELECT b.id FROM (
     SELECT "id", "priority" FROM /* TEMPLATE: table */
-    WHERE "status" = 'Queued' AND "queue" = $1 AND array_length($6::INT2[], 1) > 0
+    WHERE "status" = 'Queued' AND "queue" = $1 AND /* TEMPLATE: not_paused */ $1) AND array_length($6::INT2[], 1) > 0
       AND ("priority", "run_at", "id") > (($7::INT4[])[1], ($8::TIMESTAMPTZ[])[1], ($9::INT8[])[1])
       AND "run_at" <= now()
     ORDER BY "priority", "run_at", "id" LIMIT $2 FOR UPDATE SKIP LOCKED) AS b

@@ -67,6 +67,7 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		"unique_conflict":  uniqueConflict(),
 		"bucket_predicate": bucketPred,
 		"push_error":       sqltext.PushError("j", `j."attempts"`),
+		"not_paused":       sqltext.NotPaused(skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.QueueStateTable)),
 	}
 }
 

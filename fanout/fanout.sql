@@ -41,7 +41,7 @@
 -- FOR UPDATE locks job_queue's row only.
 SELECT "h"."n", "c".* FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS "h" ("lo", "after", "hi", "n")
 CROSS JOIN LATERAL (SELECT /* TEMPLATE: job_columns */ FROM /* TEMPLATE: queue_table */ AS "j"
-  WHERE "id" >= "h"."lo" AND "id" > "h"."after" AND "id" < "h"."hi" AND "queue" = $4
+  WHERE "id" >= "h"."lo" AND "id" > "h"."after" AND "id" < "h"."hi" AND "queue" = $4 AND /* TEMPLATE: not_paused */ $4)
     AND NOT coalesce((SELECT "a"."retry_at" > now() FROM /* TEMPLATE: attempt_table */ AS "a" WHERE "a"."job_id" = "j"."id"), false)
   ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED) AS "c"
 LIMIT 1;
@@ -54,7 +54,7 @@ LIMIT 1;
 -- (one element per shard, sent, decoded and planned for) are only for a
 -- queue whose first shard came up empty.
 SELECT /* TEMPLATE: job_columns */ FROM /* TEMPLATE: queue_table */ AS "j"
-WHERE "id" >= $1 AND "id" > $2 AND "id" < $3 AND "queue" = $4
+WHERE "id" >= $1 AND "id" > $2 AND "id" < $3 AND "queue" = $4 AND /* TEMPLATE: not_paused */ $4)
   AND NOT coalesce((SELECT "a"."retry_at" > now() FROM /* TEMPLATE: attempt_table */ AS "a" WHERE "a"."job_id" = "j"."id"), false)
 ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED;
 
@@ -106,12 +106,12 @@ SELECT EXISTS (SELECT 1 FROM unnest($1::text[], $2::text[]) AS "h" ("lo", "hi")
 -- never turn into a hash join that reads all of job_attempt first. The
 -- subquery reads no rows for locking: FOR UPDATE locks job_queue's row only.
 SELECT * FROM (SELECT /* TEMPLATE: job_columns */ FROM /* TEMPLATE: queue_table */ AS "j"
-  WHERE "id" >= $1 AND "queue" = $2
+  WHERE "id" >= $1 AND "queue" = $2 AND /* TEMPLATE: not_paused */ $2)
     AND NOT coalesce((SELECT "a"."retry_at" > now() FROM /* TEMPLATE: attempt_table */ AS "a" WHERE "a"."job_id" = "j"."id"), false)
   ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED) AS "after"
 UNION ALL
 SELECT * FROM (SELECT /* TEMPLATE: job_columns */ FROM /* TEMPLATE: queue_table */ AS "j"
-  WHERE "id" < $1 AND "queue" = $2
+  WHERE "id" < $1 AND "queue" = $2 AND /* TEMPLATE: not_paused */ $2)
     AND NOT coalesce((SELECT "a"."retry_at" > now() FROM /* TEMPLATE: attempt_table */ AS "a" WHERE "a"."job_id" = "j"."id"), false)
   ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED) AS "before"
 LIMIT 1;

@@ -45,6 +45,7 @@ func sqlVars(_ *skiplock.Dialect, schemaName string) map[string]string {
 		"attempt_table": s + "." + skiplock.QuoteIdent(schema.JobAttemptTable),
 		"job_columns":   jobColumns,
 		"push_error":    sqltext.PushError(`"j"`, `greatest("j"."attempts", $3::int)`),
+		"not_paused":    sqltext.NotPaused(skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.QueueStateTable)),
 		// bury_lost's lost attempt is max_attempts, not the row's count.
 		"max_error_history": strconv.Itoa(skiplock.MaxErrorHistory),
 	}

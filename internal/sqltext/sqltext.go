@@ -285,3 +285,17 @@ func PushError(alias, attempt string) string {
 	return fmt.Sprintf(`CASE WHEN jsonb_array_length(%s) >= %d THEN %s - 0 ELSE %s END || jsonb_build_array(jsonb_build_object('attempt', %s, 'at', now(), 'error', `,
 		col, skiplock.MaxErrorHistory, col, col, attempt)
 }
+
+// NotPaused returns the start of a SQL condition that holds unless the
+// queue is paused in queueState (skiplock_queue, schema-qualified): a
+// claim's scan of a queue's jobs carries it, closed by the statement's
+// queue parameter and a parenthesis:
+//
+//	AND "queue" = $1 AND /* TEMPLATE: not_paused */ $1)
+//
+// It is uncorrelated, so the engine evaluates it once per statement
+// (PostgreSQL: a one-time filter over the scan), and a paused queue's
+// claim reads and locks nothing.
+func NotPaused(queueState string) string {
+	return `NOT EXISTS (SELECT 1 FROM ` + queueState + ` AS "qs" WHERE "qs"."paused" AND "qs"."name" = `
+}

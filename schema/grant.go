@@ -8,8 +8,11 @@ import (
 
 // WorkerGrants renders the statements an owner runs so that role can
 // enqueue and work the given layouts and nothing more: read the bookkeeping
-// tables, DML on the queue tables and work_log, the id sequence where the
-// engine uses one. The role cannot migrate, create or drop anything.
+// tables and the queues' paused flags, DML on the queue tables and
+// work_log, the id sequence where the engine uses one, and what the
+// maintenance leader writes (its lease row, periodic jobs' ticks), so that
+// a worker can lead. The role cannot migrate, create or drop anything, nor
+// pause a queue.
 func WorkerGrants(d *skiplock.Dialect, schemaName, role string, layouts []Layout) ([]string, error) {
 	if err := skiplock.ValidateIdent("schema", schemaName); err != nil {
 		return nil, err
@@ -23,6 +26,8 @@ func WorkerGrants(d *skiplock.Dialect, schemaName, role string, layouts []Layout
 		fmt.Sprintf("GRANT USAGE ON SCHEMA %s TO %s", s, r),
 		fmt.Sprintf("GRANT SELECT ON %s, %s TO %s", table(SettingTable), table(MigrationTable), r),
 		fmt.Sprintf("GRANT SELECT, INSERT ON %s TO %s", table(WorkLogTable), r),
+		fmt.Sprintf("GRANT SELECT ON %s TO %s", table(QueueStateTable), r),
+		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s, %s TO %s", table(LeaderTable), table(PeriodicTable), r),
 	}
 	for _, l := range layouts {
 		switch l {

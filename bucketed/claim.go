@@ -223,7 +223,7 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 	start := int(q.hints.next.Add(1) % uint64(q.branches.Load()))
 	now := time.Now()
 	if q.hints.probeDue(queue, now) {
-		if err := q.probeHeads(ctx, queue, start); err != nil {
+		if _, err := q.probeHeads(ctx, queue, start); err != nil {
 			return nil, err
 		}
 	}
@@ -252,12 +252,13 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 	return jobs, nil
 }
 
-// probeHeads runs the heads probe for queue and moves the watermarks.
-func (q *Queue) probeHeads(ctx context.Context, queue string, start int) error {
+// probeHeads runs the heads probe for queue and moves the watermarks. found
+// says whether any bucket has a claimable job.
+func (q *Queue) probeHeads(ctx context.Context, queue string, start int) (found bool, err error) {
 	order, _, _, _ := q.hints.args(queue, start)
 	rows, err := q.db.Query(ctx, q.sql.heads, queue, order)
 	if err != nil {
-		return fmt.Errorf("bucketed: dequeue from %q: find each bucket's first job: %w", queue, err)
+		return false, fmt.Errorf("bucketed: dequeue from %q: find each bucket's first job: %w", queue, err)
 	}
 	defer rows.Close()
 	var heads []claimedKey
@@ -265,16 +266,16 @@ func (q *Queue) probeHeads(ctx context.Context, queue string, start int) error {
 		var k claimedKey
 		var b, p int16
 		if err := rows.Scan(&b, &p, &k.runAt, &k.id); err != nil {
-			return fmt.Errorf("bucketed: dequeue from %q: %w", queue, err)
+			return false, fmt.Errorf("bucketed: dequeue from %q: %w", queue, err)
 		}
 		k.bucket, k.prio = int(b), int32(p)
 		heads = append(heads, k)
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("bucketed: dequeue from %q: find each bucket's first job: %w", queue, err)
+		return false, fmt.Errorf("bucketed: dequeue from %q: find each bucket's first job: %w", queue, err)
 	}
 	q.hints.headsFound(queue, heads)
-	return nil
+	return len(heads) > 0, nil
 }
 
 func claimRows(ctx context.Context, tx skiplock.Querier, sql string, args []any) ([]claimedJob, error) {

@@ -49,6 +49,12 @@ type WorkerConfig struct {
 	// Wake, when set, ends an idle wait at once: send on it (without
 	// blocking) when jobs may have arrived, e.g. from a notification.
 	Wake <-chan struct{}
+	// Notified, when set, reports whether every job inserted from now on
+	// will send on Wake (a notification listener that is listening, and
+	// inserts that notify): while it does, a claim that drains the queue
+	// is followed by a wait for Wake or PollInterval, not by polls from
+	// IdleMin. nil means no: a drained queue is polled again from IdleMin.
+	Notified func() bool
 	// Batch was how many jobs a goroutine claimed at once.
 	//
 	// Deprecated: one producer claims for every goroutine (see Prefetch);

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/skiplock/skiplock"
@@ -33,12 +34,16 @@ type Client struct {
 
 	notifyMu   sync.Mutex
 	notifiedAt map[string]time.Time // last notification per queue (debounce)
+	trailing   map[string]bool      // a trailing notification is pending (trailLocked)
 
 	mu       sync.Mutex
 	started  bool
 	stopped  bool
 	maint    *maintenance.Service
 	listener *listener
+	// listenerOn is listener for the producers (Notified), which must
+	// not take mu: Stop holds it while it waits for them.
+	listenerOn atomic.Pointer[listener]
 }
 
 // queueRunner is one worked queue: its layout's worker and the channel
@@ -71,7 +76,7 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl := &Client{db: db, cfg: c, fq: map[string]*fanout.Queue{}, queues: map[string]*queueRunner{}, notifiedAt: map[string]time.Time{}}
+	cl := &Client{db: db, cfg: c, fq: map[string]*fanout.Queue{}, queues: map[string]*queueRunner{}, notifiedAt: map[string]time.Time{}, trailing: map[string]bool{}}
 	switch c.Notify {
 	case NotifyAuto:
 		cl.notify = db.Dialect().Notifications
@@ -80,6 +85,9 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 	}
 	cl.channel = "skiplock." + c.Schema
 	if need := c.Connections(); len(c.worked()) > 0 {
+		if c.AllowSmallPool {
+			need = c.minConnections(cl.notify)
+		}
 		if max := int(db.Stats().Max); max < need {
 			return nil, skiplock.Usagef("client: the pool allows %d connections and these queues need %d (client.Config.Connections): open the DB with skiplock.OpenConfig.MaxConns of at least %d", max, need, need)
 		}
@@ -158,7 +166,7 @@ func (c *Client) addRunner(name string, q QueueConfig) error {
 		w, err := c.bq.NewWorker(&bucketed.WorkerConfig{
 			Queue: name, Workers: q.MaxWorkers, Prefetch: q.Prefetch,
 			PollInterval: poll, Wake: r.wake, NoMaintenance: true, Owner: c.cfg.Owner, Logf: logf,
-			Handler: c.work,
+			Handler: c.work, AfterComplete: c.cfg.AfterComplete, Notified: c.listening,
 		})
 		if err != nil {
 			return fmt.Errorf("client: queue %q: %w", name, err)
@@ -167,6 +175,14 @@ func (c *Client) addRunner(name string, q QueueConfig) error {
 	}
 	c.queues[name] = r
 	return nil
+}
+
+// listening reports whether the listener is LISTENing: every insert
+// through a client then wakes the producers, by a notification or, for
+// one debounced, a trailing one (see Client.trail).
+func (c *Client) listening() bool {
+	l := c.listenerOn.Load()
+	return l != nil && l.listening()
 }
 
 // longestTimeout is the longest attempt any kind may take: a fanout
@@ -216,6 +232,7 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	if c.notify {
 		c.listener = startListener(ctx, c)
+		c.listenerOn.Store(c.listener)
 	}
 	for _, name := range slices.Sorted(mapKeys(c.queues)) {
 		r := c.queues[name]

@@ -31,8 +31,9 @@
 //   - pickup: how fast idle workers start a new job, and what they cost
 //     while idle. A client.Client with W idle workers (default 10) on one
 //     queue; N times (--samples, default 50): wait an idle gap (--gap,
-//     default 1 s), insert one job through a second, insert-only Client
-//     on its own small pool (as another process would: the pickup goes
+//     default 1 s, plus a random part of the poll interval), insert one
+//     job through a second, insert-only Client on its own small pool (as
+//     another process would: the pickup goes
 //     through LISTEN/NOTIFY or the poll, not the in-process wake; with
 //     --same-client through the working Client itself), and time from the
 //     Insert call's return (its commit) to the handler's start: pickup_ms.

@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync/atomic"
 	"time"
 
@@ -12,7 +13,9 @@ import (
 )
 
 // The pickup scenario (runPickup): a client.Client with Workers idle
-// workers on one queue of the layout; Samples times: an idle gap, then
+// workers on one queue of the layout; Samples times: an idle gap (Gap
+// plus a random part of PollInterval, so that inserts fall at random
+// points of the poll cycle), then
 // one job inserted through a second, insert-only client.Client on its own
 // small pool (as another process would insert it: the pickup goes
 // through a notification, or the poll, never the in-process wake; with
@@ -163,7 +166,10 @@ func runPickup(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) 
 			return err
 		}
 		g0, s0, m0 := time.Now(), c.stmts.load(), maint.load()
-		if err := sleepCtx(ctx, c.Gap); err != nil {
+		// A random part of a poll interval on top of the gap: the
+		// inserts land at random points of the producers' poll cycle,
+		// as real ones do, not in step with it.
+		if err := sleepCtx(ctx, c.Gap+rand.N(c.PollInterval)); err != nil {
 			return err
 		}
 		if i >= 0 {

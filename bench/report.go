@@ -294,7 +294,7 @@ func (r *Report) writePickup(b *strings.Builder) {
 	if s := r.Settings; s != nil {
 		how := map[bool]string{true: "LISTEN/NOTIFY", false: "polling only"}[s.Notify]
 		from := map[bool]string{true: "the working client itself (in-process wake)", false: "a second client on its own pool"}[s.SameClient]
-		fmt.Fprintf(b, "pickup: %d samples, %v idle before each, inserted by %s; %s, poll interval %v\n",
+		fmt.Fprintf(b, "pickup: %d samples, %v idle before each (plus up to a poll interval, at random), inserted by %s; %s, poll interval %v\n",
 			s.Samples, time.Duration(s.GapS*float64(time.Second)), from, how, time.Duration(s.PollIntervalS*float64(time.Second)))
 	}
 	p := r.PickupMS

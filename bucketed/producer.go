@@ -29,12 +29,14 @@ type producer struct {
 	held   atomic.Int64  // jobs claimed and not yet finished (ready + running)
 	hungry atomic.Int64  // goroutines waiting on ready
 	stmts  atomic.Int64  // claim statements sent
+	soon   chan struct{} // cap 1: a job this worker put back is due (wakeIn)
 	done   chan struct{} // closed when the producer has returned
 }
 
 func (p *producer) init(capacity int) {
 	p.ready = make(chan handed, capacity)
 	p.slots = make(chan struct{}, 1)
+	p.soon = make(chan struct{}, 1)
 	p.done = make(chan struct{})
 }
 
@@ -54,10 +56,9 @@ func (p *producer) poke() {
 // claim's watermarks, and claims only when it found a claimable job: an
 // idle queue costs one statement per poll, not a claim's transaction
 // (three) and a probe. Once the waits have grown to PollInterval they are
-// exactly PollInterval, so an idle queue polls once per interval. When
-// WorkerConfig.Notified says every new job will Wake the producer, a
-// claim that drained the queue waits for that Wake (or PollInterval)
-// instead of polling again within milliseconds.
+// exactly PollInterval, so an idle queue polls once per interval. With
+// WorkerConfig.WaitWhenDrained, a claim that drained the queue waits for
+// a Wake (or PollInterval) instead of polling again within milliseconds.
 func (w *Worker) produce(ctx context.Context) {
 	p := &w.prod
 	defer close(p.done)
@@ -78,7 +79,7 @@ func (w *Worker) produce(ctx context.Context) {
 		// waiting with nothing ready for it.
 		if want <= 0 || (want < refill && (p.hungry.Load() == 0 || len(p.ready) > 0)) {
 			probeFirst = false
-			if ok, _ := w.pause(ctx, p.slots, 0); !ok { // until demand changes
+			if ok, _ := w.pause(ctx, p.slots, nil, 0); !ok { // until demand changes
 				return
 			}
 			continue
@@ -102,7 +103,7 @@ func (w *Worker) produce(ctx context.Context) {
 			wait := workloop.Jitter(failing)
 			w.cfg.Logf("bucketed worker: claim from %q: %v (retrying in %v)", w.cfg.Queue, err, wait.Round(time.Millisecond))
 			idle = 0
-			if ok, _ := w.pause(ctx, nil, wait); !ok {
+			if ok, _ := w.pause(ctx, nil, nil, wait); !ok {
 				return
 			}
 			continue
@@ -122,8 +123,8 @@ func (w *Worker) produce(ctx context.Context) {
 		// after the idle backoff (or at once when woken).
 		next := workloop.Grow(idle, w.cfg.IdleMin, w.cfg.PollInterval)
 		switch {
-		case len(jobs) > 0 && w.cfg.Notified != nil && w.cfg.Notified():
-			next = w.cfg.PollInterval // the next job wakes the producer
+		case len(jobs) > 0 && w.cfg.WaitWhenDrained:
+			next = w.cfg.PollInterval // until a Wake
 		case len(jobs) > 0:
 			next = w.cfg.IdleMin
 		}
@@ -132,7 +133,7 @@ func (w *Worker) produce(ctx context.Context) {
 			wait = next // steady idle: one poll per interval
 		}
 		idle = next
-		ok, woken := w.pause(ctx, w.cfg.Wake, wait)
+		ok, woken := w.pause(ctx, w.cfg.Wake, p.soon, wait)
 		if !ok {
 			return
 		}
@@ -157,12 +158,12 @@ func (w *Worker) hand(jobs []*skiplock.Job) {
 	}
 }
 
-// pause waits for d (0: no timer), a signal on wake (nil: none), or the
-// end of the Worker. ok is false when the Worker is stopping; woken says
-// the wait ended on wake. An idle producer waits on the Wake signal only:
-// a goroutine finishing a job does not make a drained queue worth
-// polling.
-func (w *Worker) pause(ctx context.Context, wake <-chan struct{}, d time.Duration) (ok, woken bool) {
+// pause waits for d (0: no timer), a signal on wake or soon (nil: none),
+// or the end of the Worker. ok is false when the Worker is stopping;
+// woken says the wait ended on a signal. An idle producer waits on the
+// Wake signal and on its own jobs coming due (wakeIn) only: a goroutine
+// finishing a job does not make a drained queue worth polling.
+func (w *Worker) pause(ctx context.Context, wake, soon <-chan struct{}, d time.Duration) (ok, woken bool) {
 	var timer <-chan time.Time
 	if d > 0 {
 		t := time.NewTimer(d)
@@ -176,9 +177,27 @@ func (w *Worker) pause(ctx context.Context, wake <-chan struct{}, d time.Duratio
 		return false, false
 	case <-wake:
 		return true, true
+	case <-soon:
+		return true, true
 	case <-timer:
 	}
 	return true, false
+}
+
+// wakeIn wakes an idle producer d from now (a few milliseconds after, for
+// the database's clock), when a job this worker put back (a snooze, a
+// failed attempt's backoff) comes due before the next poll would find
+// it: no notification announces such a job.
+func (w *Worker) wakeIn(d time.Duration) {
+	if d >= w.cfg.PollInterval {
+		return
+	}
+	time.AfterFunc(d+5*time.Millisecond, func() {
+		select {
+		case w.prod.soon <- struct{}{}:
+		default:
+		}
+	})
 }
 
 // returnReady gives back the jobs claimed but never started, once the

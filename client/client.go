@@ -8,7 +8,6 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/skiplock/skiplock"
@@ -41,9 +40,6 @@ type Client struct {
 	stopped  bool
 	maint    *maintenance.Service
 	listener *listener
-	// listenerOn is listener for the producers (Notified), which must
-	// not take mu: Stop holds it while it waits for them.
-	listenerOn atomic.Pointer[listener]
 }
 
 // queueRunner is one worked queue: its layout's worker and the channel
@@ -166,7 +162,7 @@ func (c *Client) addRunner(name string, q QueueConfig) error {
 		w, err := c.bq.NewWorker(&bucketed.WorkerConfig{
 			Queue: name, Workers: q.MaxWorkers, Prefetch: q.Prefetch,
 			PollInterval: poll, Wake: r.wake, NoMaintenance: true, Owner: c.cfg.Owner, Logf: logf,
-			Handler: c.work, AfterComplete: c.cfg.AfterComplete, Notified: c.listening,
+			Handler: c.work, AfterComplete: c.cfg.AfterComplete, WaitWhenDrained: true,
 		})
 		if err != nil {
 			return fmt.Errorf("client: queue %q: %w", name, err)
@@ -175,14 +171,6 @@ func (c *Client) addRunner(name string, q QueueConfig) error {
 	}
 	c.queues[name] = r
 	return nil
-}
-
-// listening reports whether the listener is LISTENing: every insert
-// through a client then wakes the producers, by a notification or, for
-// one debounced, a trailing one (see Client.trail).
-func (c *Client) listening() bool {
-	l := c.listenerOn.Load()
-	return l != nil && l.listening()
 }
 
 // longestTimeout is the longest attempt any kind may take: a fanout
@@ -232,7 +220,6 @@ func (c *Client) Start(ctx context.Context) error {
 	}
 	if c.notify {
 		c.listener = startListener(ctx, c)
-		c.listenerOn.Store(c.listener)
 	}
 	for _, name := range slices.Sorted(mapKeys(c.queues)) {
 		r := c.queues[name]

@@ -247,7 +247,10 @@ func TestTimeoutSnoozeAndBackoff(t *testing.T) {
 	must(t, client.AddWorker(ws, client.WorkFunc[ghostArgs](func(ctx context.Context, j *client.Job[ghostArgs]) error {
 		return skiplock.Snooze(time.Millisecond)
 	}), nil))
-	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, MaxSnoozes: 3, Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 4}}})
+	// Polls an hour apart: a snoozed job is due again before any poll,
+	// and no notification announces it; the producer wakes itself.
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, MaxSnoozes: 3, FetchPollInterval: time.Hour,
+		Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 4}}})
 	must(t, err)
 	must(t, c.Start(ctx))
 	defer c.Stop(ctx) //nolint:errcheck // checked below

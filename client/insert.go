@@ -275,7 +275,7 @@ func (c *Client) notifyChannel(queue string) string {
 // insert being written: at the end of the debounce window, or, when a
 // trailing one is already pending, that one (it is sent after this
 // insert's statement). The listeners' producers then need no fast polls
-// after a drained claim (bucketed.WorkerConfig.Notified). An insert in a
+// after a drained claim (bucketed.WorkerConfig.WaitWhenDrained). An insert in a
 // caller's transaction that commits after the trailing notification is
 // found by the next poll (FetchPollInterval), as a lost notification is.
 // Callers hold notifyMu.

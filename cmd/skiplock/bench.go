@@ -61,7 +61,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(&cfg.Baseline, "baseline", false, "also run the article's script through pgbench with the same workers and duration")
 	fs.BoolVar(&cfg.SeparateBegin, "separate-begin", false, "send each transaction's BEGIN as its own round trip, as pgbench's scripts do (default: BEGIN rides with the first statement)")
 	fs.IntVar(&cfg.Samples, "samples", 0, "pickup: jobs to time, one at a time (default 50)")
-	fs.DurationVar(&cfg.Gap, "gap", 0, "pickup: idle wait before each insert (default 1s)")
+	fs.DurationVar(&cfg.Gap, "gap", 0, "pickup: idle wait before each insert (default 1s), plus a random part of the poll interval")
 	fs.DurationVar(&cfg.PollInterval, "poll-interval", 0, "pickup: the working client's FetchPollInterval (default 1s)")
 	fs.BoolVar(&cfg.NoNotify, "no-notify", false, "pickup: notifications off (client.NotifyOff): idle workers find jobs by polling")
 	fs.BoolVar(&cfg.SameClient, "same-client", false, "pickup: insert through the working client itself (its in-process wake) instead of a second client")

@@ -33,9 +33,10 @@ func runBench(ctx context.Context, e *env, args []string) error {
 			"  tombstones  burn down N jobs (default 200000) on one connection while a side connection holds a snapshot,\n"+
 			"              so that no dead version is removed (as on YugabyteDB and CockroachDB); claim latency and index\n"+
 			"              tuples per claim per window, then on the drained queue and on a fresh table\n"+
-			"  pickup      a client.Client with W idle workers (default 10); N times (--samples, default 50): wait --gap (1s),\n"+
-			"              insert one job through a second client, time insert commit -> handler start; and the working\n"+
-			"              client's statements per second while idle (--no-notify: polling only, every --poll-interval)\n\n"+
+			"  pickup      a client.Client with W idle workers (default 10); N times (--samples, default 50): wait --gap (1s)\n"+
+			"              plus up to a poll interval, insert one job through a second client, time insert commit -> handler\n"+
+			"              start; and the working client's statements per second while idle (--no-notify: polling only,\n"+
+			"              every --poll-interval)\n\n"+
 			"--rtt D on any scenario sends every connection through a loopback proxy adding D/2 each way.\n"+
 			"The bench empties and refills its own schema: %s, or one --schema names that does not\n"+
 			"exist yet (the bench creates and marks it). It refuses any other schema.\n"+

@@ -8,11 +8,10 @@
 //
 //   - latency: the scalable-job-queue article's pgbench test. Preload jobs; each of W workers
 //     loops: claim one job, work on it for D, complete it. Lease mode runs
-//     the bucketed layout over a small pool, the way a producer feeds its
-//     worker slots: a few claimers each take every worker's request
-//     waiting and claim that many jobs in one Dequeue, and a few
-//     completers write finished jobs in one CompleteMany each (see
-//     leaseRunner); no worker holds a connection while it works. Tx mode
+//     a client.Client's bucketed queue over a small pool: its producer
+//     claims for the free workers plus a prefetch, and a few completers
+//     write finished jobs in one statement each (see leaseDriver); no
+//     worker holds a connection while it works. Tx mode
 //     runs the fanout layout, where a worker holds one connection for the
 //     whole job.
 //   - lock: the scalable-job-queue article's lock-only test. W clients each run BEGIN; lock one
@@ -29,6 +28,23 @@
 //     claim latency and index tuples read per claim are reported per
 //     window of the run, then for empty claims on the drained queue and on
 //     a fresh table (see runTombstones).
+//   - pickup: how fast idle workers start a new job, and what they cost
+//     while idle. A client.Client with W idle workers (default 10) on one
+//     queue; N times (--samples, default 50): wait an idle gap (--gap,
+//     default 1 s, plus a random part of the poll interval), insert one
+//     job through a second, insert-only Client on its own small pool (as
+//     another process would: the pickup goes
+//     through LISTEN/NOTIFY or the poll, not the in-process wake; with
+//     --same-client through the working Client itself), and time from the
+//     Insert call's return (its commit) to the handler's start: pickup_ms.
+//     The working client's statements over the gaps, counted at the
+//     skiplock.Pool seam, are idle_statements_per_s (its queue's:
+//     producer, listener, heartbeat) and
+//     idle_maintenance_statements_per_s (the schema's maintenance
+//     service, one per process whatever its queues, run by the bench on
+//     the same pool). --no-notify (client.NotifyOff) shows the polling
+//     path: pickup then waits for the next poll (--poll-interval, default
+//     1 s), half of it at the median. See runPickup.
 //
 // Every scenario takes an emulated network round trip (Config.RTT): the
 // bench's connections then go through an in-process loopback proxy that
@@ -70,6 +86,7 @@ const (
 	ScenarioLock       = "lock"
 	ScenarioThroughput = "throughput"
 	ScenarioTombstones = "tombstones"
+	ScenarioPickup     = "pickup"
 )
 
 // Mode names: how a worker holds its job.
@@ -141,6 +158,19 @@ type Config struct {
 	// (skiplock.OpenConfig.PipelineBegin).
 	SeparateBegin bool
 
+	// Samples, Gap, PollInterval, NoNotify and SameClient are the pickup
+	// scenario's (runPickup): how many jobs it times, the idle wait
+	// before each insert (default 1s), the working client's
+	// FetchPollInterval (default client.DefaultFetchPollInterval),
+	// notifications off (client.NotifyOff: the polling path), and the
+	// jobs inserted through the working client itself (its in-process
+	// wake) instead of a second client.
+	Samples      int
+	Gap          time.Duration
+	PollInterval time.Duration
+	NoNotify     bool
+	SameClient   bool
+
 	// RTT, when positive, is an emulated network round trip: every
 	// connection of the run (pgbench's too) goes through a loopback proxy
 	// that holds each chunk RTT/2 in each direction, without limiting
@@ -180,8 +210,15 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	switch o.Scenario {
 	case ScenarioLatency, ScenarioLock, ScenarioThroughput, ScenarioTombstones:
+		if o.Samples != 0 || o.Gap != 0 || o.PollInterval != 0 || o.NoNotify || o.SameClient {
+			return o, skiplock.Usagef("--samples, --gap, --poll-interval, --no-notify and --same-client are the pickup scenario's: leave them out of %s", o.Scenario)
+		}
+	case ScenarioPickup:
+		if err := o.pickupDefaults(); err != nil {
+			return o, err
+		}
 	default:
-		return o, skiplock.Usagef("unknown scenario %q: use latency, lock, throughput or tombstones", o.Scenario)
+		return o, skiplock.Usagef("unknown scenario %q: use latency, lock, throughput or tombstones (the load tests), or pickup (idle workers picking up one job)", o.Scenario)
 	}
 	if o.RTT < 0 {
 		return o, skiplock.Usagef("--rtt %v cannot be negative: use 0 (no proxy) or a round trip such as 2ms", o.RTT)
@@ -250,7 +287,7 @@ func (c *Config) withDefaults() (Config, error) {
 	if o.Scenario != ScenarioLatency {
 		o.Work = 0
 	}
-	if o.Duration == 0 && !(o.Scenario == ScenarioLatency && o.Jobs > 0) && o.Scenario != ScenarioThroughput && o.Scenario != ScenarioTombstones {
+	if o.Duration == 0 && !(o.Scenario == ScenarioLatency && o.Jobs > 0) && o.Scenario != ScenarioThroughput && o.Scenario != ScenarioTombstones && o.Scenario != ScenarioPickup {
 		o.Duration = 30 * time.Second
 	}
 	switch o.Scenario {
@@ -303,6 +340,9 @@ func (c *Config) withDefaults() (Config, error) {
 		return o, skiplock.Usagef("--conns %d with %d workers: %s holds one connection per worker (fanout: and one more to count attempts); use --conns %d or more, or --mode lease", o.Conns, o.Workers, o.what(), need)
 	}
 	o.Conns = need
+	if o.Scenario == ScenarioPickup {
+		o.Conns = pickupConns(&o)
+	}
 	if o.Progress == 0 {
 		o.Progress = 5 * time.Second
 	}
@@ -502,6 +542,10 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 		err = runLock(ctx, &c, admin, rep)
 	case ScenarioTombstones:
 		err = runTombstones(ctx, &c, admin, rep)
+	case ScenarioPickup:
+		rep.Settings.Samples, rep.Settings.GapS, rep.Settings.PollIntervalS = c.Samples, c.Gap.Seconds(), c.PollInterval.Seconds()
+		rep.Settings.Notify, rep.Settings.SameClient = !c.NoNotify && admin.Dialect().Notifications, c.SameClient
+		err = runPickup(ctx, &c, admin, rep)
 	default:
 		err = runJobs(ctx, &c, admin, rep)
 	}

@@ -16,7 +16,7 @@ func init() { drivers[schema.LayoutBucketed] = newBucketedDriver }
 // bucketedDriver runs lease mode: jobs are claimed under a lease, worked
 // without holding a connection, and completed in a second short
 // transaction. Workers that work one job at a time for a while (the
-// latency scenario) run on bucketed.Worker (leaseDriver); otherwise each
+// latency scenario) run on client.Client (leaseDriver); otherwise each
 // worker claims up to a batch itself and completes it in one statement
 // (no work) or job by job.
 type bucketedDriver struct {
@@ -33,7 +33,7 @@ func newBucketedDriver(db *skiplock.DB, c *Config, counters *retry.Counters) (dr
 	}
 	d := &bucketedDriver{q: q, batch: c.Batch}
 	if c.Work > 0 && c.Batch == 1 {
-		return &leaseDriver{bucketedDriver: d, c: c}, nil
+		return &leaseDriver{bucketedDriver: d, c: c, db: db, counters: counters}, nil
 	}
 	return d, nil
 }

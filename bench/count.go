@@ -49,10 +49,20 @@ func uncounted(ctx context.Context) context.Context {
 	return context.WithValue(ctx, uncountedKey{}, true)
 }
 
+// counterKey carries, in a context, a counter of its own for the
+// statements sent under it (the pickup scenario counts the maintenance
+// service's apart from the client's).
+type counterKey struct{}
+
 func (s *stmtCounter) add(ctx context.Context) {
-	if ctx.Value(uncountedKey{}) == nil {
-		s.n.Add(1)
+	if ctx.Value(uncountedKey{}) != nil {
+		return
 	}
+	if own, ok := ctx.Value(counterKey{}).(*stmtCounter); ok {
+		own.n.Add(1)
+		return
+	}
+	s.n.Add(1)
 }
 
 // load returns what was counted so far (zero for a nil counter).

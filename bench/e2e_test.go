@@ -351,3 +351,38 @@ func TestRTT(t *testing.T) {
 		})
 	}
 }
+
+// The pickup scenario times every sample, through a second client (a
+// notification), through the working one, and by polling, and counts the
+// idle statements.
+func TestPickup(t *testing.T) {
+	t.Parallel()
+	for name, tc := range map[string]bench.Config{
+		"bucketed":           {Layout: "bucketed"},
+		"fanout":             {Layout: "fanout", Workers: 2},
+		"bucketed polling":   {Layout: "bucketed", NoNotify: true, PollInterval: 100 * time.Millisecond},
+		"fanout same client": {Layout: "fanout", SameClient: true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			tc.Scenario, tc.Samples, tc.Gap, tc.Progress = bench.ScenarioPickup, 4, 150*time.Millisecond, -1
+			c, _ := config(t, tc)
+			rep := run(t, c)
+			if rep.PickupMS == nil || rep.PickupMS.Count != 4 || rep.Jobs != 4 {
+				t.Fatalf("pickup %+v, jobs %d: want 4 samples", rep.PickupMS, rep.Jobs)
+			}
+			if rep.IdleStatementsPerS == nil || rep.IdleMaintenanceStatementsPerS == nil || rep.IdleSeconds < 0.5 {
+				t.Fatalf("idle statements %v, maintenance %v over %.2f s", rep.IdleStatementsPerS, rep.IdleMaintenanceStatementsPerS, rep.IdleSeconds)
+			}
+			if tc.NoNotify && (rep.Settings.Notify || *rep.IdleStatementsPerS == 0) {
+				t.Fatalf("polling every 100ms: notify %v, %v idle statements/s", rep.Settings.Notify, *rep.IdleStatementsPerS)
+			}
+			if rep.PickupMS.Max > 30_000 {
+				t.Fatalf("pickup max %.1f ms", rep.PickupMS.Max)
+			}
+			var table strings.Builder
+			if err := rep.WriteTable(&table); err != nil || !strings.Contains(table.String(), "pickup ms") {
+				t.Fatalf("table %q, %v", table.String(), err)
+			}
+		})
+	}
+}

@@ -6,64 +6,69 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
-	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/client"
 	"github.com/skiplock/skiplock/retry"
 )
 
 // leaseDriver runs the latency scenario in lease mode (jobs that take
-// time, one per worker) on the library's own worker, bucketed.Worker,
-// with c.Workers goroutines over the small pool: its producer (one
-// claimer for every goroutine, with a prefetch, so a goroutine that
-// finishes a job takes the next one from memory) and batched completions
-// are what a user's Worker gets. A job's latency runs from its goroutine
-// asking for work to the commit of its completion
-// (WorkerConfig.AfterComplete), so waiting for a claim or a completion is
-// measured; its dequeue time is the goroutine's wait for a job (nothing
-// when one was prefetched).
+// time, one per worker) on the library's client, client.Client: one
+// bucketed queue of c.Workers workers over the small pool (the client's
+// AllowSmallPool), a raw worker for kind "" (the bench enqueues jobs
+// without a kind) that sleeps c.Work. Its producer (one claimer for
+// every goroutine, with a prefetch, so a goroutine that finishes a job
+// takes the next one from memory) and batched completions are what a
+// user's Client gets. Notifications are off: every job is preloaded, so
+// nothing is inserted to be woken for, and the listener would hold one
+// of the few connections. A job's latency runs from its goroutine asking
+// for work to the commit of its completion (Config.AfterComplete), so
+// waiting for a claim or a completion is measured; its dequeue time is
+// the goroutine's wait for a job (nothing when one was prefetched).
 type leaseDriver struct {
 	*bucketedDriver
-	c *Config
+	c        *Config
+	db       *skiplock.DB
+	counters *retry.Counters
 }
 
 // leasePoll is how often a run by job count checks whether any job is
 // left.
 const leasePoll = 20 * time.Millisecond
 
-// runWorkers runs the Worker until deadline (zero: until no job is Queued
+// runWorkers runs the Client until deadline (zero: until no job is Queued
 // or Running), then stops it as pgbench -T stops: no new claims, the jobs
 // in flight finish and are written. An interrupt (ctx) stops it at once:
 // the jobs in hand are given back.
 func (d *leaseDriver) runWorkers(ctx context.Context, deadline time.Time, rec *recorder) error {
-	w, err := d.q.NewWorker(&bucketed.WorkerConfig{
-		Queue: DefaultQueue, Workers: d.c.Workers, Batch: 1,
-		Handler: func(ctx context.Context, _ *skiplock.Job) error { return retry.Sleep(ctx, d.c.Work) },
+	workers := client.NewWorkers()
+	err := client.AddRawWorker(workers, "", func(ctx context.Context, _ *skiplock.Job) error { return retry.Sleep(ctx, d.c.Work) }, nil)
+	if err != nil {
+		return err
+	}
+	cl, err := client.New(ctx, d.db, &client.Config{
+		Schema:  d.c.Schema,
+		Queues:  map[string]client.QueueConfig{DefaultQueue: {MaxWorkers: d.c.Workers}},
+		Workers: workers, Notify: client.NotifyOff, JobTimeout: -1, AllowSmallPool: true,
+		Retry: retryOptions(d.db, d.counters),
 		AfterComplete: func(_ *skiplock.Job, asked, claimed time.Time) {
 			rec.job(claimed.Sub(asked), time.Since(asked))
 		},
 		// Failed statements (claims, completions, heartbeats) are the
-		// run's errors; the worker's other lines ("recovered") are not.
-		Logf: func(format string, args ...any) {
-			for _, a := range args {
-				if err, ok := a.(error); ok {
-					rec.fail(err)
-					return
-				}
-			}
-		},
+		// run's errors; the client's other lines ("recovered") are not.
+		Logf: errorsOf(rec, nil),
 	})
 	if err != nil {
 		return err
 	}
 	// The handlers' parent outlives the run's context: Stop decides how
 	// they end.
-	if err := w.Start(context.WithoutCancel(ctx)); err != nil {
+	if err := cl.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
 	waitErr := d.wait(ctx, deadline)
-	if err := w.Stop(ctx); err != nil && ctx.Err() == nil {
+	if err := cl.Stop(ctx); err != nil && ctx.Err() == nil {
 		rec.fail(fmt.Errorf("stop: %w", err))
 	}
-	st := w.Stats()
+	st, _ := cl.QueueStats(DefaultQueue)
 	for range st.Lost {
 		rec.fail(fmt.Errorf("complete: %w", skiplock.ErrLeaseLost))
 	}

@@ -76,6 +76,16 @@ type Report struct {
 	Windows []TombstoneWindow `json:"windows,omitempty"`
 	Drained *ClaimSample      `json:"drained,omitempty"`
 	Fresh   *ClaimSample      `json:"fresh,omitempty"`
+	// PickupMS is the pickup scenario's time from an insert's commit to
+	// its handler's start, per sample; IdleStatementsPerS the working
+	// client's statements for its queue (producer, listener, heartbeat)
+	// per second of the idle gaps (IdleSeconds in all), and
+	// IdleMaintenanceStatementsPerS the schema's maintenance service's on
+	// the same pool over the same gaps. Absent from the other scenarios.
+	PickupMS                      *Summary `json:"pickup_ms,omitempty"`
+	IdleStatementsPerS            *float64 `json:"idle_statements_per_s,omitempty"`
+	IdleMaintenanceStatementsPerS *float64 `json:"idle_maintenance_statements_per_s,omitempty"`
+	IdleSeconds                   float64  `json:"idle_s,omitempty"`
 	// WindowJobsPerS counts as pgbench -T does: the jobs finished by the
 	// end of the --duration window, over the window (a timed run stops
 	// claiming at the deadline and lets the jobs in flight finish, which
@@ -157,6 +167,14 @@ type Settings struct {
 	// first statement (skiplock.OpenConfig.PipelineBegin); pgbench's
 	// scripts send it alone.
 	PipelineBegin bool `json:"pipeline_begin"`
+	// Samples, GapS, PollIntervalS, Notify and SameClient are the pickup
+	// scenario's settings (Config): Notify says notifications were in
+	// use.
+	Samples       int     `json:"samples,omitempty"`
+	GapS          float64 `json:"gap_s,omitempty"`
+	PollIntervalS float64 `json:"poll_interval_s,omitempty"`
+	Notify        bool    `json:"notify,omitempty"`
+	SameClient    bool    `json:"same_client,omitempty"`
 }
 
 // DescribeMachine reads the machine's cores and memory.
@@ -235,6 +253,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	fmt.Fprintln(b)
 	fmt.Fprintln(b)
+	if r.PickupMS != nil {
+		r.writePickup(b)
+		_, err := io.WriteString(w, b.String())
+		return err
+	}
 	tw := tabwriter.NewWriter(b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "run\tjobs\tseconds\tjobs/s\teff\tlat min\tavg\tp50\tp95\tp99\tmax ms\tdeq avg\tdeq p99 ms\tretries\terrors\tconns\t")
 	for _, run := range []*Report{r, r.Baseline} {
@@ -295,6 +318,29 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// writePickup writes the pickup scenario's figures.
+func (r *Report) writePickup(b *strings.Builder) {
+	if s := r.Settings; s != nil {
+		how := map[bool]string{true: "LISTEN/NOTIFY", false: "polling only"}[s.Notify]
+		from := map[bool]string{true: "the working client itself (in-process wake)", false: "a second client on its own pool"}[s.SameClient]
+		fmt.Fprintf(b, "pickup: %d samples, %v idle before each (plus up to a poll interval, at random), inserted by %s; %s, poll interval %v\n",
+			s.Samples, time.Duration(s.GapS*float64(time.Second)), from, how, time.Duration(s.PollIntervalS*float64(time.Second)))
+	}
+	p := r.PickupMS
+	fmt.Fprintf(b, "pickup ms (insert committed -> handler started): p50 %s, p95 %s, p99 %s, max %s, avg %s\n", ms(p.P50), ms(p.P95), ms(p.P99), ms(p.Max), ms(p.Avg))
+	if r.IdleStatementsPerS != nil && r.IdleMaintenanceStatementsPerS != nil {
+		fmt.Fprintf(b, "idle statements/s over %.1f s of gaps: %.2f by the queue (producer, listener, heartbeat), %.2f by the maintenance service\n",
+			r.IdleSeconds, *r.IdleStatementsPerS, *r.IdleMaintenanceStatementsPerS)
+	}
+	if r.RTTMS > 0 {
+		fmt.Fprintf(b, "rtt: %s ms added per round trip by a loopback proxy\n", ms(r.RTTMS))
+	}
+	fmt.Fprintf(b, "errors: %d, connections: %d\n", r.Errors, r.Connections)
+	for _, e := range r.ErrorSamples {
+		fmt.Fprintf(b, "error: %s\n", e)
+	}
 }
 
 // writeTombstones writes the tombstones scenario's windows and empty

@@ -31,7 +31,7 @@ type driver interface {
 }
 
 // workerRunner is a driver that runs the layout's own worker pool
-// (bucketed.Worker) instead of runJobs' goroutines calling step:
+// (client.Client) instead of runJobs' goroutines calling step:
 // runWorkers works jobs until deadline (zero: until none is left),
 // records each in rec, and returns once the jobs in flight are written.
 type workerRunner interface {

@@ -221,7 +221,16 @@ func TestConfigDefaultsAndUsage(t *testing.T) {
 	if err != nil || c.Jobs != 100_000 || c.Duration != 0 || c.Batch != 200 || c.Workers != 10 {
 		t.Fatalf("throughput defaults: %+v, %v", c, err)
 	}
+	c, err = (&Config{Scenario: ScenarioPickup, Layout: schema.LayoutFanout, Workers: 3}).withDefaults()
+	if err != nil || c.Samples != DefaultPickupSamples || c.Gap != time.Second || c.PollInterval != time.Second || c.Mode != ModeTx || c.Conns < 4 {
+		t.Fatalf("pickup defaults: %+v, %v", c, err)
+	}
 	for _, bad := range []Config{
+		{Scenario: ScenarioPickup, Work: time.Second},
+		{Scenario: ScenarioPickup, Conns: 3},
+		{Scenario: ScenarioPickup, Samples: -1},
+		{Scenario: ScenarioPickup, Baseline: true},
+		{Scenario: ScenarioLatency, NoNotify: true},
 		{Scenario: "nope"},
 		{Scenario: ScenarioLatency, Layout: schema.LayoutBucketed, Mode: ModeTx},
 		{Scenario: ScenarioLatency, Mode: ModeTx, Batch: 5},

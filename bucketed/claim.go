@@ -137,7 +137,7 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 	q.recheckLayout(ctx)
 	start := q.hints.Start()
 	if t0 := time.Now(); q.hints.ProbeDue(queue, t0) {
-		if err := q.probeHeads(ctx, queue, start); err != nil {
+		if _, err := q.probeHeads(ctx, queue, start); err != nil {
 			return nil, err
 		}
 		q.hints.ProbeDone(queue, t0, time.Now())
@@ -167,12 +167,26 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 	return jobs, nil
 }
 
-// probeHeads runs the heads probe for queue and moves the watermarks.
-func (q *Queue) probeHeads(ctx context.Context, queue string, start int) error {
+// probeHeads runs the heads probe for queue and moves the watermarks. found
+// says whether any bucket has a claimable job.
+// pollHeads is an idle poll: the heads probe alone, recorded as the
+// queue's latest probe; it reports whether any bucket has a claimable
+// job, so that the caller claims only then.
+func (q *Queue) pollHeads(ctx context.Context, queue string) (bool, error) {
+	q.recheckLayout(ctx)
+	t0 := time.Now()
+	found, err := q.probeHeads(ctx, queue, q.hints.Start())
+	if err == nil {
+		q.hints.ProbeDone(queue, t0, time.Now())
+	}
+	return found, err
+}
+
+func (q *Queue) probeHeads(ctx context.Context, queue string, start int) (found bool, err error) {
 	order, _, _, _ := q.hints.args(queue, start)
 	rows, err := q.db.Query(ctx, q.sql.heads, queue, order)
 	if err != nil {
-		return fmt.Errorf("bucketed: dequeue from %q: find each bucket's first job: %w", queue, err)
+		return false, fmt.Errorf("bucketed: dequeue from %q: find each bucket's first job: %w", queue, err)
 	}
 	defer rows.Close()
 	var heads []claimedKey
@@ -180,16 +194,16 @@ func (q *Queue) probeHeads(ctx context.Context, queue string, start int) error {
 		var k claimedKey
 		var b, p int16
 		if err := rows.Scan(&b, &p, &k.runAt, &k.id); err != nil {
-			return fmt.Errorf("bucketed: dequeue from %q: %w", queue, err)
+			return false, fmt.Errorf("bucketed: dequeue from %q: %w", queue, err)
 		}
 		k.bucket, k.prio = int(b), int32(p)
 		heads = append(heads, k)
 	}
 	if err := rows.Err(); err != nil {
-		return fmt.Errorf("bucketed: dequeue from %q: find each bucket's first job: %w", queue, err)
+		return false, fmt.Errorf("bucketed: dequeue from %q: find each bucket's first job: %w", queue, err)
 	}
 	q.hints.headsFound(queue, heads)
-	return nil
+	return len(heads) > 0, nil
 }
 
 func claimRows(ctx context.Context, tx skiplock.Querier, sql string, args []any) ([]claimedJob, error) {

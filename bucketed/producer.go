@@ -15,7 +15,7 @@ import (
 // its next one without waiting for a round trip. While the queue is empty
 // it alone polls (one statement per poll, whatever the number of
 // goroutines), backing off from IdleMin to PollInterval, and a Wake
-// signal ends the wait at once.
+// signal ends the wait at once (see produce).
 
 // handed is a claimed job on its way to a handler goroutine.
 type handed struct {
@@ -29,12 +29,14 @@ type producer struct {
 	held   atomic.Int64  // jobs claimed and not yet finished (ready + running)
 	hungry atomic.Int64  // goroutines waiting on ready
 	stmts  atomic.Int64  // claim statements sent
+	soon   chan struct{} // cap 1: a job this worker put back is due (wakeIn)
 	done   chan struct{} // closed when the producer has returned
 }
 
 func (p *producer) init(capacity int) {
 	p.ready = make(chan handed, capacity)
 	p.slots = make(chan struct{}, 1)
+	p.soon = make(chan struct{}, 1)
 	p.done = make(chan struct{})
 }
 
@@ -48,12 +50,22 @@ func (p *producer) poke() {
 
 // produce claims until the Worker stops. ctx is the handlers' context: a
 // hard stop ends a claim in flight.
+//
+// While the queue is drained, a poll that its timer ends (not a Wake)
+// first runs the heads probe, one unlocked statement that also moves the
+// claim's watermarks, and claims only when it found a claimable job: an
+// idle queue costs one statement per poll, not a claim's transaction
+// (three) and a probe. Once the waits have grown to PollInterval they are
+// exactly PollInterval, so an idle queue polls once per interval. With
+// WorkerConfig.WaitWhenDrained, a claim that drained the queue waits for
+// a Wake (or PollInterval) instead of polling again within milliseconds.
 func (w *Worker) produce(ctx context.Context) {
 	p := &w.prod
 	defer close(p.done)
 	capacity := int64(w.cfg.Workers + w.cfg.Prefetch)
 	refill := int64(max(1, w.cfg.Prefetch/2))
 	idle, failing := time.Duration(0), time.Duration(0)
+	probeFirst := false // the last wait was an idle poll's, ended by its timer
 	for {
 		select {
 		case <-w.stopping:
@@ -66,13 +78,23 @@ func (w *Worker) produce(ctx context.Context) {
 		// Claim in batches of at least refill, unless a goroutine is
 		// waiting with nothing ready for it.
 		if want <= 0 || (want < refill && (p.hungry.Load() == 0 || len(p.ready) > 0)) {
-			if !w.pause(ctx, p.slots, 0) { // until demand changes
+			probeFirst = false
+			if ok, _ := w.pause(ctx, p.slots, nil, 0); !ok { // until demand changes
 				return
 			}
 			continue
 		}
-		jobs, err := w.q.DequeueAs(ctx, w.cfg.Queue, int(min(want, MaxClaim)), w.cfg.Owner)
-		p.stmts.Add(1)
+		var jobs []*skiplock.Job
+		found, err := true, error(nil)
+		if probeFirst {
+			found, err = w.q.pollHeads(ctx, w.cfg.Queue)
+			p.stmts.Add(1)
+		}
+		if err == nil && found {
+			jobs, err = w.q.DequeueAs(ctx, w.cfg.Queue, int(min(want, MaxClaim)), w.cfg.Owner)
+			p.stmts.Add(1)
+		}
+		probeFirst = false
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return
@@ -81,7 +103,7 @@ func (w *Worker) produce(ctx context.Context) {
 			wait := workloop.Jitter(failing)
 			w.cfg.Logf("bucketed worker: claim from %q: %v (retrying in %v)", w.cfg.Queue, err, wait.Round(time.Millisecond))
 			idle = 0
-			if !w.pause(ctx, nil, wait) {
+			if ok, _ := w.pause(ctx, nil, nil, wait); !ok {
 				return
 			}
 			continue
@@ -91,21 +113,31 @@ func (w *Worker) produce(ctx context.Context) {
 			failing = 0
 		}
 		if len(jobs) > 0 {
-			idle = 0
 			w.hand(jobs)
 			if int64(len(jobs)) == min(want, MaxClaim) {
+				idle = 0
 				continue // maybe more where these came from
 			}
 		}
-		// A short claim: the queue is drained for now. Poll again after
-		// the idle backoff (or at once when woken).
-		idle = workloop.Grow(idle, w.cfg.IdleMin, w.cfg.PollInterval)
-		if len(jobs) > 0 {
-			idle = w.cfg.IdleMin
+		// A short claim (or none): the queue is drained for now. Poll again
+		// after the idle backoff (or at once when woken).
+		next := workloop.Grow(idle, w.cfg.IdleMin, w.cfg.PollInterval)
+		switch {
+		case len(jobs) > 0 && w.cfg.WaitWhenDrained:
+			next = w.cfg.PollInterval // until a Wake
+		case len(jobs) > 0:
+			next = w.cfg.IdleMin
 		}
-		if !w.pause(ctx, w.cfg.Wake, workloop.Jitter(idle)) {
+		wait := workloop.Jitter(next)
+		if next == w.cfg.PollInterval && idle == next {
+			wait = next // steady idle: one poll per interval
+		}
+		idle = next
+		ok, woken := w.pause(ctx, w.cfg.Wake, p.soon, wait)
+		if !ok {
 			return
 		}
+		probeFirst = !woken
 	}
 }
 
@@ -126,11 +158,12 @@ func (w *Worker) hand(jobs []*skiplock.Job) {
 	}
 }
 
-// pause waits for d (0: no timer), a signal on wake (nil: none), or the
-// end of the Worker. It reports false when the Worker is stopping. An
-// idle producer waits on the Wake signal only: a goroutine finishing a
-// job does not make a drained queue worth polling.
-func (w *Worker) pause(ctx context.Context, wake <-chan struct{}, d time.Duration) bool {
+// pause waits for d (0: no timer), a signal on wake or soon (nil: none),
+// or the end of the Worker. ok is false when the Worker is stopping;
+// woken says the wait ended on a signal. An idle producer waits on the
+// Wake signal and on its own jobs coming due (wakeIn) only: a goroutine
+// finishing a job does not make a drained queue worth polling.
+func (w *Worker) pause(ctx context.Context, wake, soon <-chan struct{}, d time.Duration) (ok, woken bool) {
 	var timer <-chan time.Time
 	if d > 0 {
 		t := time.NewTimer(d)
@@ -139,13 +172,32 @@ func (w *Worker) pause(ctx context.Context, wake <-chan struct{}, d time.Duratio
 	}
 	select {
 	case <-w.stopping:
-		return false
+		return false, false
 	case <-ctx.Done():
-		return false
+		return false, false
 	case <-wake:
+		return true, true
+	case <-soon:
+		return true, true
 	case <-timer:
 	}
-	return true
+	return true, false
+}
+
+// wakeIn wakes an idle producer d from now (a few milliseconds after, for
+// the database's clock), when a job this worker put back (a snooze, a
+// failed attempt's backoff) comes due before the next poll would find
+// it: no notification announces such a job.
+func (w *Worker) wakeIn(d time.Duration) {
+	if d >= w.cfg.PollInterval {
+		return
+	}
+	time.AfterFunc(d+5*time.Millisecond, func() {
+		select {
+		case w.prod.soon <- struct{}{}:
+		default:
+		}
+	})
 }
 
 // returnReady gives back the jobs claimed but never started, once the

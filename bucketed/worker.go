@@ -49,6 +49,14 @@ type WorkerConfig struct {
 	// Wake, when set, ends an idle wait at once: send on it (without
 	// blocking) when jobs may have arrived, e.g. from a notification.
 	Wake <-chan struct{}
+	// WaitWhenDrained makes a claim that drains the queue wait for Wake
+	// (or PollInterval) instead of polling again from IdleMin: while
+	// idle, one statement per PollInterval. For workers whose new jobs
+	// come with a Wake (a notification listener, the process's own
+	// inserts: client.Client sets it), or whose idle cost matters more
+	// than the pickup of jobs that nothing announces. Jobs this worker
+	// puts back (snoozes, retries) wake it when due either way.
+	WaitWhenDrained bool
 	// Batch was how many jobs a goroutine claimed at once.
 	//
 	// Deprecated: one producer claims for every goroutine (see Prefetch);
@@ -542,6 +550,15 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 		w.lost.Add(int64(len(lost)))
 		if err == nil {
 			w.logFailures(fails, backoffs, lost)
+			soonest := time.Duration(-1)
+			for i, f := range fails {
+				if f.Job.Attempts < f.Job.MaxAttempts && (soonest < 0 || backoffs[i] < soonest) {
+					soonest = backoffs[i]
+				}
+			}
+			if soonest >= 0 {
+				w.wakeIn(soonest)
+			}
 		}
 	}
 	if len(rel) > 0 {
@@ -576,6 +593,9 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 			}
 		}
 		w.snoozed.Add(int64(len(jobs) - len(lost)))
+		if len(lost) < len(jobs) {
+			w.wakeIn(d)
+		}
 		w.lost.Add(int64(len(lost)))
 	}
 	w.lost.Add(int64(len(drop)))

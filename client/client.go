@@ -33,6 +33,7 @@ type Client struct {
 
 	notifyMu   sync.Mutex
 	notifiedAt map[string]time.Time // last notification per queue (debounce)
+	trailing   map[string]bool      // a trailing notification is pending (trailLocked)
 
 	periodic []schedule        // parsed Config.PeriodicJobs
 	sql      map[string]string // client.sql for the schema
@@ -74,7 +75,7 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl := &Client{db: db, cfg: c, fq: map[string]*fanout.Queue{}, queues: map[string]*queueRunner{}, notifiedAt: map[string]time.Time{}}
+	cl := &Client{db: db, cfg: c, fq: map[string]*fanout.Queue{}, queues: map[string]*queueRunner{}, notifiedAt: map[string]time.Time{}, trailing: map[string]bool{}}
 	switch c.Notify {
 	case NotifyAuto:
 		cl.notify = db.Dialect().Notifications || ybNotifications(ctx, db)
@@ -89,6 +90,9 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 		return nil, err
 	}
 	if need := c.Connections(); len(c.worked()) > 0 {
+		if c.AllowSmallPool {
+			need = c.minConnections(cl.notify)
+		}
 		if max := int(db.Stats().Max); max < need {
 			return nil, skiplock.Usagef("client: the pool allows %d connections and these queues need %d (client.Config.Connections): open the DB with skiplock.OpenConfig.MaxConns of at least %d", max, need, need)
 		}
@@ -178,7 +182,7 @@ func (c *Client) addRunner(name string, q QueueConfig) error {
 		w, err := c.bq.NewWorker(&bucketed.WorkerConfig{
 			Queue: name, Workers: q.MaxWorkers, Prefetch: q.Prefetch,
 			PollInterval: poll, Wake: r.wake, NoMaintenance: true, Owner: c.cfg.Owner, Logf: logf,
-			Handler: c.work, OnComplete: c.cfg.OnComplete,
+			Handler: c.work, OnComplete: c.cfg.OnComplete, AfterComplete: c.cfg.AfterComplete, WaitWhenDrained: true,
 		})
 		if err != nil {
 			return fmt.Errorf("client: queue %q: %w", name, err)

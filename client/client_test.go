@@ -249,7 +249,10 @@ func TestTimeoutSnoozeAndBackoff(t *testing.T) {
 	must(t, client.AddWorker(ws, client.WorkFunc[ghostArgs](func(ctx context.Context, j *client.Job[ghostArgs]) error {
 		return skiplock.Snooze(time.Millisecond)
 	}), nil))
-	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, MaxSnoozes: 3, Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 4}}})
+	// Polls an hour apart: a snoozed job is due again before any poll,
+	// and no notification announces it; the producer wakes itself.
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, MaxSnoozes: 3, FetchPollInterval: time.Hour,
+		Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 4}}})
 	must(t, err)
 	must(t, c.Start(ctx))
 	defer c.Stop(ctx) //nolint:errcheck // checked below
@@ -323,6 +326,15 @@ func TestPickupAndLostNotifications(t *testing.T) {
 			_, err = inserter.Insert(ctx, emailArgs{N: 2}, nil)
 			must(t, err)
 			expect(2, "another client's insert (NOTIFY)")
+			// A burst from another client: the inserts after the first
+			// are debounced, and the trailing notification wakes the
+			// producer for them (it does not poll for an hour).
+			time.Sleep(300 * time.Millisecond)
+			for n := 3; n <= 6; n++ {
+				_, err = inserter.Insert(ctx, emailArgs{N: n}, nil)
+				must(t, err)
+			}
+			pickedUp(t, ran, 4, "a burst of 4 inserts from another client (the poll interval is an hour)")
 		})
 	}
 
@@ -344,13 +356,19 @@ func TestPickupAndLostNotifications(t *testing.T) {
 		_, err := inserter.Insert(ctx, emailArgs{N: i}, nil)
 		must(t, err)
 	}
+	pickedUp(t, ran, 5, "with the listener cut (polling every 200 ms)")
+}
+
+// pickedUp waits for n distinct jobs to run, 10 s at most between two.
+func pickedUp(t *testing.T, ran <-chan int, n int, what string) {
+	t.Helper()
 	got := map[int]bool{}
-	for len(got) < 5 {
+	for len(got) < n {
 		select {
-		case n := <-ran:
-			got[n] = true
+		case k := <-ran:
+			got[k] = true
 		case <-time.After(10 * time.Second):
-			t.Fatalf("with the listener cut, %d of 5 jobs picked up within 10 s (polling every 200 ms)", len(got))
+			t.Fatalf("%s: %d of %d jobs picked up within 10 s", what, len(got), n)
 		}
 	}
 }

@@ -128,6 +128,20 @@ type Config struct {
 	// Logf hears failed attempts, database failures and recoveries; nil
 	// is silent.
 	Logf func(format string, args ...any)
+	// AfterComplete, when set, is called once for each job of a bucketed
+	// queue whose completion committed, after the commit, with when its
+	// worker goroutine asked for a job and when it got one (the time it
+	// was claimed, or asked when it was prefetched): time.Since(asked) is
+	// the job's latency from request to committed completion (see
+	// bucketed.WorkerConfig.AfterComplete). It runs on a completer
+	// goroutine: keep it quick. Fanout queues do not call it.
+	AfterComplete func(job *skiplock.Job, asked, claimed time.Time)
+	// AllowSmallPool lets New accept a pool smaller than Connections: a
+	// bucketed queue's statements hold a connection only while they run,
+	// so its claims, completions and heartbeats can share fewer (at a
+	// lower throughput). The pool must still hold every fanout worker's
+	// connection plus one, the listener's, and one more.
+	AllowSmallPool bool
 }
 
 // Middleware wraps the client's inserts and work. Either func may be nil.
@@ -264,6 +278,19 @@ func (c *Config) Connections() int {
 			n += max(q.MaxWorkers, DefaultMaxWorkers*boolInt(q.MaxWorkers == 0)) + 1
 		default:
 			n += 1 + 4 + 1
+		}
+	}
+	return n
+}
+
+// minConnections is the smallest pool New accepts with AllowSmallPool:
+// every fanout worker's connection and its queue's counting one, the
+// listener's, and one for everything else.
+func (c *Config) minConnections(listener bool) int {
+	n := 1 + boolInt(listener)
+	for _, q := range c.Queues {
+		if q.MaxWorkers > 0 && q.Layout == schema.LayoutFanout {
+			n += q.MaxWorkers + 1
 		}
 	}
 	return n

@@ -41,9 +41,13 @@
 // statement also sends pg_notify on the channel "skiplock.<schema>" with
 // the queue's name, delivered at commit, and one listener connection per
 // client wakes the producers of the queues named. Notifications of one
-// queue from one client are debounced (one per 20 ms): a producer woken
-// keeps claiming, with waits growing from 10 ms, while it finds jobs, so
-// the jobs of a debounced insert are found within milliseconds too. Where
+// queue from one client are debounced (one per 20 ms), and a debounced
+// insert is followed by one trailing notification at the end of the
+// window, so every insert wakes the listeners within milliseconds. A
+// producer that drained its queue waits for the next wake or poll, not
+// polling again at once (jobs it snoozed or failed wake it when due),
+// and an idle poll is one statement (bucketed: the heads probe, which
+// claims only when it finds a job), once per FetchPollInterval. Where
 // notifications do not exist (CockroachDB, YugabyteDB unless NotifyOn), or
 // while the listener's connection is down, producers poll every
 // FetchPollInterval: a lost notification delays a job, never strands it.

@@ -254,7 +254,8 @@ func (c *Client) fanoutQueue(queue string) (*fanout.Queue, error) {
 }
 
 // notifyChannel is the channel an insert into queue notifies now, or ""
-// (no notifications, or one sent within notifyDebounce).
+// (no notifications, or one sent within notifyDebounce: then a trailing
+// notification is sent once that window ends, see trail).
 func (c *Client) notifyChannel(queue string) string {
 	if !c.notify {
 		return ""
@@ -263,10 +264,42 @@ func (c *Client) notifyChannel(queue string) string {
 	defer c.notifyMu.Unlock()
 	now := time.Now()
 	if last, ok := c.notifiedAt[queue]; ok && now.Sub(last) < notifyDebounce {
+		c.trailLocked(queue, last)
 		return ""
 	}
 	c.notifiedAt[queue] = now
 	return c.channel
+}
+
+// trailLocked makes sure a notification of queue follows the debounced
+// insert being written: at the end of the debounce window, or, when a
+// trailing one is already pending, that one (it is sent after this
+// insert's statement). The listeners' producers then need no fast polls
+// after a drained claim (bucketed.WorkerConfig.WaitWhenDrained). An insert in a
+// caller's transaction that commits after the trailing notification is
+// found by the next poll (FetchPollInterval), as a lost notification is.
+// Callers hold notifyMu.
+func (c *Client) trailLocked(queue string, last time.Time) {
+	if c.trailing[queue] {
+		return
+	}
+	c.trailing[queue] = true
+	// A little after the window, so that an insert whose statement just
+	// started has committed by then.
+	time.AfterFunc(time.Until(last.Add(notifyDebounce))+notifyDebounce/2, func() { c.sendTrailing(queue) })
+}
+
+// sendTrailing sends the trailing notification of queue.
+func (c *Client) sendTrailing(queue string) {
+	c.notifyMu.Lock()
+	c.trailing[queue] = false
+	c.notifiedAt[queue] = time.Now()
+	c.notifyMu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.db.Exec(ctx, "SELECT pg_notify($1, $2)", c.channel, queue); err != nil {
+		c.cfg.Logf("client: notify the listeners of queue %q: %v (their next poll finds its jobs)", queue, err)
+	}
 }
 
 // wakeLocal wakes this client's workers of the queues jobs went to.

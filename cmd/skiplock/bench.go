@@ -15,9 +15,10 @@ import (
 func init() {
 	register(&command{
 		name: "bench",
-		usage: "bench latency|lock|throughput|tombstones [--layout L] [--mode lease|tx] [--workers N] [--work D] [--duration D] " +
-			"[--jobs N] [--batch N] [--conns N] [--progress D] [--rtt D] [--baseline] [--separate-begin] [--cpuprofile FILE] [--json]",
-		summary: "the load driver: the articles' latency and lock tests, a burn-down, dead versions kept; --rtt emulates round trips; --baseline runs pgbench too",
+		usage: "bench latency|lock|throughput|tombstones|pickup [--layout L] [--mode lease|tx] [--workers N] [--work D] [--duration D] " +
+			"[--jobs N] [--batch N] [--conns N] [--progress D] [--rtt D] [--baseline] [--separate-begin] " +
+			"[--samples N] [--gap D] [--poll-interval D] [--no-notify] [--same-client] [--cpuprofile FILE] [--json]",
+		summary: "the load driver: the articles' latency and lock tests, a burn-down, dead versions kept, pickup of one job by idle workers; --rtt emulates round trips; --baseline runs pgbench too",
 		run:     runBench,
 	})
 }
@@ -31,7 +32,11 @@ func runBench(ctx context.Context, e *env, args []string) error {
 			"  throughput  burn-down like river bench -n: preload N no-op jobs and work them all (default 100000)\n"+
 			"  tombstones  burn down N jobs (default 200000) on one connection while a side connection holds a snapshot,\n"+
 			"              so that no dead version is removed (as on YugabyteDB and CockroachDB); claim latency and index\n"+
-			"              tuples per claim per window, then on the drained queue and on a fresh table\n\n"+
+			"              tuples per claim per window, then on the drained queue and on a fresh table\n"+
+			"  pickup      a client.Client with W idle workers (default 10); N times (--samples, default 50): wait --gap (1s)\n"+
+			"              plus up to a poll interval, insert one job through a second client, time insert commit -> handler\n"+
+			"              start; and the working client's statements per second while idle (--no-notify: polling only,\n"+
+			"              every --poll-interval)\n\n"+
 			"--rtt D on any scenario sends every connection through a loopback proxy adding D/2 each way.\n"+
 			"The bench empties and refills its own schema: %s, or one --schema names that does not\n"+
 			"exist yet (the bench creates and marks it). It refuses any other schema.\n"+
@@ -56,6 +61,11 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&cfg.RTT, "rtt", 0, "emulated network round trip: every connection goes through a loopback proxy adding half of it each way (e.g. 2ms; 0: none)")
 	fs.BoolVar(&cfg.Baseline, "baseline", false, "also run the article's script through pgbench with the same workers and duration")
 	fs.BoolVar(&cfg.SeparateBegin, "separate-begin", false, "send each transaction's BEGIN as its own round trip, as pgbench's scripts do (default: BEGIN rides with the first statement)")
+	fs.IntVar(&cfg.Samples, "samples", 0, "pickup: jobs to time, one at a time (default 50)")
+	fs.DurationVar(&cfg.Gap, "gap", 0, "pickup: idle wait before each insert (default 1s), plus a random part of the poll interval")
+	fs.DurationVar(&cfg.PollInterval, "poll-interval", 0, "pickup: the working client's FetchPollInterval (default 1s)")
+	fs.BoolVar(&cfg.NoNotify, "no-notify", false, "pickup: notifications off (client.NotifyOff): idle workers find jobs by polling")
+	fs.BoolVar(&cfg.SameClient, "same-client", false, "pickup: insert through the working client itself (its in-process wake) instead of a second client")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the run to this file (for finding the load driver's own overhead)")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
@@ -70,7 +80,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		}
 		cfg.Layout = l
 	}
-	for _, n := range []string{"workers", "jobs", "batch", "conns"} {
+	for _, n := range []string{"workers", "jobs", "batch", "conns", "samples"} {
 		if err := countFlags(fs, n); err != nil {
 			return err
 		}

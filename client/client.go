@@ -169,7 +169,7 @@ func (c *Client) addRunner(name string, q QueueConfig) error {
 	case schema.LayoutFanout:
 		w, err := c.fq[name].NewWorker(&fanout.WorkerConfig{
 			Queue: name, Workers: q.MaxWorkers, JobTimeout: c.longestTimeout(),
-			PollInterval: poll, Wake: r.wake, NoMaintenance: true, Logf: logf,
+			PollInterval: poll, Wake: r.wake, WaitWhenDrained: true, NoMaintenance: true, Logf: logf,
 			Handler: func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
 				return c.work(context.WithValue(ctx, txKey{}, tx), job)
 			},

@@ -131,18 +131,28 @@ func (q *Queue) claimSharded(ctx context.Context, tx skiplock.Tx, queue string) 
 
 // probeHeads runs the heads probe for queue and moves the watermarks of
 // the shards that have a claimable job to just before it.
-func (q *Queue) probeHeads(ctx context.Context, tx skiplock.Tx, queue string, start int) error {
+func (q *Queue) probeHeads(ctx context.Context, db skiplock.Querier, queue string, start int) error {
+	_, err := q.probeHeadsFound(ctx, db, queue, start)
+	return err
+}
+
+// probeHeadsFound is probeHeads that reports whether a shard has a
+// claimable job.
+func (q *Queue) probeHeadsFound(ctx context.Context, db skiplock.Querier, queue string, start int) (bool, error) {
 	order, _ := q.marks.Order(queue, start)
 	lo, _, hi := bounds(order, make([]watermark.Mark[idMark], len(order)))
-	return each(ctx, tx, q.sql.heads, []any{lo, hi, queue}, func(r skiplock.Rows) error {
+	found := false
+	err := each(ctx, db, q.sql.heads, []any{lo, hi, queue}, func(r skiplock.Rows) error {
 		var n int64
 		var id string
 		if err := r.Scan(&n, &id); err != nil {
 			return err
 		}
+		found = true
 		q.marks.Reset(queue, order[n-1], idMark{id: id, incl: true})
 		return nil
 	})
+	return found, err
 }
 
 // positives remembers, per queue, when HasQueued's full check last found

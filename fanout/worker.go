@@ -80,6 +80,12 @@ type WorkerConfig struct {
 	// Wake, when set, ends the idle poll's wait at once: send on it
 	// (without blocking) when jobs may have arrived.
 	Wake <-chan struct{}
+	// WaitWhenDrained makes the idle poller wait PollInterval after an
+	// empty poll at once, instead of backing off from IdleMin, and poll
+	// with the heads probe (one statement, no transaction) before it
+	// claims: one statement per PollInterval while idle. For workers
+	// whose new jobs come with a Wake (client.Client sets it).
+	WaitWhenDrained bool
 	// IdleMin, IdleMax, ErrorMin and ErrorMax tune the waits after an
 	// empty poll or a failure; 0 means 10ms, 1s, 100ms and 10s. IdleMax
 	// is the old name of PollInterval.
@@ -264,7 +270,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		Workers: cfg.Workers,
 		IdleMin: cfg.IdleMin, IdleMax: cmp.Or(cfg.PollInterval, cfg.IdleMax),
 		ErrorMin: cfg.ErrorMin, ErrorMax: cfg.ErrorMax,
-		SharedIdle: true, Wake: cfg.Wake,
+		SharedIdle: true, Wake: cfg.Wake, WaitWhenDrained: cfg.WaitWhenDrained, Probe: w.idleProbe(),
 		Logf: cfg.Logf,
 	}, w.step)
 	if err != nil {
@@ -395,4 +401,24 @@ func (w *Worker) Stats() WorkerStats {
 func (w *Worker) Counts() WorkerCounts {
 	s := w.Stats()
 	return WorkerCounts{Handled: s.Completed, Failed: s.Failed, Dead: s.Dead, Errors: s.Errors}
+}
+
+// idleProbe is the idle poller's check before it claims, with
+// WaitWhenDrained on an engine where claims use the shards' watermarks:
+// the heads probe alone, through the pool (the poller holds no job's
+// connection), recorded as the queue's latest probe. nil otherwise: the
+// poller claims.
+func (w *Worker) idleProbe() func(ctx context.Context) (bool, error) {
+	q := w.q
+	if !w.cfg.WaitWhenDrained || !q.sharded() || !q.marks.On() {
+		return nil
+	}
+	return func(ctx context.Context) (bool, error) {
+		t0 := time.Now()
+		found, err := q.probeHeadsFound(ctx, q.db, w.cfg.Queue, q.marks.Start())
+		if err == nil {
+			q.marks.ProbeDone(w.cfg.Queue, t0, time.Now())
+		}
+		return found, err
+	}
 }

@@ -43,6 +43,15 @@ type Config struct {
 	// Wake, with SharedIdle, ends the polling worker's wait at once: send
 	// on it (without blocking) when work may have arrived.
 	Wake <-chan struct{}
+	// WaitWhenDrained, with SharedIdle, makes the poller wait IdleMax
+	// after an empty step at once, instead of backing off from IdleMin:
+	// one poll per IdleMax while idle, for pools whose new work comes with
+	// a Wake.
+	WaitWhenDrained bool
+	// Probe, with SharedIdle, is a cheaper check the poller runs before
+	// a step while the pool is idle: false counts as an empty step
+	// without running it.
+	Probe func(ctx context.Context) (bool, error)
 	// Logf hears failures and recoveries; nil is silent.
 	Logf func(format string, args ...any)
 }
@@ -105,7 +114,17 @@ func (p *Pool) loop(w int) {
 			return
 		default:
 		}
-		worked, err := p.step(p.hardCtx, w)
+		var worked bool
+		var err error
+		if probe := p.cfg.Probe; poller && idle > 0 && probe != nil {
+			// Idle: ask the cheap question first.
+			var ok bool
+			if ok, err = probe(p.hardCtx); ok && err == nil {
+				worked, err = p.step(p.hardCtx, w)
+			}
+		} else {
+			worked, err = p.step(p.hardCtx, w)
+		}
 		var wait time.Duration
 		switch {
 		case err != nil && p.hardCtx.Err() == nil:
@@ -137,6 +156,9 @@ func (p *Pool) loop(w int) {
 			}
 			idle = Grow(idle, p.cfg.IdleMin, p.cfg.IdleMax)
 			wait = Jitter(idle)
+			if p.cfg.WaitWhenDrained && p.cfg.SharedIdle {
+				idle, wait = p.cfg.IdleMax, p.cfg.IdleMax
+			}
 		}
 		var wake <-chan struct{}
 		if poller {

@@ -478,6 +478,34 @@ func (a *Admin) Queues(ctx context.Context) ([]Queue, error) {
 	return out, nil
 }
 
+// PausedQueues lists the paused queues' names, sorted. It needs no
+// layout: QueueStates reads skiplock_queue alone.
+func PausedQueues(ctx context.Context, db skiplock.Querier, schemaName string) ([]string, error) {
+	sql, err := sqlFile.Render(sqlVars(nil, schemaName))
+	if err != nil {
+		return nil, err
+	}
+	rows, err := db.Query(ctx, sql["queue_states"])
+	if err != nil {
+		return nil, fmt.Errorf("admin: queue states: %w (run skiplock migrate: it adds skiplock_queue)", err)
+	}
+	defer rows.Close()
+	out := []string{}
+	for rows.Next() {
+		var name string
+		var paused bool
+		var at time.Time
+		if err := rows.Scan(&name, &paused, &at); err != nil {
+			return nil, err
+		}
+		if paused {
+			out = append(out, name)
+		}
+	}
+	slices.Sort(out)
+	return out, rows.Err()
+}
+
 // SetPaused pauses or resumes a queue. Workers of every client stop
 // claiming a paused queue's jobs at their next claim (jobs in flight
 // finish); inserts still work. Resuming wakes the queue's listening

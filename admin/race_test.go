@@ -23,7 +23,8 @@ type raceArgs struct {
 func (raceArgs) Kind() string { return "race" }
 
 // TestActionsRaceWorkers: 16 workers per layout work 1,500 jobs each while
-// cancel, retry and delete storms hit the same jobs. Every successful
+// cancel, retry and delete storms hit the same jobs and both queues are
+// paused and resumed over and over. Every successful
 // action is logged in commit order (the storms take turns; the workers
 // race them freely). At the end every job is where its last successful
 // action (or the workers) left it: cancelled last → Canceled (fanout:
@@ -110,9 +111,32 @@ func TestActionsRaceWorkers(t *testing.T) {
 			}
 		}()
 	}
+	// A pause storm: each queue paused and resumed again and again.
+	var pauses atomic.Int64
+	storms.Add(1)
+	go func() {
+		defer storms.Done()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-time.After(15 * time.Millisecond):
+			}
+			if err := a.SetPaused(ctx, []string{"b", "f"}[i%2], i%4 < 2); err != nil {
+				t.Error(err)
+				return
+			}
+			pauses.Add(1)
+		}
+	}()
 	time.Sleep(3 * time.Second)
 	close(stop)
 	storms.Wait()
+	for _, q := range []string{"b", "f"} {
+		if err := a.SetPaused(ctx, q, false); err != nil {
+			t.Fatal(err)
+		}
+	}
 	waitFor := func(what string, cond func() int64) {
 		deadline := time.Now().Add(time.Minute)
 		for cond() != 0 {
@@ -135,7 +159,7 @@ func TestActionsRaceWorkers(t *testing.T) {
 	if err := c.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d actions took effect while 32 workers ran", changed.Load())
+	t.Logf("%d actions took effect and %d pauses or resumes while 32 workers ran", changed.Load(), pauses.Load())
 	if changed.Load() < 50 {
 		t.Fatalf("only %d actions took effect: the storms did not meet the workers", changed.Load())
 	}

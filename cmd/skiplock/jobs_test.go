@@ -84,6 +84,11 @@ func TestQueuesCommands(t *testing.T) {
 	if qs[0].Name != "ledger" || qs[0].Counts["queued"] != 2 || qs[0].Paused || qs[1].Name != "mail" || qs[1].Counts["queued"] != 3 || !qs[1].Paused || qs[1].Oldest == nil {
 		t.Fatalf("queues: %+v", qs)
 	}
+	if code, out, _ := cli(t, "--schema", s, "--json", "stats", "--layout", "bucketed"); code != 0 || !strings.Contains(out, `"paused_queues": [
+    "mail"
+  ]`) {
+		t.Fatalf("stats while mail is paused: exit %d\n%s", code, out)
+	}
 	cliAll(t, []string{"--schema", s, "queues", "resume", "mail"})
 	if code, out, _ := cli(t, "--schema", s, "queues", "list"); code != 0 || strings.Contains(out, "true") {
 		t.Fatalf("after resume: exit %d\n%s", code, out)

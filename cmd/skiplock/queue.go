@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/admin"
 	"github.com/skiplock/skiplock/fanout"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/schema"
@@ -124,6 +125,8 @@ type layoutStats struct {
 	QueuedOldestS  float64          `json:"queued_oldest_s"`
 	InFlightLeases int64            `json:"in_flight_leases"`
 	Dead           int64            `json:"dead"`
+	// PausedQueues are the schema's paused queues (skiplock queues pause).
+	PausedQueues []string `json:"paused_queues"`
 }
 
 func init() {
@@ -420,13 +423,20 @@ func runStats(ctx context.Context, e *env, args []string) error {
 		}
 		sort.Slice(layouts, func(i, j int) bool { return layouts[i] < layouts[j] })
 	}
+	paused, err := admin.PausedQueues(ctx, db, e.schema)
+	if err != nil {
+		return err
+	}
+	if *queue != "" {
+		paused = slices.DeleteFunc(paused, func(q string) bool { return q != *queue })
+	}
 	var all []layoutStats
 	for _, l := range layouts {
 		st, err := layoutCLIs[l].stats(ctx, db, e.schema, *queue)
 		if err != nil {
 			return err
 		}
-		st.Layout = string(l)
+		st.Layout, st.PausedQueues = string(l), paused
 		all = append(all, st)
 	}
 	if e.json {
@@ -454,6 +464,9 @@ func printStats(e *env, st layoutStats) {
 		fmt.Fprintf(e.stdout, "  by bucket: %s\n", formatCounts(st.ByBucket, "(none)"))
 	}
 	fmt.Fprintf(e.stdout, "  oldest queued: %.1fs  in-flight leases: %d  dead: %d\n", st.QueuedOldestS, st.InFlightLeases, st.Dead)
+	if len(st.PausedQueues) > 0 {
+		fmt.Fprintf(e.stdout, "  paused: %s\n", strings.Join(st.PausedQueues, ", "))
+	}
 }
 
 // formatCounts prints "key=count" pairs in key order, or none when empty.

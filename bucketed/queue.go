@@ -210,22 +210,7 @@ func (q *Queue) EnqueueTx(ctx context.Context, tx skiplock.Tx, jobs ...skiplock.
 // a caller's transaction; through the Queue's DB each call is its own
 // transaction. Like EnqueueTx it does not retry.
 func (q *Queue) EnqueueIn(ctx context.Context, db skiplock.Querier, jobs ...skiplock.NewJob) ([]string, error) {
-	if db == nil {
-		return nil, skiplock.Usagef("bucketed.EnqueueIn: db is nil: pass the transaction the jobs belong to")
-	}
-	args, err := q.insertArgs(jobs, 0)
-	if err != nil {
-		return nil, err
-	}
-	ids, err := queryIDs(ctx, db, q.sql.insert, args.args()...)
-	if err != nil {
-		return nil, fmt.Errorf("bucketed: enqueue %d job(s): %w", len(jobs), err)
-	}
-	out := make([]string, len(ids))
-	for i, id := range ids {
-		out[i] = FormatID(id)
-	}
-	return out, nil
+	return q.EnqueueNotify(ctx, db, "", jobs...)
 }
 
 // EnqueueNotify is EnqueueIn that also notifies channel (LISTEN/NOTIFY)
@@ -233,17 +218,18 @@ func (q *Queue) EnqueueIn(ctx context.Context, db skiplock.Querier, jobs ...skip
 // listeners wake when the jobs commit. channel "" notifies nothing. Only
 // for engines whose Dialect.Notifications is true.
 func (q *Queue) EnqueueNotify(ctx context.Context, db skiplock.Querier, channel string, jobs ...skiplock.NewJob) ([]string, error) {
-	if channel == "" {
-		return q.EnqueueIn(ctx, db, jobs...)
-	}
 	if db == nil {
-		return nil, skiplock.Usagef("bucketed.EnqueueNotify: db is nil: pass the pool or the transaction the jobs belong to")
+		return nil, skiplock.Usagef("bucketed.EnqueueIn: db is nil: pass the pool or the transaction the jobs belong to")
 	}
 	args, err := q.insertArgs(jobs, 0)
 	if err != nil {
 		return nil, err
 	}
-	ids, err := queryIDs(ctx, db, q.sql.insertNotify, append(args.args(), channel, distinct(args.Queues))...)
+	sql, params := q.sql.insert, args.args()
+	if channel != "" {
+		sql, params = q.sql.insertNotify, append(params, channel, distinct(args.Queues))
+	}
+	ids, err := queryIDs(ctx, db, sql, params...)
 	if err != nil {
 		return nil, fmt.Errorf("bucketed: enqueue %d job(s): %w", len(jobs), err)
 	}

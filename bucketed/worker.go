@@ -562,41 +562,15 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 		}
 	}
 	if len(rel) > 0 {
-		var lost []*skiplock.Job
-		err := w.persist(ctx, "release", rel, func(ctx context.Context) (err error) {
-			lost, err = w.q.ReleaseMany(ctx, rel)
-			return err
-		})
-		if err != nil {
-			w.cfg.Logf("bucketed worker: %v (the jobs run again when their leases expire)", err)
-			if rj := rejectedJobs(err); rj != nil {
-				lost = append(lost, rj...)
-			} else {
-				lost = rel
-			}
-		}
+		lost := w.writeBack(ctx, "release", rel, func(ctx context.Context) ([]*skiplock.Job, error) { return w.q.ReleaseMany(ctx, rel) })
 		w.released.Add(int64(len(rel) - len(lost)))
-		w.lost.Add(int64(len(lost)))
 	}
 	for d, jobs := range snoozes {
-		var lost []*skiplock.Job
-		err := w.persist(ctx, "snooze", jobs, func(ctx context.Context) (err error) {
-			lost, err = w.q.SnoozeMany(ctx, jobs, d)
-			return err
-		})
-		if err != nil {
-			w.cfg.Logf("bucketed worker: %v (the jobs run again when their leases expire)", err)
-			if rj := rejectedJobs(err); rj != nil {
-				lost = append(lost, rj...)
-			} else {
-				lost = jobs
-			}
-		}
+		lost := w.writeBack(ctx, "snooze", jobs, func(ctx context.Context) ([]*skiplock.Job, error) { return w.q.SnoozeMany(ctx, jobs, d) })
 		w.snoozed.Add(int64(len(jobs) - len(lost)))
 		if len(lost) < len(jobs) {
 			w.wakeIn(d)
 		}
-		w.lost.Add(int64(len(lost)))
 	}
 	w.lost.Add(int64(len(drop)))
 	w.mu.Lock()
@@ -605,6 +579,28 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 	}
 	w.mu.Unlock()
 	w.forget(batch)
+}
+
+// writeBack persists one kind of result for jobs (see persist) and
+// returns the jobs whose result was not written: their lease was lost, or
+// the write failed (logged; they run again when their leases expire).
+// They are counted as lost.
+func (w *Worker) writeBack(ctx context.Context, what string, jobs []*skiplock.Job, write func(ctx context.Context) ([]*skiplock.Job, error)) []*skiplock.Job {
+	var lost []*skiplock.Job
+	err := w.persist(ctx, what, jobs, func(ctx context.Context) (err error) {
+		lost, err = write(ctx)
+		return err
+	})
+	if err != nil {
+		w.cfg.Logf("bucketed worker: %v (the jobs run again when their leases expire)", err)
+		if rj := rejectedJobs(err); rj != nil {
+			lost = append(lost, rj...)
+		} else {
+			lost = jobs
+		}
+	}
+	w.lost.Add(int64(len(lost)))
+	return lost
 }
 
 // logFailures logs each failed attempt FailMany recorded (those not in

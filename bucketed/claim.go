@@ -169,12 +169,16 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 
 // probeHeads runs the heads probe for queue and moves the watermarks. found
 // says whether any bucket has a claimable job.
-// pollHeads is an idle poll: the heads probe alone, recorded as the
-// queue's latest probe; it reports whether any bucket has a claimable
-// job, so that the caller claims only then.
+// pollHeads is an idle poll: the heads probe alone, when one is due
+// (recorded as the queue's latest probe); it reports whether any bucket
+// has a claimable job, so that the caller claims only then. When no probe
+// is due (a slow one holds the next back: dead entries at the heads), it
+// says claim: the claim reads from the watermarks, past them.
 func (q *Queue) pollHeads(ctx context.Context, queue string) (bool, error) {
-	q.recheckLayout(ctx)
 	t0 := time.Now()
+	if !q.hints.ProbeDue(queue, t0) {
+		return true, nil
+	}
 	found, err := q.probeHeads(ctx, queue, q.hints.Start())
 	if err == nil {
 		q.hints.ProbeDone(queue, t0, time.Now())

@@ -129,8 +129,8 @@ func (w *Worker) produce(ctx context.Context) {
 			next = w.cfg.IdleMin
 		}
 		wait := workloop.Jitter(next)
-		if next == w.cfg.PollInterval && idle == next {
-			wait = next // steady idle: one poll per interval
+		if next == w.cfg.PollInterval && (idle == next || w.cfg.WaitWhenDrained) {
+			wait = next // idle: one poll per interval, from the last claim
 		}
 		idle = next
 		ok, woken := w.pause(ctx, w.cfg.Wake, p.soon, wait)

@@ -403,11 +403,12 @@ func (w *Worker) Counts() WorkerCounts {
 	return WorkerCounts{Handled: s.Completed, Failed: s.Failed, Dead: s.Dead, Errors: s.Errors}
 }
 
-// idleProbe is the idle poller's check before it claims, with
+// idleProbe is the check an idle goroutine makes before it claims, with
 // WaitWhenDrained on an engine where claims use the shards' watermarks:
-// the heads probe alone, through the pool (the poller holds no job's
-// connection), recorded as the queue's latest probe. nil otherwise: the
-// poller claims.
+// the heads probe alone when one is due (recorded as the queue's latest
+// probe), else whether a job lies at or after the watermarks; one
+// statement through the pool (the goroutine holds no job's connection).
+// nil otherwise: it claims.
 func (w *Worker) idleProbe() func(ctx context.Context) (bool, error) {
 	q := w.q
 	if !w.cfg.WaitWhenDrained || !q.sharded() || !q.marks.On() {
@@ -415,6 +416,15 @@ func (w *Worker) idleProbe() func(ctx context.Context) (bool, error) {
 	}
 	return func(ctx context.Context) (bool, error) {
 		t0 := time.Now()
+		if !q.marks.ProbeDue(w.cfg.Queue, t0) {
+			// Between heads probes (a slow one holds the next back): is
+			// anything at or after the watermarks?
+			order, marks := q.marks.Order(w.cfg.Queue, 0)
+			lo, _, hi := bounds(order, marks)
+			var found bool
+			err := q.db.QueryRow(ctx, q.sql.existsAfter, lo, hi, w.cfg.Queue).Scan(&found)
+			return found, err
+		}
 		found, err := q.probeHeadsFound(ctx, q.db, w.cfg.Queue, q.marks.Start())
 		if err == nil {
 			q.marks.ProbeDone(w.cfg.Queue, t0, time.Now())

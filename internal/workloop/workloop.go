@@ -106,6 +106,7 @@ func (p *Pool) loop(w int) {
 	defer p.wg.Done()
 	idle, failing := time.Duration(0), time.Duration(0)
 	poller := false // this worker is the shared idle poller
+	streak := 0     // steps in a row that found work
 	for {
 		select {
 		case <-p.stopping:
@@ -116,8 +117,12 @@ func (p *Pool) loop(w int) {
 		}
 		var worked bool
 		var err error
-		if probe := p.cfg.Probe; poller && idle > 0 && probe != nil {
-			// Idle: ask the cheap question first.
+		// Coming out of idleness (polling, just released from parking, or
+		// the first steps after either), ask the cheap question first: a
+		// lone job wakes the pool, and the steps that follow it would
+		// otherwise each be an empty claim. A goroutine in a streak of work
+		// steps at once.
+		if probe := p.cfg.Probe; probe != nil && p.cfg.SharedIdle && (poller && idle > 0 || streak < 2) {
 			var ok bool
 			if ok, err = probe(p.hardCtx); ok && err == nil {
 				worked, err = p.step(p.hardCtx, w)
@@ -139,6 +144,7 @@ func (p *Pool) loop(w int) {
 				p.cfg.Logf("worker %d: recovered", w)
 			}
 			idle, failing = 0, 0
+			streak++
 			if p.cfg.SharedIdle {
 				p.workFound(&poller)
 			}
@@ -147,7 +153,7 @@ func (p *Pool) loop(w int) {
 			if failing > 0 {
 				p.cfg.Logf("worker %d: recovered", w)
 			}
-			failing = 0
+			failing, streak = 0, 0
 			if p.cfg.SharedIdle && !p.becomePoller(&poller) {
 				if !p.park() {
 					return

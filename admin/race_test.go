@@ -129,6 +129,60 @@ func TestActionsRaceWorkers(t *testing.T) {
 			pauses.Add(1)
 		}
 	}()
+	// A sampler reads every job's state again and again: what the docs
+	// promise never to happen must not be seen. A Success is final (only
+	// a delete removes it), a deleted or processed job never comes back,
+	// and a fanout job once gone from both tables stays gone.
+	var violations atomic.Int64
+	storms.Add(1)
+	go func() {
+		defer storms.Done()
+		seen := map[string]string{} // id -> last state ("" once gone)
+		gone := map[string]bool{}
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			now := map[string]string{}
+			rows, err := db.Query(ctx, `SELECT "id"::TEXT, "status"::TEXT FROM `+sch+`."jobs"
+UNION ALL SELECT "id", 'pending' FROM `+sch+`."job_queue" UNION ALL SELECT "id", 'dead' FROM `+sch+`."job_dead"`)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for rows.Next() {
+				var id, st string
+				if err := rows.Scan(&id, &st); err != nil {
+					t.Error(err)
+					rows.Close()
+					return
+				}
+				now[id] = st
+			}
+			rows.Close()
+			for _, list := range ids {
+				for _, id := range list {
+					st, ok := now[id]
+					switch {
+					case ok && gone[id]:
+						t.Errorf("job %s came back as %s after it was gone", id, st)
+						violations.Add(1)
+					case seen[id] == "Success" && ok && st != "Success":
+						t.Errorf("job %s went from Success to %s", id, st)
+						violations.Add(1)
+					}
+					if !ok && seen[id] != "" {
+						gone[id] = true
+					}
+					if ok {
+						seen[id] = st
+					}
+				}
+			}
+		}
+	}()
 	time.Sleep(3 * time.Second)
 	close(stop)
 	storms.Wait()

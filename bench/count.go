@@ -78,6 +78,9 @@ func (s *stmtCounter) query(ctx context.Context, sql string) {
 	if ctx.Value(uncountedKey{}) != nil {
 		return
 	}
+	if own, ok := ctx.Value(counterKey{}).(*stmtCounter); ok {
+		s = own // counted apart, as add does
+	}
 	s.n.Add(1)
 	if strings.Contains(sql, "SKIP LOCKED") {
 		s.claims.Add(1)
@@ -158,7 +161,11 @@ func (c *countingConn) WaitForNotification(ctx context.Context) (skiplock.Notifi
 
 func countBegin(ctx context.Context, b skiplock.Beginner, s *stmtCounter, opts skiplock.TxOptions) (skiplock.Tx, error) {
 	if ctx.Value(uncountedKey{}) == nil {
-		s.begins.Add(1)
+		if own, ok := ctx.Value(counterKey{}).(*stmtCounter); ok {
+			own.begins.Add(1)
+		} else {
+			s.begins.Add(1)
+		}
 	}
 	s.add(ctx)
 	tx, err := b.Begin(ctx, opts)

@@ -451,24 +451,12 @@ func (a *Admin) Queues(ctx context.Context) ([]Queue, error) {
 			}
 		}
 	}
-	rows, err := a.db.Query(ctx, a.sql["queue_states"])
+	paused, err := PausedQueues(ctx, a.db, a.schema)
 	if err != nil {
-		return nil, fmt.Errorf("admin: queue states: %w (run skiplock migrate: it adds skiplock_queue)", err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var name string
-		var paused bool
-		var at time.Time
-		if err := rows.Scan(&name, &paused, &at); err != nil {
-			return nil, err
-		}
-		if paused || byName[name] != nil {
-			get(name).Paused = paused
-		}
-	}
-	if err := rows.Err(); err != nil {
 		return nil, err
+	}
+	for _, name := range paused {
+		get(name).Paused = true
 	}
 	out := make([]Queue, 0, len(byName))
 	for _, q := range byName {

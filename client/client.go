@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"sync"
@@ -106,7 +107,7 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 		return nil, fmt.Errorf("client: %w", err)
 	}
 	cl.bq = bq // nil when the schema has no bucketed layout and no queue needs it
-	for _, name := range slices.Sorted(mapKeys(c.Queues)) {
+	for _, name := range slices.Sorted(maps.Keys(c.Queues)) {
 		q := c.Queues[name]
 		if q.Layout != schema.LayoutFanout {
 			continue
@@ -136,16 +137,6 @@ func ybNotifications(ctx context.Context, db *skiplock.DB) bool {
 	var on string
 	err := db.QueryRow(ctx, `SELECT coalesce(current_setting('yb_enable_listen_notify', true), 'off')`).Scan(&on)
 	return err == nil && on == "on"
-}
-
-func mapKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // usesLayout reports whether a declared queue needs the layout. (An
@@ -244,7 +235,7 @@ func (c *Client) Start(ctx context.Context) error {
 	if c.notify {
 		c.listener = startListener(ctx, c)
 	}
-	for _, name := range slices.Sorted(mapKeys(c.queues)) {
+	for _, name := range slices.Sorted(maps.Keys(c.queues)) {
 		r := c.queues[name]
 		var err error
 		if r.bw != nil {

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -275,7 +276,7 @@ func (c *Config) Connections() int {
 		switch {
 		case q.MaxWorkers < 0:
 		case q.Layout == schema.LayoutFanout:
-			n += max(q.MaxWorkers, DefaultMaxWorkers*boolInt(q.MaxWorkers == 0)) + 1
+			n += cmp.Or(q.MaxWorkers, DefaultMaxWorkers) + 1
 		default:
 			n += 1 + 4 + 1
 		}
@@ -287,18 +288,14 @@ func (c *Config) Connections() int {
 // every fanout worker's connection and its queue's counting one, the
 // listener's, and one for everything else.
 func (c *Config) minConnections(listener bool) int {
-	n := 1 + boolInt(listener)
+	n := 1
+	if listener {
+		n++
+	}
 	for _, q := range c.Queues {
 		if q.MaxWorkers > 0 && q.Layout == schema.LayoutFanout {
 			n += q.MaxWorkers + 1
 		}
 	}
 	return n
-}
-
-func boolInt(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

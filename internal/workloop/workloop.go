@@ -122,7 +122,7 @@ func (p *Pool) loop(w int) {
 		// lone job wakes the pool, and the steps that follow it would
 		// otherwise each be an empty claim. A goroutine in a streak of work
 		// steps at once.
-		if probe := p.cfg.Probe; probe != nil && p.cfg.SharedIdle && (poller && idle > 0 || streak < 2) {
+		if probe := p.cfg.Probe; probe != nil && p.cfg.SharedIdle && streak < 2 {
 			var ok bool
 			if ok, err = probe(p.hardCtx); ok && err == nil {
 				worked, err = p.step(p.hardCtx, w)
@@ -160,10 +160,11 @@ func (p *Pool) loop(w int) {
 				}
 				continue
 			}
-			idle = Grow(idle, p.cfg.IdleMin, p.cfg.IdleMax)
-			wait = Jitter(idle)
 			if p.cfg.WaitWhenDrained && p.cfg.SharedIdle {
 				idle, wait = p.cfg.IdleMax, p.cfg.IdleMax
+			} else {
+				idle = Grow(idle, p.cfg.IdleMin, p.cfg.IdleMax)
+				wait = Jitter(idle)
 			}
 		}
 		var wake <-chan struct{}

@@ -22,7 +22,9 @@ type InsertParams struct {
 
 // InsertResult says what an insert did.
 type InsertResult struct {
-	// ID is the job's id ("" for a duplicate).
+	// ID is the job's id: "" for a duplicate, and for every job of an
+	// InsertMany whose jobs for the same queue included a duplicate
+	// (which of them was skipped is known only by its unique key).
 	ID string
 	// Queue and Layout are where the job went.
 	Queue  string
@@ -223,11 +225,9 @@ func (c *Client) write(ctx context.Context, db skiplock.Querier, jobs []*skiploc
 			case len(idx) == 1:
 				r.Duplicate = true
 			default:
-				// Several jobs, some skipped: which ones is known only
-				// by key. Report ids where they line up.
-				if k < len(ids) {
-					r.ID = ids[k]
-				}
+				// Several jobs, some skipped: the ids no longer line up
+				// with the jobs, and which were skipped is known only by
+				// key, so none is reported rather than a wrong one.
 			}
 			out[i] = r
 		}

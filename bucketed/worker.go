@@ -501,21 +501,10 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 	// A write that fails leaves its jobs Running; their leases expire and
 	// other workers take them again (at least once).
 	if len(done) > 0 {
-		var lost []*skiplock.Job
-		err := w.persist(ctx, "completion", done, func(ctx context.Context) (err error) {
-			lost, err = w.q.CompleteManyWith(ctx, done, w.cfg.OnComplete)
-			return err
+		lost, _ := w.writeBack(ctx, "completion", done, func(ctx context.Context) ([]*skiplock.Job, error) {
+			return w.q.CompleteManyWith(ctx, done, w.cfg.OnComplete)
 		})
-		if err != nil {
-			w.cfg.Logf("bucketed worker: %v (the jobs run again when their leases expire)", err)
-			if rj := rejectedJobs(err); rj != nil {
-				lost = append(lost, rj...)
-			} else {
-				lost = done
-			}
-		}
 		w.completed.Add(int64(len(done) - len(lost)))
-		w.lost.Add(int64(len(lost)))
 		if w.cfg.AfterComplete != nil && len(lost) < len(done) {
 			gone := make(map[*skiplock.Job]bool, len(lost))
 			for _, j := range lost {
@@ -533,21 +522,10 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 		for i, f := range fails {
 			fj[i] = f.Job
 		}
-		var lost []*skiplock.Job
-		err := w.persist(ctx, "failure", fj, func(ctx context.Context) (err error) {
-			lost, err = w.q.failMany(ctx, fails, backoffs)
-			return err
+		lost, err := w.writeBack(ctx, "failure", fj, func(ctx context.Context) ([]*skiplock.Job, error) {
+			return w.q.failMany(ctx, fails, backoffs)
 		})
-		if err != nil {
-			w.cfg.Logf("bucketed worker: %v (the jobs run again when their leases expire)", err)
-			if rj := rejectedJobs(err); rj != nil {
-				lost = append(lost, rj...)
-			} else {
-				lost = fj
-			}
-		}
 		w.failed.Add(int64(len(fails) - len(lost)))
-		w.lost.Add(int64(len(lost)))
 		if err == nil {
 			w.logFailures(fails, backoffs, lost)
 			soonest := time.Duration(-1)
@@ -562,11 +540,11 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 		}
 	}
 	if len(rel) > 0 {
-		lost := w.writeBack(ctx, "release", rel, func(ctx context.Context) ([]*skiplock.Job, error) { return w.q.ReleaseMany(ctx, rel) })
+		lost, _ := w.writeBack(ctx, "release", rel, func(ctx context.Context) ([]*skiplock.Job, error) { return w.q.ReleaseMany(ctx, rel) })
 		w.released.Add(int64(len(rel) - len(lost)))
 	}
 	for d, jobs := range snoozes {
-		lost := w.writeBack(ctx, "snooze", jobs, func(ctx context.Context) ([]*skiplock.Job, error) { return w.q.SnoozeMany(ctx, jobs, d) })
+		lost, _ := w.writeBack(ctx, "snooze", jobs, func(ctx context.Context) ([]*skiplock.Job, error) { return w.q.SnoozeMany(ctx, jobs, d) })
 		w.snoozed.Add(int64(len(jobs) - len(lost)))
 		if len(lost) < len(jobs) {
 			w.wakeIn(d)
@@ -583,9 +561,9 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 
 // writeBack persists one kind of result for jobs (see persist) and
 // returns the jobs whose result was not written: their lease was lost, or
-// the write failed (logged; they run again when their leases expire).
-// They are counted as lost.
-func (w *Worker) writeBack(ctx context.Context, what string, jobs []*skiplock.Job, write func(ctx context.Context) ([]*skiplock.Job, error)) []*skiplock.Job {
+// the write failed (logged, and returned; they run again when their
+// leases expire). They are counted as lost.
+func (w *Worker) writeBack(ctx context.Context, what string, jobs []*skiplock.Job, write func(ctx context.Context) ([]*skiplock.Job, error)) ([]*skiplock.Job, error) {
 	var lost []*skiplock.Job
 	err := w.persist(ctx, what, jobs, func(ctx context.Context) (err error) {
 		lost, err = write(ctx)
@@ -600,7 +578,7 @@ func (w *Worker) writeBack(ctx context.Context, what string, jobs []*skiplock.Jo
 		}
 	}
 	w.lost.Add(int64(len(lost)))
-	return lost
+	return lost, err
 }
 
 // logFailures logs each failed attempt FailMany recorded (those not in

@@ -136,11 +136,11 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 	}
 	q.recheckLayout(ctx)
 	start := q.hints.Start()
-	if t0 := time.Now(); q.hints.ProbeDue(queue, t0) {
-		if _, err := q.probeHeads(ctx, queue, start); err != nil {
-			return nil, err
-		}
-		q.hints.ProbeDone(queue, t0, time.Now())
+	if _, err := q.hints.ProbeIfDue(queue, func() error {
+		_, err := q.probeHeads(ctx, queue, start)
+		return err
+	}); err != nil {
+		return nil, err
 	}
 	order, prio, at, ids := q.hints.args(queue, start)
 	p := claimParams{
@@ -167,25 +167,22 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 	return jobs, nil
 }
 
-// probeHeads runs the heads probe for queue and moves the watermarks. found
-// says whether any bucket has a claimable job.
 // pollHeads is an idle poll: the heads probe alone, when one is due
 // (recorded as the queue's latest probe); it reports whether any bucket
 // has a claimable job, so that the caller claims only then. When no probe
 // is due (a slow one holds the next back: dead entries at the heads), it
 // says claim: the claim reads from the watermarks, past them.
 func (q *Queue) pollHeads(ctx context.Context, queue string) (bool, error) {
-	t0 := time.Now()
-	if !q.hints.ProbeDue(queue, t0) {
-		return true, nil
-	}
-	found, err := q.probeHeads(ctx, queue, q.hints.Start())
-	if err == nil {
-		q.hints.ProbeDone(queue, t0, time.Now())
-	}
+	found := true
+	_, err := q.hints.ProbeIfDue(queue, func() (err error) {
+		found, err = q.probeHeads(ctx, queue, q.hints.Start())
+		return err
+	})
 	return found, err
 }
 
+// probeHeads runs the heads probe for queue and moves the watermarks. found
+// says whether any bucket has a claimable job.
 func (q *Queue) probeHeads(ctx context.Context, queue string, start int) (found bool, err error) {
 	order, _, _, _ := q.hints.args(queue, start)
 	rows, err := q.db.Query(ctx, q.sql.heads, queue, order)

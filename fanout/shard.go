@@ -94,11 +94,11 @@ func (q *Queue) sharded() bool { return !q.db.Dialect().KeyJoinDML }
 // wait for a connection that a worker holding a job waits to give back).
 func (q *Queue) claimSharded(ctx context.Context, tx skiplock.Tx, queue string) (*skiplock.Job, error) {
 	start := q.marks.Start()
-	if t0 := time.Now(); q.marks.ProbeDue(queue, t0) {
-		if err := q.probeHeads(ctx, tx, queue, start); err != nil {
-			return nil, err
-		}
-		q.marks.ProbeDone(queue, t0, time.Now())
+	if _, err := q.marks.ProbeIfDue(queue, func() error {
+		_, err := q.probeHeads(ctx, tx, queue, start)
+		return err
+	}); err != nil {
+		return nil, err
 	}
 	order, marks := q.marks.Order(queue, start)
 	lo, after, hi := claimBounds(order, marks)
@@ -129,16 +129,10 @@ func (q *Queue) claimSharded(ctx context.Context, tx skiplock.Tx, queue string) 
 	return job, nil
 }
 
-// probeHeads runs the heads probe for queue and moves the watermarks of
-// the shards that have a claimable job to just before it.
-func (q *Queue) probeHeads(ctx context.Context, db skiplock.Querier, queue string, start int) error {
-	_, err := q.probeHeadsFound(ctx, db, queue, start)
-	return err
-}
-
-// probeHeadsFound is probeHeads that reports whether a shard has a
-// claimable job.
-func (q *Queue) probeHeadsFound(ctx context.Context, db skiplock.Querier, queue string, start int) (bool, error) {
+// probeHeads runs the heads probe for queue, moves the watermarks of the
+// shards that have a claimable job to just before it, and reports whether
+// any has one.
+func (q *Queue) probeHeads(ctx context.Context, db skiplock.Querier, queue string, start int) (bool, error) {
 	order, _ := q.marks.Order(queue, start)
 	lo, _, hi := bounds(order, make([]watermark.Mark[idMark], len(order)))
 	found := false
@@ -152,6 +146,16 @@ func (q *Queue) probeHeadsFound(ctx context.Context, db skiplock.Querier, queue 
 		q.marks.Reset(queue, order[n-1], idMark{id: id, incl: true})
 		return nil
 	})
+	return found, err
+}
+
+// existsAfterMarks reports whether queue has a job at or after its
+// shards' watermarks: one statement, no lock.
+func (q *Queue) existsAfterMarks(ctx context.Context, queue string) (bool, error) {
+	order, marks := q.marks.Order(queue, 0)
+	lo, _, hi := bounds(order, marks)
+	var found bool
+	err := q.db.QueryRow(ctx, q.sql.existsAfter, lo, hi, queue).Scan(&found)
 	return found, err
 }
 
@@ -189,10 +193,8 @@ func (p *positives) saw(queue string, now time.Time) {
 func (q *Queue) hasQueued(ctx context.Context, queue string) (bool, error) {
 	now := time.Now()
 	if q.sharded() && q.marks.On() {
-		order, marks := q.marks.Order(queue, 0)
-		lo, _, hi := bounds(order, marks)
-		var found bool
-		if err := q.db.QueryRow(ctx, q.sql.existsAfter, lo, hi, queue).Scan(&found); err != nil {
+		found, err := q.existsAfterMarks(ctx, queue)
+		if err != nil {
 			return false, err
 		}
 		if found || q.positive.recent(queue, now, q.cfg.HintMaxAge) {

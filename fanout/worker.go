@@ -414,21 +414,16 @@ func (w *Worker) idleProbe() func(ctx context.Context) (bool, error) {
 	if !w.cfg.WaitWhenDrained || !q.sharded() || !q.marks.On() {
 		return nil
 	}
-	return func(ctx context.Context) (bool, error) {
-		t0 := time.Now()
-		if !q.marks.ProbeDue(w.cfg.Queue, t0) {
-			// Between heads probes (a slow one holds the next back): is
-			// anything at or after the watermarks?
-			order, marks := q.marks.Order(w.cfg.Queue, 0)
-			lo, _, hi := bounds(order, marks)
-			var found bool
-			err := q.db.QueryRow(ctx, q.sql.existsAfter, lo, hi, w.cfg.Queue).Scan(&found)
+	return func(ctx context.Context) (found bool, err error) {
+		ran, err := q.marks.ProbeIfDue(w.cfg.Queue, func() (err error) {
+			found, err = q.probeHeads(ctx, q.db, w.cfg.Queue, q.marks.Start())
+			return err
+		})
+		if ran {
 			return found, err
 		}
-		found, err := q.probeHeadsFound(ctx, q.db, w.cfg.Queue, q.marks.Start())
-		if err == nil {
-			q.marks.ProbeDone(w.cfg.Queue, t0, time.Now())
-		}
-		return found, err
+		// Between heads probes (a slow one holds the next back): is
+		// anything at or after the watermarks?
+		return q.existsAfterMarks(ctx, w.cfg.Queue)
 	}
 }

@@ -132,6 +132,22 @@ func (m *Marks[K]) ProbeDone(queue string, start, end time.Time) {
 	}
 }
 
+// ProbeIfDue runs probe when the heads probe of queue is due (ProbeDue)
+// and records how long it took (ProbeDone); ran says whether it ran. A
+// probe that fails is not recorded, so the next claim's probe is due at
+// the usual time.
+func (m *Marks[K]) ProbeIfDue(queue string, probe func() error) (ran bool, err error) {
+	t0 := time.Now()
+	if !m.ProbeDue(queue, t0) {
+		return false, nil
+	}
+	if err := probe(); err != nil {
+		return true, err
+	}
+	m.ProbeDone(queue, t0, time.Now())
+	return true, nil
+}
+
 // ProbeBy makes the heads probe of queue due no later than at: this
 // process knows of a job below a mark that becomes claimable then (a job
 // it put back: at once; a failed job: when its backoff ends). It is not

@@ -2,6 +2,7 @@ package watermark
 
 import (
 	"cmp"
+	"errors"
 	"testing"
 	"time"
 )
@@ -87,5 +88,24 @@ func TestMarks(t *testing.T) {
 	}
 	if s := m.Start(); s < 0 || s >= 5 {
 		t.Fatalf("Start = %d", s)
+	}
+}
+
+// TestProbeIfDue: the probe runs only when due, and a run counts as the
+// queue's probe (the next is not due at once).
+func TestProbeIfDue(t *testing.T) {
+	t.Parallel()
+	m := newMarks(2, time.Hour)
+	runs := 0
+	probe := func() error { runs++; return nil }
+	if ran, err := m.ProbeIfDue("q", probe); !ran || err != nil || runs != 1 {
+		t.Fatalf("first probe: ran %v, err %v, runs %d", ran, err, runs)
+	}
+	if ran, _ := m.ProbeIfDue("q", probe); ran || runs != 1 {
+		t.Fatalf("a probe ran again within MaxAge (runs %d)", runs)
+	}
+	m.ProbeSoon("q")
+	if ran, err := m.ProbeIfDue("q", func() error { return errors.New("down") }); !ran || err == nil {
+		t.Fatalf("a due probe that fails: ran %v, err %v", ran, err)
 	}
 }

@@ -29,7 +29,6 @@ type Client struct {
 
 	bq     *bucketed.Queue          // every bucketed queue, inserts and claims
 	fq     map[string]*fanout.Queue // per fanout queue (declared ones)
-	fqMu   sync.Mutex               // guards fq for undeclared queues' inserts
 	queues map[string]*queueRunner  // worked queues
 
 	notifyMu   sync.Mutex

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
-	"github.com/skiplock/skiplock/fanout"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -202,10 +201,8 @@ func (c *Client) write(ctx context.Context, db skiplock.Querier, jobs []*skiploc
 		var ids []string
 		var err error
 		if layout == schema.LayoutFanout {
-			var fq *fanout.Queue
-			if fq, err = c.fanoutQueue(q); err == nil {
-				ids, err = fq.EnqueueNotify(ctx, db, channel, batch...)
-			}
+			// A fanout queue is a declared one: New made its Queue.
+			ids, err = c.fq[q].EnqueueNotify(ctx, db, channel, batch...)
 		} else if c.bq == nil {
 			err = skiplock.Usagef("the schema %q has no bucketed layout: run skiplock migrate --layout bucketed", c.cfg.Schema)
 		} else {
@@ -241,16 +238,6 @@ func (c *Client) layoutOf(queue string) schema.Layout {
 		return q.Layout
 	}
 	return schema.LayoutBucketed
-}
-
-// fanoutQueue returns the fanout Queue of a declared fanout queue.
-func (c *Client) fanoutQueue(queue string) (*fanout.Queue, error) {
-	c.fqMu.Lock()
-	defer c.fqMu.Unlock()
-	if fq := c.fq[queue]; fq != nil {
-		return fq, nil
-	}
-	return nil, fmt.Errorf("queue %q is not a declared fanout queue", queue)
 }
 
 // notifyChannel is the channel an insert into queue notifies now, or ""

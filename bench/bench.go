@@ -10,17 +10,20 @@
 //     loops: claim one job, work on it for D, complete it. Lease mode runs
 //     a client.Client's bucketed queue over a small pool: its producer
 //     claims for the free workers plus a prefetch, and a few completers
-//     write finished jobs in one statement each (see leaseDriver); no
-//     worker holds a connection while it works. Tx mode
-//     runs the fanout layout, where a worker holds one connection for the
-//     whole job.
+//     write finished jobs in one statement each (see clientDriver); no
+//     worker holds a connection while it works. Tx mode runs a
+//     client.Client's fanout queue, where a worker holds one connection
+//     for the whole job, claiming, working and deleting it in one
+//     transaction.
 //   - lock: the scalable-job-queue article's lock-only test. W clients each run BEGIN; lock one
 //     job from a random start (FOR UPDATE SKIP LOCKED); COMMIT, deleting
 //     nothing.
 //   - throughput: a burn-down like River's `river bench -n`: preload N no-op
-//     jobs, work them all, report jobs/s. In lease mode each worker claims
-//     a batch (default 200) in one Dequeue and completes it in one
-//     CompleteMany.
+//     jobs, work them all, report jobs/s, on a client.Client (lease mode:
+//     1,000 workers by default, whose producer claims for all the free
+//     ones at once; tx mode: a fanout queue). With --batch above 1 each
+//     worker instead claims a batch in one Dequeue and completes it in one
+//     CompleteMany, the layout's own calls.
 //   - tombstones: a burn-down of N jobs by one claimer while a side
 //     connection holds a snapshot open for the whole run, so that
 //     PostgreSQL can remove no dead row version or index entry, as
@@ -76,6 +79,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/fanout"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -115,6 +119,38 @@ const (
 	MaxBatch = 10_000
 )
 
+// Drivers: what runs a scenario's jobs (Settings.Driver).
+const (
+	// DriverClient is client.Client, as an application runs it.
+	DriverClient = "client"
+	// DriverBatch is the layout's own calls: each worker claims a batch
+	// and completes it.
+	DriverBatch = "batch"
+	// DriverStatements is the scenario's own statements (lock: the
+	// article's lock-only transaction; tombstones: the layout's claim
+	// on one connection).
+	DriverStatements = "statements"
+)
+
+// driverName says what runs c's jobs.
+func (c *Config) driverName() string {
+	switch {
+	case c.Scenario == ScenarioLock || c.Scenario == ScenarioTombstones:
+		return DriverStatements
+	case c.Batch > 1:
+		return DriverBatch
+	}
+	return DriverClient
+}
+
+// throughputClientWorkers is the throughput scenario's default workers in
+// lease mode, where it runs on the client.
+const throughputClientWorkers = 1000
+
+// throughputBaselineClients bounds the pgbench clients of a throughput
+// baseline (each holds a connection).
+const throughputBaselineClients = 10
+
 // SpareConns is what a run needs beyond its workers' connections: the
 // bench's own control connections (preload, stats) and headroom.
 const SpareConns = 5
@@ -141,8 +177,12 @@ type Config struct {
 	// count to stop at when Duration is 0; lock: default 100,000 rows to
 	// lock).
 	Jobs int
-	// Batch is how many jobs one claim takes (lease mode; default 1 for
-	// latency, 200 for throughput in lease mode).
+	// Batch is how many jobs one claim takes (lease mode; default 1,
+	// tombstones 200). Latency and throughput runs with a batch of 1 run
+	// on client.Client, whose producer sizes its claims itself; a batch
+	// above 1 runs the layout's own calls instead: each worker claims up
+	// to Batch jobs in one Dequeue and completes them in one CompleteMany
+	// (no work) or one by one.
 	Batch int
 	// Conns is the worker pool's size: lease mode default min(Workers, 50);
 	// tx mode and lock use one per worker (Conns, if set, must allow it).
@@ -271,6 +311,12 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if o.Workers == 0 {
 		o.Workers = map[string]int{ScenarioLatency: 500, ScenarioLock: 15, ScenarioThroughput: 10}[o.Scenario]
+		if o.Scenario == ScenarioThroughput && o.Mode == ModeLease && o.Batch <= 1 {
+			// The client's goroutines each take one no-op job: its
+			// producer claims for all of them at once (River's bench is
+			// tuned the same way, with 1,000 workers).
+			o.Workers = throughputClientWorkers
+		}
 	}
 	if o.Workers < 1 {
 		return o, skiplock.Usagef("--workers %d: use at least 1", o.Workers)
@@ -314,7 +360,7 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if o.Batch == 0 {
 		o.Batch = 1
-		if (o.Scenario == ScenarioThroughput || o.Scenario == ScenarioTombstones) && o.Mode == ModeLease {
+		if o.Scenario == ScenarioTombstones && o.Mode == ModeLease {
 			// Few workers with big claims beat many with small ones: each
 			// claim and completion is one statement (measured: 10 x 200
 			// about twice 50 x 100 on 2 cores).
@@ -330,6 +376,12 @@ func (c *Config) withDefaults() (Config, error) {
 		// while the job's transaction holds the first: one more than the
 		// workers, so that the count never waits for a worker's.
 		need++
+		if o.Scenario != ScenarioTombstones {
+			// The client's fanout.Worker counts over RecorderConns
+			// instead of that one, and the client has one for its other
+			// statements (its idle probe, maintenance).
+			need += fanout.RecorderConns(o.Workers)
+		}
 	}
 	if o.Mode == ModeLease && o.Scenario != ScenarioLock {
 		need = min(o.Workers, 50)
@@ -533,7 +585,7 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 		RTTMS:   ms64(c.RTT),
 		Machine: DescribeMachine(), Engine: DescribeEngine(ctx, admin),
 		Settings: &Settings{Schema: c.Schema, Queue: DefaultQueue, WorkS: c.Work.Seconds(), DurationS: c.Duration.Seconds(),
-			Preload: c.Jobs, Batch: c.Batch, Conns: c.Conns, ProgressS: max(c.Progress, 0).Seconds(), Baseline: c.Baseline,
+			Preload: c.Jobs, Batch: c.Batch, Driver: c.driverName(), Conns: c.Conns, ProgressS: max(c.Progress, 0).Seconds(), Baseline: c.Baseline,
 			PipelineBegin: !c.SeparateBegin && admin.Engine() != skiplock.EngineYugabyte,
 			IdealJobsS:    c.idealRate()},
 	}

@@ -15,10 +15,9 @@ func init() { drivers[schema.LayoutBucketed] = newBucketedDriver }
 
 // bucketedDriver runs lease mode: jobs are claimed under a lease, worked
 // without holding a connection, and completed in a second short
-// transaction. Workers that work one job at a time for a while (the
-// latency scenario) run on client.Client (leaseDriver); otherwise each
-// worker claims up to a batch itself and completes it in one statement
-// (no work) or job by job.
+// transaction. Runs with a batch of 1 run on client.Client
+// (clientDriver); otherwise each worker claims up to a batch itself and
+// completes it in one statement (no work) or job by job.
 type bucketedDriver struct {
 	q     *bucketed.Queue
 	batch int
@@ -32,8 +31,9 @@ func newBucketedDriver(db *skiplock.DB, c *Config, counters *retry.Counters) (dr
 		return nil, err
 	}
 	d := &bucketedDriver{q: q, batch: c.Batch}
-	if c.Work > 0 && c.Batch == 1 {
-		return &leaseDriver{bucketedDriver: d, c: c, db: db, counters: counters}, nil
+	if c.Batch == 1 && c.Scenario != ScenarioTombstones {
+		return &clientDriver{driver: d, layout: schema.LayoutBucketed, c: c, db: db, counters: counters,
+			pending: func(ctx context.Context) (bool, error) { return q.Pending(ctx, DefaultQueue) }}, nil
 	}
 	return d, nil
 }

@@ -24,7 +24,11 @@ func newFanoutDriver(db *skiplock.DB, c *Config, counters *retry.Counters) (driv
 	if err != nil {
 		return nil, err
 	}
-	return &fanoutDriver{q: q}, nil
+	d := &fanoutDriver{q: q}
+	if c.Scenario != ScenarioTombstones {
+		return &clientDriver{driver: d, layout: schema.LayoutFanout, c: c, db: db, counters: counters, pending: q.HasQueued}, nil
+	}
+	return d, nil
 }
 
 func (d *fanoutDriver) tables() []string { return []string{schema.JobQueueTable} }

@@ -153,12 +153,15 @@ type EngineInfo struct {
 
 // Settings are every knob of the run, defaults filled in.
 type Settings struct {
-	Schema     string  `json:"schema"`
-	Queue      string  `json:"queue"`
-	WorkS      float64 `json:"work_s"`
-	DurationS  float64 `json:"duration_s"`
-	Preload    int     `json:"preload"`
-	Batch      int     `json:"batch"`
+	Schema    string  `json:"schema"`
+	Queue     string  `json:"queue"`
+	WorkS     float64 `json:"work_s"`
+	DurationS float64 `json:"duration_s"`
+	Preload   int     `json:"preload"`
+	Batch     int     `json:"batch"`
+	// Driver is what ran the jobs: DriverClient, DriverBatch or
+	// DriverStatements.
+	Driver     string  `json:"driver,omitempty"`
 	Conns      int     `json:"conns"`
 	ProgressS  float64 `json:"progress_s"`
 	Baseline   bool    `json:"baseline"`
@@ -235,8 +238,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 		if s.DurationS > 0 {
 			fmt.Fprintf(b, ", duration %v", time.Duration(s.DurationS*float64(time.Second)))
 		}
-		fmt.Fprintf(b, "\nsettings: schema %s, queue %s, preload %d, batch %d, conns %d, progress %v, baseline %v, BEGIN %s",
-			s.Schema, s.Queue, s.Preload, s.Batch, s.Conns, time.Duration(s.ProgressS*float64(time.Second)), s.Baseline,
+		fmt.Fprintf(b, "\nsettings: schema %s, queue %s, preload %d, driver %s, batch %d, conns %d, progress %v, baseline %v, BEGIN %s",
+			s.Schema, s.Queue, s.Preload, s.Driver, s.Batch, s.Conns, time.Duration(s.ProgressS*float64(time.Second)), s.Baseline,
 			map[bool]string{true: "pipelined with the first statement", false: "its own round trip"}[s.PipelineBegin])
 	}
 	if m := r.Machine; m != nil {

@@ -341,7 +341,13 @@ func runBaseline(ctx context.Context, c *Config, admin *skiplock.DB, path string
 	}
 	// c.DSN goes through the --rtt proxy when there is one: pgbench's
 	// round trips are emulated as ours are.
-	run := &pgbenchRun{Path: path, DSN: c.DSN, Schema: c.Schema, Clients: c.Workers, Duration: c.Duration, Work: c.Work, Out: c.Out}
+	clients := c.Workers
+	if c.Scenario == ScenarioThroughput {
+		// The client's many goroutines are not connections: pgbench's
+		// clients each hold one.
+		clients = min(clients, throughputBaselineClients)
+	}
+	run := &pgbenchRun{Path: path, DSN: c.DSN, Schema: c.Schema, Clients: clients, Duration: c.Duration, Work: c.Work, Out: c.Out}
 	if c.Progress > 0 {
 		run.Progress = c.Progress
 	}
@@ -357,13 +363,13 @@ func runBaseline(ctx context.Context, c *Config, admin *skiplock.DB, path string
 	if run.Duration == 0 {
 		// A job count: each client runs its share, and exactly that many
 		// jobs are there (pgbench's \gset fails on an empty queue).
-		run.TxPerClient = (jobs + c.Workers - 1) / c.Workers
-		jobs = run.TxPerClient * c.Workers
+		run.TxPerClient = (jobs + clients - 1) / clients
+		jobs = run.TxPerClient * clients
 	}
 	if err := preload(ctx, c, admin, jobs, drv.enqueue, drv.tables()...); err != nil {
 		return err
 	}
-	c.Logf("baseline: pgbench with %d clients, %s", c.Workers, run.Script)
+	c.Logf("baseline: pgbench with %d clients, %s", clients, run.Script)
 	res, hist, err := run.Run(ctx)
 	if err != nil {
 		return err

@@ -210,7 +210,8 @@ func TestConfigDefaultsAndUsage(t *testing.T) {
 		t.Fatalf("latency defaults %+v", c)
 	}
 	c, err = (&Config{Scenario: ScenarioLatency, Mode: ModeTx, Workers: 20}).withDefaults()
-	if err != nil || c.Layout != schema.LayoutFanout || c.Conns != 21 {
+	// 20 workers, the 5 that count their attempts, the client's one.
+	if err != nil || c.Layout != schema.LayoutFanout || c.Conns != 26 {
 		t.Fatalf("tx mode: %+v, %v", c, err)
 	}
 	c, err = (&Config{Scenario: ScenarioLock}).withDefaults()
@@ -218,8 +219,13 @@ func TestConfigDefaultsAndUsage(t *testing.T) {
 		t.Fatalf("lock defaults: %+v, %v", c, err)
 	}
 	c, err = (&Config{Scenario: ScenarioThroughput}).withDefaults()
-	if err != nil || c.Jobs != 100_000 || c.Duration != 0 || c.Batch != 200 || c.Workers != 10 {
+	if err != nil || c.Jobs != 100_000 || c.Duration != 0 || c.Batch != 1 || c.Workers != 1000 || c.Conns != 50 {
 		t.Fatalf("throughput defaults: %+v, %v", c, err)
+	}
+	// A batch runs the layout's own calls, with the old default workers.
+	c, err = (&Config{Scenario: ScenarioThroughput, Batch: 200}).withDefaults()
+	if err != nil || c.Batch != 200 || c.Workers != 10 || c.Conns != 10 {
+		t.Fatalf("throughput with a batch: %+v, %v", c, err)
 	}
 	c, err = (&Config{Scenario: ScenarioPickup, Layout: schema.LayoutFanout, Workers: 3}).withDefaults()
 	if err != nil || c.Samples != DefaultPickupSamples || c.Gap != time.Second || c.PollInterval != time.Second || c.Mode != ModeTx || c.Conns < 4 {

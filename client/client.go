@@ -163,6 +163,7 @@ func (c *Client) addRunner(name string, q QueueConfig) error {
 			Handler: func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
 				return c.work(context.WithValue(ctx, txKey{}, tx), job)
 			},
+			OnResult: c.fanoutResult,
 		})
 		if err != nil {
 			return fmt.Errorf("client: queue %q: %w", name, err)
@@ -181,6 +182,14 @@ func (c *Client) addRunner(name string, q QueueConfig) error {
 	}
 	c.queues[name] = r
 	return nil
+}
+
+// fanoutResult hears each Process of a fanout queue that claimed a job:
+// one whose removal committed is complete (AfterComplete).
+func (c *Client) fanoutResult(_ int, res *fanout.Result, err error) {
+	if c.cfg.AfterComplete != nil && err == nil && res.Job != nil && res.HandlerErr == nil && !res.Snoozed {
+		c.cfg.AfterComplete(res.Job, res.Started, res.Claimed)
+	}
 }
 
 // longestTimeout is the longest attempt any kind may take: a fanout

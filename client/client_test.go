@@ -147,8 +147,24 @@ func TestKindsAndQueuesExactlyOnce(t *testing.T) {
 		d.add("ledger", j.Args.N)
 		return nil
 	}), nil))
+	// AfterComplete hears every committed completion once, on both
+	// layouts, with asked <= claimed <= now.
+	var afterMu sync.Mutex
+	after := map[string]map[string]int{}
+	var badTimes atomic.Int64
 	c, err := client.New(ctx, db, &client.Config{
 		Schema: s, Workers: ws, Logf: t.Logf,
+		AfterComplete: func(job *skiplock.Job, asked, claimed time.Time) {
+			if asked.IsZero() || claimed.Before(asked) || time.Now().Before(claimed) {
+				badTimes.Add(1)
+			}
+			afterMu.Lock()
+			defer afterMu.Unlock()
+			if after[job.Queue] == nil {
+				after[job.Queue] = map[string]int{}
+			}
+			after[job.Queue][job.ID]++
+		},
 		Queues: map[string]client.QueueConfig{
 			"mail":    {MaxWorkers: 16},
 			"reports": {MaxWorkers: 8, Prefetch: 20},
@@ -180,6 +196,19 @@ func TestKindsAndQueuesExactlyOnce(t *testing.T) {
 		if !ok || st.Completed != want || st.Failed != 0 {
 			t.Errorf("queue %s: stats %+v, want %d completed", q, st, want)
 		}
+	}
+	for _, q := range []string{"mail", "reports", "ledger"} {
+		if n := len(after[q]); n != perKind {
+			t.Errorf("AfterComplete heard %d jobs of queue %s, want %d", n, q, perKind)
+		}
+		for id, n := range after[q] {
+			if n != 1 {
+				t.Errorf("AfterComplete heard job %s of queue %s %d times", id, q, n)
+			}
+		}
+	}
+	if n := badTimes.Load(); n > 0 {
+		t.Errorf("AfterComplete got %d calls whose asked, claimed and now were out of order", n)
 	}
 	if n := count(t, db, `SELECT count(*) FROM `+skiplock.QuoteIdent(s)+`."jobs" WHERE "kind" = 'email' AND "queue" = 'mail' AND "attempts" = 1`); n != perKind {
 		t.Errorf("%d email jobs stored with their kind and queue and one attempt, want %d", n, perKind)

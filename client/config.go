@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/fanout"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
@@ -129,19 +130,23 @@ type Config struct {
 	// Logf hears failed attempts, database failures and recoveries; nil
 	// is silent.
 	Logf func(format string, args ...any)
-	// AfterComplete, when set, is called once for each job of a bucketed
-	// queue whose completion committed, after the commit, with when its
-	// worker goroutine asked for a job and when it got one (the time it
-	// was claimed, or asked when it was prefetched): time.Since(asked) is
-	// the job's latency from request to committed completion (see
-	// bucketed.WorkerConfig.AfterComplete). It runs on a completer
-	// goroutine: keep it quick. Fanout queues do not call it.
+	// AfterComplete, when set, is called once for each job whose
+	// completion committed, after the commit, with when its worker
+	// goroutine asked for a job and when it got one: time.Since(asked) is
+	// the job's latency from request to committed completion. Bucketed
+	// queues: claimed is when the job was claimed, or asked when it was
+	// prefetched (see bucketed.WorkerConfig.AfterComplete); it runs on a
+	// completer goroutine. Fanout queues: asked is when the worker's
+	// transaction began its claim (fanout.Result.Started), claimed when
+	// the claim returned the job; it runs on the worker's goroutine.
+	// Keep it quick.
 	AfterComplete func(job *skiplock.Job, asked, claimed time.Time)
 	// AllowSmallPool lets New accept a pool smaller than Connections: a
 	// bucketed queue's statements hold a connection only while they run,
 	// so its claims, completions and heartbeats can share fewer (at a
 	// lower throughput). The pool must still hold every fanout worker's
-	// connection plus one, the listener's, and one more.
+	// connection and its queue's counting ones (fanout.RecorderConns), the
+	// listener's, and one more.
 	AllowSmallPool bool
 }
 
@@ -264,7 +269,8 @@ func (c *Config) worked() []string {
 
 // Connections is how many connections the client's pool needs for cfg:
 // per bucketed queue a claim, the completers and the heartbeat; per
-// fanout queue one per worker and one that counts attempts; one
+// fanout queue one per worker and those that count attempts
+// (fanout.RecorderConns); one
 // listener; two for maintenance; and two spare for inserts. Open the
 // client's DB with skiplock.OpenConfig.MaxConns of at least this.
 func (c *Config) Connections() int {
@@ -276,7 +282,8 @@ func (c *Config) Connections() int {
 		switch {
 		case q.MaxWorkers < 0:
 		case q.Layout == schema.LayoutFanout:
-			n += cmp.Or(q.MaxWorkers, DefaultMaxWorkers) + 1
+			w := cmp.Or(q.MaxWorkers, DefaultMaxWorkers)
+			n += w + fanout.RecorderConns(w)
 		default:
 			n += 1 + 4 + 1
 		}
@@ -285,7 +292,7 @@ func (c *Config) Connections() int {
 }
 
 // minConnections is the smallest pool New accepts with AllowSmallPool:
-// every fanout worker's connection and its queue's counting one, the
+// every fanout worker's connection and its queue's counting ones, the
 // listener's, and one for everything else.
 func (c *Config) minConnections(listener bool) int {
 	n := 1
@@ -293,8 +300,8 @@ func (c *Config) minConnections(listener bool) int {
 		n++
 	}
 	for _, q := range c.Queues {
-		if q.MaxWorkers > 0 && q.Layout == schema.LayoutFanout {
-			n += q.MaxWorkers + 1
+		if w := q.MaxWorkers; w > 0 && q.Layout == schema.LayoutFanout {
+			n += w + fanout.RecorderConns(w)
 		}
 	}
 	return n

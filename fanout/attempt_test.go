@@ -63,8 +63,8 @@ func TestHandlerRunsAtMostMaxAttempts(t *testing.T) {
 	t.Parallel()
 	const n, maxAttempts, workers = 200, 3, 8
 	// The smallest pool StartWorker accepts: one connection per worker
-	// and the one that counts attempts, which must never wait for theirs.
-	q, db, s := setup(t, workers+1, &fanout.Config{RetryBase: time.Millisecond, RetryMax: 4 * time.Millisecond})
+	// and the ones that count attempts, which must never wait for theirs.
+	q, db, s := setup(t, int32(workers+fanout.RecorderConns(workers)), &fanout.Config{RetryBase: time.Millisecond, RetryMax: 4 * time.Millisecond})
 	ctx := context.Background()
 	in := jobs(n)
 	for i := range in {

@@ -755,7 +755,7 @@ func TestWorkerChecksConnections(t *testing.T) {
 		return w.Start(ctx)
 	}
 	for _, workers := range []int{4, 5} {
-		want := fmt.Sprintf("MaxConns of at least %d", workers+1)
+		want := fmt.Sprintf("MaxConns of at least %d", workers+fanout.RecorderConns(workers))
 		if err := start(&fanout.WorkerConfig{Workers: workers, Handler: h}); !skiplock.IsUsage(err) ||
 			!strings.Contains(err.Error(), want) {
 			t.Errorf("pool of 4, %d workers (and the attempt recorder): want %q, got %v", workers, want, err)
@@ -773,7 +773,7 @@ func TestWorkerChecksConnections(t *testing.T) {
 	}
 	// Workers 0 means DefaultWorkers, as in the bucketed layout.
 	if err := start(&fanout.WorkerConfig{Handler: h}); !skiplock.IsUsage(err) ||
-		!strings.Contains(err.Error(), fmt.Sprintf("MaxConns of at least %d", fanout.DefaultWorkers+1)) {
+		!strings.Contains(err.Error(), fmt.Sprintf("MaxConns of at least %d", fanout.DefaultWorkers+fanout.RecorderConns(fanout.DefaultWorkers))) {
 		t.Errorf("pool of 4, default workers: %v", err)
 	}
 	for _, bad := range []fanout.WorkerConfig{{Workers: 1}, {Workers: -1, Handler: h}, {Queue: "bad\nqueue", Handler: h}} {
@@ -797,7 +797,7 @@ func TestWorkerChecksConnections(t *testing.T) {
 		t.Skipf("server has no max_connections: %v", err)
 	}
 	// A pool's MaxConns opens nothing, so it can exceed the server's limit.
-	big := testdb.Open(t, &skiplock.OpenConfig{MaxConns: int32(allowed) + 1})
+	big := testdb.Open(t, &skiplock.OpenConfig{MaxConns: int32(allowed + fanout.RecorderConns(allowed))})
 	bq, err := fanout.New(big, &fanout.Config{Schema: q.Schema()})
 	if err != nil {
 		t.Fatal(err)
@@ -808,10 +808,10 @@ func TestWorkerChecksConnections(t *testing.T) {
 	}
 	err = bw.Start(ctx)
 	var ce *fanout.ConnLimitError
-	if !errors.As(err, &ce) || ce.Allowed != allowed || ce.Needed != allowed+1+fanout.SpareConns {
+	if !errors.As(err, &ce) || ce.Allowed != allowed || ce.Needed != allowed+fanout.RecorderConns(allowed)+fanout.SpareConns {
 		t.Fatalf("want a ConnLimitError, got %v", err)
 	}
-	want := fmt.Sprintf("server allows %d connections; %d fanout workers need %d", allowed, allowed, allowed+1+fanout.SpareConns)
+	want := fmt.Sprintf("server allows %d connections; %d fanout workers need %d", allowed, allowed, allowed+fanout.RecorderConns(allowed)+fanout.SpareConns)
 	if !strings.Contains(err.Error(), want) {
 		t.Errorf("message %q lacks %q", err, want)
 	}

@@ -54,6 +54,11 @@ type Result struct {
 	// Claim is how long the claim statement took in the last transaction
 	// attempt (the dequeue latency, BEGIN excluded).
 	Claim time.Duration
+	// Started is when Process began (before its first transaction), and
+	// Claimed when the last attempt's claim returned the job: after a
+	// completed Process, time.Since(Started) is the job's latency from
+	// request to committed removal.
+	Started, Claimed time.Time
 	// Tries counts transaction attempts: 1 plus retries of serialization
 	// failures and lost connections.
 	Tries int
@@ -118,12 +123,13 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter)
 	if h == nil {
 		return Result{}, skiplock.Usagef("fanout: Process needs a handler")
 	}
-	var res Result
+	res := Result{Started: time.Now()}
 	err := retry.Run(ctx, q.holding, q.cfg.Retry, func(ctx context.Context, tx skiplock.Tx) (err error) {
-		res = Result{Tries: res.Tries + 1}
+		res = Result{Tries: res.Tries + 1, Started: res.Started}
 		start := time.Now()
 		job, err := q.claim(ctx, tx, queue)
-		res.Claim = time.Since(start)
+		res.Claimed = time.Now()
+		res.Claim = res.Claimed.Sub(start)
 		if err != nil || job == nil {
 			return err
 		}

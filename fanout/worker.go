@@ -114,13 +114,14 @@ type ConnLimitError struct {
 	Allowed int
 	// Workers is the number of workers asked for.
 	Workers int
-	// Needed is Workers, plus one that records attempts, plus SpareConns.
+	// Needed is Workers, plus RecorderConns(Workers) that record attempts,
+	// plus SpareConns.
 	Needed int
 }
 
 // Error says what the server allows, what the run needs, and the fix.
 func (e *ConnLimitError) Error() string {
-	return fmt.Sprintf("server allows %d connections; %d fanout workers need %d (each holds one while it processes, plus one that records attempts and %d spare): raise max_connections, run fewer workers, or use the bucketed layout's leases",
+	return fmt.Sprintf("server allows %d connections; %d fanout workers need %d (each holds one while it processes, plus the ones that record attempts and %d spare): raise max_connections, run fewer workers, or use the bucketed layout's leases",
 		e.Allowed, e.Workers, e.Needed, SpareConns)
 }
 
@@ -222,10 +223,11 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 }
 
 // Start checks that the database can give every worker a connection, then
-// starts the workers. The pool must allow at least Workers+1 connections
-// (skiplock.OpenConfig.MaxConns): one per worker, and one the Worker keeps
-// to count attempts before handlers run; the server's max_connections must
-// be at least Workers+1+SpareConns (*ConnLimitError otherwise); servers
+// starts the workers. The pool must allow at least
+// Workers+RecorderConns(Workers) connections (skiplock.OpenConfig.MaxConns):
+// one per worker, and the ones the Worker keeps to count attempts before
+// handlers run; the server's max_connections must be at least that plus
+// SpareConns (*ConnLimitError otherwise); servers
 // without that setting (CockroachDB) skip the second check. Nothing is
 // started when a check fails.
 //
@@ -238,10 +240,10 @@ func (w *Worker) Start(ctx context.Context) error {
 		return errors.New("fanout worker: already started (a Worker runs once, also after Stop): make another with Queue.NewWorker")
 	}
 	q, cfg := w.q, w.cfg
-	need := cfg.Workers + 1 // and the recorder's
+	need := cfg.Workers + RecorderConns(cfg.Workers)
 	if poolMax := q.db.Stats().Max; int(poolMax) < need {
-		return skiplock.Usagef("fanout: the connection pool allows %d connections; each of %d workers holds one while it processes and one more counts attempts: open the DB with OpenConfig.MaxConns of at least %d",
-			poolMax, cfg.Workers, need)
+		return skiplock.Usagef("fanout: the connection pool allows %d connections; each of %d workers holds one while it processes and %d more count attempts: open the DB with OpenConfig.MaxConns of at least %d",
+			poolMax, cfg.Workers, need-cfg.Workers, need)
 	}
 	allowed, err := q.db.ServerMaxConnections(ctx)
 	switch {

@@ -28,9 +28,9 @@ func (fanoutCLI) enqueue(ctx context.Context, db *skiplock.DB, schemaName string
 }
 
 // workPoolSpare is how many connections the work command's pool has beyond
-// one per worker: the one the Worker reserves to count attempts, and one
-// for the --until-empty probe.
-const workPoolSpare = 2
+// one per worker and the ones the Worker reserves to count attempts
+// (fanout.RecorderConns): one for the --until-empty probe.
+const workPoolSpare = 1
 
 func (fanoutCLI) work(ctx context.Context, e *env, db *skiplock.DB, o workOptions) (workReport, error) {
 	if o.Mode != "tx" {
@@ -47,7 +47,7 @@ func (fanoutCLI) work(ctx context.Context, e *env, db *skiplock.DB, o workOption
 		return workReport{}, err
 	}
 	st := fanout.SessionTimeout(o.JobTimeout)
-	wdb, err := skiplock.Open(ctx, dsn, &skiplock.OpenConfig{Engine: db.Engine(), MaxConns: int32(max(int(db.Stats().Max), o.Workers+workPoolSpare)),
+	wdb, err := skiplock.Open(ctx, dsn, &skiplock.OpenConfig{Engine: db.Engine(), MaxConns: int32(max(int(db.Stats().Max), o.Workers+fanout.RecorderConns(o.Workers)+workPoolSpare)),
 		IdleInTransactionTimeout: st, StatementTimeout: st})
 	if err != nil {
 		return workReport{}, err

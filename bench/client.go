@@ -3,54 +3,64 @@ package bench
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/client"
 	"github.com/skiplock/skiplock/retry"
+	"github.com/skiplock/skiplock/schema"
 )
 
-// leaseDriver runs the latency scenario in lease mode (jobs that take
-// time, one per worker) on the library's client, client.Client: one
-// bucketed queue of c.Workers workers over the small pool (the client's
-// AllowSmallPool), a raw worker for kind "" (the bench enqueues jobs
-// without a kind) that sleeps c.Work. Its producer (one claimer for
-// every goroutine, with a prefetch, so a goroutine that finishes a job
-// takes the next one from memory) and batched completions are what a
-// user's Client gets. Notifications are off: every job is preloaded, so
-// nothing is inserted to be woken for, and the listener would hold one
-// of the few connections. A job's latency runs from its goroutine asking
+// clientDriver runs the latency scenario (jobs that take time, one per
+// worker) on the library's client, client.Client: one queue of c.Workers
+// workers of the run's layout, and a raw worker for kind "" (the bench
+// enqueues jobs without a kind) that sleeps c.Work. What runs is what a
+// user's Client runs. Bucketed: one producer claims for every goroutine,
+// with a prefetch, so a goroutine that finishes a job takes the next one
+// from memory, and completions are batched; the client shares a small
+// pool (AllowSmallPool). Fanout: each worker claims, works and deletes a
+// job in one transaction, holding its connection, with the idle
+// goroutines sharing one poller. Notifications are off: every job is
+// preloaded, so nothing is inserted to be woken for, and the listener
+// would hold a connection. A job's latency runs from its goroutine asking
 // for work to the commit of its completion (Config.AfterComplete), so
 // waiting for a claim or a completion is measured; its dequeue time is
-// the goroutine's wait for a job (nothing when one was prefetched).
-type leaseDriver struct {
-	*bucketedDriver
+// the wait for the job (nothing for a prefetched one).
+type clientDriver struct {
+	driver
+	layout   schema.Layout
 	c        *Config
 	db       *skiplock.DB
 	counters *retry.Counters
+	// pending is the bench's own check for jobs left (a run by job count
+	// ends when it says no).
+	pending func(ctx context.Context) (bool, error)
 }
 
-// leasePoll is how often a run by job count checks whether any job is
+// clientPoll is how often a run by job count checks whether any job is
 // left.
-const leasePoll = 20 * time.Millisecond
+const clientPoll = 20 * time.Millisecond
 
 // runWorkers runs the Client until deadline (zero: until no job is Queued
 // or Running), then stops it as pgbench -T stops: no new claims, the jobs
 // in flight finish and are written. An interrupt (ctx) stops it at once:
 // the jobs in hand are given back.
-func (d *leaseDriver) runWorkers(ctx context.Context, deadline time.Time, rec *recorder) error {
+func (d *clientDriver) runWorkers(ctx context.Context, deadline time.Time, rec *recorder) error {
 	workers := client.NewWorkers()
 	err := client.AddRawWorker(workers, "", func(ctx context.Context, _ *skiplock.Job) error { return retry.Sleep(ctx, d.c.Work) }, nil)
 	if err != nil {
 		return err
 	}
+	var completed atomic.Int64
 	cl, err := client.New(ctx, d.db, &client.Config{
 		Schema:  d.c.Schema,
-		Queues:  map[string]client.QueueConfig{DefaultQueue: {MaxWorkers: d.c.Workers}},
+		Queues:  map[string]client.QueueConfig{DefaultQueue: {Layout: d.layout, MaxWorkers: d.c.Workers}},
 		Workers: workers, Notify: client.NotifyOff, JobTimeout: -1, AllowSmallPool: true,
 		Retry: retryOptions(d.db, d.counters),
 		AfterComplete: func(_ *skiplock.Job, asked, claimed time.Time) {
 			rec.job(claimed.Sub(asked), time.Since(asked))
+			completed.Add(1)
 		},
 		// Failed statements (claims, completions, heartbeats) are the
 		// run's errors; the client's other lines ("recovered") are not.
@@ -64,7 +74,7 @@ func (d *leaseDriver) runWorkers(ctx context.Context, deadline time.Time, rec *r
 	if err := cl.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
-	waitErr := d.wait(ctx, deadline)
+	waitErr := d.wait(ctx, deadline, &completed)
 	if err := cl.Stop(ctx); err != nil && ctx.Err() == nil {
 		rec.fail(fmt.Errorf("stop: %w", err))
 	}
@@ -78,19 +88,22 @@ func (d *leaseDriver) runWorkers(ctx context.Context, deadline time.Time, rec *r
 	return waitErr
 }
 
-// wait returns at deadline, when ctx ends, or (deadline zero) once no
-// job is left.
-func (d *leaseDriver) wait(ctx context.Context, deadline time.Time) error {
+// wait returns at deadline, when ctx ends, or (deadline zero) once every
+// preloaded job completed or no job is left.
+func (d *clientDriver) wait(ctx context.Context, deadline time.Time, completed *atomic.Int64) error {
 	if !deadline.IsZero() {
 		retry.Sleep(ctx, time.Until(deadline)) //nolint:errcheck // ctx ends the run
 		return nil
 	}
 	for {
-		if err := retry.Sleep(ctx, leasePoll); err != nil {
+		if err := retry.Sleep(ctx, clientPoll); err != nil {
+			return nil
+		}
+		if completed.Load() >= int64(d.c.Jobs) {
 			return nil
 		}
 		// The bench's own poll, not the workers' statements.
-		pending, err := d.q.Pending(uncounted(ctx), DefaultQueue)
+		pending, err := d.pending(uncounted(ctx))
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return nil

@@ -132,6 +132,17 @@ const (
 	DriverStatements = "statements"
 )
 
+// baselineClients is how many clients pgbench runs with --baseline: one
+// per worker, but at most throughputBaselineClients for a burn-down (the
+// client's many goroutines are not connections; pgbench's clients each
+// hold one).
+func (c *Config) baselineClients() int {
+	if c.Scenario == ScenarioThroughput {
+		return min(c.Workers, throughputBaselineClients)
+	}
+	return c.Workers
+}
+
 // driverName says what runs c's jobs.
 func (c *Config) driverName() string {
 	switch {
@@ -690,9 +701,9 @@ func checkConnections(ctx context.Context, db *skiplock.DB, c *Config, baseline 
 		}
 		return skiplock.Usagef("server allows %d connections%s; %s needs %d: %s", allowed, busy, what, need, fix)
 	}
-	if baseline && c.Workers+SpareConns > allowed-others {
+	if clients := c.baselineClients(); baseline && clients+SpareConns > allowed-others {
 		return skiplock.Usagef("server allows %d connections%s; --baseline runs pgbench with %d clients, which needs %d: raise max_connections or drop --baseline",
-			allowed, busy, c.Workers, c.Workers+SpareConns)
+			allowed, busy, clients, clients+SpareConns)
 	}
 	return nil
 }

@@ -341,12 +341,7 @@ func runBaseline(ctx context.Context, c *Config, admin *skiplock.DB, path string
 	}
 	// c.DSN goes through the --rtt proxy when there is one: pgbench's
 	// round trips are emulated as ours are.
-	clients := c.Workers
-	if c.Scenario == ScenarioThroughput {
-		// The client's many goroutines are not connections: pgbench's
-		// clients each hold one.
-		clients = min(clients, throughputBaselineClients)
-	}
+	clients := c.baselineClients()
 	run := &pgbenchRun{Path: path, DSN: c.DSN, Schema: c.Schema, Clients: clients, Duration: c.Duration, Work: c.Work, Out: c.Out}
 	if c.Progress > 0 {
 		run.Progress = c.Progress

@@ -51,7 +51,7 @@ func newWindow(name, label string, now time.Time, step time.Duration, n int, rol
 		}
 		i := int(r.Minute.Sub(w.Since) / step)
 		if i >= n {
-			continue // a minute after now: a clock ahead of ours
+			continue // past the last bucket (a clock ahead of ours)
 		}
 		b := &w.Buckets[i]
 		b.Completed += r.Completed
@@ -93,7 +93,7 @@ func (w window) Throughput() template.HTML {
 		c[i], f[i] = float64(b.Completed), float64(b.Failed)
 	}
 	title := fmt.Sprintf("jobs per %s", shortDuration(w.Step))
-	return svgChart(title, w.Buckets, []series{{"completed", "s-ok", c}, {"failed", "s-bad", f}}, countLabel, w.Completed+w.Failed == 0)
+	return svgChart(title, w.Buckets, []series{{"completed", "s-ok", c}, {"failed", "s-bad", f}}, countLabel, 2, w.Completed+w.Failed == 0)
 }
 
 // Latency draws the wait (run_at to start) and run times.
@@ -108,7 +108,22 @@ func (w window) Latency() template.HTML {
 	return svgChart("latency (seconds)", w.Buckets, []series{
 		{"wait p50", "s-wait50", wp50}, {"wait p95", "s-wait95", wp95},
 		{"run p50", "s-run50", rp50}, {"run p95", "s-run95", rp95},
-	}, secondsLabel, !any)
+	}, secondsLabel, 0.001, !any)
+}
+
+// niceCeil rounds a chart's top up to 1, 2 or 5 times a power of ten,
+// and at least to floor (2 for counts, so that the half is whole).
+func niceCeil(v, floor float64) float64 {
+	if v <= floor {
+		return floor
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if v <= m*p {
+			return m * p
+		}
+	}
+	return 10 * p
 }
 
 func countLabel(v float64) string {
@@ -132,7 +147,7 @@ const (
 // from 0 to the largest value, the first and last bucket's times under
 // it and a legend above. Missing values (NaN) break the lines. Each
 // point carries a <title> so that hovering shows its value.
-func svgChart(title string, buckets []bucket, ss []series, label func(float64) string, empty bool) template.HTML {
+func svgChart(title string, buckets []bucket, ss []series, label func(float64) string, floor float64, empty bool) template.HTML {
 	var b strings.Builder
 	esc := template.HTMLEscapeString
 	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %d %d" role="img" aria-label="%s">`, chartW, chartH, esc(title))
@@ -145,9 +160,7 @@ func svgChart(title string, buckets []bucket, ss []series, label func(float64) s
 			}
 		}
 	}
-	if maxV == 0 {
-		maxV = 1
-	}
+	maxV = niceCeil(maxV, floor)
 	plotW, plotH := float64(chartW-padL-padR), float64(chartH-padT-padB)
 	x := func(i int) float64 {
 		if len(buckets) < 2 {
@@ -161,8 +174,12 @@ func svgChart(title string, buckets []bucket, ss []series, label func(float64) s
 		fmt.Fprintf(&b, `<text class="c-axis" x="%d" y="%.1f" text-anchor="end">%s</text>`, padL-4, y(f*maxV)+4, esc(label(f*maxV)))
 	}
 	if n := len(buckets); n > 0 {
-		fmt.Fprintf(&b, `<text class="c-axis" x="%d" y="%d">%s</text>`, padL, chartH-6, buckets[0].At.Format("15:04"))
-		fmt.Fprintf(&b, `<text class="c-axis" x="%d" y="%d" text-anchor="end">%s UTC</text>`, chartW-padR, chartH-6, buckets[n-1].At.Format("15:04"))
+		layout := "15:04"
+		if buckets[n-1].At.Sub(buckets[0].At) > 12*time.Hour {
+			layout = "Jan 2 15:04"
+		}
+		fmt.Fprintf(&b, `<text class="c-axis" x="%d" y="%d">%s</text>`, padL, chartH-6, buckets[0].At.Format(layout))
+		fmt.Fprintf(&b, `<text class="c-axis" x="%d" y="%d" text-anchor="end">%s UTC</text>`, chartW-padR, chartH-6, buckets[n-1].At.Format(layout))
 	}
 	// The legend, right-aligned in the title row.
 	lx := chartW - padR
@@ -175,6 +192,9 @@ func svgChart(title string, buckets []bucket, ss []series, label func(float64) s
 		fmt.Fprintf(&b, `<text class="c-empty" x="%.1f" y="%.1f" text-anchor="middle">no jobs finished in this window</text>`, padL+plotW/2, padT+plotH/2)
 	}
 	for _, s := range ss {
+		if empty {
+			break
+		}
 		var pts []string
 		flush := func() {
 			if len(pts) > 0 {
@@ -190,9 +210,6 @@ func svgChart(title string, buckets []bucket, ss []series, label func(float64) s
 			pts = append(pts, fmt.Sprintf("%.1f,%.1f", x(i), y(v)))
 		}
 		flush()
-		if empty {
-			continue
-		}
 		for i, v := range s.Values {
 			if math.IsNaN(v) || (v == 0 && len(s.Values) > 1) {
 				continue

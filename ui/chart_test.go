@@ -22,7 +22,7 @@ func TestWindow(t *testing.T) {
 		{Queue: "b", Minute: time.Date(2026, 11, 23, 9, 50, 0, 0, time.UTC), Completed: 4, WaitP50: 3 * time.Second, RunP95: 2 * time.Second},
 		{Queue: "a", Minute: time.Date(2026, 11, 23, 10, 7, 0, 0, time.UTC), Completed: 2},
 		{Queue: "a", Minute: time.Date(2026, 11, 23, 10, 20, 0, 0, time.UTC), Completed: 500}, // past the last bucket
-		{Queue: "a", Minute: time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC), Failed: 5},      // in the day, not the hour
+		{Queue: "a", Minute: time.Date(2026, 11, 23, 9, 0, 0, 0, time.UTC), Failed: 5},        // in the day, not the hour
 	}
 	h := newWindow("hour", "", now, time.Minute, 60, rs)
 	if want := time.Date(2026, 11, 23, 9, 8, 0, 0, time.UTC); !h.Since.Equal(want) || len(h.Buckets) != 60 {

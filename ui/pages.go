@@ -61,7 +61,7 @@ var funcs = template.FuncMap{
 		}
 		return b.String()
 	},
-	"path": url.PathEscape,
+	"path":  url.PathEscape,
 	"count": func(counts map[string]int64, state string) int64 { return counts[state] },
 	// The states each action applies to, in either layout (bucketed's and
 	// fanout's rules: see admin.Do).

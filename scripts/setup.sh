@@ -1,13 +1,20 @@
 #!/usr/bin/env bash
 # Installs what a fresh machine lacks to build and test skiplock: the
-# PostgreSQL server binaries (initdb, pg_ctl) and pgbench. Does nothing
-# where they are present.
+# PostgreSQL server binaries (initdb, pg_ctl) and pgbench, and, as root,
+# Debian's chromium for the dashboard's browser tests (package ui; they
+# skip without it). Does nothing where they are present.
 set -euo pipefail
 
 have_server() {
   command -v pg_config >/dev/null 2>&1 && [ -x "$(pg_config --bindir)/initdb" ] && return 0
   ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1
 }
+
+if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "setup: installing chromium (headless) for the dashboard's browser tests"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
 
 if have_server && command -v pgbench >/dev/null 2>&1; then
   exit 0

@@ -1,0 +1,338 @@
+package ui_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image/png"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/admin"
+	"github.com/skiplock/skiplock/client"
+	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/maintenance"
+	"github.com/skiplock/skiplock/ui"
+)
+
+// chromium finds the browser: $SKIPLOCK_CHROMIUM, else Debian's
+// chromium package.
+func chromium() string {
+	if p := os.Getenv("SKIPLOCK_CHROMIUM"); p != "" {
+		return p
+	}
+	for _, name := range []string{"/usr/bin/chromium", "chromium", "chromium-browser"} {
+		if p, err := exec.LookPath(name); err == nil {
+			return p
+		}
+	}
+	return ""
+}
+
+// startBrowser starts one headless Chromium for the test and its
+// subtests (each opens its own tab). It skips the test when there is no
+// Chromium at all; a Chromium that is there but does not start fails it.
+func startBrowser(t *testing.T) context.Context {
+	t.Helper()
+	path := chromium()
+	if path == "" {
+		t.Skip("no headless Chromium: install Debian's chromium package (apt-get install chromium, or make setup), or set SKIPLOCK_CHROMIUM to a Chromium binary")
+	}
+	opts := []chromedp.ExecAllocatorOption{
+		chromedp.ExecPath(path),
+		chromedp.Headless,
+		chromedp.NoSandbox, // the tests may run as root
+		chromedp.DisableGPU,
+		chromedp.NoFirstRun,
+		chromedp.NoDefaultBrowserCheck,
+		// Without these, Chromium reaches for the network on its own, and
+		// misbehaves on a machine without one.
+		chromedp.Flag("disable-quic", true),
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true),
+		chromedp.Flag("disable-extensions", true),
+		chromedp.Flag("disable-dev-shm-usage", true),
+		chromedp.UserDataDir(t.TempDir()),
+		chromedp.WindowSize(1280, 900),
+	}
+	ctx, cancelTimeout := context.WithTimeout(context.Background(), 2*time.Minute)
+	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
+	bctx, cancelBrowser := chromedp.NewContext(actx)
+	t.Cleanup(func() { cancelBrowser(); cancelAlloc(); cancelTimeout() })
+	if err := chromedp.Run(bctx); err != nil {
+		t.Fatalf("Chromium (%s) did not start: %v", path, err)
+	}
+	return bctx
+}
+
+// tab opens a new tab of the browser for one subtest.
+func tab(t *testing.T, browser context.Context) context.Context {
+	t.Helper()
+	ctx, cancel := chromedp.NewContext(browser)
+	t.Cleanup(cancel)
+	ctx, cancelT := context.WithTimeout(ctx, 30*time.Second)
+	t.Cleanup(cancelT)
+	return ctx
+}
+
+func run(t *testing.T, ctx context.Context, actions ...chromedp.Action) {
+	t.Helper()
+	if err := chromedp.Run(ctx, actions...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// awaitPromise makes Evaluate wait for the promise the expression returns.
+func awaitPromise(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }
+
+// waitFor waits until the expression is true in the tab's page. The
+// page may reload meanwhile (the buttons reload it), which fails an
+// evaluation now and then: those are retried.
+func waitFor(t *testing.T, ctx context.Context, expr string) {
+	t.Helper()
+	deadline := time.Now().Add(15 * time.Second)
+	for {
+		var ok bool
+		err := chromedp.Run(ctx, chromedp.Evaluate(`!!(`+expr+`)`, &ok))
+		if err == nil && ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the page never showed %s (last error: %v)", expr, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// TestBrowser drives the dashboard in headless Chromium: the overview
+// shows the database's counts, a click retries a failed job of either
+// layout, clicks pause and resume a queue, a POST from the page without
+// the CSRF token is refused, a read-only dashboard has no buttons, and
+// every page is screenshotted (into $SKIPLOCK_UI_SCREENSHOTS when set,
+// else the test's artifact directory).
+func TestBrowser(t *testing.T) {
+	browser := startBrowser(t)
+	f := seed(t)
+	periodicAndLeader(t, f)
+	_, ts := f.serve(t, ui.Config{})
+
+	t.Run("overview matches the database", func(t *testing.T) {
+		ctx := tab(t, browser)
+		var cells, totals map[string]int64
+		var total int64
+		var oldest map[string]string
+		run(t, ctx, chromedp.Navigate(ts.URL+"/"),
+			chromedp.WaitVisible("#queues", chromedp.ByQuery),
+			chromedp.Evaluate(`(() => { const out = {}; document.querySelectorAll('#queues tbody tr[data-queue]').forEach(tr =>
+				tr.querySelectorAll('td[data-state]').forEach(td => { const n = parseInt(td.textContent.trim(), 10); if (n) out[tr.dataset.queue + '/' + td.dataset.state] = n; }));
+				return out; })()`, &cells),
+			chromedp.Evaluate(`(() => { const out = {}; document.querySelectorAll('#totals th[data-state]').forEach(th => out[th.dataset.state] = parseInt(th.textContent.trim(), 10)); return out; })()`, &totals),
+			chromedp.Evaluate(`parseInt(document.querySelector('#total-all').dataset.total, 10)`, &total),
+			chromedp.Evaluate(`Object.fromEntries([...document.querySelectorAll('#queues tbody tr[data-queue]')].map(tr => [tr.dataset.queue, tr.querySelector('td[data-oldest]').textContent.trim()]))`, &oldest),
+		)
+		want := f.sqlCounts(t)
+		if fmt.Sprint(cells) != fmt.Sprint(want) {
+			t.Errorf("the overview shows %v, the tables hold %v", cells, want)
+		}
+		var sum int64
+		byState := map[string]int64{}
+		for k, n := range want {
+			sum += n
+			byState[k[strings.Index(k, "/")+1:]] += n
+		}
+		for _, st := range admin.States {
+			if totals[st] != byState[st] {
+				t.Errorf("total of %s: the page shows %d, the tables hold %d", st, totals[st], byState[st])
+			}
+		}
+		if total != sum {
+			t.Errorf("the page counts %d jobs in all, the tables %d", total, sum)
+		}
+		// Queued jobs wait in emails and reports; webhooks has none.
+		if oldest["emails"] == "-" || oldest["reports"] == "-" || oldest["webhooks"] != "-" {
+			t.Errorf("oldest queued ages: %v", oldest)
+		}
+		// The charts' totals are the rollups' sums over each window.
+		for _, w := range []string{"hour", "day"} {
+			var since string
+			var completed, failed int64
+			run(t, ctx,
+				chromedp.AttributeValue("#window-"+w, "data-since", &since, nil, chromedp.ByQuery),
+				chromedp.Evaluate(`parseInt(document.querySelector('#window-`+w+` [data-total=completed]').textContent, 10)`, &completed),
+				chromedp.Evaluate(`parseInt(document.querySelector('#window-`+w+` [data-total=failed]').textContent, 10)`, &failed),
+			)
+			from, err := time.Parse(time.RFC3339, since)
+			if err != nil {
+				t.Fatalf("window %s: data-since %q: %v", w, since, err)
+			}
+			rs, err := f.adm(t).Rollups(context.Background(), "", from)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var c, fl int64
+			for _, r := range rs {
+				if !r.Minute.Before(from) {
+					c, fl = c+r.Completed, fl+r.Failed
+				}
+			}
+			if completed != c || failed != fl {
+				t.Errorf("window %s since %s: the page shows %d completed, %d failed; the rollups hold %d, %d", w, since, completed, failed, c, fl)
+			}
+		}
+	})
+
+	t.Run("screenshots", func(t *testing.T) {
+		ctx := tab(t, browser)
+		dir := os.Getenv("SKIPLOCK_UI_SCREENSHOTS")
+		if dir == "" {
+			dir = t.ArtifactDir()
+		} else if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		run(t, ctx, chromedp.EmulateViewport(1280, 900))
+		for name, path := range map[string]string{
+			"overview": "/", "jobs": "/jobs", "job": "/jobs/" + f.failed[1],
+			"job-fanout": "/jobs/" + f.dead[1], "periodic": "/periodic", "clients": "/clients",
+		} {
+			var buf []byte
+			run(t, ctx, chromedp.Navigate(ts.URL+path), chromedp.WaitVisible("main", chromedp.ByQuery), chromedp.FullScreenshot(&buf, 100))
+			cfg, err := png.DecodeConfig(bytes.NewReader(buf))
+			if err != nil || cfg.Width < 1000 {
+				t.Fatalf("%s: screenshot is not a page-wide PNG: %v %+v", name, err, cfg)
+			}
+			file := filepath.Join(dir, "dashboard-"+name+".png")
+			if name == "overview" {
+				file = filepath.Join(dir, "dashboard.png")
+			}
+			if err := os.WriteFile(file, buf, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("%s: %s (%d KB)", name, file, len(buf)/1024)
+		}
+	})
+
+	t.Run("a POST without the CSRF token is refused", func(t *testing.T) {
+		ctx := tab(t, browser)
+		var codes []int
+		run(t, ctx, chromedp.Navigate(ts.URL+"/jobs/"+f.failed[1]),
+			chromedp.WaitVisible("#job-state", chromedp.ByQuery),
+			chromedp.Evaluate(`Promise.all([
+				fetch('/api/jobs/`+f.failed[1]+`/retry', {method: 'POST'}).then(r => r.status),
+				fetch('/api/jobs/`+f.failed[1]+`/retry', {method: 'POST', headers: {'X-CSRF-Token': 'guess'}}).then(r => r.status),
+				fetch('/api/queues/emails/pause', {method: 'POST'}).then(r => r.status)])`, &codes, awaitPromise),
+		)
+		if fmt.Sprint(codes) != "[403 403 403]" {
+			t.Errorf("POSTs without the token answered %v, want 403s", codes)
+		}
+		if st := f.state(t, f.failed[1]); st != "failed" {
+			t.Errorf("a refused retry changed the job to %q", st)
+		}
+		if p := f.paused(t, "emails"); p != nil {
+			t.Errorf("a refused pause wrote a pause row (%v)", *p)
+		}
+	})
+
+	t.Run("retry by click", func(t *testing.T) {
+		for _, id := range []string{f.failed[0], f.dead[0]} {
+			ctx := tab(t, browser)
+			before := f.state(t, id)
+			run(t, ctx, chromedp.Navigate(ts.URL+"/jobs/"+id),
+				chromedp.WaitVisible(`button[data-action="retry"]`, chromedp.ByQuery),
+				chromedp.Click(`button[data-action="retry"]`, chromedp.ByQuery),
+			)
+			waitFor(t, ctx, `document.querySelector('#job-state') && document.querySelector('#job-state').textContent === 'queued'`)
+			if st := f.state(t, id); st != "queued" {
+				t.Errorf("job %s was %s; after the click the page says queued, the table %q", id, before, st)
+			}
+		}
+	})
+
+	t.Run("pause and resume by click", func(t *testing.T) {
+		ctx := tab(t, browser)
+		row := `tr[data-queue="reports"]`
+		run(t, ctx, chromedp.Navigate(ts.URL+"/"),
+			chromedp.Click(row+` button[data-action="pause"]`, chromedp.ByQuery),
+		)
+		waitFor(t, ctx, `document.querySelector('`+row+` td[data-paused]').dataset.paused === 'true'`)
+		if p := f.paused(t, "reports"); p == nil || !*p {
+			t.Fatalf("after the pause click the table says %v", p)
+		}
+		run(t, ctx,
+			chromedp.Click(row+` button[data-action="resume"]`, chromedp.ByQuery),
+		)
+		waitFor(t, ctx, `document.querySelector('`+row+` td[data-paused]').dataset.paused === 'false'`)
+		if p := f.paused(t, "reports"); p == nil || *p {
+			t.Fatalf("after the resume click the table says %v", p)
+		}
+	})
+
+	t.Run("read-only has no buttons", func(t *testing.T) {
+		_, ro := f.serve(t, ui.Config{ReadOnly: true})
+		ctx := tab(t, browser)
+		for _, p := range []string{"/", "/jobs/" + f.failed[1], "/jobs/" + f.queued[1]} {
+			var n int
+			run(t, ctx, chromedp.Navigate(ro.URL+p), chromedp.WaitVisible("#read-only", chromedp.ByQuery),
+				chromedp.Evaluate(`document.querySelectorAll('button[data-post]').length`, &n))
+			if n != 0 {
+				t.Errorf("read-only %s has %d action buttons", p, n)
+			}
+		}
+	})
+}
+
+type tick struct{}
+
+func (tick) Kind() string { return "nightly-report" }
+
+// periodicAndLeader runs a client with a periodic job until its leader
+// has enqueued it and a worker ran it, then stops it: the periodic and
+// clients pages then have something to show. The job's queue, default,
+// takes no other jobs.
+func periodicAndLeader(t *testing.T, f *fixture) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ws := client.NewWorkers()
+	if err := client.AddWorker(ws, client.WorkFunc[tick](func(context.Context, *client.Job[tick]) error { return nil }), nil); err != nil {
+		t.Fatal(err)
+	}
+	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 20})
+	c, err := client.New(ctx, db, &client.Config{Schema: f.schema, Workers: ws,
+		Queues:       map[string]client.QueueConfig{"default": {MaxWorkers: 1}},
+		PeriodicJobs: []client.PeriodicJob{{Name: "nightly-report", Cron: "0 3 * * *", Args: tick{}, RunOnStart: true}},
+		Maintenance:  &maintenance.Config{Holder: "ui-test-leader", ElectInterval: 100 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer c.Stop(context.Background()) //nolint:errcheck // stopped below too
+	for {
+		ps, err := f.adm(t).PeriodicJobs(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ps) == 1 && f.sqlCounts(t)["default/success"] == 1 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the periodic job did not run: %v, counts %v", ps, f.sqlCounts(t))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+	if err := c.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -180,6 +180,11 @@ func (c *Client) fanoutResult(queue string, res *fanout.Result, err error) {
 		m.Snoozed(l)
 	case res.HandlerErr == nil:
 		c.completed(job, schema.LayoutFanout)
+	case !res.Dead && job.Attempts >= job.MaxAttempts:
+		// The last attempt failed, and its recording found the job gone:
+		// a claim that raced the recording buried it (fanout's amend_dead)
+		// and counts the final failure there. Not a retried one.
+		c.attempts.end(job)
 	default:
 		c.attempts.end(job)
 		m.Failed(l, res.Dead)

@@ -93,25 +93,6 @@ func job(name, queue, kind, layout string, extra ...string) string {
 	return name + "{" + strings.Join(ls, ",") + "}"
 }
 
-// TestMetricsNewTwice: a second registration in one registry is refused
-// with an error that says what to do, and leaves the first working.
-func TestMetricsNewTwice(t *testing.T) {
-	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := metrics.New(reg); err == nil || !strings.Contains(err.Error(), "once per registry") {
-		t.Fatalf("second New: %v, want an already-registered error", err)
-	}
-	m.Inserted(metrics.Labels{Queue: "q", Kind: "k", Layout: "bucketed"}, 3)
-	if got := series(t, reg)[job("skiplock_jobs_inserted_total", "q", "k", "bucketed")]; got != 3 {
-		t.Fatalf("inserted after a refused second New: %v, want 3", got)
-	}
-	var none *metrics.Metrics
-	none.Completed(metrics.Labels{}, metrics.Timing{}) // nil Metrics: no-op
-}
-
 // TestMetrics runs two clients, each with its own registry (two
 // processes), over a bucketed and a fanout queue with jobs that complete,
 // fail once then succeed, fail for good, snooze once, and (bucketed) lose

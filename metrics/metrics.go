@@ -63,8 +63,9 @@ type QueueSample struct {
 	// Jobs counts the queue's jobs by state ("queued", "running"), each
 	// count read up to a cap (see the client's Config.Metrics).
 	Jobs map[string]int64
-	// OldestQueued is how long the oldest claimable job has waited since
-	// its run_at; negative when no job waits.
+	// OldestQueued is how long the oldest claimable job has waited
+	// (bucketed: since its run_at; fanout: since its creation); negative
+	// when no job waits (exported as 0).
 	OldestQueued time.Duration
 	// Paused is whether an operator paused the queue.
 	Paused bool
@@ -135,7 +136,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 			"Jobs of a queue by state, sampled by the maintenance leader through index-bounded queries: bucketed queued and running, fanout queued (pending); each count stops at the client's sample cap (a value at the cap means at least that many). Finished jobs are counted by the _total counters.",
 			[]string{LabelQueue, LabelLayout, LabelState}, nil),
 		oldestDesc: prometheus.NewDesc("skiplock_queue_oldest_queued_seconds",
-			"Age of the oldest claimable job of a queue (since its run_at), sampled by the maintenance leader; 0 when none waits. Bucketed: the oldest of the buckets' next jobs (exact for a queue of one priority); fanout: exact below the sample cap, else the oldest of the rows read (a lower bound).",
+			"How long the oldest claimable job of a queue has waited, sampled by the maintenance leader; 0 when none waits. Bucketed: since run_at, the oldest of the buckets' next jobs (exact for a queue of one priority); fanout: since creation, exact below the sample cap, else the oldest of the rows read (a lower bound).",
 			[]string{LabelQueue, LabelLayout}, nil),
 		pausedDesc: prometheus.NewDesc("skiplock_queue_paused", "1 when an operator paused the queue (skiplock queues pause), else 0; sampled by the maintenance leader.", []string{LabelQueue, LabelLayout}, nil),
 		ownedReg:   reg,

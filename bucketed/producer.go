@@ -91,8 +91,10 @@ func (w *Worker) produce(ctx context.Context) {
 			p.stmts.Add(1)
 		}
 		if err == nil && found {
+			began := time.Now()
 			jobs, err = w.q.DequeueAs(ctx, w.cfg.Queue, int(min(want, MaxClaim)), w.cfg.Owner)
 			p.stmts.Add(1)
+			w.claimedIn(len(jobs), time.Since(began))
 		}
 		probeFirst = false
 		switch {

@@ -97,6 +97,15 @@ type WorkerConfig struct {
 	// Batch > 1 it includes waiting behind the batch's earlier jobs). It
 	// runs on a completer goroutine: keep it quick.
 	AfterComplete func(job *skiplock.Job, asked, claimed time.Time)
+	// AfterResult, when set, is called once for each job whose result
+	// this worker wrote back or dropped, after the write committed (or
+	// failed), with what became of it: for counters. It runs on a
+	// completer goroutine: keep it quick.
+	AfterResult func(job *skiplock.Job, o Outcome)
+	// AfterClaim, when set, is called after each claim statement that
+	// returned jobs, with their number and the statement's duration. It
+	// runs on the claiming goroutine: keep it quick.
+	AfterClaim func(n int, took time.Duration)
 	// Maintenance tunes the schema's maintenance leader, which this worker
 	// competes to be: one process per schema rescues expired leases (a job
 	// with no attempts left becomes Failed) and prunes finished jobs (see
@@ -501,7 +510,7 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 	// A write that fails leaves its jobs Running; their leases expire and
 	// other workers take them again (at least once).
 	if len(done) > 0 {
-		lost, _ := w.writeBack(ctx, "completion", done, func(ctx context.Context) ([]*skiplock.Job, error) {
+		lost, _ := w.writeBack(ctx, "completion", OutcomeCompleted, done, func(ctx context.Context) ([]*skiplock.Job, error) {
 			return w.q.CompleteManyWith(ctx, done, w.cfg.OnComplete)
 		})
 		w.completed.Add(int64(len(done) - len(lost)))
@@ -522,7 +531,7 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 		for i, f := range fails {
 			fj[i] = f.Job
 		}
-		lost, err := w.writeBack(ctx, "failure", fj, func(ctx context.Context) ([]*skiplock.Job, error) {
+		lost, err := w.writeBack(ctx, "failure", OutcomeFailed, fj, func(ctx context.Context) ([]*skiplock.Job, error) {
 			return w.q.failMany(ctx, fails, backoffs)
 		})
 		w.failed.Add(int64(len(fails) - len(lost)))
@@ -540,17 +549,18 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 		}
 	}
 	if len(rel) > 0 {
-		lost, _ := w.writeBack(ctx, "release", rel, func(ctx context.Context) ([]*skiplock.Job, error) { return w.q.ReleaseMany(ctx, rel) })
+		lost, _ := w.writeBack(ctx, "release", OutcomeReleased, rel, func(ctx context.Context) ([]*skiplock.Job, error) { return w.q.ReleaseMany(ctx, rel) })
 		w.released.Add(int64(len(rel) - len(lost)))
 	}
 	for d, jobs := range snoozes {
-		lost, _ := w.writeBack(ctx, "snooze", jobs, func(ctx context.Context) ([]*skiplock.Job, error) { return w.q.SnoozeMany(ctx, jobs, d) })
+		lost, _ := w.writeBack(ctx, "snooze", OutcomeSnoozed, jobs, func(ctx context.Context) ([]*skiplock.Job, error) { return w.q.SnoozeMany(ctx, jobs, d) })
 		w.snoozed.Add(int64(len(jobs) - len(lost)))
 		if len(lost) < len(jobs) {
 			w.wakeIn(d)
 		}
 	}
 	w.lost.Add(int64(len(drop)))
+	w.report(drop, drop, OutcomeLost)
 	w.mu.Lock()
 	for _, r := range batch {
 		delete(w.inHand, r.job)
@@ -563,7 +573,7 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 // returns the jobs whose result was not written: their lease was lost, or
 // the write failed (logged, and returned; they run again when their
 // leases expire). They are counted as lost.
-func (w *Worker) writeBack(ctx context.Context, what string, jobs []*skiplock.Job, write func(ctx context.Context) ([]*skiplock.Job, error)) ([]*skiplock.Job, error) {
+func (w *Worker) writeBack(ctx context.Context, what string, o Outcome, jobs []*skiplock.Job, write func(ctx context.Context) ([]*skiplock.Job, error)) ([]*skiplock.Job, error) {
 	var lost []*skiplock.Job
 	err := w.persist(ctx, what, jobs, func(ctx context.Context) (err error) {
 		lost, err = write(ctx)
@@ -578,6 +588,7 @@ func (w *Worker) writeBack(ctx context.Context, what string, jobs []*skiplock.Jo
 		}
 	}
 	w.lost.Add(int64(len(lost)))
+	w.report(jobs, lost, o)
 	return lost, err
 }
 

@@ -38,6 +38,9 @@ type Client struct {
 	periodic []schedule        // parsed Config.PeriodicJobs
 	sql      map[string]string // client.sql for the schema
 
+	attempts   attemptTimes      // running attempts' times, for Config.Metrics (metrics.go)
+	metricsSQL map[string]string // metrics.sql for the schema and engine
+
 	mu       sync.Mutex
 	started  bool
 	stopped  bool
@@ -87,6 +90,9 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 		return nil, err
 	}
 	if cl.sql, err = sqlFile.Render(sqlVars(db.Dialect(), c.Schema)); err != nil {
+		return nil, err
+	}
+	if cl.metricsSQL, err = renderMetricsSQL(db.Dialect(), c.Schema); err != nil {
 		return nil, err
 	}
 	if need := c.Connections(); len(c.worked()) > 0 {
@@ -157,24 +163,28 @@ func (c *Client) addRunner(name string, q QueueConfig) error {
 	logf := c.cfg.Logf
 	switch q.Layout {
 	case schema.LayoutFanout:
-		w, err := c.fq[name].NewWorker(&fanout.WorkerConfig{
+		wc := &fanout.WorkerConfig{
 			Queue: name, Workers: q.MaxWorkers, JobTimeout: c.longestTimeout(),
 			PollInterval: poll, Wake: r.wake, WaitWhenDrained: true, NoMaintenance: true, Logf: logf,
 			Handler: func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
 				return c.work(context.WithValue(ctx, txKey{}, tx), job)
 			},
-			OnResult: c.fanoutResult,
-		})
+			OnResult: c.fanoutCompleted,
+		}
+		c.metricsHooks(name, nil, wc)
+		w, err := c.fq[name].NewWorker(wc)
 		if err != nil {
 			return fmt.Errorf("client: queue %q: %w", name, err)
 		}
 		r.fw = w
 	default:
-		w, err := c.bq.NewWorker(&bucketed.WorkerConfig{
+		wc := &bucketed.WorkerConfig{
 			Queue: name, Workers: q.MaxWorkers, Prefetch: q.Prefetch,
 			PollInterval: poll, Wake: r.wake, NoMaintenance: true, Owner: c.cfg.Owner, Logf: logf,
 			Handler: c.work, OnComplete: c.cfg.OnComplete, AfterComplete: c.cfg.AfterComplete, WaitWhenDrained: true,
-		})
+		}
+		c.metricsHooks(name, wc, nil)
+		w, err := c.bq.NewWorker(wc)
 		if err != nil {
 			return fmt.Errorf("client: queue %q: %w", name, err)
 		}
@@ -184,9 +194,9 @@ func (c *Client) addRunner(name string, q QueueConfig) error {
 	return nil
 }
 
-// fanoutResult hears each Process of a fanout queue that claimed a job:
-// one whose removal committed is complete (AfterComplete).
-func (c *Client) fanoutResult(_ int, res *fanout.Result, err error) {
+// fanoutCompleted hears each Process of a fanout queue that claimed a
+// job: one whose removal committed is complete (AfterComplete).
+func (c *Client) fanoutCompleted(_ int, res *fanout.Result, err error) {
 	if c.cfg.AfterComplete != nil && err == nil && res.Job != nil && res.HandlerErr == nil && !res.Snoozed {
 		c.cfg.AfterComplete(res.Job, res.Started, res.Claimed)
 	}
@@ -234,11 +244,13 @@ func (c *Client) Start(ctx context.Context) error {
 		if len(c.periodic) > 0 {
 			mc.Hooks = append(append([]maintenance.Hook(nil), mc.Hooks...), c.periodicHook())
 		}
+		mc.Hooks = append(slices.Clip(mc.Hooks), c.metricsHook()...)
 		m, err := maintenance.Start(ctx, c.db, &mc)
 		if err != nil {
 			return fmt.Errorf("client: %w", err)
 		}
 		c.maint = m
+		c.watchMaintenance(m)
 	}
 	if c.notify {
 		c.listener = startListener(ctx, c)
@@ -353,6 +365,7 @@ func TxFromContext(ctx context.Context) (tx skiplock.Tx, ok bool) {
 // work runs one attempt: the kind's worker inside the middleware, with
 // the attempt's timeout, and the snooze cap applied.
 func (c *Client) work(ctx context.Context, job *skiplock.Job) error {
+	defer c.timeAttempt(job)()
 	k := c.cfg.Workers.lookup(job.Kind)
 	timeout := c.cfg.JobTimeout
 	if k != nil && k.opts.Timeout != 0 {

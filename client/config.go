@@ -11,6 +11,7 @@ import (
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/fanout"
 	"github.com/skiplock/skiplock/maintenance"
+	"github.com/skiplock/skiplock/metrics"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -148,6 +149,13 @@ type Config struct {
 	// connection and its queue's counting ones (fanout.RecorderConns), the
 	// listener's, and one more.
 	AllowSmallPool bool
+	// Metrics, when set, receives the client's Prometheus metrics
+	// (package metrics: make one with metrics.New per registry, and share
+	// it between a process's clients). nil: none.
+	Metrics *metrics.Metrics
+	// MetricsSampleInterval is how often the maintenance leader samples
+	// the queue gauges for Metrics; 0 means DefaultMetricsSampleInterval.
+	MetricsSampleInterval time.Duration
 }
 
 // Middleware wraps the client's inserts and work. Either func may be nil.
@@ -221,6 +229,13 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.Logf == nil {
 		out.Logf = func(string, ...any) {}
 	}
+	switch {
+	case out.MetricsSampleInterval < 0:
+		return out, skiplock.Usagef("client: MetricsSampleInterval %v is negative: use 0 for the default (%v)", out.MetricsSampleInterval, DefaultMetricsSampleInterval)
+	case out.MetricsSampleInterval == 0:
+		out.MetricsSampleInterval = DefaultMetricsSampleInterval
+	}
+	out.Retry = withRetryCounters(out.Metrics, out.Retry)
 	queues := make(map[string]QueueConfig, len(out.Queues))
 	for name, q := range out.Queues {
 		if err := skiplock.ValidateQueueName(name); err != nil {

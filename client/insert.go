@@ -211,6 +211,7 @@ func (c *Client) write(ctx context.Context, db skiplock.Querier, jobs []*skiploc
 		if err != nil {
 			return nil, fmt.Errorf("client: insert into queue %q: %w", q, err)
 		}
+		c.countInserted(q, layout, batch, len(ids))
 		// A job whose unique key a live job holds returns no id; ids
 		// keep the jobs' order otherwise.
 		dupes := len(idx) - len(ids)

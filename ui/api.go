@@ -9,6 +9,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
+	"github.com/skiplock/skiplock/metrics"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -328,8 +329,16 @@ func (s *Server) apiJobAction(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		res.Job = j
+		if action == admin.Cancel && j != nil {
+			s.countCancelled(j)
+		}
 	}
 	writeJSON(w, http.StatusOK, res)
+}
+
+// countCancelled counts a job the dashboard cancelled.
+func (s *Server) countCancelled(j *admin.Job) {
+	s.cfg.Metrics.Cancelled(metrics.Labels{Queue: j.Queue, Kind: j.Kind, Layout: string(j.Layout)}, 1)
 }
 
 func (s *Server) apiJobsAction(w http.ResponseWriter, r *http.Request) {
@@ -348,6 +357,16 @@ func (s *Server) apiJobsAction(w http.ResponseWriter, r *http.Request) {
 	}
 	out := s.admin.DoAll(r.Context(), action, req.IDs)
 	s.forgetQueues()
+	if action == admin.Cancel && s.cfg.Metrics != nil {
+		for _, o := range out {
+			if o.Err != nil {
+				continue
+			}
+			if j, err := s.admin.Show(r.Context(), o.ID); err == nil {
+				s.countCancelled(j)
+			}
+		}
+	}
 	writeJSON(w, http.StatusOK, BulkResponse{Action: string(action), Outcomes: out})
 }
 

@@ -51,6 +51,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
+	"github.com/skiplock/skiplock/metrics"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -77,6 +78,9 @@ type Config struct {
 	QueuesTTL time.Duration
 	// Logf hears failed requests (database errors); nil is silent.
 	Logf func(format string, args ...any)
+	// Metrics, when set, counts the jobs cancelled through the dashboard
+	// (skiplock_jobs_cancelled_total).
+	Metrics *metrics.Metrics
 }
 
 // Auth is the credentials the dashboard requires: a bearer token, a

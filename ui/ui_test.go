@@ -11,10 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/maintenance"
+	"github.com/skiplock/skiplock/metrics"
 	"github.com/skiplock/skiplock/ui"
 )
 
@@ -124,7 +127,12 @@ func TestAPIMatchesDatabase(t *testing.T) {
 func TestActions(t *testing.T) {
 	t.Parallel()
 	f := seed(t)
-	_, ts := f.serve(t, ui.Config{})
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, ts := f.serve(t, ui.Config{Metrics: m})
 	h := map[string]string{"X-CSRF-Token": csrf(t, ts.URL), "Content-Type": "application/json"}
 	post := func(path string, body string, wantCode int) string {
 		t.Helper()
@@ -145,6 +153,11 @@ func TestActions(t *testing.T) {
 	post("/api/jobs/"+f.queued[0]+"/cancel", "", http.StatusOK)
 	if st := f.state(t, f.queued[0]); st != "canceled" {
 		t.Errorf("cancelled job is %q", st)
+	}
+	post("/api/jobs/"+f.queued[0]+"/cancel", "", http.StatusConflict) // counted once
+	post("/api/jobs/cancel", `{"ids": ["`+f.queued[1]+`", "`+f.success[1]+`"]}`, http.StatusOK)
+	if n := cancelledCount(t, reg, "emails", "welcome"); n != 2 {
+		t.Errorf("skiplock_jobs_cancelled_total{queue=emails,kind=welcome} = %v after 2 cancels through the dashboard", n)
 	}
 	post("/api/jobs/"+f.success[0]+"/retry", "", http.StatusConflict)
 	if st := f.state(t, f.success[0]); st != "success" {
@@ -381,4 +394,29 @@ func TestNoPasswordAnywhere(t *testing.T) {
 			t.Errorf("POST %s (%d) shows the DSN's password", p, code)
 		}
 	}
+}
+
+// cancelledCount reads skiplock_jobs_cancelled_total for one queue and
+// kind from reg.
+func cancelledCount(t *testing.T, reg *prometheus.Registry, queue, kind string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != "skiplock_jobs_cancelled_total" {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			l := map[string]string{}
+			for _, p := range m.GetLabel() {
+				l[p.GetName()] = p.GetValue()
+			}
+			if l["queue"] == queue && l["kind"] == kind {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return 0
 }

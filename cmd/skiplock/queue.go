@@ -82,6 +82,8 @@ type workOptions struct {
 	// RetryBackoff, when positive, is the wait before a job whose attempt
 	// Fail failed runs again (instead of the layout's exponential backoff).
 	RetryBackoff time.Duration
+	// MetricsAddr, when set, is where /metrics is served (metrics_http.go).
+	MetricsAddr string
 }
 
 // workReport is what a work run did.
@@ -138,7 +140,7 @@ func init() {
 	})
 	register(&command{
 		name:    "work",
-		usage:   "work --layout L {--workers N | --queues Q=N[:LAYOUT],...} [--kinds K,...] [--work D] [--fail P] [--retry-backoff D] [--until-empty] [--mode lease|tx] [--visibility-timeout D] [--job-timeout D] [--record] [--rescue-interval D] [--crash-on-payload TEXT]",
+		usage:   "work --layout L {--workers N | --queues Q=N[:LAYOUT],...} [--kinds K,...] [--work D] [--fail P] [--retry-backoff D] [--until-empty] [--mode lease|tx] [--visibility-timeout D] [--job-timeout D] [--record] [--rescue-interval D] [--crash-on-payload TEXT] [--metrics-addr HOST:PORT]",
 		summary: "run the built-in demo handler with N workers, or on several queues with one client",
 		run:     runWork,
 	})
@@ -296,6 +298,7 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	fs.Var(&kinds, "kinds", "job kinds the demo handler runs besides \"\" (the jobs enqueued without a kind), comma-separated or repeated; other kinds fail as unknown (runs with the client, as --queues does)")
 	fs.Float64Var(&o.Fail, "fail", 0, "for tests and demos: the handler fails this fraction (0 to 1) of attempts, never a job's last")
 	fs.DurationVar(&o.RetryBackoff, "retry-backoff", 0, "wait before running a job again after --fail failed its attempt (default: the layout's exponential backoff from 1s)")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, such as 127.0.0.1:9090 (default: none)")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -335,6 +338,9 @@ func runWork(ctx context.Context, e *env, args []string) error {
 		// One client.Client works every queue (work_client.go); --batch
 		// asks for the layout's own worker, which claims in batches.
 		return runClientWork(ctx, e, fs, l, o)
+	}
+	if o.MetricsAddr != "" {
+		return skiplock.Usagef("--metrics-addr with --batch: metrics come from the client, which claims for its free workers plus a prefetch: leave --batch out")
 	}
 	if o.Workers < 1 || o.Workers > maxWorkers {
 		return skiplock.Usagef("--workers %d: use 1 to %d", o.Workers, maxWorkers)

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/metrics"
 	"github.com/skiplock/skiplock/ui"
 )
 
@@ -50,17 +51,26 @@ func runUI(ctx context.Context, e *env, args []string) error {
 	if !loopback && open {
 		return skiplock.Usagef("--addr %s is not a loopback address and no --auth is given: anyone who reaches it could retry, cancel and delete jobs. Add --auth token:SECRET (or basic:USER:PASS), or serve on 127.0.0.1 and reach it through an SSH tunnel", *addr)
 	}
+	var m *metrics.Metrics
 	if *metricsAddr != "" {
-		// TODO(metrics): serve the metrics package's /metrics handler on
-		// *metricsAddr here (issue 17, item 1), beside the dashboard, and
-		// drop this refusal.
-		return skiplock.Usagef("--metrics-addr is not available yet in this build")
+		// The dashboard's own metrics (the jobs it cancels, the Go
+		// runtime's) on their own address, like work's.
+		reg, mm, err := newMetricsRegistry()
+		if err != nil {
+			return err
+		}
+		stop, err := serveMetrics(e, *metricsAddr, reg)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		m = mm
 	}
 	db, err := e.open(ctx, 8)
 	if err != nil {
 		return err
 	}
-	srv, err := ui.New(ctx, db, &ui.Config{Schema: e.schema, ReadOnly: *readOnly, Auth: auth, Logf: e.logf})
+	srv, err := ui.New(ctx, db, &ui.Config{Schema: e.schema, ReadOnly: *readOnly, Auth: auth, Logf: e.logf, Metrics: m})
 	if err != nil {
 		return err
 	}

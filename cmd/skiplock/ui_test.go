@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -30,23 +28,6 @@ func TestUIRefusesOpenNonLoopback(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer the test reads while the CLI writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // startUI runs skiplock ui in-process and returns its base URL; it
 // stops when the test ends, and must exit 0.

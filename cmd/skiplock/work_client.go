@@ -143,6 +143,18 @@ func runClientWork(ctx context.Context, e *env, fs *flag.FlagSet, def schema.Lay
 	if err != nil {
 		return err
 	}
+	if o.MetricsAddr != "" {
+		reg, m, err := newMetricsRegistry()
+		if err != nil {
+			return err
+		}
+		cfg.Metrics = m
+		stop, err := serveMetrics(e, o.MetricsAddr, reg)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	// The client's needs, and one connection for the --until-empty probe.
 	pool := cfg.Connections() + 1
 	small, err := e.open(ctx, 2)

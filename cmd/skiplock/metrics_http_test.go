@@ -1,0 +1,105 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// syncBuffer is a bytes.Buffer that a running command writes and the test
+// reads at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+var metricsURL = regexp.MustCompile(`serving Prometheus metrics at (http://127\.0\.0\.1:\d+/metrics)`)
+
+// TestWorkMetricsAddr runs `work --metrics-addr 127.0.0.1:0` over a
+// bucketed and a fanout queue: it logs the address it picked, and its
+// /metrics serves skiplock's series, with every job of each queue
+// completed and this process the maintenance leader (the only one).
+// --metrics-addr with --batch (no client) is refused.
+func TestWorkMetricsAddr(t *testing.T) {
+	_, name := migrated(t)
+	cliAll(t,
+		[]string{"--schema", name, "enqueue", "--layout", "bucketed", "--queue", "a", "--count", "30"},
+		[]string{"--schema", name, "enqueue", "--layout", "fanout", "--queue", "b", "--count", "20"},
+	)
+	if code, _, errs := cli(t, "--schema", name, "work", "--batch", "5", "--metrics-addr", "127.0.0.1:0"); code == 0 || !strings.Contains(errs, "--metrics-addr with --batch") {
+		t.Fatalf("work --batch --metrics-addr: exit %d, %s", code, errs)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--schema", name, "work", "--queues", "a=2,b=2:fanout", "--metrics-addr", "127.0.0.1:0"}, &stdout, &stderr)
+	}()
+	want := []string{
+		`skiplock_jobs_completed_total{kind="",layout="bucketed",queue="a"} 30`,
+		`skiplock_jobs_completed_total{kind="",layout="fanout",queue="b"} 20`,
+		`skiplock_job_run_seconds_count{kind="",layout="fanout",queue="b"} 20`,
+		`skiplock_leader 1`,
+		`skiplock_queue_jobs{layout="bucketed",queue="a",state="queued"} `, // sampled when it was elected
+		`go_goroutines`,
+	}
+	var url, body string
+	deadline := time.Now().Add(time.Minute)
+	for {
+		if url == "" {
+			if m := metricsURL.FindStringSubmatch(stderr.String()); m != nil {
+				url = m[1]
+			}
+		}
+		if url != "" {
+			if resp, err := http.Get(url); err == nil {
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				body = string(b)
+				ok := resp.StatusCode == http.StatusOK
+				for _, w := range want {
+					ok = ok && strings.Contains(body, w)
+				}
+				if ok {
+					break
+				}
+			}
+		}
+		select {
+		case code := <-done:
+			t.Fatalf("work exited (%d) before serving the metrics\n%s%s", code, stdout.String(), stderr.String())
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("metrics at %q never showed %q\n%s\nstderr:\n%s", url, want, body, stderr.String())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	cancel()
+	if code := <-done; code != 0 {
+		t.Fatalf("work after an interrupt: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+	if _, err := http.Get(url); err == nil {
+		t.Errorf("the metrics server still answers after work returned")
+	}
+}

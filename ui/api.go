@@ -9,8 +9,8 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
-	"github.com/skiplock/skiplock/metrics"
 	"github.com/skiplock/skiplock/maintenance"
+	"github.com/skiplock/skiplock/metrics"
 	"github.com/skiplock/skiplock/schema"
 )
 

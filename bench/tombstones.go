@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/schema"
 )
 
 // The tombstones scenario emulates, on PostgreSQL, what a distributed
@@ -19,13 +20,16 @@ import (
 //
 // The run, on one claim connection:
 //
-//  1. the layout's table is truncated (a fresh table: no dead entries in
-//     it or its indexes) and empty claims are measured (Report.Fresh);
+//  1. the layout's table is truncated (no dead entries in it or its
+//     indexes from earlier runs);
 //  2. Jobs no-op jobs are preloaded and the snapshot is taken;
 //  3. the jobs are burnt down, each claim taking --batch jobs and
 //     completing them, in tombstoneWindows windows of equal job counts
 //     (Report.Windows);
-//  4. empty claims are measured on the drained queue (Report.Drained).
+//  4. empty claims are measured on the drained queue (Report.Drained) and
+//     on a fresh table (Report.Fresh: the layout's table in a schema of
+//     its own, migrated and empty, dropped at the end), in alternating
+//     rounds on the same connection, so that both see the same machine.
 //
 // Index tuples read per claim are idx_tup_read deltas of the table's
 // indexes in pg_stat_user_indexes around a window, over its claims. The
@@ -196,10 +200,6 @@ func runTombstones(ctx context.Context, c *Config, admin *skiplock.DB, rep *Repo
 		return fmt.Errorf("truncate %s for a fresh table: %w", tbl, err)
 	}
 	stats := newIndexStats(ctx, c, admin, pool, name)
-	c.Logf("tombstones: %d empty claims on a fresh table", tombstoneEmptyClaims)
-	if rep.Fresh, err = emptyClaims(ctx, drv, stats); err != nil {
-		return fmt.Errorf("empty claims on a fresh table: %w", err)
-	}
 	if err := preload(ctx, c, admin, c.Jobs, drv.enqueue, drv.tables()...); err != nil {
 		return err
 	}
@@ -278,43 +278,126 @@ func runTombstones(ctx context.Context, c *Config, admin *skiplock.DB, rep *Repo
 	rep.Retries = Retries{BySQLState: map[string]int64{}}
 	rep.Connections = int(pool.Stats().Total)
 
-	c.Logf("tombstones: %d empty claims on the drained queue", tombstoneEmptyClaims)
-	if rep.Drained, err = emptyClaims(ctx, drv, stats); err != nil {
-		return fmt.Errorf("empty claims on the drained queue: %w", err)
+	fresh, dropFresh, err := freshTable(ctx, c, admin, pool, mk, name)
+	if err != nil {
+		return err
 	}
+	defer dropFresh()
+	c.Logf("tombstones: %d empty claims on the drained queue and as many on a fresh table, in alternating rounds", tombstoneEmptyClaims)
+	samples, err := emptyClaims(ctx, []claimSide{{drv, stats}, fresh})
+	if err != nil {
+		return fmt.Errorf("empty claims on the drained queue and a fresh table: %w", err)
+	}
+	rep.Drained, rep.Fresh = samples[0], samples[1]
 	h := holder
 	holder = nil
 	return h.release(ctx)
 }
 
-// emptyClaims measures tombstoneEmptyClaims claims on a queue with no job.
-func emptyClaims(ctx context.Context, drv driver, stats *indexStats) (*ClaimSample, error) {
-	t0, dead, err := stats.read(ctx)
-	if err != nil {
-		return nil, err
+// claimSide is a queue that empty claims are measured on, with its
+// table's index statistics.
+type claimSide struct {
+	drv   driver
+	stats *indexStats
+}
+
+// freshTableSuffix names the schema of the fresh table the drained queue
+// is compared with.
+const freshTableSuffix = "_fresh"
+
+// freshTable makes the fresh table the drained queue's claims are
+// compared with: the layout's table in a schema of its own (c.Schema with
+// freshTableSuffix), migrated and empty, with no dead entry, claimed on
+// the same connection. drop removes that schema.
+func freshTable(ctx context.Context, c *Config, admin, pool *skiplock.DB, mk newDriver, name string) (side claimSide, drop func(), err error) {
+	fc := *c
+	fc.Schema = c.Schema + freshTableSuffix
+	if err := skiplock.ValidateIdent("fresh table's schema", fc.Schema); err != nil {
+		return side, nil, err
 	}
-	h := NewHistogram()
-	for range tombstoneEmptyClaims {
-		n, claim, err := drv.burn(ctx)
-		if err != nil {
-			return nil, err
+	if _, err := schema.Migrate(ctx, admin, &schema.MigrateConfig{Options: schema.Options{Schema: fc.Schema}}); err != nil {
+		return side, nil, fmt.Errorf("migrate the fresh table's schema %s: %w", fc.Schema, err)
+	}
+	drop = func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if _, err := admin.Exec(dctx, "DROP SCHEMA "+skiplock.QuoteIdent(fc.Schema)+" CASCADE"); err != nil {
+			c.Logf("leaving the fresh table's schema %s behind: %v", fc.Schema, err)
 		}
-		if n > 0 {
-			return nil, errors.New("claimed a job from a queue that should be empty: is something else using the bench schema?")
-		}
-		h.Record(claim)
 	}
-	t1, _, err := stats.read(ctx)
+	drv, err := mk(pool, &fc, nil)
 	if err != nil {
-		return nil, err
+		drop()
+		return side, nil, err
 	}
-	s := &ClaimSample{Claims: tombstoneEmptyClaims, ClaimMS: h.Summary()}
-	if stats.ok {
-		per := float64(t1-t0) / tombstoneEmptyClaims
-		s.IndexTuplesPerClaim = &per
-		s.DeadTuples = &dead
+	// The planner's statistics of the drained table are those of its
+	// preload (the burn-down left them alone): the fresh table gets the
+	// same by the same preload and ANALYZE, then TRUNCATE gives it new,
+	// empty files (it keeps the column statistics), so that the two
+	// differ in their dead entries alone.
+	if err := preload(ctx, &fc, admin, c.Jobs, drv.enqueue, name); err != nil {
+		drop()
+		return side, nil, err
 	}
-	return s, nil
+	if _, err := admin.Exec(ctx, "TRUNCATE "+table(&fc, name)); err != nil {
+		drop()
+		return side, nil, fmt.Errorf("truncate the fresh table: %w", err)
+	}
+	return claimSide{drv, newIndexStats(ctx, &fc, admin, pool, name)}, drop, nil
+}
+
+// emptyClaimRounds is how many rounds emptyClaims alternates its sides
+// in.
+const emptyClaimRounds = 10
+
+// emptyClaims measures tombstoneEmptyClaims claims on each side's queue,
+// which has no job, in alternating rounds (the side that goes first
+// alternates too), so that what else the machine does weighs on every
+// side alike.
+func emptyClaims(ctx context.Context, sides []claimSide) ([]*ClaimSample, error) {
+	hists := make([]*Histogram, len(sides))
+	tuples := make([]int64, len(sides))
+	deads := make([]int64, len(sides))
+	for i := range sides {
+		hists[i] = NewHistogram()
+	}
+	for r := range emptyClaimRounds {
+		for k := range sides {
+			i := (k + r) % len(sides)
+			s := sides[i]
+			t0, dead, err := s.stats.read(ctx)
+			if err != nil {
+				return nil, err
+			}
+			deads[i] = max(deads[i], dead)
+			for range tombstoneEmptyClaims / emptyClaimRounds {
+				n, claim, err := s.drv.burn(ctx)
+				if err != nil {
+					return nil, err
+				}
+				if n > 0 {
+					return nil, errors.New("claimed a job from a queue that should be empty: is something else using the bench schema?")
+				}
+				hists[i].Record(claim)
+			}
+			t1, _, err := s.stats.read(ctx)
+			if err != nil {
+				return nil, err
+			}
+			tuples[i] += t1 - t0
+		}
+	}
+	out := make([]*ClaimSample, len(sides))
+	for i, s := range sides {
+		claims := int64(tombstoneEmptyClaims / emptyClaimRounds * emptyClaimRounds)
+		out[i] = &ClaimSample{Claims: claims, ClaimMS: hists[i].Summary()}
+		if s.stats.ok {
+			per := float64(tuples[i]) / float64(claims)
+			out[i].IndexTuplesPerClaim = &per
+			out[i].DeadTuples = &deads[i]
+		}
+	}
+	return out, nil
 }
 
 // perClaim formats an optional index tuples per claim.

@@ -46,6 +46,7 @@ type Client struct {
 	stopped  bool
 	maint    *maintenance.Service
 	listener *listener
+	rec      *recorder // per-minute rollups and presence (rollup.go)
 }
 
 // queueRunner is one worked queue: its layout's worker and the channel
@@ -232,6 +233,10 @@ func (c *Client) Start(ctx context.Context) error {
 		return skiplock.Usagef("client: no queue to work: add Queues with MaxWorkers and Workers, or use the client only to insert")
 	}
 	c.started = true
+	var err error
+	if c.rec, err = c.newRecorder(); err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
 	if !c.cfg.NoMaintenance {
 		mc := maintenance.Config{}
 		if c.cfg.Maintenance != nil {
@@ -245,6 +250,7 @@ func (c *Client) Start(ctx context.Context) error {
 			mc.Hooks = append(append([]maintenance.Hook(nil), mc.Hooks...), c.periodicHook())
 		}
 		mc.Hooks = append(slices.Clip(mc.Hooks), c.metricsHook()...)
+		mc.Holder, mc.Hooks = c.rec.id, append(slices.Clip(mc.Hooks), c.rec.hooks()...) // rollups: the leader folds
 		m, err := maintenance.Start(ctx, c.db, &mc)
 		if err != nil {
 			return fmt.Errorf("client: %w", err)
@@ -252,6 +258,7 @@ func (c *Client) Start(ctx context.Context) error {
 		c.maint = m
 		c.watchMaintenance(m)
 	}
+	c.rec.start()
 	if c.notify {
 		c.listener = startListener(ctx, c)
 	}
@@ -311,6 +318,7 @@ func (c *Client) stopLocked(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
+	c.rec.stop(ctx) // after the workers: their last attempts are counted
 	if c.listener != nil {
 		c.listener.stop()
 	}
@@ -364,8 +372,9 @@ func TxFromContext(ctx context.Context) (tx skiplock.Tx, ok bool) {
 
 // work runs one attempt: the kind's worker inside the middleware, with
 // the attempt's timeout, and the snooze cap applied.
-func (c *Client) work(ctx context.Context, job *skiplock.Job) error {
+func (c *Client) work(ctx context.Context, job *skiplock.Job) (err error) {
 	defer c.timeAttempt(job)()
+	defer c.rec.observe(ctx, job, time.Now(), &err)
 	k := c.cfg.Workers.lookup(job.Kind)
 	timeout := c.cfg.JobTimeout
 	if k != nil && k.opts.Timeout != 0 {
@@ -388,7 +397,7 @@ func (c *Client) work(ctx context.Context, job *skiplock.Job) error {
 		jctx, cancel = context.WithTimeout(ctx, timeout)
 	}
 	defer cancel()
-	err := run(jctx)
+	err = run(jctx)
 	switch {
 	case err == nil:
 		return nil

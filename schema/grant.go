@@ -9,9 +9,10 @@ import (
 // WorkerGrants renders the statements an owner runs so that role can
 // enqueue and work the given layouts and nothing more: read the bookkeeping
 // tables and the queues' paused flags, DML on the queue tables and
-// work_log, the id sequence where the engine uses one, and what the
-// maintenance leader writes (its lease row, periodic jobs' ticks), so that
-// a worker can lead. The role cannot migrate, create or drop anything, nor
+// work_log, the id sequence where the engine uses one, its own rollup
+// partials and presence row, and what the maintenance leader writes (its
+// lease row, periodic jobs' ticks, the rollups), so that a worker can
+// lead. The role cannot migrate, create or drop anything, nor
 // pause a queue.
 func WorkerGrants(d *skiplock.Dialect, schemaName, role string, layouts []Layout) ([]string, error) {
 	if err := skiplock.ValidateIdent("schema", schemaName); err != nil {
@@ -28,6 +29,9 @@ func WorkerGrants(d *skiplock.Dialect, schemaName, role string, layouts []Layout
 		fmt.Sprintf("GRANT SELECT, INSERT ON %s TO %s", table(WorkLogTable), r),
 		fmt.Sprintf("GRANT SELECT ON %s TO %s", table(QueueStateTable), r),
 		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s, %s TO %s", table(LeaderTable), table(PeriodicTable), r),
+		// Every client flushes its partial rollups and presence; the
+		// leader folds partials into rollups and prunes both.
+		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s, %s, %s TO %s", table(StatTable), table(RollupTable), table(ClientTable), r),
 	}
 	for _, l := range layouts {
 		switch l {

@@ -64,6 +64,14 @@ const (
 	// PeriodicTable holds each periodic job's schedule and last enqueued
 	// tick, written by the maintenance leader.
 	PeriodicTable = "skiplock_periodic"
+	// StatTable holds the per-minute partial counts and latency
+	// histograms each client flushes (core/005); the maintenance leader
+	// folds them into RollupTable.
+	StatTable = "skiplock_stat"
+	// RollupTable holds each queue's activity per minute, kept 7 days.
+	RollupTable = "skiplock_rollup"
+	// ClientTable holds the running clients' presence rows.
+	ClientTable = "skiplock_client"
 )
 
 // Defaults for Options.
@@ -365,6 +373,71 @@ func PeriodicTableDef() *Table {
 			{Name: "updated_at", Type: TypeTimestamp, NotNull: true, Default: DefaultNow},
 		},
 		PrimaryKey: []string{"name"},
+	}
+}
+
+// StatTableDef describes skiplock_stat: one row per client, queue and
+// minute per flush, with the attempts that completed and failed in that
+// minute and their latency histograms (internal/hist's buckets, as JSON
+// objects from bucket index to count). Its key is a random id the client
+// makes, so flushes never conflict and no key grows with time. The
+// table stays small: the leader deletes what it folds into
+// skiplock_rollup every few seconds, and reads the rest whole.
+func StatTableDef() *Table {
+	return &Table{
+		Name: StatTable,
+		Columns: []Column{
+			{Name: "id", Type: TypeText, NotNull: true},
+			{Name: "queue", Type: TypeText, NotNull: true},
+			{Name: "minute", Type: TypeTimestamp, NotNull: true},
+			{Name: "client_id", Type: TypeText, NotNull: true},
+			{Name: "completed", Type: TypeBigInt, NotNull: true, Default: "0"},
+			{Name: "failed", Type: TypeBigInt, NotNull: true, Default: "0"},
+			{Name: "wait_hist", Type: TypeJSON, NotNull: true, Default: "'{}'"},
+			{Name: "run_hist", Type: TypeJSON, NotNull: true, Default: "'{}'"},
+			{Name: "created_at", Type: TypeTimestamp, NotNull: true, Default: DefaultNow},
+		},
+		PrimaryKey: []string{"id"},
+	}
+}
+
+// RollupTableDef describes skiplock_rollup: one row per queue and
+// minute, written by the maintenance leader only, with the summed counts,
+// the merged histograms (so that a late partial adds to them) and the
+// percentiles computed from them, in microseconds. Keyed by queue, then
+// minute, the order charts read it in.
+func RollupTableDef() *Table {
+	cols := []Column{
+		{Name: "queue", Type: TypeText, NotNull: true},
+		{Name: "minute", Type: TypeTimestamp, NotNull: true},
+		{Name: "completed", Type: TypeBigInt, NotNull: true, Default: "0"},
+		{Name: "failed", Type: TypeBigInt, NotNull: true, Default: "0"},
+		{Name: "wait_hist", Type: TypeJSON, NotNull: true, Default: "'{}'"},
+		{Name: "run_hist", Type: TypeJSON, NotNull: true, Default: "'{}'"},
+	}
+	for _, p := range []string{"wait_p50_us", "wait_p95_us", "wait_p99_us", "run_p50_us", "run_p95_us", "run_p99_us"} {
+		cols = append(cols, Column{Name: p, Type: TypeBigInt, NotNull: true, Default: "0"})
+	}
+	cols = append(cols, Column{Name: "updated_at", Type: TypeTimestamp, NotNull: true, Default: DefaultNow})
+	return &Table{Name: RollupTable, Columns: cols, PrimaryKey: []string{"queue", "minute"}}
+}
+
+// ClientTableDef describes skiplock_client: one row per running client,
+// upserted with every flush of its partials (last_seen) and deleted when
+// it stops; the leader deletes rows not seen for an hour (a client that
+// died). queues is a JSON array of the queue names it works.
+func ClientTableDef() *Table {
+	return &Table{
+		Name: ClientTable,
+		Columns: []Column{
+			{Name: "id", Type: TypeText, NotNull: true},
+			{Name: "host", Type: TypeText, NotNull: true},
+			{Name: "pid", Type: TypeBigInt, NotNull: true},
+			{Name: "queues", Type: TypeJSON, NotNull: true, Default: "'[]'"},
+			{Name: "started_at", Type: TypeTimestamp, NotNull: true},
+			{Name: "last_seen", Type: TypeTimestamp, NotNull: true},
+		},
+		PrimaryKey: []string{"id"},
 	}
 }
 

@@ -29,7 +29,8 @@ var Migrations = loadMigrations()
 // ModelStatements renders, from the table model ([JobsTableDef] and the
 // others), the statements that create layout from nothing: the current
 // schema as the model describes it. LayoutCore gives work_log,
-// skiplock_leader, skiplock_queue and skiplock_periodic. Migrate
+// skiplock_leader, skiplock_queue, skiplock_periodic, and the rollups'
+// skiplock_stat, skiplock_rollup and skiplock_client. Migrate
 // never runs these: `go generate ./schema` freezes them into a new
 // migration file, and the tests check that the frozen migrations create
 // exactly this schema.
@@ -45,6 +46,9 @@ func ModelStatements(d *skiplock.Dialect, layout Layout, o *Options) ([]string, 
 		stmts = append(stmts, LeaderTableDef().Create(d, opts.Schema)...)
 		stmts = append(stmts, QueueStateTableDef().Create(d, opts.Schema)...)
 		stmts = append(stmts, PeriodicTableDef().Create(d, opts.Schema)...)
+		stmts = append(stmts, StatTableDef().Create(d, opts.Schema)...)
+		stmts = append(stmts, RollupTableDef().Create(d, opts.Schema)...)
+		stmts = append(stmts, ClientTableDef().Create(d, opts.Schema)...)
 	case LayoutBucketed:
 		stmts = []string{createStatusType(d, opts.Schema)}
 		stmts = append(stmts, JobsTableDef(opts.Buckets).Create(d, opts.Schema)...)

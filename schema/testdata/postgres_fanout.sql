@@ -52,6 +52,46 @@ CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_periodic" (
   PRIMARY KEY ("name")
 );
 
+CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_stat" (
+  "id" TEXT NOT NULL,
+  "queue" TEXT NOT NULL,
+  "minute" timestamptz NOT NULL,
+  "client_id" TEXT NOT NULL,
+  "completed" BIGINT NOT NULL DEFAULT 0,
+  "failed" BIGINT NOT NULL DEFAULT 0,
+  "wait_hist" JSONB NOT NULL DEFAULT '{}',
+  "run_hist" JSONB NOT NULL DEFAULT '{}',
+  "created_at" timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY ("id")
+);
+
+CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_rollup" (
+  "queue" TEXT NOT NULL,
+  "minute" timestamptz NOT NULL,
+  "completed" BIGINT NOT NULL DEFAULT 0,
+  "failed" BIGINT NOT NULL DEFAULT 0,
+  "wait_hist" JSONB NOT NULL DEFAULT '{}',
+  "run_hist" JSONB NOT NULL DEFAULT '{}',
+  "wait_p50_us" BIGINT NOT NULL DEFAULT 0,
+  "wait_p95_us" BIGINT NOT NULL DEFAULT 0,
+  "wait_p99_us" BIGINT NOT NULL DEFAULT 0,
+  "run_p50_us" BIGINT NOT NULL DEFAULT 0,
+  "run_p95_us" BIGINT NOT NULL DEFAULT 0,
+  "run_p99_us" BIGINT NOT NULL DEFAULT 0,
+  "updated_at" timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY ("queue", "minute")
+);
+
+CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_client" (
+  "id" TEXT NOT NULL,
+  "host" TEXT NOT NULL,
+  "pid" BIGINT NOT NULL,
+  "queues" JSONB NOT NULL DEFAULT '[]',
+  "started_at" timestamptz NOT NULL,
+  "last_seen" timestamptz NOT NULL,
+  PRIMARY KEY ("id")
+);
+
 CREATE TABLE IF NOT EXISTS "skiplock"."job_queue" (
   "id" TEXT NOT NULL DEFAULT gen_random_uuid()::text,
   "queue" TEXT NOT NULL DEFAULT 'default',

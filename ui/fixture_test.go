@@ -122,7 +122,25 @@ func seed(t *testing.T) *fixture {
 		}
 		f.dead = append(f.dead, res.Job.ID)
 	}
+	seedRollups(ctx, t, db, s)
 	return f
+}
+
+// seedRollups writes two hours of per-minute rollups for two queues, as
+// the maintenance leader folds them (client tests prove the folding), so
+// that the charts have something to draw and to be checked against.
+func seedRollups(ctx context.Context, t *testing.T, db *skiplock.DB, s string) {
+	t.Helper()
+	_, err := db.Exec(ctx, `INSERT INTO `+skiplock.QuoteIdent(s)+`."skiplock_rollup"
+		("queue", "minute", "completed", "failed", "wait_p50_us", "wait_p95_us", "wait_p99_us", "run_p50_us", "run_p95_us", "run_p99_us")
+	SELECT q, date_trunc('minute', now()) - m * INTERVAL '1 minute',
+		(40 + 30 * sin(m / 9.0) + (m % 7))::INT8, (m % 11 = 0)::INT::INT8 * (1 + m % 3),
+		(2000 + 1500 * (1 + sin(m / 5.0)))::INT8, (9000 + 4000 * (1 + cos(m / 7.0)))::INT8, 30000,
+		(15000 + 5000 * (1 + cos(m / 4.0)))::INT8, (60000 + 20000 * (1 + sin(m / 6.0)))::INT8, 150000
+	FROM unnest(ARRAY['emails', 'reports']) AS q, generate_series(1, 120) AS m`)
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // do runs an admin action, making the Admin on first use.

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -56,6 +58,9 @@ type pgbenchRun struct {
 	TxPerClient int
 	// Work is the :work variable in seconds (latency.sql).
 	Work time.Duration
+	// Vars are further pgbench -D variables (claimcomplete.sql's
+	// :buckets and :queue).
+	Vars map[string]string
 	// Progress is pgbench -P (whole seconds, at least 1); 0 is none.
 	Progress time.Duration
 	// Out hears pgbench's progress lines; nil is silent.
@@ -86,6 +91,9 @@ func (r *pgbenchRun) args(script, logPrefix string) []string {
 		a = append(a, "-P", strconv.Itoa(max(1, int(r.Progress/time.Second))))
 	}
 	a = append(a, "-D", "work="+strconv.FormatFloat(r.Work.Seconds(), 'f', -1, 64))
+	for _, k := range slices.Sorted(maps.Keys(r.Vars)) {
+		a = append(a, "-D", k+"="+r.Vars[k])
+	}
 	if logPrefix != "" {
 		a = append(a, "-l", "--log-prefix="+logPrefix)
 	}

@@ -342,6 +342,9 @@ func runBaseline(ctx context.Context, c *Config, admin *skiplock.DB, path string
 	// c.DSN goes through the --rtt proxy when there is one: pgbench's
 	// round trips are emulated as ours are.
 	clients := c.baselineClients()
+	if c.Scenario == ScenarioThroughput && c.Layout == schema.LayoutBucketed {
+		return runClaimCompleteBaseline(ctx, c, admin, path, rep)
+	}
 	run := &pgbenchRun{Path: path, DSN: c.DSN, Schema: c.Schema, Clients: clients, Duration: c.Duration, Work: c.Work, Out: c.Out}
 	if c.Progress > 0 {
 		run.Progress = c.Progress
@@ -369,7 +372,13 @@ func runBaseline(ctx context.Context, c *Config, admin *skiplock.DB, path string
 	if err != nil {
 		return err
 	}
-	b := &Report{Tool: "pgbench", Scenario: c.Scenario, Layout: string(schema.LayoutFanout), Mode: ModeTx, Workers: res.Clients, RTTMS: ms64(c.RTT),
+	setBaseline(c, rep, res, hist, schema.LayoutFanout, ModeTx)
+	return nil
+}
+
+// setBaseline puts pgbench's result next to rep, with their ratios.
+func setBaseline(c *Config, rep *Report, res pgbenchResult, hist *Histogram, layout schema.Layout, mode string) {
+	b := &Report{Tool: "pgbench", Scenario: c.Scenario, Layout: string(layout), Mode: mode, Workers: res.Clients, RTTMS: ms64(c.RTT),
 		Jobs: res.Processed, JobsPerS: res.TPS, Errors: res.Failed, Connections: res.Clients,
 		Retries: Retries{BySQLState: map[string]int64{}}}
 	if res.TPS > 0 {
@@ -397,5 +406,78 @@ func runBaseline(ctx context.Context, c *Config, admin *skiplock.DB, path string
 			rep.WindowRatio = &wr
 		}
 	}
+}
+
+// claimCompleteBatch is how many jobs one claimcomplete.sql statement
+// takes, and claimCompleteClients how many pgbench clients run it.
+const (
+	claimCompleteBatch   = 100
+	claimCompleteClients = 8
+)
+
+// runClaimCompleteBaseline is a bucketed burn-down's baseline: the SQL
+// limit, claimcomplete.sql through pgbench on the same table and index,
+// claimCompleteClients clients each claiming and completing up to
+// claimCompleteBatch jobs of a random bucket per statement. Buckets run
+// dry at different times, so pgbench runs its transactions in rounds
+// until no job is Queued; the rate is the jobs completed over the time
+// from the first round's start to the last completion (finished_at), so
+// that the empty statements of a round's tail do not count.
+func runClaimCompleteBaseline(ctx context.Context, c *Config, admin *skiplock.DB, path string, rep *Report) error {
+	if err := empty(ctx, c, admin); err != nil {
+		return err
+	}
+	defer emptyAfter(ctx, c, admin)
+	drv, err := drivers[schema.LayoutBucketed](admin, c, nil)
+	if err != nil {
+		return err
+	}
+	if err := preload(ctx, c, admin, c.Jobs, drv.enqueue, drv.tables()...); err != nil {
+		return err
+	}
+	jobs := table(c, schema.JobsTable)
+	var buckets string
+	if err := admin.QueryRow(ctx, `SELECT "value" FROM `+table(c, schema.SettingTable)+` WHERE "name" = 'bucketed.buckets'`).Scan(&buckets); err != nil {
+		return fmt.Errorf("read the bucket count: %w", err)
+	}
+	run := &pgbenchRun{Path: path, DSN: c.DSN, Schema: c.Schema, Script: "claimcomplete.sql", Clients: claimCompleteClients, Out: c.Out,
+		Vars: map[string]string{"buckets": buckets, "queue": DefaultQueue}}
+	if c.Progress > 0 {
+		run.Progress = c.Progress
+	}
+	c.Logf("baseline: pgbench with %d clients, claimcomplete.sql (%d jobs per statement)", claimCompleteClients, claimCompleteBatch)
+	var start time.Time
+	if err := admin.QueryRow(ctx, "SELECT now()").Scan(&start); err != nil {
+		return err
+	}
+	var total pgbenchResult
+	hist := NewHistogram()
+	left := int64(c.Jobs)
+	for round := 0; left > 0; round++ {
+		if round == 20 {
+			return fmt.Errorf("baseline: %d jobs still Queued after %d pgbench rounds", left, round)
+		}
+		// Twice the statements the jobs left need, shared by the clients.
+		run.TxPerClient = int(2*left/claimCompleteBatch/claimCompleteClients) + 1
+		res, h, err := run.Run(ctx)
+		if err != nil {
+			return err
+		}
+		total.Clients, total.Version, total.Failed = res.Clients, res.Version, total.Failed+res.Failed
+		hist.Merge(h)
+		if err := admin.QueryRow(ctx, `SELECT count(*) FROM `+jobs+` WHERE "status" = 'Queued'`).Scan(&left); err != nil {
+			return err
+		}
+	}
+	var done int64
+	var last time.Time
+	if err := admin.QueryRow(ctx, `SELECT count(*), max("finished_at") FROM `+jobs+` WHERE "status" = 'Success'`).Scan(&done, &last); err != nil {
+		return err
+	}
+	total.Processed = done
+	if secs := last.Sub(start).Seconds(); secs > 0 {
+		total.TPS = float64(done) / secs
+	}
+	setBaseline(c, rep, total, hist, schema.LayoutBucketed, ModeLease)
 	return nil
 }

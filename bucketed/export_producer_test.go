@@ -2,3 +2,6 @@ package bucketed
 
 // ClaimStatements counts the claim statements w's producer has sent.
 func (w *Worker) ClaimStatements() int64 { return w.prod.stmts.Load() }
+
+// ParallelClaims counts the rounds of parallel claims w's producer sent.
+func (w *Worker) ParallelClaims() int64 { return w.prod.parallel.Load() }

@@ -2,6 +2,7 @@ package bucketed
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -24,13 +25,14 @@ type handed struct {
 }
 
 type producer struct {
-	ready  chan handed   // claimed, not yet taken by a goroutine
-	slots  chan struct{} // cap 1: a goroutine took a job or is waiting for one
-	held   atomic.Int64  // jobs claimed and not yet finished (ready + running)
-	hungry atomic.Int64  // goroutines waiting on ready
-	stmts  atomic.Int64  // claim statements sent
-	soon   chan struct{} // cap 1: a job this worker put back is due (wakeIn)
-	done   chan struct{} // closed when the producer has returned
+	ready    chan handed   // claimed, not yet taken by a goroutine
+	slots    chan struct{} // cap 1: a goroutine took a job or is waiting for one
+	held     atomic.Int64  // jobs claimed and not yet finished (ready + running)
+	hungry   atomic.Int64  // goroutines waiting on ready
+	stmts    atomic.Int64  // claim statements sent
+	parallel atomic.Int64  // rounds of parallel claims sent
+	soon     chan struct{} // cap 1: a job this worker put back is due (wakeIn)
+	done     chan struct{} // closed when the producer has returned
 }
 
 func (p *producer) init(capacity int) {
@@ -85,18 +87,21 @@ func (w *Worker) produce(ctx context.Context) {
 			continue
 		}
 		var jobs []*skiplock.Job
+		asked := 0
 		found, err := true, error(nil)
 		if probeFirst {
 			found, err = w.q.pollHeads(ctx, w.cfg.Queue)
 			p.stmts.Add(1)
 		}
 		if err == nil && found {
-			began := time.Now()
-			jobs, err = w.q.DequeueAs(ctx, w.cfg.Queue, int(min(want, MaxClaim)), w.cfg.Owner)
-			p.stmts.Add(1)
-			w.claimedIn(len(jobs), time.Since(began))
+			jobs, asked, err = w.claim(ctx, int(want))
 		}
 		probeFirst = false
+		if err != nil && len(jobs) > 0 {
+			// One of parallel claims failed: the others' jobs are leased
+			// to this worker, so they are worked all the same.
+			w.hand(jobs)
+		}
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return
@@ -116,7 +121,7 @@ func (w *Worker) produce(ctx context.Context) {
 		}
 		if len(jobs) > 0 {
 			w.hand(jobs)
-			if int64(len(jobs)) == min(want, MaxClaim) {
+			if len(jobs) == asked {
 				idle = 0
 				continue // maybe more where these came from
 			}
@@ -141,6 +146,66 @@ func (w *Worker) produce(ctx context.Context) {
 		}
 		probeFirst = !woken
 	}
+}
+
+// Parallel claims: when many goroutines are free (a burn-down, a start
+// on a full queue), one claim of all they want would hold the producer
+// for a long statement while completions and other claims could run
+// beside it. It sends up to maxParallelClaims claims at once instead, of
+// at least minClaimChunk jobs each (fewer wanted: one claim, as before).
+// Each starts at its own bucket (the Queue rotates the start), so they
+// mostly lock different rows.
+const (
+	maxParallelClaims = 4
+	minClaimChunk     = 128
+)
+
+// claim claims up to want jobs (at most MaxClaim per statement) and
+// returns them with how many it asked for: fewer back means the queue is
+// drained for now. With parallel claims, a failure of one is returned
+// with the jobs the others claimed.
+func (w *Worker) claim(ctx context.Context, want int) (jobs []*skiplock.Job, asked int, err error) {
+	parts := min(maxParallelClaims, (want+minClaimChunk-1)/minClaimChunk)
+	if parts <= 1 {
+		asked = min(want, MaxClaim)
+		began := time.Now()
+		jobs, err = w.q.DequeueAs(ctx, w.cfg.Queue, asked, w.cfg.Owner)
+		w.prod.stmts.Add(1)
+		w.claimedIn(len(jobs), time.Since(began))
+		return jobs, asked, err
+	}
+	w.prod.parallel.Add(1)
+	chunk := min((want+parts-1)/parts, MaxClaim)
+	type result struct {
+		jobs []*skiplock.Job
+		err  error
+	}
+	results := make([]result, parts)
+	var wg sync.WaitGroup
+	for i := range parts {
+		n := min(chunk, want-i*chunk)
+		if n <= 0 {
+			break
+		}
+		asked += n
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			began := time.Now()
+			got, err := w.q.DequeueAs(ctx, w.cfg.Queue, n, w.cfg.Owner)
+			w.claimedIn(len(got), time.Since(began))
+			results[i] = result{got, err}
+		}()
+	}
+	wg.Wait()
+	for _, r := range results {
+		w.prod.stmts.Add(1)
+		jobs = append(jobs, r.jobs...)
+		if err == nil {
+			err = r.err
+		}
+	}
+	return jobs, asked, err
 }
 
 // hand registers claimed jobs as in hand (their leases are kept alive by

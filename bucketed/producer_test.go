@@ -3,6 +3,7 @@ package bucketed_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,13 +15,26 @@ import (
 	"github.com/skiplock/skiplock/schema"
 )
 
-// TestProducerClaims: 50 goroutines fed by one producer with a prefetch;
+// TestProducerClaims: goroutines fed by one producer with a prefetch;
 // every job is delivered exactly once, completed once, and heard once by
 // AfterComplete with sane times; and claims were shared (fewer
-// statements than a third of the jobs).
+// statements than a third of the jobs). With 600 goroutines the producer
+// claims in parallel (maxParallelClaims), which must change none of it.
 func TestProducerClaims(t *testing.T) {
 	t.Parallel()
-	const jobs, workers, batch = 3000, 50, 3
+	for _, tc := range []struct {
+		workers, prefetch int
+		parallel          bool
+	}{{50, 20, false}, {600, 150, true}} {
+		t.Run(fmt.Sprintf("workers=%d", tc.workers), func(t *testing.T) {
+			t.Parallel()
+			producerClaims(t, tc.workers, tc.prefetch, tc.parallel)
+		})
+	}
+}
+
+func producerClaims(t *testing.T, workers, prefetch int, parallel bool) {
+	const jobs, batch = 3000, 3
 	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
 	q := queueOn(t, db, name, nil)
 	ctx := ctxT(t)
@@ -30,7 +44,7 @@ func TestProducerClaims(t *testing.T) {
 	delivered, heard := map[string]int{}, map[string]int{}
 	var badTimes atomic.Int64
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
-		Workers: workers, Prefetch: 20, Completers: 3,
+		Workers: workers, Prefetch: prefetch, Completers: 3,
 		IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond, Logf: t.Logf,
 		Handler: func(ctx context.Context, j *skiplock.Job) error {
 			mu.Lock()
@@ -77,6 +91,9 @@ func TestProducerClaims(t *testing.T) {
 		t.Fatalf("%d jobs with asked/claimed times out of order", n)
 	}
 	// A claim per goroutine request would need jobs statements.
+	if got := w.ParallelClaims() > 0; got != parallel {
+		t.Fatalf("parallel claims sent: %v, want %v", got, parallel)
+	}
 	if stmts := w.ClaimStatements(); stmts >= jobs/batch {
 		t.Fatalf("%d claim statements for %d jobs: claims were not shared", stmts, jobs)
 	}

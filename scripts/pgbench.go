@@ -6,7 +6,7 @@ package scripts
 
 import "embed"
 
-// FS holds latency.sql, throughput.sql and lock.sql.
+// FS holds latency.sql, throughput.sql, lock.sql and claimcomplete.sql.
 //
-//go:embed latency.sql throughput.sql lock.sql
+//go:embed latency.sql throughput.sql lock.sql claimcomplete.sql
 var FS embed.FS

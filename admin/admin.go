@@ -173,13 +173,16 @@ func LayoutOf(id string) schema.Layout {
 	return schema.LayoutFanout
 }
 
-// List returns a page of jobs: bucketed jobs first, by id descending
-// (newest first where ids grow with time: PostgreSQL, YugabyteDB; on
-// CockroachDB bucketed ids are unordered_unique_rowid(), so the order is
-// stable but not by time), then fanout jobs newest first (by the time in
-// their ids). A page reads about a page of index entries per id prefix,
-// plus the rows the filters skip: docs/design.md, "Admin queries at
-// scale".
+// List returns a page of jobs, each layout in the order of the index it
+// is read from: bucketed jobs first, by id descending (newest first where
+// ids grow with time, PostgreSQL and YugabyteDB; on CockroachDB bucketed
+// ids are unordered_unique_rowid(), so the order is stable but not by
+// time), except that queued ones come in the order they run, queue by
+// queue, and finished ones (success, failed, canceled) most recently
+// finished first; then fanout jobs newest first, by the time in their
+// ids. A page reads about a page of index entries (twice that for
+// fanout, plus a descent per id prefix) and the rows the filters skip,
+// never a whole table: docs/design.md, "Admin queries at scale".
 func (a *Admin) List(ctx context.Context, f Filter) ([]Job, error) {
 	if f.Limit == 0 {
 		f.Limit = 50

@@ -9,12 +9,14 @@
 -- The listings (docs/design.md, "Admin queries at scale") read each
 -- layout in the order of an index, so that a page reads about a page of
 -- index entries (plus the rows its filters skip), never a whole table:
--- bucketed jobs by id, descending (the primary key; ids come from an
--- identity, so this is newest first on PostgreSQL and YugabyteDB; on
--- CockroachDB ids are unordered_unique_rowid(), so the order is stable
--- but not by time), then fanout jobs newest first by the time in their
--- ids. Only queries on the queues overview count, and every count stops
--- at a cap ($n: the cap plus one row is the most any count reads).
+-- bucketed jobs by id descending (the primary key; newest first where
+-- ids come from an identity, PostgreSQL and YugabyteDB; stable but not
+-- by time on CockroachDB, whose ids are unordered_unique_rowid()), queued
+-- ones in the order they run (jobs_dequeue), finished ones by finish time
+-- (jobs_finished), running ones from the jobs in flight
+-- (jobs_lease_expiry); then fanout jobs newest first by the time in
+-- their ids. The queues overview counts through indexes, and every count
+-- stops at a cap (a LIMIT of the cap plus one row).
 
 -- name: list_bucketed
 -- Bucketed jobs of any state, by id descending. $1 queue or '', $2 kind

@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -31,13 +32,31 @@ func init() {
 	sqltext.Register(sqltext.Source{Path: sqlFile.Path, File: sqlFile, Vars: sqlVars})
 }
 
-func sqlVars(_ *skiplock.Dialect, schemaName string) map[string]string {
+func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 	q := func(t string) string { return skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(t) }
-	return map[string]string{
+	vars := map[string]string{
 		"jobs": q(schema.JobsTable), "job_queue": q(schema.JobQueueTable),
 		"job_dead": q(schema.DeadJobTable), "job_attempt": q(schema.JobAttemptTable),
 		"periodic": q(schema.PeriodicTable), "queue_state": q(schema.QueueStateTable),
+		// jobs_dequeue is led by the bucket: a scan names it.
+		"bucket_match": `j."bucket" = "b"."bucket" AND`,
+		// jobs_finished is ordered by finished_at: newest first.
+		"finished_order": `ORDER BY j."finished_at" DESC`,
 	}
+	if d != nil && d.ShardedIndexFansOut {
+		// The engine hash-shards jobs_dequeue itself (no bucket in it):
+		// one scan spans the shards.
+		vars["bucket_match"] = ""
+	}
+	vars["finished_bucket_match"] = ""
+	if d != nil && d.KeyOrderMarkers {
+		// jobs_finished is (bucket HASH, finished_at): ordering it would
+		// sort every finished job, so the sample takes any, and a
+		// listing scans it bucket by bucket.
+		vars["finished_order"] = ""
+		vars["finished_bucket_match"] = `j."bucket" = "b"."bucket" AND`
+	}
+	return vars
 }
 
 // Job is a job as operators see it, in either layout.
@@ -81,7 +100,15 @@ type Admin struct {
 	bq     *bucketed.Queue
 	fq     *fanout.Queue
 	has    map[schema.Layout]bool
+	// countCap is where Queues stops counting (CountCap; tests lower it).
+	countCap int64
 }
+
+// CountCap is where Queues stops counting the jobs of one queue and
+// state: past it a count reads "at least" (Queue.Capped), so the
+// overview reads a bounded number of index entries however many jobs
+// the tables hold.
+const CountCap = 100000
 
 // New returns an Admin for the schema; it finds which layouts are
 // migrated there.
@@ -96,7 +123,7 @@ func New(ctx context.Context, db *skiplock.DB, schemaName string) (*Admin, error
 	if err != nil {
 		return nil, err
 	}
-	a := &Admin{db: db, schema: schemaName, sql: stmts, has: map[schema.Layout]bool{}}
+	a := &Admin{db: db, schema: schemaName, sql: stmts, has: map[schema.Layout]bool{}, countCap: CountCap}
 	applied, err := schema.AppliedMigrations(ctx, db, schemaName)
 	if err != nil {
 		return nil, fmt.Errorf("admin: %w (is the schema migrated? run skiplock migrate)", err)
@@ -146,7 +173,16 @@ func LayoutOf(id string) schema.Layout {
 	return schema.LayoutFanout
 }
 
-// List returns a page of jobs, newest first.
+// List returns a page of jobs, each layout in the order of the index it
+// is read from: bucketed jobs first, by id descending (newest first where
+// ids grow with time, PostgreSQL and YugabyteDB; on CockroachDB bucketed
+// ids are unordered_unique_rowid(), so the order is stable but not by
+// time), except that queued ones come in the order they run, queue by
+// queue, and finished ones (success, failed, canceled) most recently
+// finished first; then fanout jobs newest first, by the time in their
+// ids. A page reads about a page of index entries (twice that for
+// fanout, plus a descent per id prefix) and the rows the filters skip,
+// never a whole table: docs/design.md, "Admin queries at scale".
 func (a *Admin) List(ctx context.Context, f Filter) ([]Job, error) {
 	if f.Limit == 0 {
 		f.Limit = 50
@@ -166,61 +202,218 @@ func (a *Admin) List(ctx context.Context, f Filter) ([]Job, error) {
 		}
 		layouts = []schema.Layout{l}
 	}
-	// The cursor: the After job's creation time, layout and id.
-	var curTime *time.Time
-	var curLayout schema.Layout
+	// The cursor is the last job's id: a bucketed one continues the
+	// bucketed jobs below it, then the fanout ones; a fanout one continues
+	// the fanout jobs after it. Its layout shows in its spelling.
+	curLayout := schema.Layout("")
 	if f.After != "" {
-		j, err := a.Show(ctx, f.After)
-		if err != nil {
-			return nil, fmt.Errorf("the page's start (--after): %w", err)
-		}
-		curTime, curLayout = &j.CreatedAt, j.Layout
+		curLayout = LayoutOf(f.After)
 	}
 	var out []Job
 	for _, l := range layouts {
-		if !a.has[l] {
+		need := f.Limit - len(out)
+		if need == 0 || !a.has[l] || (curLayout == schema.LayoutFanout && l == schema.LayoutBucketed) {
 			continue
 		}
 		statuses, ok := statesOf(l, state)
 		if !ok {
 			continue // the state does not exist in this layout
 		}
-		own := curLayout == l
-		var sql string
-		var id any
+		var jobs []Job
+		var err error
 		if l == schema.LayoutBucketed {
-			sql, id = a.sql["list_bucketed"], int64(0)
-			if own {
-				id, _ = strconv.ParseInt(f.After, 10, 64)
+			after := ""
+			if curLayout == l {
+				after = f.After
 			}
+			jobs, err = a.listBucketed(ctx, f, state, statuses, need, after)
 		} else {
-			sql, id = a.sql["list_fanout"], f.After
+			from := ""
+			if curLayout == l {
+				if from, err = fanoutKey(f.After); err != nil {
+					return nil, err
+				}
+			}
+			jobs, err = a.listFanout(ctx, f, statuses, need, from)
 		}
-		rows, err := a.db.Query(ctx, sql, f.Queue, f.Kind, statuses, f.Limit, curTime, own, id)
-		if err != nil {
-			return nil, fmt.Errorf("admin: list %s jobs: %w", l, err)
-		}
-		jobs, err := scanJobs(rows, l, false)
 		if err != nil {
 			return nil, fmt.Errorf("admin: list %s jobs: %w", l, err)
 		}
 		out = append(out, jobs...)
 	}
-	// One order across the layouts: newest first, bucketed before fanout
-	// at the same instant, then by id.
-	slices.SortStableFunc(out, func(x, y Job) int {
-		if c := y.CreatedAt.Compare(x.CreatedAt); c != 0 {
-			return c
-		}
-		if x.Layout != y.Layout {
-			return strings.Compare(string(x.Layout), string(y.Layout))
-		}
-		return 0 // each layout's rows come sorted by id already
-	})
-	if len(out) > f.Limit {
-		out = out[:f.Limit]
-	}
 	return out, nil
+}
+
+// listBucketed reads a page of bucketed jobs of one state (statuses:
+// the stored ones; state "": all) after the job with id after ("": from
+// the start), in the order of the index that state is read from.
+func (a *Admin) listBucketed(ctx context.Context, f Filter, state string, statuses []string, limit int, after string) ([]Job, error) {
+	below := int64(math.MaxInt64)
+	var cur *Job
+	if after != "" {
+		var err error
+		if below, err = strconv.ParseInt(after, 10, 64); err != nil {
+			return nil, skiplock.Usagef("the page's start (--after) %q is not a job id", after)
+		}
+		if state != "" && state != "running" {
+			// Queued and finished jobs are listed by more than the id.
+			if cur, err = a.Show(ctx, after); err != nil {
+				return nil, fmt.Errorf("the page's start (--after): %w", err)
+			}
+		}
+	}
+	var rows skiplock.Rows
+	var err error
+	switch state {
+	case "":
+		rows, err = a.db.Query(ctx, a.sql["list_bucketed"], f.Queue, f.Kind, limit, below)
+	case "running":
+		rows, err = a.db.Query(ctx, a.sql["list_bucketed_running"], f.Queue, f.Kind, limit, below)
+	case "queued":
+		// From before every job: no queue sorts before '', no priority
+		// before the lowest SMALLINT.
+		cq, cp, ct, ci := "", int16(math.MinInt16), time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC), int64(0)
+		if cur != nil {
+			cq, cp, ct, ci = cur.Queue, int16(cur.Priority), cur.RunAt, below
+		}
+		block := "list_bucketed_queued"
+		if f.Queue != "" {
+			block = "list_bucketed_queued_in"
+		}
+		rows, err = a.db.Query(ctx, a.sql[block], f.Queue, f.Kind, limit, a.buckets(), cq, cp, ct, ci)
+	default:
+		ft := time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC) // after every job
+		if cur != nil {
+			if cur.FinishedAt == nil {
+				return nil, skiplock.Usagef("the page's start (--after) %s is no longer finished (it is %s): list from the first page", after, cur.State)
+			}
+			ft = *cur.FinishedAt
+		}
+		rows, err = a.db.Query(ctx, a.sql["list_bucketed_finished"], f.Queue, f.Kind, limit, a.finishedBuckets(), statuses, ft, below)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return scanJobs(rows, schema.LayoutBucketed, false)
+}
+
+// listFanout reads pending and dead jobs (as statuses says: empty, both)
+// whose ids sort, past their prefix, below from ("" for the newest), and
+// merges them newest first.
+func (a *Admin) listFanout(ctx context.Context, f Filter, statuses []string, limit int, from string) ([]Job, error) {
+	var out []Job
+	for _, st := range []string{"queued", "dead"} {
+		if len(statuses) > 0 && !slices.Contains(statuses, st) {
+			continue
+		}
+		var jobs []Job
+		var err error
+		if st == "dead" && a.db.Dialect().KeyOrderMarkers {
+			// job_dead's key is hashed there: one scan, the page's top.
+			jobs, err = a.fanoutRows(ctx, "list_fanout_dead_unordered", f, limit, from)
+		} else {
+			jobs, err = a.fanoutPage(ctx, "list_fanout_"+st, f, limit, from)
+		}
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, jobs...)
+	}
+	slices.SortFunc(out, newerFanout)
+	return out[:min(limit, len(out))], nil
+}
+
+// fanoutPage returns the newest limit jobs of a per-prefix listing. It
+// first asks each prefix for about twice its share of the page (ids'
+// prefixes are drawn at random), and asks again for the whole page per
+// prefix only when a prefix that filled its share may hold jobs newer
+// than the page's last: so a page usually reads about twice its size in
+// index entries, and at most 64 times (the prefixes new ids use).
+func (a *Admin) fanoutPage(ctx context.Context, block string, f Filter, limit int, from string) ([]Job, error) {
+	per := min(limit, 2*limit/schema.FanoutShards+2)
+	for {
+		jobs, err := a.fanoutRows(ctx, block, f, per, from)
+		if err != nil {
+			return nil, err
+		}
+		if per == limit || complete(jobs, per, limit) {
+			slices.SortFunc(jobs, newerFanout)
+			return jobs[:min(limit, len(jobs))], nil
+		}
+		per = limit
+	}
+}
+
+// complete says whether the newest limit of jobs, read at most per from
+// each id prefix, are the newest limit of all: every prefix that gave
+// per jobs (and may hold more) gave its oldest past the page's last.
+func complete(jobs []Job, per, limit int) bool {
+	count, oldest := map[string]int{}, map[string]string{}
+	for _, j := range jobs {
+		p := j.ID[:min(2, len(j.ID))]
+		count[p]++
+		if k, ok := oldest[p]; !ok || fanoutKeyOf(j.ID) < k {
+			oldest[p] = fanoutKeyOf(j.ID)
+		}
+	}
+	cut := ""
+	if len(jobs) >= limit {
+		sorted := slices.Clone(jobs)
+		slices.SortFunc(sorted, newerFanout)
+		cut = fanoutKeyOf(sorted[limit-1].ID)
+	}
+	for p, n := range count {
+		if n == per && (len(jobs) < limit || oldest[p] > cut) {
+			return false
+		}
+	}
+	return true
+}
+
+func (a *Admin) fanoutRows(ctx context.Context, block string, f Filter, limit int, from string) ([]Job, error) {
+	rows, err := a.db.Query(ctx, a.sql[block], f.Queue, f.Kind, limit, prefixLo, prefixHi, from)
+	if err != nil {
+		return nil, err
+	}
+	return scanJobs(rows, schema.LayoutFanout, false)
+}
+
+// newerFanout orders fanout jobs newest first: by the id past its
+// prefix (the time it was made, then random digits), then by the id.
+func newerFanout(x, y Job) int {
+	if c := strings.Compare(fanoutKeyOf(y.ID), fanoutKeyOf(x.ID)); c != 0 {
+		return c
+	}
+	return strings.Compare(y.ID, x.ID)
+}
+
+// fanoutKeyOf is a fanout id past its two-digit prefix.
+func fanoutKeyOf(id string) string { return id[min(2, len(id)):] }
+
+// prefixLo and prefixHi bound each two-hex-digit prefix of fanout ids:
+// within a prefix, ids made by schema.FanoutIDDefault are in time order
+// (random UUIDs from before fanout/004 fall in these ranges too). The
+// last range ends at "g", after every hex digit, so together they hold
+// every lowercase hex id.
+var prefixLo, prefixHi = func() ([]string, []string) {
+	lo, hi := make([]string, 256), make([]string, 256)
+	for i := range lo {
+		lo[i] = fmt.Sprintf("%02x", i)
+		if i > 0 {
+			hi[i-1] = lo[i]
+		}
+	}
+	hi[255] = "g"
+	return lo, hi
+}()
+
+// fanoutKey is the part of a fanout id a page starts below: the id past
+// its two-digit prefix.
+func fanoutKey(id string) (string, error) {
+	if len(id) < 3 {
+		return "", skiplock.Usagef("the page's start (--after) %q is not a job id", id)
+	}
+	return fanoutKeyOf(id), nil
 }
 
 // statesOf maps a state filter to a layout's stored states: bucketed's
@@ -398,8 +591,15 @@ func (a *Admin) PeriodicJobs(ctx context.Context) ([]Periodic, error) {
 // Queue is one queue's state as operators see it.
 type Queue struct {
 	Name string `json:"name"`
-	// Counts are jobs per state (States' names), in either layout.
+	// Counts are jobs per state (States' names), in either layout. A
+	// count of a state in Capped is a lower bound.
 	Counts map[string]int64 `json:"counts"`
+	// Capped holds the states whose count stopped at the cap (CountCap):
+	// the queue has at least Counts[state] such jobs, maybe many more.
+	// Finished states (success, failed, canceled) and fanout's (queued,
+	// dead) are counted over a sample of the whole table, so when one
+	// queue's are capped, every queue's are. Absent: every count is exact.
+	Capped map[string]bool `json:"capped,omitempty"`
 	// OldestQueuedS is how long the oldest runnable job has waited, in
 	// seconds; null when none waits.
 	OldestQueuedS *float64 `json:"oldest_queued_s"`
@@ -407,63 +607,239 @@ type Queue struct {
 	Paused bool `json:"paused"`
 }
 
-// Queues lists every queue that has jobs or was paused, by name. It
-// counts whole tables: an operator's view, not a hot path.
+// Queues lists every queue that has jobs or was paused, by name. Every
+// count is read through an index or under a LIMIT and stops at CountCap
+// (Queue.Capped), so its cost does not grow with the tables: see
+// docs/design.md, "Admin queries at scale".
 func (a *Admin) Queues(ctx context.Context) ([]Queue, error) {
-	byName := map[string]*Queue{}
-	get := func(name string) *Queue {
-		q := byName[name]
-		if q == nil {
-			q = &Queue{Name: name, Counts: map[string]int64{}}
-			byName[name] = q
-		}
-		return q
-	}
-	now := time.Now()
-	read := func(sql string) error {
-		rows, err := a.db.Query(ctx, sql)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var name, state string
-			var n int64
-			var oldest *time.Time
-			if err := rows.Scan(&name, &state, &n, &oldest); err != nil {
-				return err
-			}
-			q := get(name)
-			q.Counts[strings.ToLower(state)] += n
-			if oldest != nil {
-				age := now.Sub(*oldest).Seconds()
-				if q.OldestQueuedS == nil || age > *q.OldestQueuedS {
-					q.OldestQueuedS = &age
-				}
-			}
-		}
-		return rows.Err()
-	}
-	for l, sql := range map[schema.Layout]string{schema.LayoutBucketed: a.sql["queues_bucketed"], schema.LayoutFanout: a.sql["queues_fanout"]} {
-		if a.has[l] {
-			if err := read(sql); err != nil {
-				return nil, fmt.Errorf("admin: queues (%s): %w", l, err)
-			}
-		}
-	}
-	paused, err := PausedQueues(ctx, a.db, a.schema)
+	qc := &queueCounts{byName: map[string]*Queue{}, limit: a.countCap + 1, now: time.Now()}
+	states, err := a.queueStates(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, name := range paused {
-		get(name).Paused = true
+	if a.has[schema.LayoutBucketed] {
+		if err := a.bucketedQueues(ctx, qc); err != nil {
+			return nil, fmt.Errorf("admin: queues (%s): %w", schema.LayoutBucketed, err)
+		}
 	}
-	out := make([]Queue, 0, len(byName))
-	for _, q := range byName {
+	if a.has[schema.LayoutFanout] {
+		if err := a.fanoutQueues(ctx, qc); err != nil {
+			return nil, fmt.Errorf("admin: queues (%s): %w", schema.LayoutFanout, err)
+		}
+	}
+	for name, paused := range states {
+		if paused {
+			qc.get(name).Paused = true
+		}
+	}
+	out := make([]Queue, 0, len(qc.byName))
+	for _, q := range qc.byName {
+		for _, st := range qc.cappedAll {
+			if q.Capped == nil {
+				q.Capped = map[string]bool{}
+			}
+			q.Capped[st] = true
+		}
 		out = append(out, *q)
 	}
 	slices.SortFunc(out, func(x, y Queue) int { return strings.Compare(x.Name, y.Name) })
 	return out, nil
+}
+
+// queueCounts gathers Queues' counts.
+type queueCounts struct {
+	byName map[string]*Queue
+	// limit is the cap plus one: the most rows a count reads.
+	limit int64
+	now   time.Time
+	// cappedAll are the states capped in every queue: those counted over
+	// a sample of a whole table that stopped at the cap.
+	cappedAll []string
+}
+
+func (c *queueCounts) get(name string) *Queue {
+	q := c.byName[name]
+	if q == nil {
+		q = &Queue{Name: name, Counts: map[string]int64{}}
+		c.byName[name] = q
+	}
+	return q
+}
+
+// add counts n jobs of a state in a queue (capped: at least n).
+func (c *queueCounts) add(name, state string, n int64, capped bool) {
+	q := c.get(name)
+	q.Counts[state] += n
+	if capped {
+		if q.Capped == nil {
+			q.Capped = map[string]bool{}
+		}
+		q.Capped[state] = true
+	}
+}
+
+// oldest records a queue's oldest queued job's time.
+func (c *queueCounts) oldest(name string, at *time.Time) {
+	if at == nil {
+		return
+	}
+	q := c.get(name)
+	age := c.now.Sub(*at).Seconds()
+	if q.OldestQueuedS == nil || age > *q.OldestQueuedS {
+		q.OldestQueuedS = &age
+	}
+}
+
+// sample reads rows of (queue, state, count) and adds them. Each state's
+// rows were counted under one LIMIT of c.limit rows, or, when shared
+// names states, all of those under one LIMIT together; when the rows
+// reach the limit, the states are capped in every queue. It returns the
+// queues seen per state.
+func (c *queueCounts) sample(rows skiplock.Rows, shared ...string) (map[string][]string, error) {
+	defer rows.Close()
+	total, seen := map[string]int64{}, map[string][]string{}
+	for rows.Next() {
+		var name, state string
+		var n int64
+		if err := rows.Scan(&name, &state, &n); err != nil {
+			return nil, err
+		}
+		state = strings.ToLower(state)
+		c.add(name, state, n, false)
+		total[state] += n
+		seen[state] = append(seen[state], name)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	var all int64
+	for st, n := range total {
+		all += n
+		if n >= c.limit && !slices.Contains(shared, st) {
+			c.cappedAll = append(c.cappedAll, st)
+		}
+	}
+	if all >= c.limit && len(shared) > 0 {
+		c.cappedAll = append(c.cappedAll, shared...)
+	}
+	return seen, nil
+}
+
+// queueStates reads skiplock_queue: every queue operators paused or
+// resumed, and whether it is paused.
+func (a *Admin) queueStates(ctx context.Context) (map[string]bool, error) {
+	rows, err := a.db.Query(ctx, a.sql["queue_states"])
+	if err != nil {
+		return nil, fmt.Errorf("admin: queue states: %w (run skiplock migrate: it adds skiplock_queue)", err)
+	}
+	defer rows.Close()
+	out := map[string]bool{}
+	for rows.Next() {
+		var name string
+		var paused bool
+		var at time.Time
+		if err := rows.Scan(&name, &paused, &at); err != nil {
+			return nil, err
+		}
+		out[name] = paused
+	}
+	return out, rows.Err()
+}
+
+// buckets is the bucket list the bucketed statements scan: every bucket
+// where jobs_dequeue is led by the bucket, one element where the engine
+// shards the index itself.
+func (a *Admin) buckets() []int16 {
+	if a.db.Dialect().ShardedIndexFansOut {
+		return []int16{0}
+	}
+	out := make([]int16, a.bq.Buckets())
+	for i := range out {
+		out[i] = int16(i)
+	}
+	return out
+}
+
+// finishedBuckets is the bucket list list_bucketed_finished takes: every
+// bucket where jobs_finished is led by the bucket (finished_bucket_match),
+// one element elsewhere.
+func (a *Admin) finishedBuckets() []int16 {
+	if a.db.Dialect().KeyOrderMarkers {
+		return a.buckets()
+	}
+	return []int16{0}
+}
+
+// bucketedQueues counts the bucketed layout's jobs: Running and finished
+// ones over capped samples of their partial indexes, Queued ones per
+// queue (found by a loose scan of jobs_dequeue) with the oldest.
+func (a *Admin) bucketedQueues(ctx context.Context, c *queueCounts) error {
+	buckets := a.buckets()
+	rows, err := a.db.Query(ctx, a.sql["queue_names_bucketed"], buckets)
+	if err != nil {
+		return err
+	}
+	var names []string
+	for rows.Next() {
+		var name string
+		if err := rows.Scan(&name); err != nil {
+			rows.Close()
+			return err
+		}
+		names = append(names, name)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		var n int64
+		var oldest *time.Time
+		if err := a.db.QueryRow(ctx, a.sql["queue_queued_bucketed"], name, buckets, c.limit).Scan(&n, &oldest); err != nil {
+			return fmt.Errorf("queue %q: %w", name, err)
+		}
+		if n > 0 {
+			c.add(name, "queued", min(n, c.limit-1), n >= c.limit)
+		}
+		c.oldest(name, oldest)
+	}
+	for block, shared := range map[string][]string{
+		"queue_running_bucketed":  {"running"},
+		"queue_finished_bucketed": {"success", "failed", "canceled"},
+	} {
+		rows, err := a.db.Query(ctx, a.sql[block], c.limit)
+		if err != nil {
+			return err
+		}
+		if _, err := c.sample(rows, shared...); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// fanoutQueues counts fanout's pending and dead jobs over capped
+// samples, and reads each pending queue's oldest job by id prefix.
+func (a *Admin) fanoutQueues(ctx context.Context, c *queueCounts) error {
+	rows, err := a.db.Query(ctx, a.sql["queue_counts_fanout"], c.limit)
+	if err != nil {
+		return err
+	}
+	seen, err := c.sample(rows)
+	if err != nil {
+		return err
+	}
+	// Only queues with pending fanout jobs: for another, each prefix's
+	// scan would read to its end finding none.
+	for _, name := range seen["queued"] {
+		var oldest *time.Time
+		if err := a.db.QueryRow(ctx, a.sql["queue_oldest_fanout"], prefixLo, prefixHi, name).Scan(&oldest); err != nil {
+			return fmt.Errorf("queue %q: %w", name, err)
+		}
+		c.oldest(name, oldest)
+	}
+	return nil
 }
 
 // PausedQueues lists the paused queues' names, sorted. It needs no

@@ -18,7 +18,8 @@ import (
 )
 
 // TestListPagesAcrossLayouts: 40 bucketed and 40 fanout jobs, some
-// dead; pages of 7 visit every job exactly once, newest first; filters by
+// dead; pages of 7 visit every job exactly once, the bucketed jobs
+// newest first, then the fanout jobs newest first; filters by
 // queue, kind and state (any case) select the right ones; show returns
 // the payload and the error history; actions report what they could not
 // do.
@@ -74,6 +75,7 @@ WHERE "id" IN (SELECT "id" FROM `+skiplock.QuoteIdent(s)+`."job_queue" ORDER BY 
 	}
 	seen := map[string]int{}
 	var prev time.Time
+	var prevLayout schema.Layout
 	after := ""
 	for page := 0; ; page++ {
 		got, err := a.List(ctx, admin.Filter{Limit: 7, After: after})
@@ -84,6 +86,14 @@ WHERE "id" IN (SELECT "id" FROM `+skiplock.QuoteIdent(s)+`."job_queue" ORDER BY 
 			break
 		}
 		for _, j := range got {
+			if j.Layout != prevLayout {
+				// Bucketed jobs first, then fanout's: each layout's
+				// listing follows one of its indexes.
+				if prevLayout == schema.LayoutFanout || (prevLayout == "" && j.Layout == schema.LayoutFanout) {
+					t.Fatalf("page %d: job %s (%s) after a %q job: want every bucketed job, then every fanout job", page, j.ID, j.Layout, prevLayout)
+				}
+				prevLayout, prev = j.Layout, time.Time{}
+			}
 			if !prev.IsZero() && j.CreatedAt.After(prev) {
 				t.Fatalf("page %d: job %s created %v after the one before it (%v): not newest first", page, j.ID, j.CreatedAt, prev)
 			}

@@ -21,9 +21,15 @@ type QueuesResponse struct {
 	Queues []admin.Queue `json:"queues"`
 	// Totals are the counts by state summed over the queues.
 	Totals map[string]int64 `json:"totals"`
+	// TotalsCapped are the states whose total is a lower bound: some
+	// queue's count of that state stopped at admin.CountCap
+	// (admin.Queue.Capped). Absent when every count is exact.
+	TotalsCapped map[string]bool `json:"totals_capped,omitempty"`
 }
 
-// JobsResponse is GET /api/jobs: a page of jobs, newest first.
+// JobsResponse is GET /api/jobs: a page of jobs in admin.List's order
+// (bucketed jobs by id, newest first, queued ones in the order they run
+// and finished ones by finish time; then fanout jobs, newest first).
 type JobsResponse struct {
 	Jobs []admin.Job `json:"jobs"`
 	// NextAfter is the after= of the next page; "" on the last page.
@@ -133,7 +139,7 @@ func (s *Server) apiQueues(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, QueuesResponse{Queues: qs, Totals: totals(qs)})
+	writeJSON(w, http.StatusOK, QueuesResponse{Queues: qs, Totals: totals(qs), TotalsCapped: totalsCapped(qs)})
 }
 
 // totals sums the counts of the queues by state.
@@ -142,6 +148,23 @@ func totals(qs []admin.Queue) map[string]int64 {
 	for _, q := range qs {
 		for st, n := range q.Counts {
 			t[st] += n
+		}
+	}
+	return t
+}
+
+// totalsCapped says which states' totals include a capped count; nil
+// when none does.
+func totalsCapped(qs []admin.Queue) map[string]bool {
+	var t map[string]bool
+	for _, q := range qs {
+		for st, c := range q.Capped {
+			if c {
+				if t == nil {
+					t = map[string]bool{}
+				}
+				t[st] = true
+			}
 		}
 	}
 	return t

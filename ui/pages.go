@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/skiplock/skiplock/admin"
@@ -63,6 +64,9 @@ var funcs = template.FuncMap{
 	},
 	"path":  url.PathEscape,
 	"count": func(counts map[string]int64, state string) int64 { return counts[state] },
+	// countText shows a count, "100,000+" when it stopped at the cap
+	// (admin.Queue.Capped): at least that many.
+	"countText": countText,
 	// The states each action applies to, in either layout (bucketed's and
 	// fanout's rules: see admin.Do).
 	"canRetry":  func(state string) bool { return slices.Contains([]string{"failed", "canceled", "dead"}, state) },
@@ -70,6 +74,20 @@ var funcs = template.FuncMap{
 	"canDelete": func(state string) bool {
 		return slices.Contains([]string{"success", "failed", "canceled", "dead"}, state)
 	},
+}
+
+// countText is n as the overview shows it: the number, or, when the
+// count stopped at admin.CountCap (capped), the number with thousands
+// separators and a "+", read "at least".
+func countText(n int64, capped bool) string {
+	if !capped {
+		return strconv.FormatInt(n, 10)
+	}
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s + "+"
 }
 
 func parsePages() (map[string]*template.Template, error) {
@@ -125,8 +143,13 @@ type overview struct {
 	Queues []admin.Queue
 	States []string
 	Totals map[string]int64
-	// Total is every job counted.
-	Total int64
+	// TotalsCapped are the states whose total includes a capped count.
+	TotalsCapped map[string]bool
+	// Total is every job counted; TotalCapped says it is a lower bound.
+	Total       int64
+	TotalCapped bool
+	// Cap is where counts stop (admin.CountCap).
+	Cap int64
 	// ChartQueue narrows the charts to one queue; "" is all.
 	ChartQueue string
 	Windows    []window
@@ -139,10 +162,11 @@ func (s *Server) overviewPage(w http.ResponseWriter, r *http.Request) {
 		s.failPage(w, r, err)
 		return
 	}
-	o := overview{Queues: qs, States: admin.States, Totals: totals(qs), ChartQueue: r.URL.Query().Get("queue")}
+	o := overview{Queues: qs, States: admin.States, Totals: totals(qs), TotalsCapped: totalsCapped(qs), Cap: admin.CountCap, ChartQueue: r.URL.Query().Get("queue")}
 	for _, n := range o.Totals {
 		o.Total += n
 	}
+	o.TotalCapped = len(o.TotalsCapped) > 0
 	now := time.Now()
 	// The day's window reaches furthest back: one read serves both.
 	const dayStep, dayPoints = 15 * time.Minute, 96

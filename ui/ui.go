@@ -29,8 +29,9 @@
 // Cost: the pages read through package admin. The job list and job pages
 // are bounded queries (a LIMIT, a primary key); the charts read the
 // rollups, a small table; the queue counts come from admin.Queues, which
-// groups the job tables by queue and state (see its doc), and are cached
-// for Config.QueuesTTL so that many open tabs cost one count.
+// counts through indexes and stops each count at admin.CountCap (shown
+// as "100,000+", read "at least"; see its doc), and are cached for
+// Config.QueuesTTL so that many open tabs cost one count.
 package ui
 
 import (

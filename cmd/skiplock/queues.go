@@ -97,8 +97,13 @@ func queuesList(ctx context.Context, e *env) error {
 		}
 		var parts []string
 		for _, s := range admin.States {
-			if n, ok := q.Counts[s]; ok {
-				parts = append(parts, fmt.Sprintf("%s %d", s, n))
+			if n, ok := q.Counts[s]; ok || q.Capped[s] {
+				if q.Capped[s] {
+					// The count stopped at admin.CountCap: at least n.
+					parts = append(parts, fmt.Sprintf("%s %d+", s, n))
+				} else {
+					parts = append(parts, fmt.Sprintf("%s %d", s, n))
+				}
 			}
 		}
 		slices.Sort(parts)

@@ -28,7 +28,6 @@ func TestUIRefusesOpenNonLoopback(t *testing.T) {
 	}
 }
 
-
 // startUI runs skiplock ui in-process and returns its base URL; it
 // stops when the test ends, and must exit 0.
 func startUI(t *testing.T, args ...string) string {

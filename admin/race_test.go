@@ -183,7 +183,12 @@ UNION ALL SELECT "id", 'pending' FROM `+sch+`."job_queue" UNION ALL SELECT "id",
 			}
 		}
 	}()
-	time.Sleep(3 * time.Second)
+	// At least 3 s of storms, and on a loaded machine until 50 actions
+	// took effect (up to a minute), so that the check below tests a race
+	// rather than the machine's speed.
+	for start := time.Now(); time.Since(start) < 3*time.Second || (changed.Load() < 50 && time.Since(start) < time.Minute); {
+		time.Sleep(50 * time.Millisecond)
+	}
 	close(stop)
 	storms.Wait()
 	for _, q := range []string{"b", "f"} {

@@ -46,6 +46,13 @@ func startBrowser(t *testing.T) context.Context {
 	if path == "" {
 		t.Skip("no headless Chromium: install Debian's chromium package (apt-get install chromium, or make setup), or set SKIPLOCK_CHROMIUM to a Chromium binary")
 	}
+	// Not t.TempDir: Chromium's helper processes may still be writing
+	// their profile for a moment after the browser is gone, which fails
+	// TempDir's cleanup. The profile is removed once they are done.
+	profile, err := os.MkdirTemp("", "skiplock-chromium-")
+	if err != nil {
+		t.Fatal(err)
+	}
 	opts := []chromedp.ExecAllocatorOption{
 		chromedp.ExecPath(path),
 		chromedp.Headless,
@@ -61,13 +68,28 @@ func startBrowser(t *testing.T) context.Context {
 		chromedp.Flag("disable-sync", true),
 		chromedp.Flag("disable-extensions", true),
 		chromedp.Flag("disable-dev-shm-usage", true),
-		chromedp.UserDataDir(t.TempDir()),
+		chromedp.UserDataDir(profile),
 		chromedp.WindowSize(1280, 900),
 	}
 	ctx, cancelTimeout := context.WithTimeout(context.Background(), 2*time.Minute)
 	actx, cancelAlloc := chromedp.NewExecAllocator(ctx, opts...)
 	bctx, cancelBrowser := chromedp.NewContext(actx)
-	t.Cleanup(func() { cancelBrowser(); cancelAlloc(); cancelTimeout() })
+	t.Cleanup(func() {
+		cancelBrowser()
+		cancelAlloc()
+		cancelTimeout()
+		for try := 0; ; try++ {
+			err := os.RemoveAll(profile)
+			if err == nil {
+				return
+			}
+			if try == 20 {
+				t.Logf("leaving Chromium's profile %s: %v", profile, err)
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
 	if err := chromedp.Run(bctx); err != nil {
 		t.Fatalf("Chromium (%s) did not start: %v", path, err)
 	}

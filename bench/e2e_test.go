@@ -7,40 +7,22 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bench"
+	"github.com/skiplock/skiplock/internal/syncbuf"
 	"github.com/skiplock/skiplock/internal/testdb"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
 
-// syncBuffer is a bytes.Buffer safe for the progress goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // config is a tiny bench on the test server, in a schema of its own.
-func config(t *testing.T, c bench.Config) (*bench.Config, *syncBuffer) {
+func config(t *testing.T, c bench.Config) (*bench.Config, *syncbuf.Buffer) {
 	t.Helper()
 	db := testdb.Open(t, nil)
-	out := &syncBuffer{}
+	out := &syncbuf.Buffer{}
 	c.DSN = testdb.DSN(t)
 	c.Schema = testdb.Schema(t, db)
 	c.Out = out

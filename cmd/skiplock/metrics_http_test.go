@@ -1,35 +1,16 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"net/http"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/skiplock/skiplock/internal/syncbuf"
 )
-
-// syncBuffer is a bytes.Buffer that a running command writes and the test
-// reads at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 var metricsURL = regexp.MustCompile(`serving Prometheus metrics at (http://127\.0\.0\.1:\d+/metrics)`)
 
@@ -50,7 +31,7 @@ func TestWorkMetricsAddr(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"--schema", name, "work", "--queues", "a=2,b=2:fanout", "--metrics-addr", "127.0.0.1:0"}, &stdout, &stderr)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiplock/skiplock/internal/syncbuf"
 	"github.com/skiplock/skiplock/internal/testdb"
 )
 
@@ -35,7 +36,7 @@ func startUI(t *testing.T, args ...string) string {
 	t.Setenv("SKIPLOCK_DSN", testdb.DSN(t))
 	_, s := testdb.Migrated(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	var out, errs syncBuffer
+	var out, errs syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, append([]string{"--schema", s, "ui", "--addr", "127.0.0.1:0"}, args...), &out, &errs)

@@ -75,4 +75,16 @@
 //
 // Middleware wraps inserts (to add metadata, such as a trace context)
 // and work (to time or trace it) without forking the worker.
+//
+// # Observing
+//
+// Config.Metrics (package metrics) counts inserts, completions, failures,
+// snoozes, lost leases, rescues and retried transactions, times waits,
+// runs and claims, and, while the client leads, samples each queue's
+// depth. Every started client also counts its attempts per queue and
+// minute and writes them, with a presence row (host, pid, queues), every
+// few seconds in one statement; the maintenance leader folds them into
+// per-minute rollups kept 7 days (admin.Rollups, admin.Clients: the
+// dashboard's charts and clients page), so charts work for fanout queues
+// too, whose finished jobs leave no rows.
 package client

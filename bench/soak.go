@@ -50,7 +50,7 @@ const (
 	// DefaultSoakWindow is the soak's reporting interval.
 	DefaultSoakWindow = time.Minute
 	// DefaultSoakProducers is how many goroutines insert.
-	DefaultSoakProducers = 4
+	DefaultSoakProducers = 16
 	// DefaultSoakWorkers is the working client's MaxWorkers.
 	DefaultSoakWorkers = 100
 	// SoakRetention is how long finished jobs are kept during a soak: short,
@@ -252,6 +252,17 @@ func runSoak(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 		return err
 	}
 	defer emptyAfter(ctx, c, admin)
+	// The tables start at their empty size: a previous run's DELETEs
+	// leave their pages (and dead tuples) behind, which the first
+	// windows' sizes would carry.
+	tables := soakTables(c.Layout)
+	quoted := make([]string, len(tables))
+	for i, t := range tables {
+		quoted[i] = table(c, t)
+	}
+	if _, err := admin.Exec(ctx, "TRUNCATE "+strings.Join(quoted, ", ")); err != nil {
+		return fmt.Errorf("soak: empty the tables: %w", err)
+	}
 	pool, err := openPool(ctx, c)
 	if err != nil {
 		return err
@@ -328,7 +339,6 @@ func runSoak(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 	defer stopProgress()
 	go soakProgress(progCtx, c.Out, c.Progress, start, tr)
 
-	tables := soakTables(c.Layout)
 	lastEnq, lastDone := int64(0), int64(0)
 	for from := start; from.Before(deadline); {
 		to := from.Add(c.Window)

@@ -38,7 +38,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 			"              plus up to a poll interval, insert one job through a second client, time insert commit -> handler\n"+
 			"              start; and the working client's statements per second while idle (--no-notify: polling only,\n"+
 			"              every --poll-interval)\n"+
-			"  soak        steady state: --producers P (default 4) enqueue at --rate R jobs/s or max while a client with\n"+
+			"  soak        steady state: --producers P (default 16) enqueue at --rate R jobs/s or max while a client with\n"+
 			"              W workers (default 100) works, no preload, finished jobs pruned after 30s; per --window (1m) of\n"+
 			"              --duration (default 10m): jobs/s in and out, end-to-end latency, table size, dead tuples\n\n"+
 			"--rtt D on any scenario sends every connection through a loopback proxy adding D/2 each way.\n"+
@@ -71,7 +71,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(&cfg.NoNotify, "no-notify", false, "pickup: notifications off (client.NotifyOff): idle workers find jobs by polling")
 	fs.BoolVar(&cfg.SameClient, "same-client", false, "pickup: insert through the working client itself (its in-process wake) instead of a second client")
 	rate := fs.String("rate", "max", "soak: the producers' jobs/s in all, or max (each inserts one job at a time as fast as it can)")
-	fs.IntVar(&cfg.Producers, "producers", 0, "soak: goroutines inserting, on a pool of their own (default 4)")
+	fs.IntVar(&cfg.Producers, "producers", 0, "soak: goroutines inserting, on a pool of their own (default 16)")
 	fs.DurationVar(&cfg.Window, "window", 0, "soak: the reporting interval (default 1m)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the run to this file (for finding the load driver's own overhead)")
 	if err := parse(fs, args[1:]); err != nil {

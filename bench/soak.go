@@ -116,10 +116,12 @@ type SoakSummary struct {
 	Unmatched int64 `json:"unmatched"`
 }
 
-// soakHooks let a test see every job inserted and every handler run.
+// soakHooks let a test see every job inserted and every handler run, and
+// shorten the retention and the pruner's interval (0: the soak's).
 type soakHooks struct {
-	inserted func(ids []string)
-	handled  func(id string)
+	inserted                 func(ids []string)
+	handled                  func(id string)
+	retention, pruneInterval time.Duration
 }
 
 // soakDefaults checks and fills the soak scenario's settings.
@@ -280,6 +282,13 @@ func runSoak(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 	tr := newSoakTracker()
 	counters := &retry.Counters{}
 	hooks := c.soakHooks
+	retention, pruneEvery := SoakRetention, soakPruneInterval
+	if hooks != nil && hooks.retention > 0 {
+		retention = hooks.retention
+	}
+	if hooks != nil && hooks.pruneInterval > 0 {
+		pruneEvery = hooks.pruneInterval
+	}
 	workers := client.NewWorkers()
 	err = client.AddRawWorker(workers, "", func(_ context.Context, job *skiplock.Job) error {
 		if hooks != nil && hooks.handled != nil {
@@ -295,8 +304,8 @@ func runSoak(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 		Queues:  map[string]client.QueueConfig{DefaultQueue: {Layout: c.Layout, MaxWorkers: c.Workers}},
 		Workers: workers, JobTimeout: -1, AllowSmallPool: true,
 		Retry: retryOptions(pool, counters),
-		Maintenance: &maintenance.Config{PruneInterval: soakPruneInterval, BatchSize: soakPruneBatch, MaxBatches: soakPruneBatches,
-			Retention: maintenance.Retention{Completed: SoakRetention, Canceled: SoakRetention, Failed: SoakRetention, Dead: SoakRetention}},
+		Maintenance: &maintenance.Config{PruneInterval: pruneEvery, BatchSize: soakPruneBatch, MaxBatches: soakPruneBatches,
+			Retention: maintenance.Retention{Completed: retention, Canceled: retention, Failed: retention, Dead: retention}},
 		AfterComplete: func(job *skiplock.Job, _, _ time.Time) { tr.completed(job.ID, time.Now()) },
 		Logf:          errorsOf(rec, nil),
 	})
@@ -387,7 +396,7 @@ func runSoak(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 		rep.JobsPerS = float64(rep.Jobs) / rep.Seconds
 	}
 	rep.LatencyMS = tr.all.Summary()
-	rep.Soak = &SoakSummary{Rate: c.Rate, Producers: c.Producers, WindowS: c.Window.Seconds(), RetentionS: SoakRetention.Seconds(),
+	rep.Soak = &SoakSummary{Rate: c.Rate, Producers: c.Producers, WindowS: c.Window.Seconds(), RetentionS: retention.Seconds(),
 		Enqueued: tr.enq.Load(), Completed: tr.done.Load(), DrainS: drain.Seconds(), Unmatched: tr.unmatched()}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("bench interrupted after %.1fs and %d jobs: %w", secs, rep.Jobs, err)

@@ -22,18 +22,26 @@ func TestSoak(t *testing.T) {
 		layout schema.Layout
 		rate   float64
 		rtt    time.Duration
+		// prune: a retention short enough that finished jobs are
+		// pruned during the run (bucketed).
+		prune bool
 	}{
-		{"bucketed max", schema.LayoutBucketed, 0, 0},
-		{"bucketed rate rtt", schema.LayoutBucketed, 300, 2 * time.Millisecond},
-		{"fanout rate", schema.LayoutFanout, 300, 0},
+		{"bucketed max", schema.LayoutBucketed, 0, 0, false},
+		{"bucketed rate rtt", schema.LayoutBucketed, 300, 2 * time.Millisecond, false},
+		{"bucketed pruned", schema.LayoutBucketed, 300, 0, true},
+		{"fanout rate", schema.LayoutFanout, 300, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			db := testdb.Open(t, nil)
 			var mu sync.Mutex
 			inserted, handled := map[string]int{}, map[string]int{}
+			windows := 3
+			if tc.prune {
+				windows = 4
+			}
 			c := &Config{Scenario: ScenarioSoak, Layout: tc.layout, Rate: tc.rate, Producers: 3, Workers: 10,
-				Duration: 6 * time.Second, Window: 2 * time.Second, Progress: -1, RTT: tc.rtt,
+				Duration: time.Duration(windows) * 2 * time.Second, Window: 2 * time.Second, Progress: -1, RTT: tc.rtt,
 				DSN: testdb.DSN(t), Schema: testdb.Schema(t, db), Logf: t.Logf,
 				soakHooks: &soakHooks{
 					inserted: func(ids []string) {
@@ -49,6 +57,9 @@ func TestSoak(t *testing.T) {
 						handled[id]++
 					},
 				}}
+			if tc.prune {
+				c.soakHooks.retention, c.soakHooks.pruneInterval = 200*time.Millisecond, 200*time.Millisecond
+			}
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
 			rep, err := Run(ctx, c)
@@ -58,8 +69,8 @@ func TestSoak(t *testing.T) {
 			if rep.Errors != 0 {
 				t.Fatalf("%d errors: %v", rep.Errors, rep.ErrorSamples)
 			}
-			if len(rep.Minutes) != 3 {
-				t.Fatalf("%d windows, want 3 (6s in windows of 2s)", len(rep.Minutes))
+			if len(rep.Minutes) != windows {
+				t.Fatalf("%d windows, want %d (windows of 2s)", len(rep.Minutes), windows)
 			}
 			s := rep.Soak
 			mu.Lock()
@@ -95,6 +106,11 @@ func TestSoak(t *testing.T) {
 					t.Fatalf("window %d: backlog %d, but %d enqueued and %d completed so far", i+1, m.Backlog, enq, done)
 				}
 			}
+			if last := rep.Minutes[windows-1]; tc.prune && last.Rows >= enq-last.Enqueued {
+				// Without pruning the table would hold at least every job
+				// enqueued before the last window.
+				t.Fatalf("%d rows at the end, %d jobs enqueued before the last window: want finished jobs pruned", last.Rows, enq-last.Enqueued)
+			}
 			if enq > s.Enqueued || done > s.Completed || timed > uint64(done) {
 				t.Fatalf("windows count %d enqueued, %d completed, %d timed; the run %d and %d", enq, done, timed, s.Enqueued, s.Completed)
 			}
@@ -110,7 +126,7 @@ func TestSoak(t *testing.T) {
 				t.Fatal(err)
 			}
 			minutes, _ := js["minutes"].([]any)
-			if len(minutes) != 3 || js["peak_rss_bytes"] == nil {
+			if len(minutes) != windows || js["peak_rss_bytes"] == nil {
 				t.Fatalf("JSON lacks minutes or peak_rss_bytes: %s", out.String())
 			}
 			for _, k := range []string{"enqueued_per_s", "completed_per_s", "e2e_ms", "table_bytes", "dead_tuples"} {

@@ -48,6 +48,11 @@
 //     the same pool). --no-notify (client.NotifyOff) shows the polling
 //     path: pickup then waits for the next poll (--poll-interval, default
 //     1 s), half of it at the median. See runPickup.
+//   - soak: steady state over time. Producers enqueue (--rate, or as fast
+//     as they can) while a client.Client works, from an empty queue, with
+//     retention short enough that the pruner runs during the soak; per
+//     window (a minute): jobs/s in and out, end-to-end latency, the
+//     tables' size and dead tuples. See runSoak.
 //
 // Every scenario takes an emulated network round trip (Config.RTT): the
 // bench's connections then go through an in-process loopback proxy that
@@ -91,6 +96,7 @@ const (
 	ScenarioThroughput = "throughput"
 	ScenarioTombstones = "tombstones"
 	ScenarioPickup     = "pickup"
+	ScenarioSoak       = "soak"
 )
 
 // Mode names: how a worker holds its job.
@@ -222,6 +228,15 @@ type Config struct {
 	NoNotify     bool
 	SameClient   bool
 
+	// Rate, Producers and Window are the soak scenario's (runSoak): the
+	// producers' jobs/s in all (0: as fast as they can), how many insert,
+	// and the reporting interval (default DefaultSoakWindow).
+	Rate      float64
+	Producers int
+	Window    time.Duration
+	// soakHooks let a test see the soak's inserts and handler runs.
+	soakHooks *soakHooks
+
 	// RTT, when positive, is an emulated network round trip: every
 	// connection of the run (pgbench's too) goes through a loopback proxy
 	// that holds each chunk RTT/2 in each direction, without limiting
@@ -268,8 +283,15 @@ func (c *Config) withDefaults() (Config, error) {
 		if err := o.pickupDefaults(); err != nil {
 			return o, err
 		}
+	case ScenarioSoak:
+		if err := o.soakDefaults(); err != nil {
+			return o, err
+		}
 	default:
-		return o, skiplock.Usagef("unknown scenario %q: use latency, lock, throughput or tombstones (the load tests), or pickup (idle workers picking up one job)", o.Scenario)
+		return o, skiplock.Usagef("unknown scenario %q: use latency, lock, throughput or tombstones (the load tests), pickup (idle workers picking up one job), or soak (enqueue and work at once, over time)", o.Scenario)
+	}
+	if err := o.soakOnly(); err != nil {
+		return o, err
 	}
 	if o.RTT < 0 {
 		return o, skiplock.Usagef("--rtt %v cannot be negative: use 0 (no proxy) or a round trip such as 2ms", o.RTT)
@@ -405,6 +427,9 @@ func (c *Config) withDefaults() (Config, error) {
 	o.Conns = need
 	if o.Scenario == ScenarioPickup {
 		o.Conns = pickupConns(&o)
+	}
+	if o.Scenario == ScenarioSoak {
+		o.Conns = max(o.Conns, soakConns(&o))
 	}
 	if o.Progress == 0 {
 		o.Progress = 5 * time.Second
@@ -609,9 +634,12 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 		rep.Settings.Samples, rep.Settings.GapS, rep.Settings.PollIntervalS = c.Samples, c.Gap.Seconds(), c.PollInterval.Seconds()
 		rep.Settings.Notify, rep.Settings.SameClient = !c.NoNotify && admin.Dialect().Notifications, c.SameClient
 		err = runPickup(ctx, &c, admin, rep)
+	case ScenarioSoak:
+		err = runSoak(ctx, &c, admin, rep)
 	default:
 		err = runJobs(ctx, &c, admin, rep)
 	}
+	rep.PeakRSSBytes = PeakRSS()
 	if err != nil {
 		return rep, err
 	}

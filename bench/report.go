@@ -76,6 +76,13 @@ type Report struct {
 	Windows []TombstoneWindow `json:"windows,omitempty"`
 	Drained *ClaimSample      `json:"drained,omitempty"`
 	Fresh   *ClaimSample      `json:"fresh,omitempty"`
+	// Minutes and Soak are the soak scenario's figures (see runSoak).
+	Minutes []SoakMinute `json:"minutes,omitempty"`
+	Soak    *SoakSummary `json:"soak,omitempty"`
+	// PeakRSSBytes is the bench process's peak resident set (VmHWM) at
+	// the end of the run, the load driver's own memory (0 where the OS
+	// does not tell, and for pgbench).
+	PeakRSSBytes int64 `json:"peak_rss_bytes,omitempty"`
 	// PickupMS is the pickup scenario's time from an insert's commit to
 	// its handler's start, per sample; IdleStatementsPerS the working
 	// client's statements for its queue (producer, listener, heartbeat)
@@ -254,6 +261,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 			fmt.Fprintf(b, "\npgbench: %s", e.Pgbench)
 		}
 	}
+	if r.PeakRSSBytes > 0 {
+		fmt.Fprintf(b, "\npeak RSS of the bench process: %s MiB", mib(r.PeakRSSBytes))
+	}
 	fmt.Fprintln(b)
 	fmt.Fprintln(b)
 	if r.PickupMS != nil {
@@ -298,6 +308,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(b, "claims: %d, %.2f jobs per claim\n", r.Claims, *r.JobsPerClaim)
 	}
 	r.writeTombstones(b)
+	r.writeSoak(b)
 	for _, e := range r.ErrorSamples {
 		fmt.Fprintf(b, "error: %s\n", e)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime/pprof"
+	"strconv"
 	"time"
 
 	"github.com/skiplock/skiplock"
@@ -15,9 +16,9 @@ import (
 func init() {
 	register(&command{
 		name: "bench",
-		usage: "bench latency|lock|throughput|tombstones|pickup [--layout L] [--mode lease|tx] [--workers N] [--work D] [--duration D] " +
+		usage: "bench latency|lock|throughput|tombstones|pickup|soak [--layout L] [--mode lease|tx] [--workers N] [--work D] [--duration D] " +
 			"[--jobs N] [--batch N] [--conns N] [--progress D] [--rtt D] [--baseline] [--separate-begin] " +
-			"[--samples N] [--gap D] [--poll-interval D] [--no-notify] [--same-client] [--cpuprofile FILE] [--json]",
+			"[--samples N] [--gap D] [--poll-interval D] [--no-notify] [--same-client] [--rate R|max] [--producers N] [--window D] [--cpuprofile FILE] [--json]",
 		summary: "the load driver: the articles' latency and lock tests, a burn-down, dead versions kept, pickup of one job by idle workers; --rtt emulates round trips; --baseline runs pgbench too",
 		run:     runBench,
 	})
@@ -36,7 +37,10 @@ func runBench(ctx context.Context, e *env, args []string) error {
 			"  pickup      a client.Client with W idle workers (default 10); N times (--samples, default 50): wait --gap (1s)\n"+
 			"              plus up to a poll interval, insert one job through a second client, time insert commit -> handler\n"+
 			"              start; and the working client's statements per second while idle (--no-notify: polling only,\n"+
-			"              every --poll-interval)\n\n"+
+			"              every --poll-interval)\n"+
+			"  soak        steady state: --producers P (default 16) enqueue at --rate R jobs/s or max while a client with\n"+
+			"              W workers (default 100) works, no preload, finished jobs pruned after 30s; per --window (1m) of\n"+
+			"              --duration (default 10m): jobs/s in and out, end-to-end latency, table size, dead tuples\n\n"+
 			"--rtt D on any scenario sends every connection through a loopback proxy adding D/2 each way.\n"+
 			"The bench empties and refills its own schema: %s, or one --schema names that does not\n"+
 			"exist yet (the bench creates and marks it). It refuses any other schema.\n"+
@@ -66,12 +70,25 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&cfg.PollInterval, "poll-interval", 0, "pickup: the working client's FetchPollInterval (default 1s)")
 	fs.BoolVar(&cfg.NoNotify, "no-notify", false, "pickup: notifications off (client.NotifyOff): idle workers find jobs by polling")
 	fs.BoolVar(&cfg.SameClient, "same-client", false, "pickup: insert through the working client itself (its in-process wake) instead of a second client")
+	rate := fs.String("rate", "max", "soak: the producers' jobs/s in all, or max (each inserts one job at a time as fast as it can)")
+	fs.IntVar(&cfg.Producers, "producers", 0, "soak: goroutines inserting, on a pool of their own (default 16)")
+	fs.DurationVar(&cfg.Window, "window", 0, "soak: the reporting interval (default 1m)")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the run to this file (for finding the load driver's own overhead)")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
 	if cfg.Progress == 0 {
 		cfg.Progress = -1
+	}
+	if *rate != "max" {
+		r, err := strconv.ParseFloat(*rate, 64)
+		if err != nil || r <= 0 {
+			return skiplock.Usagef("--rate %q: use a positive number of jobs/s, or max", *rate)
+		}
+		if scenario != bench.ScenarioSoak {
+			return skiplock.Usagef("--rate is the soak scenario's: leave it out of %s", scenario)
+		}
+		cfg.Rate = r
 	}
 	if *layout != "" {
 		l, err := schema.ParseLayout(*layout)
@@ -80,7 +97,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		}
 		cfg.Layout = l
 	}
-	for _, n := range []string{"workers", "jobs", "batch", "conns", "samples"} {
+	for _, n := range []string{"workers", "jobs", "batch", "conns", "samples", "producers"} {
 		if err := countFlags(fs, n); err != nil {
 			return err
 		}

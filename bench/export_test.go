@@ -1,0 +1,4 @@
+package bench
+
+// ProcStatus is procStatus, for the memory benchmark.
+var ProcStatus = procStatus

@@ -145,6 +145,18 @@ func TestThroughputBurnDown(t *testing.T) {
 			if rep.Jobs != 300 || rep.Settings.Driver != tc.driver {
 				t.Fatalf("burned down %d jobs with driver %q, want 300 with %q", rep.Jobs, rep.Settings.Driver, tc.driver)
 			}
+			// The server's writes per job (PostgreSQL): a bucketed job's row
+			// is updated at least twice (claimed, completed), never HOT.
+			switch w := rep.Writes; {
+			case rep.Engine == nil || rep.Engine.Name != "postgres":
+				// Only PostgreSQL has the statistics.
+			case w == nil:
+				t.Fatal("no server writes in the report")
+			case w.WALBytesPerJob <= 0:
+				t.Errorf("writes %+v: no WAL", *w)
+			case tc.mode == bench.ModeLease && (w.UpdatesPerJob < 2 || w.HOTUpdatesPerJob != 0):
+				t.Errorf("writes %+v: a bucketed job's row is updated twice, never HOT", *w)
+			}
 			checkCounts(t, rep)
 			if rep.Efficiency != nil {
 				t.Fatalf("efficiency %v outside the latency scenario", *rep.Efficiency)

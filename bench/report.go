@@ -83,6 +83,9 @@ type Report struct {
 	// the end of the run, the load driver's own memory (0 where the OS
 	// does not tell, and for pgbench).
 	PeakRSSBytes int64 `json:"peak_rss_bytes,omitempty"`
+	// Writes is what the run cost the server in writes per job
+	// (throughput scenario, PostgreSQL); the baseline's too.
+	Writes *Writes `json:"writes,omitempty"`
 	// PickupMS is the pickup scenario's time from an insert's commit to
 	// its handler's start, per sample; IdleStatementsPerS the working
 	// client's statements for its queue (producer, listener, heartbeat)
@@ -259,6 +262,15 @@ func (r *Report) WriteTable(w io.Writer) error {
 		}
 		if e.Pgbench != "" {
 			fmt.Fprintf(b, "\npgbench: %s", e.Pgbench)
+		}
+	}
+	for _, w := range []struct {
+		who string
+		r   *Report
+	}{{"skiplock", r}, {"pgbench", r.Baseline}} {
+		if w.r != nil && w.r.Writes != nil {
+			fmt.Fprintf(b, "\nserver writes per job (%s): %.2f row updates (%.2f HOT), %.0f WAL bytes",
+				w.who, w.r.Writes.UpdatesPerJob, w.r.Writes.HOTUpdatesPerJob, w.r.Writes.WALBytesPerJob)
 		}
 	}
 	if r.PeakRSSBytes > 0 {

@@ -90,6 +90,7 @@ func runJobs(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 	var peak atomic.Int64
 	progCtx, stopProgress := context.WithCancel(ctx)
 	defer stopProgress()
+	writes0, writesOK := markWrites(ctx, admin, c, drv.tables())
 	stmts0 := c.stmts.load()
 	start := time.Now()
 	go rec.progress(progCtx, c.Out, c.Progress, start, pool, &peak)
@@ -149,6 +150,10 @@ func runJobs(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 	rec.fill(rep, secs, c.Duration, counters, peakConns, c.stmts.load().since(stmts0))
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("bench interrupted after %.1fs and %d jobs: %w", secs, rep.Jobs, err)
+	}
+	if writesOK && c.Scenario == ScenarioThroughput {
+		pool.Close() // its backends report their statistics as they exit
+		rep.Writes = writesSince(ctx, admin, c, drv.tables(), writes0, rep.Jobs)
 	}
 	if rep.Jobs == 0 && rep.Errors > 0 {
 		return fmt.Errorf("no job completed in %.1fs (%d errors); the first: %s", secs, rep.Errors, rep.ErrorSamples[0])
@@ -450,6 +455,7 @@ func runClaimCompleteBaseline(ctx context.Context, c *Config, admin *skiplock.DB
 	if err := admin.QueryRow(ctx, "SELECT now()").Scan(&start); err != nil {
 		return err
 	}
+	writes0, writesOK := markWrites(ctx, admin, c, drv.tables())
 	var total pgbenchResult
 	hist := NewHistogram()
 	left := int64(c.Jobs)
@@ -479,5 +485,8 @@ func runClaimCompleteBaseline(ctx context.Context, c *Config, admin *skiplock.DB
 		total.TPS = float64(done) / secs
 	}
 	setBaseline(c, rep, total, hist, schema.LayoutBucketed, ModeLease)
+	if writesOK {
+		rep.Baseline.Writes = writesSince(ctx, admin, c, drv.tables(), writes0, done)
+	}
 	return nil
 }

@@ -222,6 +222,9 @@ type Config struct {
 	NoNotify     bool
 	SameClient   bool
 
+	// EnqueueMode is the enqueue scenario's: bulk or single (enqueue.go).
+	EnqueueMode string
+
 	// RTT, when positive, is an emulated network round trip: every
 	// connection of the run (pgbench's too) goes through a loopback proxy
 	// that holds each chunk RTT/2 in each direction, without limiting
@@ -268,8 +271,10 @@ func (c *Config) withDefaults() (Config, error) {
 		if err := o.pickupDefaults(); err != nil {
 			return o, err
 		}
+	case ScenarioEnqueue:
+		return o.enqueueDefaults() // all of its defaults (enqueue.go)
 	default:
-		return o, skiplock.Usagef("unknown scenario %q: use latency, lock, throughput or tombstones (the load tests), or pickup (idle workers picking up one job)", o.Scenario)
+		return o, skiplock.Usagef("unknown scenario %q: use latency, lock, throughput or tombstones (the load tests), pickup (idle workers picking up one job) or enqueue (inserts alone)", o.Scenario)
 	}
 	if o.RTT < 0 {
 		return o, skiplock.Usagef("--rtt %v cannot be negative: use 0 (no proxy) or a round trip such as 2ms", o.RTT)
@@ -605,6 +610,8 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 		err = runLock(ctx, &c, admin, rep)
 	case ScenarioTombstones:
 		err = runTombstones(ctx, &c, admin, rep)
+	case ScenarioEnqueue:
+		err = runEnqueue(ctx, &c, admin, rep)
 	case ScenarioPickup:
 		rep.Settings.Samples, rep.Settings.GapS, rep.Settings.PollIntervalS = c.Samples, c.Gap.Seconds(), c.PollInterval.Seconds()
 		rep.Settings.Notify, rep.Settings.SameClient = !c.NoNotify && admin.Dialect().Notifications, c.SameClient

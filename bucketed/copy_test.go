@@ -135,6 +135,28 @@ func TestCopyWritesWhatInsertWrites(t *testing.T) {
 				t.Fatalf("id %s reported for job %d holds job %q (%v)", id, i, payload, err)
 			}
 		}
+		// Jobs that leave kind and metadata to their defaults (COPY then
+		// leaves the columns out).
+		plain := make([]skiplock.NewJob, 100)
+		for i := range plain {
+			plain[i].Payload = []byte(fmt.Sprintf(`{"n": %d}`, 1000+i))
+		}
+		for _, q := range []*bucketed.Queue{qi, qc} {
+			if n, err := q.EnqueueMany(ctx, plain); err != nil || n != len(plain) {
+				t.Fatalf("EnqueueMany of plain jobs: %d, %v", n, err)
+			}
+		}
+		want, got = rowsOf(t, qi.DB(), ni), rowsOf(t, qc.DB(), nc)
+		if len(want) != 2*len(jobs)+len(plain) || !reflect.DeepEqual(want, got) {
+			t.Fatalf("plain jobs by COPY: other rows than by INSERT")
+		}
+		// COPY draws the buckets itself: they must spread as the
+		// default's do (700 jobs over the schema's buckets).
+		for _, name := range []string{ni, nc} {
+			if b := count(t, qi.DB(), `SELECT count(DISTINCT "bucket") FROM `+jobsTable(name)); b < int64(min(qc.Buckets(), 10)) {
+				t.Fatalf("schema %s: 700 jobs in %d distinct buckets of %d", name, b, qc.Buckets())
+			}
+		}
 		if len(ids[0]) != len(jobs) || len(ids[1]) != len(jobs) {
 			t.Fatalf("ids reported: INSERT %d, COPY %d, want %d each", len(ids[0]), len(ids[1]), len(jobs))
 		}

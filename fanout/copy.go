@@ -60,11 +60,20 @@ func (q *Queue) copyJobs(ctx context.Context, tx skiplock.Querier, cp skiplock.C
 	for i := range idx {
 		idx[i] = lo + i
 	}
-	cols := []string{"id", "queue", "payload", "max_attempts", "kind", "metadata"}
-	src := copyrows.New(idx, len(cols), func(i int, row []any) {
-		row[0], row[1], row[2], row[3], row[4], row[5] = ids[i-lo], c.queues[i], c.payloads[i], c.maxAttempts[i], c.kinds[i], c.metadata[i]
-	})
-	copied, err := cp.CopyFrom(ctx, []string{q.cfg.Schema, schema.JobQueueTable}, cols, src)
+	// kind and metadata go only where some job differs from the column's
+	// default ('' and '{}'): the server then parses no metadata JSON.
+	cols := []copyrows.Column{{Name: "id", Value: func(i int) any { return ids[i-lo] }},
+		{Name: "queue", Value: func(i int) any { return c.queues[i] }},
+		{Name: "payload", Value: func(i int) any { return c.payloads[i] }},
+		{Name: "max_attempts", Value: func(i int) any { return c.maxAttempts[i] }}}
+	if copyrows.Any(c.kinds[lo:hi], "") {
+		cols = append(cols, copyrows.Column{Name: "kind", Value: func(i int) any { return c.kinds[i] }})
+	}
+	if copyrows.Any(c.metadata[lo:hi], "{}") {
+		cols = append(cols, copyrows.Column{Name: "metadata", Value: func(i int) any { return c.metadata[i] }})
+	}
+	names, src := copyrows.New(idx, cols)
+	copied, err := cp.CopyFrom(ctx, []string{q.cfg.Schema, schema.JobQueueTable}, names, src)
 	if err != nil {
 		return nil, err
 	}

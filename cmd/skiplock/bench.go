@@ -15,10 +15,10 @@ import (
 func init() {
 	register(&command{
 		name: "bench",
-		usage: "bench latency|lock|throughput|tombstones|pickup [--layout L] [--mode lease|tx] [--workers N] [--work D] [--duration D] " +
+		usage: "bench latency|lock|throughput|tombstones|pickup|enqueue [--layout L] [--mode lease|tx|bulk|single] [--workers N] [--clients N] [--work D] [--duration D] " +
 			"[--jobs N] [--batch N] [--conns N] [--progress D] [--rtt D] [--baseline] [--separate-begin] " +
 			"[--samples N] [--gap D] [--poll-interval D] [--no-notify] [--same-client] [--cpuprofile FILE] [--json]",
-		summary: "the load driver: the articles' latency and lock tests, a burn-down, dead versions kept, pickup of one job by idle workers; --rtt emulates round trips; --baseline runs pgbench too",
+		summary: "the load driver: the articles' latency and lock tests, a burn-down, dead versions kept, pickup of one job by idle workers, enqueue speed; --rtt emulates round trips; --baseline runs pgbench too",
 		run:     runBench,
 	})
 }
@@ -36,7 +36,10 @@ func runBench(ctx context.Context, e *env, args []string) error {
 			"  pickup      a client.Client with W idle workers (default 10); N times (--samples, default 50): wait --gap (1s)\n"+
 			"              plus up to a poll interval, insert one job through a second client, time insert commit -> handler\n"+
 			"              start; and the working client's statements per second while idle (--no-notify: polling only,\n"+
-			"              every --poll-interval)\n\n"+
+			"              every --poll-interval)\n"+
+			"  enqueue     inserts alone into an emptied table: --mode bulk (default) sends --jobs (200000) through the\n"+
+			"              layout's bulk API, --batch (5000) per call; --mode single inserts --jobs (20000) one per\n"+
+			"              client Insert from --clients (50) goroutines\n\n"+
 			"--rtt D on any scenario sends every connection through a loopback proxy adding D/2 each way.\n"+
 			"The bench empties and refills its own schema: %s, or one --schema names that does not\n"+
 			"exist yet (the bench creates and marks it). It refuses any other schema.\n"+
@@ -66,12 +69,20 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&cfg.PollInterval, "poll-interval", 0, "pickup: the working client's FetchPollInterval (default 1s)")
 	fs.BoolVar(&cfg.NoNotify, "no-notify", false, "pickup: notifications off (client.NotifyOff): idle workers find jobs by polling")
 	fs.BoolVar(&cfg.SameClient, "same-client", false, "pickup: insert through the working client itself (its in-process wake) instead of a second client")
+	clients := fs.Int("clients", 0, "enqueue: concurrent callers (single default 50, bulk 1); the same as --workers")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the run to this file (for finding the load driver's own overhead)")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
 	}
 	if cfg.Progress == 0 {
 		cfg.Progress = -1
+	}
+	if scenario == bench.ScenarioEnqueue {
+		// --mode bulk|single is the enqueue scenario's own (enqueue.go).
+		cfg.EnqueueMode, cfg.Mode = cfg.Mode, ""
+		if *clients != 0 {
+			cfg.Workers = *clients
+		}
 	}
 	if *layout != "" {
 		l, err := schema.ParseLayout(*layout)
@@ -80,7 +91,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		}
 		cfg.Layout = l
 	}
-	for _, n := range []string{"workers", "jobs", "batch", "conns", "samples"} {
+	for _, n := range []string{"workers", "jobs", "batch", "conns", "samples", "clients"} {
 		if err := countFlags(fs, n); err != nil {
 			return err
 		}

@@ -237,3 +237,51 @@ func TestCopyFirstInPipelinedTransaction(t *testing.T) {
 		t.Fatalf("%d jobs, want %d (the failed EnqueueMany must add none)", n, len(jobs))
 	}
 }
+
+// TestCopyNotifies: EnqueueNotify by COPY still notifies the channel with
+// each queue's name, once the transaction commits.
+func TestCopyNotifies(t *testing.T) {
+	t.Parallel()
+	q, _ := newQueue(t, &bucketed.Config{CopyMin: 1})
+	ctx := ctxT(t)
+	db := q.DB()
+	conn, err := db.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	channel := "skiplock_copy_test"
+	if _, err := conn.Exec(ctx, "LISTEN "+skiplock.QuoteIdent(channel)); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.Begin(ctx, skiplock.TxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cc := &copyCounter{Tx: tx}
+	jobs := copyJobs()
+	if _, err := q.EnqueueNotify(ctx, cc, channel, jobs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if cc.copies.Load() == 0 {
+		t.Fatal("no COPY was sent")
+	}
+	got := map[string]bool{}
+	for len(got) < 3 {
+		wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		n, err := conn.WaitForNotification(wctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("notifications after %v: %v", got, err)
+		}
+		if n.Channel == channel {
+			got[n.Payload] = true
+		}
+	}
+	if !got["q0"] || !got["q1"] || !got["q2"] {
+		t.Fatalf("notified %v, want q0, q1, q2", got)
+	}
+}

@@ -83,6 +83,8 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		if *clients != 0 {
 			cfg.Workers = *clients
 		}
+	} else if *clients != 0 {
+		return skiplock.Usagef("--clients is the enqueue scenario's: use --workers for %s", scenario)
 	}
 	if *layout != "" {
 		l, err := schema.ParseLayout(*layout)

@@ -83,6 +83,6 @@ func (s statements) all() map[string]string {
 		"count": s.count, "give_back": s.giveBack, "backoff": s.backoff, "bury_lost": s.buryLost, "amend_dead": s.amendDead,
 		"cancel_by_id": s.cancelByID, "retry_by_id": s.retryByID, "delete_by_id": s.deleteByID, "where_by_id": s.whereByID,
 		"snooze_job": s.snoozeJob, "snooze_attempt": s.snoozeAttempt,
-		"new_ids": s.newIDs, "notify": s.notify,
+		// new_ids and notify name no table, so no schema either.
 	}
 }

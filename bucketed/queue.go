@@ -194,8 +194,9 @@ func (q *Queue) EnqueueMany(ctx context.Context, jobs []skiplock.NewJob) (int, e
 	return added, nil
 }
 
-// EnqueueTx adds jobs inside the caller's own transaction, in one INSERT,
-// so that they commit or roll back with the caller's data. tx is any
+// EnqueueTx adds jobs inside the caller's own transaction, in one INSERT
+// (or by COPY: Config.CopyMin), so that they commit or roll back with the
+// caller's data. tx is any
 // skiplock.Tx: a jackc/pgx transaction through skiplock.WrapTx, a
 // YugabyteDB smart driver one through skiplock.WrapYugabyteTx, or the
 // transaction skiplock hands a fanout handler or an OnComplete hook. It
@@ -209,7 +210,8 @@ func (q *Queue) EnqueueTx(ctx context.Context, tx skiplock.Tx, jobs ...skiplock.
 	return len(ids), err
 }
 
-// EnqueueIn adds jobs through any Querier, in one INSERT, and returns the
+// EnqueueIn adds jobs through any Querier, in one INSERT (by COPY in a
+// transaction: Config.CopyMin), and returns the
 // ids of the jobs it added (as skiplock.Job.ID strings; a job whose unique
 // key a live job already holds is skipped and has none). Typically the
 // Querier is the transaction a WorkerConfig.OnComplete hook is given, so

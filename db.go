@@ -356,3 +356,13 @@ func firstWords(s string, n int) string {
 	}
 	return strings.Join(f, " ")
 }
+
+// CopyFrom copies through the pool (see Copier): each call is its own
+// transaction unless the server says otherwise.
+func (db *DB) CopyFrom(ctx context.Context, table []string, columns []string, src CopySource) (int64, error) {
+	c, ok := db.Pool.(Copier)
+	if !ok {
+		return 0, Usagef("this pool's driver cannot COPY: use the INSERT path")
+	}
+	return c.CopyFrom(ctx, table, columns, src)
+}

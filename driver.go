@@ -56,3 +56,14 @@ func (a adaptTx[Tag, R, RW, T]) Commit(ctx context.Context) error {
 func (a adaptTx[Tag, R, RW, T]) Rollback(ctx context.Context) error {
 	return interpretError(a.q.Rollback(ctx))
 }
+
+// CopyFrom runs the driver's CopyFrom: each driver file offers a function
+// that recognizes its own module's queriers (jackcCopy, ybCopy).
+func (a adapt[Tag, R, RW, Q]) CopyFrom(ctx context.Context, table []string, columns []string, src CopySource) (int64, error) {
+	for _, cp := range []func(context.Context, any, []string, []string, CopySource) (int64, bool, error){jackcCopy, ybCopy} {
+		if n, ok, err := cp(ctx, a.q, table, columns, src); ok {
+			return n, err
+		}
+	}
+	return 0, Usagef("this connection's driver cannot COPY: use the INSERT path")
+}

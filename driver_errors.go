@@ -103,3 +103,13 @@ func (t interpretedTx) QueryRow(ctx context.Context, sql string, args ...any) Ro
 
 func (t interpretedTx) Commit(ctx context.Context) error   { return interpretError(t.tx.Commit(ctx)) }
 func (t interpretedTx) Rollback(ctx context.Context) error { return interpretError(t.tx.Rollback(ctx)) }
+
+// CopyFrom copies through the Tx when it is a Copier.
+func (t interpretedTx) CopyFrom(ctx context.Context, table []string, columns []string, src CopySource) (int64, error) {
+	c, ok := t.tx.(Copier)
+	if !ok {
+		return 0, Usagef("this transaction cannot COPY: use the INSERT path")
+	}
+	n, err := c.CopyFrom(ctx, table, columns, src)
+	return n, interpretError(err)
+}

@@ -77,3 +77,16 @@ func (a jackcConn) WaitForNotification(ctx context.Context) (Notification, error
 	}
 	return Notification{Channel: n.Channel, Payload: n.Payload}, nil
 }
+
+// jackcCopy runs CopyFrom on q when q is a jackc/pgx querier; ok is false
+// when it is not.
+func jackcCopy(ctx context.Context, q any, table []string, columns []string, src CopySource) (n int64, ok bool, err error) {
+	c, ok := q.(interface {
+		CopyFrom(context.Context, pgx.Identifier, []string, pgx.CopyFromSource) (int64, error)
+	})
+	if !ok {
+		return 0, false, nil
+	}
+	n, err = c.CopyFrom(ctx, pgx.Identifier(table), columns, src)
+	return n, true, interpretError(err)
+}

@@ -232,3 +232,18 @@ func (r batchRow) Scan(dest ...any) error {
 	r.rows.Close()
 	return r.rows.Err()
 }
+
+// CopyFrom sends BEGIN on its own first if no statement has: COPY cannot
+// share a batch with it.
+func (t *pipelinedTx) CopyFrom(ctx context.Context, table []string, columns []string, src CopySource) (int64, error) {
+	if t.closed {
+		return 0, pgx.ErrTxClosed
+	}
+	if !t.begun {
+		t.begun = true
+		if _, err := t.conn.Exec(ctx, t.begin); err != nil {
+			return 0, err
+		}
+	}
+	return t.conn.CopyFrom(ctx, pgx.Identifier(table), columns, src)
+}

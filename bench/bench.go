@@ -236,6 +236,8 @@ type Config struct {
 	Window    time.Duration
 	// soakHooks let a test see the soak's inserts and handler runs.
 	soakHooks *soakHooks
+	// EnqueueMode is the enqueue scenario's: bulk or single (enqueue.go).
+	EnqueueMode string
 
 	// RTT, when positive, is an emulated network round trip: every
 	// connection of the run (pgbench's too) goes through a loopback proxy
@@ -287,8 +289,10 @@ func (c *Config) withDefaults() (Config, error) {
 		if err := o.soakDefaults(); err != nil {
 			return o, err
 		}
+	case ScenarioEnqueue:
+		return o.enqueueDefaults() // all of its defaults (enqueue.go)
 	default:
-		return o, skiplock.Usagef("unknown scenario %q: use latency, lock, throughput or tombstones (the load tests), pickup (idle workers picking up one job), or soak (enqueue and work at once, over time)", o.Scenario)
+		return o, skiplock.Usagef("unknown scenario %q: use latency, lock, throughput or tombstones (the load tests), pickup (idle workers picking up one job), soak (enqueue and work at once, over time) or enqueue (inserts alone)", o.Scenario)
 	}
 	if err := o.soakOnly(); err != nil {
 		return o, err
@@ -630,6 +634,8 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 		err = runLock(ctx, &c, admin, rep)
 	case ScenarioTombstones:
 		err = runTombstones(ctx, &c, admin, rep)
+	case ScenarioEnqueue:
+		err = runEnqueue(ctx, &c, admin, rep)
 	case ScenarioPickup:
 		rep.Settings.Samples, rep.Settings.GapS, rep.Settings.PollIntervalS = c.Samples, c.Gap.Seconds(), c.PollInterval.Seconds()
 		rep.Settings.Notify, rep.Settings.SameClient = !c.NoNotify && admin.Dialect().Notifications, c.SameClient

@@ -199,3 +199,15 @@ func (t *countingTx) Rollback(ctx context.Context) error {
 	}
 	return t.tx.Rollback(ctx)
 }
+
+// CopyFrom counts a COPY as the two round trips pgx makes of it (the
+// columns' description, then the COPY itself).
+func (c counted) CopyFrom(ctx context.Context, table []string, columns []string, src skiplock.CopySource) (int64, error) {
+	cp, ok := c.q.(skiplock.Copier)
+	if !ok {
+		return 0, skiplock.Usagef("this connection cannot COPY")
+	}
+	c.s.add(ctx)
+	c.s.add(ctx)
+	return cp.CopyFrom(ctx, table, columns, src)
+}

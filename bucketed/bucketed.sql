@@ -21,6 +21,18 @@ FROM unnest($1::TEXT[], $2::TEXT[], $3::INT2[], $4::TIMESTAMPTZ[], $5::INT4[], $
 ON CONFLICT /* TEMPLATE: unique_conflict */ DO NOTHING
 RETURNING "id";
 
+-- name: reserve_ids
+-- Takes $2 ids from the jobs table's id sequence ($1: the table's quoted,
+-- schema-qualified name, as pg_get_serial_sequence reads it), for a COPY
+-- that must report its jobs' ids (Dialect.BulkCopy engines only).
+SELECT nextval("s"."seq") AS "id" FROM (SELECT pg_get_serial_sequence($1::TEXT, 'id')::REGCLASS AS "seq") AS "s", generate_series(1, $2::INT8) AS "g" ORDER BY 1;
+
+-- name: notify
+-- Wakes the listeners of channel $1 with each queue name of $2: sent after
+-- a COPY, in its transaction, since COPY cannot carry the notification as
+-- the INSERT does (sqltext.WithNotify).
+SELECT pg_notify($1::TEXT, "q") FROM unnest($2::TEXT[]) AS "q";
+
 -- name: unique_lookup
 -- The live job holding a unique key: $1 the queue, $2 the key.
 SELECT "id" FROM /* TEMPLATE: table */ WHERE "queue" = $1 AND "unique_key" = $2 AND "status" IN ('Queued', 'Running');

@@ -60,6 +60,13 @@ type Config struct {
 	// EnqueueBatch is how many jobs one INSERT carries in EnqueueMany; 0
 	// means DefaultEnqueueBatch.
 	EnqueueBatch int
+	// CopyMin is the fewest jobs of one batch that go by COPY instead of
+	// INSERT, where the engine has COPY (skiplock.Dialect.BulkCopy), the
+	// batch is written in a transaction (EnqueueMany, EnqueueTx, EnqueueIn
+	// and EnqueueNotify given a Tx) and no job has a unique key (those
+	// need the INSERT's ON CONFLICT). 0 means skiplock.DefaultCopyMin; a
+	// negative value turns COPY off.
+	CopyMin int
 	// Retry tunes the retries of serialization failures and lost
 	// connections (nil: retry's defaults). When its Isolation is
 	// IsoDefault, the engine's queue isolation is used
@@ -86,6 +93,9 @@ func (c *Config) withDefaults(d *skiplock.Dialect) (Config, error) {
 	shared := queuecfg.Shared{Schema: &out.Schema, MaxPayloadBytes: &out.MaxPayloadBytes, EnqueueBatch: &out.EnqueueBatch, Retry: &out.Retry}
 	if err := shared.Fill(d, DefaultEnqueueBatch); err != nil {
 		return out, err
+	}
+	if out.CopyMin == 0 {
+		out.CopyMin = skiplock.DefaultCopyMin
 	}
 	if out.Queue == "" {
 		out.Queue = skiplock.DefaultQueue

@@ -154,7 +154,7 @@ func (q *Queue) Enqueue(ctx context.Context, job skiplock.NewJob) (Enqueued, err
 }
 
 // EnqueueMany adds jobs, Config.EnqueueBatch per INSERT (one round trip
-// each), all in one transaction: either every job is added or none is.
+// each) or per COPY (Config.CopyMin), all in one transaction: either every job is added or none is.
 // It returns how many it added: fewer than len(jobs) when unique keys
 // deduplicate. Every job is validated before anything is written, and bad
 // input returns a skiplock.UsageError naming the job's index.
@@ -172,9 +172,16 @@ func (q *Queue) EnqueueMany(ctx context.Context, jobs []skiplock.NewJob) (int, e
 		added = 0
 		first := 0
 		for _, args := range batches {
-			n, err := execCount(ctx, tx, q.sql.insert, args.args()...)
+			var n int
+			var err error
+			if c := q.copier(tx, args); c != nil {
+				_, err = q.copyJobs(ctx, tx, c, args, false)
+				n = len(args.Queues)
+			} else {
+				n, err = execCount(ctx, tx, q.sql.insert, args.args()...)
+			}
 			if err != nil {
-				return fmt.Errorf("the INSERT of jobs %d to %d failed, so none of the %d jobs was added: %w", first, first+len(args.Queues)-1, len(jobs), err)
+				return fmt.Errorf("the write of jobs %d to %d failed, so none of the %d jobs was added: %w", first, first+len(args.Queues)-1, len(jobs), err)
 			}
 			added += n
 			first += len(args.Queues)
@@ -187,8 +194,9 @@ func (q *Queue) EnqueueMany(ctx context.Context, jobs []skiplock.NewJob) (int, e
 	return added, nil
 }
 
-// EnqueueTx adds jobs inside the caller's own transaction, in one INSERT,
-// so that they commit or roll back with the caller's data. tx is any
+// EnqueueTx adds jobs inside the caller's own transaction, in one INSERT
+// (or by COPY: Config.CopyMin), so that they commit or roll back with the
+// caller's data. tx is any
 // skiplock.Tx: a jackc/pgx transaction through skiplock.WrapTx, a
 // YugabyteDB smart driver one through skiplock.WrapYugabyteTx, or the
 // transaction skiplock hands a fanout handler or an OnComplete hook. It
@@ -202,7 +210,8 @@ func (q *Queue) EnqueueTx(ctx context.Context, tx skiplock.Tx, jobs ...skiplock.
 	return len(ids), err
 }
 
-// EnqueueIn adds jobs through any Querier, in one INSERT, and returns the
+// EnqueueIn adds jobs through any Querier, in one INSERT (by COPY in a
+// transaction: Config.CopyMin), and returns the
 // ids of the jobs it added (as skiplock.Job.ID strings; a job whose unique
 // key a live job already holds is skipped and has none). Typically the
 // Querier is the transaction a WorkerConfig.OnComplete hook is given, so
@@ -224,6 +233,20 @@ func (q *Queue) EnqueueNotify(ctx context.Context, db skiplock.Querier, channel 
 	args, err := q.insertArgs(jobs, 0)
 	if err != nil {
 		return nil, err
+	}
+	if c := q.copier(db, args); c != nil {
+		ids, err := q.copyJobs(ctx, db, c, args, true)
+		if err == nil && channel != "" {
+			_, err = db.Exec(ctx, q.sql.notify, channel, distinct(args.Queues))
+		}
+		if err != nil {
+			return nil, fmt.Errorf("bucketed: enqueue %d job(s): %w", len(jobs), err)
+		}
+		out := make([]string, len(ids))
+		for i, id := range ids {
+			out[i] = FormatID(id)
+		}
+		return out, nil
 	}
 	sql, params := q.sql.insert, args.args()
 	if channel != "" {

@@ -21,6 +21,7 @@ type statements struct {
 	completedWith, deleteFinished, stats, pending, lookup string
 	cancelByID, retryByID, deleteByID, statusByID         string
 	backlog                                               string
+	reserveIDs, notify                                    string // the COPY path's (copy.go)
 }
 
 //go:embed bucketed.sql
@@ -81,6 +82,8 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 	err := sqlFile.Fill(sqlVars(d, schemaName), map[string]*string{
 		"insert":                   &s.insert,
 		"unique_lookup":            &s.uniqueLookup,
+		"reserve_ids":              &s.reserveIDs,
+		"notify":                   &s.notify,
 		"claim":                    &s.claim,
 		"claim_key_join":           &claimKeyJoin,
 		"heads_key_join":           &headsKeyJoin,
@@ -124,7 +127,7 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 // all lists every statement, for tests that check them.
 func (s *statements) all() []string {
 	return []string{s.insert, s.uniqueLookup, s.claim, s.heads, s.complete, s.fail, s.cancel, s.release, s.snooze, s.extend, s.extendIDs,
-		s.completedWith, s.deleteFinished, s.stats, s.pending, s.backlog, s.lookup, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID}
+		s.completedWith, s.deleteFinished, s.stats, s.pending, s.backlog, s.lookup, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID, s.reserveIDs, s.notify}
 }
 
 // claimParams are the claim's parameters.

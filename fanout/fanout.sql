@@ -8,6 +8,7 @@
 --   job_columns  the columns claim returns, in scan order; the payload
 --                travels as text so that both drivers scan it into a
 --                string
+--   id_default   the id column's default (schema.FanoutIDDefault)
 -- Every identifier is quoted; every value is a $n parameter.
 
 -- name: claim
@@ -225,6 +226,18 @@ INSERT INTO /* TEMPLATE: queue_table */ ("queue", "payload", "max_attempts", "ki
 SELECT "t"."queue", "t"."payload"::jsonb, "t"."max_attempts", "t"."kind", "t"."metadata"::jsonb
 FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[]) AS "t" ("queue", "payload", "max_attempts", "kind", "metadata")
 RETURNING "id";
+
+-- name: new_ids
+-- $1 fresh ids made by the id column's own default (schema.FanoutIDDefault),
+-- for a COPY that must report its jobs' ids (Dialect.BulkCopy engines
+-- only; see queue.go, copyJobs).
+SELECT /* TEMPLATE: id_default */ AS "id" FROM generate_series(1, $1::INT8) AS "g";
+
+-- name: notify
+-- Wakes the listeners of channel $1 with each queue name of $2: sent after
+-- a COPY, in its transaction, since COPY cannot carry the notification as
+-- the INSERT does (sqltext.WithNotify).
+SELECT pg_notify($1::text, "q") FROM unnest($2::text[]) AS "q";
 
 -- name: queued
 -- Counts live jobs per queue, with the oldest's creation time and the

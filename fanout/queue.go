@@ -42,6 +42,12 @@ type Config struct {
 	// EnqueueBatch is how many jobs one INSERT carries in EnqueueMany; 0
 	// means DefaultEnqueueBatch.
 	EnqueueBatch int
+	// CopyMin is the fewest jobs of one batch that go by COPY instead of
+	// INSERT, where the engine has COPY (skiplock.Dialect.BulkCopy) and
+	// the batch is written in a transaction (EnqueueMany, EnqueueTx, and
+	// EnqueueIn or EnqueueNotify given a Tx). 0 means
+	// skiplock.DefaultCopyMin; a negative value turns COPY off.
+	CopyMin int
 	// Retry tunes the retries of serialization failures and lost
 	// connections (nil: retry's defaults). When its Isolation is
 	// IsoDefault, the engine's queue isolation is used
@@ -77,6 +83,9 @@ func (c *Config) withDefaults(d *skiplock.Dialect) (Config, error) {
 	shared := queuecfg.Shared{Schema: &out.Schema, MaxPayloadBytes: &out.MaxPayloadBytes, EnqueueBatch: &out.EnqueueBatch, Retry: &out.Retry}
 	if err := shared.Fill(d, DefaultEnqueueBatch); err != nil {
 		return out, err
+	}
+	if out.CopyMin == 0 {
+		out.CopyMin = skiplock.DefaultCopyMin
 	}
 	if out.Queue == "" {
 		out.Queue = skiplock.DefaultQueue
@@ -301,6 +310,14 @@ func (q *Queue) insert(ctx context.Context, db skiplock.Querier, c jobColumnsIn)
 	ids := make([]string, 0, len(c.queues))
 	for lo := 0; lo < len(c.queues); lo += q.cfg.EnqueueBatch {
 		hi := min(lo+q.cfg.EnqueueBatch, len(c.queues))
+		if cp := q.copier(db, hi-lo); cp != nil {
+			batch, err := q.copyJobs(ctx, db, cp, c, lo, hi)
+			if err != nil {
+				return nil, err
+			}
+			ids = append(ids, batch...)
+			continue
+		}
 		sql, args := q.sql.insert, []any{c.queues[lo:hi], c.payloads[lo:hi], c.maxAttempts[lo:hi], c.kinds[lo:hi], c.metadata[lo:hi]}
 		if c.notify != "" {
 			sql, args = q.sql.insertNotify, append(args, c.notify, slices.Compact(slices.Sorted(slices.Values(c.queues[lo:hi]))))

@@ -19,6 +19,7 @@ type statements struct {
 	cancelByID, retryByID, deleteByID, whereByID       string
 	snoozeJob, snoozeAttempt                           string
 	insertNotify                                       string // insert with its notifications (sqltext.WithNotify)
+	newIDs, notify                                     string // the COPY path's (copy.go)
 }
 
 //go:embed fanout.sql
@@ -44,6 +45,7 @@ func sqlVars(_ *skiplock.Dialect, schemaName string) map[string]string {
 		"dead_table":    s + "." + skiplock.QuoteIdent(schema.DeadJobTable),
 		"attempt_table": s + "." + skiplock.QuoteIdent(schema.JobAttemptTable),
 		"job_columns":   jobColumns,
+		"id_default":    schema.FanoutIDDefault,
 		"push_error":    sqltext.PushError(`"j"`, `greatest("j"."attempts", $3::int)`),
 		"not_paused":    sqltext.NotPaused(skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.QueueStateTable)),
 		// bury_lost's lost attempt is max_attempts, not the row's count.
@@ -59,6 +61,7 @@ func render(schemaName string) statements {
 		"count": &s.count, "give_back": &s.giveBack, "backoff": &s.backoff, "bury_lost": &s.buryLost, "amend_dead": &s.amendDead,
 		"cancel_by_id": &s.cancelByID, "retry_by_id": &s.retryByID, "delete_by_id": &s.deleteByID, "where_by_id": &s.whereByID,
 		"snooze_job": &s.snoozeJob, "snooze_attempt": &s.snoozeAttempt,
+		"new_ids": &s.newIDs, "notify": &s.notify,
 	})
 	if err != nil {
 		// The file is embedded and the same for every schema: the tests
@@ -80,5 +83,6 @@ func (s statements) all() map[string]string {
 		"count": s.count, "give_back": s.giveBack, "backoff": s.backoff, "bury_lost": s.buryLost, "amend_dead": s.amendDead,
 		"cancel_by_id": s.cancelByID, "retry_by_id": s.retryByID, "delete_by_id": s.deleteByID, "where_by_id": s.whereByID,
 		"snooze_job": s.snoozeJob, "snooze_attempt": s.snoozeAttempt,
+		// new_ids and notify name no table, so no schema either.
 	}
 }

@@ -16,10 +16,10 @@ import (
 func init() {
 	register(&command{
 		name: "bench",
-		usage: "bench latency|lock|throughput|tombstones|pickup|soak [--layout L] [--mode lease|tx] [--workers N] [--work D] [--duration D] " +
+		usage: "bench latency|lock|throughput|tombstones|pickup|soak|enqueue [--layout L] [--mode lease|tx|bulk|single] [--workers N] [--clients N] [--work D] [--duration D] " +
 			"[--jobs N] [--batch N] [--conns N] [--progress D] [--rtt D] [--baseline] [--separate-begin] " +
 			"[--samples N] [--gap D] [--poll-interval D] [--no-notify] [--same-client] [--rate R|max] [--producers N] [--window D] [--cpuprofile FILE] [--json]",
-		summary: "the load driver: the articles' latency and lock tests, a burn-down, dead versions kept, pickup of one job by idle workers; --rtt emulates round trips; --baseline runs pgbench too",
+		summary: "the load driver: the articles' latency and lock tests, a burn-down, dead versions kept, pickup of one job by idle workers, a soak, enqueue speed; --rtt emulates round trips; --baseline runs pgbench too",
 		run:     runBench,
 	})
 }
@@ -41,6 +41,9 @@ func runBench(ctx context.Context, e *env, args []string) error {
 			"  soak        steady state: --producers P (default 16) enqueue at --rate R jobs/s or max while a client with\n"+
 			"              W workers (default 100) works, no preload, finished jobs pruned after 30s; per --window (1m) of\n"+
 			"              --duration (default 10m): jobs/s in and out, end-to-end latency, table size, dead tuples\n\n"+
+			"  enqueue     inserts alone into an emptied table: --mode bulk (default) sends --jobs (200000) through the\n"+
+			"              layout's bulk API, --batch (5000) per call; --mode single inserts --jobs (20000) one per\n"+
+			"              client Insert from --clients (50) goroutines\n\n"+
 			"--rtt D on any scenario sends every connection through a loopback proxy adding D/2 each way.\n"+
 			"The bench empties and refills its own schema: %s, or one --schema names that does not\n"+
 			"exist yet (the bench creates and marks it). It refuses any other schema.\n"+
@@ -73,6 +76,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	rate := fs.String("rate", "max", "soak: the producers' jobs/s in all, or max (each inserts one job at a time as fast as it can)")
 	fs.IntVar(&cfg.Producers, "producers", 0, "soak: goroutines inserting, on a pool of their own (default 16)")
 	fs.DurationVar(&cfg.Window, "window", 0, "soak: the reporting interval (default 1m)")
+	clients := fs.Int("clients", 0, "enqueue: concurrent callers (single default 50, bulk 1); the same as --workers")
 	cpuProfile := fs.String("cpuprofile", "", "write a Go CPU profile of the run to this file (for finding the load driver's own overhead)")
 	if err := parse(fs, args[1:]); err != nil {
 		return err
@@ -90,6 +94,15 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		}
 		cfg.Rate = r
 	}
+	if scenario == bench.ScenarioEnqueue {
+		// --mode bulk|single is the enqueue scenario's own (enqueue.go).
+		cfg.EnqueueMode, cfg.Mode = cfg.Mode, ""
+		if *clients != 0 {
+			cfg.Workers = *clients
+		}
+	} else if *clients != 0 {
+		return skiplock.Usagef("--clients is the enqueue scenario's: use --workers for %s", scenario)
+	}
 	if *layout != "" {
 		l, err := schema.ParseLayout(*layout)
 		if err != nil {
@@ -97,7 +110,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		}
 		cfg.Layout = l
 	}
-	for _, n := range []string{"workers", "jobs", "batch", "conns", "samples", "producers"} {
+	for _, n := range []string{"workers", "jobs", "batch", "conns", "samples", "producers", "clients"} {
 		if err := countFlags(fs, n); err != nil {
 			return err
 		}

@@ -435,6 +435,12 @@ func (c *Config) withDefaults() (Config, error) {
 	if o.Scenario == ScenarioSoak {
 		o.Conns = max(o.Conns, soakConns(&o))
 	}
+	return o, o.commonDefaults()
+}
+
+// commonDefaults fills in what every scenario shares: the progress
+// interval, the schema (checked) and the log.
+func (o *Config) commonDefaults() error {
 	if o.Progress == 0 {
 		o.Progress = 5 * time.Second
 	}
@@ -442,12 +448,12 @@ func (c *Config) withDefaults() (Config, error) {
 		o.Schema = DefaultSchema
 	}
 	if err := skiplock.ValidateIdent("schema", o.Schema); err != nil {
-		return o, err
+		return err
 	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
-	return o, nil
+	return nil
 }
 
 // what names the run's connection use for messages.

@@ -79,19 +79,7 @@ func (c Config) enqueueDefaults() (Config, error) {
 	if o.Conns == 0 {
 		o.Conns = o.Workers
 	}
-	if o.Progress == 0 {
-		o.Progress = 5 * time.Second
-	}
-	if o.Schema == "" {
-		o.Schema = DefaultSchema
-	}
-	if err := skiplock.ValidateIdent("schema", o.Schema); err != nil {
-		return o, err
-	}
-	if o.Logf == nil {
-		o.Logf = func(string, ...any) {}
-	}
-	return o, nil
+	return o, o.commonDefaults()
 }
 
 // enqueueTables are the tables a layout's enqueue writes.

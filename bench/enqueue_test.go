@@ -34,9 +34,11 @@ func TestEnqueue(t *testing.T) {
 			if rep.LatencyMS.Count != uint64(tc.calls) {
 				t.Fatalf("%d calls timed, want %d", rep.LatencyMS.Count, tc.calls)
 			}
-			// A client's own background statements (none here: no
-			// workers, no maintenance) would add a few.
-			if want := int64(tc.calls) * tc.statements; rep.Statements < want || rep.Statements > want+3 {
+			// A client's own background statements (no workers, no
+			// maintenance here) add a few: single inserts notify in their
+			// own statement, debounced, and a burst ends with a trailing
+			// notification (more of them the slower the machine).
+			if want := int64(tc.calls) * tc.statements; rep.Statements < want || rep.Statements > want+want/10+3 {
 				t.Fatalf("%d statements for %d calls, want %d", rep.Statements, tc.calls, want)
 			}
 		})

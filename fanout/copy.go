@@ -36,21 +36,8 @@ func (q *Queue) copier(db skiplock.Querier, n int) skiplock.Copier {
 // Copier) and returns their ids in order.
 func (q *Queue) copyJobs(ctx context.Context, tx skiplock.Querier, cp skiplock.Copier, c jobColumnsIn, lo, hi int) ([]string, error) {
 	n := hi - lo
-	ids := make([]string, 0, n)
-	rows, err := tx.Query(ctx, q.sql.newIDs, n)
+	ids, err := appendIDs(ctx, tx, make([]string, 0, n), q.sql.newIDs, n)
 	if err != nil {
-		return nil, fmt.Errorf("make %d job ids: %w", n, err)
-	}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("make %d job ids: %w", n, err)
 	}
 	if len(ids) != n {

@@ -322,20 +322,8 @@ func (q *Queue) insert(ctx context.Context, db skiplock.Querier, c jobColumnsIn)
 		if c.notify != "" {
 			sql, args = q.sql.insertNotify, append(args, c.notify, slices.Compact(slices.Sorted(slices.Values(c.queues[lo:hi]))))
 		}
-		rows, err := db.Query(ctx, sql, args...)
-		if err != nil {
-			return nil, err
-		}
-		for rows.Next() {
-			var id string
-			if err := rows.Scan(&id); err != nil {
-				rows.Close()
-				return nil, err
-			}
-			ids = append(ids, id)
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
+		var err error
+		if ids, err = appendIDs(ctx, db, ids, sql, args...); err != nil {
 			return nil, err
 		}
 	}
@@ -414,6 +402,17 @@ func (q *Queue) HasQueued(ctx context.Context) (bool, error) {
 }
 
 // each runs a query and calls fn for every row.
+// appendIDs appends the ids a statement returns (one text column) to ids.
+func appendIDs(ctx context.Context, db skiplock.Querier, ids []string, sql string, args ...any) ([]string, error) {
+	err := each(ctx, db, sql, args, func(r skiplock.Rows) error {
+		var id string
+		err := r.Scan(&id)
+		ids = append(ids, id)
+		return err
+	})
+	return ids, err
+}
+
 func each(ctx context.Context, db skiplock.Querier, sql string, args []any, fn func(skiplock.Rows) error) error {
 	rows, err := db.Query(ctx, sql, args...)
 	if err != nil {

@@ -211,17 +211,20 @@ func enqueueCall(ctx context.Context, c *Config, pool *skiplock.DB, counters *re
 		if err != nil {
 			return nil, err
 		}
-		return func(ctx context.Context, n int) error {
-			_, err := q.EnqueueMany(ctx, batch[:n])
-			return err
-		}, nil
+		return enqueuesOf(batch, q.EnqueueMany), nil
 	}
 	q, err := bucketed.New(ctx, pool, &bucketed.Config{Schema: c.Schema, EnqueueBatch: c.Batch, Retry: &retry.Options{Counters: counters}})
 	if err != nil {
 		return nil, err
 	}
+	return enqueuesOf(batch, q.EnqueueMany), nil
+}
+
+// enqueuesOf is a bulk call: the first n jobs of batch through a layout's
+// EnqueueMany, whatever it returns besides the error.
+func enqueuesOf[R any](batch []skiplock.NewJob, enqueueMany func(context.Context, []skiplock.NewJob) (R, error)) func(context.Context, int) error {
 	return func(ctx context.Context, n int) error {
-		_, err := q.EnqueueMany(ctx, batch[:n])
+		_, err := enqueueMany(ctx, batch[:n])
 		return err
-	}, nil
+	}
 }

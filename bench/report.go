@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -197,21 +196,7 @@ func DescribeMachine() *Machine {
 }
 
 // memTotal reads MemTotal from /proc/meminfo (0 where there is none).
-func memTotal() int64 {
-	f, err := os.Open("/proc/meminfo")
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if f := strings.Fields(sc.Text()); len(f) >= 2 && f[0] == "MemTotal:" {
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			return kb * 1024
-		}
-	}
-	return 0
-}
+func memTotal() int64 { return procKB("/proc/meminfo", "MemTotal:") }
 
 // serverSettings are read with SHOW where the engine has them.
 var serverSettings = []string{"max_connections", "shared_buffers", "synchronous_commit", "fsync", "default_transaction_isolation"}

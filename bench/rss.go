@@ -15,8 +15,12 @@ func PeakRSS() int64 {
 }
 
 // procStatus reads one "Name: N kB" line of /proc/self/status in bytes.
-func procStatus(key string) int64 {
-	f, err := os.Open("/proc/self/status")
+func procStatus(key string) int64 { return procKB("/proc/self/status", key) }
+
+// procKB reads the "Name: N kB" line of a /proc file whose name is key,
+// in bytes; 0 where there is none.
+func procKB(path, key string) int64 {
+	f, err := os.Open(path)
 	if err != nil {
 		return 0
 	}

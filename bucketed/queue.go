@@ -242,11 +242,7 @@ func (q *Queue) EnqueueNotify(ctx context.Context, db skiplock.Querier, channel 
 		if err != nil {
 			return nil, fmt.Errorf("bucketed: enqueue %d job(s): %w", len(jobs), err)
 		}
-		out := make([]string, len(ids))
-		for i, id := range ids {
-			out[i] = FormatID(id)
-		}
-		return out, nil
+		return formatIDs(ids), nil
 	}
 	sql, params := q.sql.insert, args.args()
 	if channel != "" {
@@ -256,11 +252,16 @@ func (q *Queue) EnqueueNotify(ctx context.Context, db skiplock.Querier, channel 
 	if err != nil {
 		return nil, fmt.Errorf("bucketed: enqueue %d job(s): %w", len(jobs), err)
 	}
+	return formatIDs(ids), nil
+}
+
+// formatIDs spells ids as Job.ID does (FormatID).
+func formatIDs(ids []int64) []string {
 	out := make([]string, len(ids))
 	for i, id := range ids {
 		out[i] = FormatID(id)
 	}
-	return out, nil
+	return out
 }
 
 // distinct returns the distinct strings of s, in first-seen order.

@@ -142,7 +142,7 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter)
 				q.marks.ProbeSoon(queue)
 			}
 		}()
-		n, err := c.count(ctx, job.ID)
+		n, err := q.countAttempt(ctx, c, job.ID)
 		if err != nil {
 			return fmt.Errorf("count attempt of job %s before its handler runs: %w", job.ID, err)
 		}
@@ -159,7 +159,7 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter)
 			// claim can have counted since.
 			gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 			defer cancel()
-			if gerr := c.giveBack(gctx, job.ID); gerr != nil {
+			if gerr := q.giveBackAttempt(gctx, c, job.ID); gerr != nil {
 				return fmt.Errorf("%w (taking back its attempt count failed too, so the attempt counts: %v)", err, gerr)
 			}
 		}

@@ -9,16 +9,35 @@ import (
 	"github.com/skiplock/skiplock"
 )
 
-// counter counts a claimed job's attempt in job_attempt before its
-// handler runs, outside the claim's transaction, and takes the count back
-// when the attempt turns out not to be the job's failure. The caller
-// holds the job's row lock throughout, so no other claim counts the job
-// at the same time.
+// counter gives the connection that a claimed job's attempt is counted
+// over in job_attempt before its handler runs, outside the claim's
+// transaction (and taken back when the attempt turns out not to be the
+// job's failure: countAttempt, giveBackAttempt). The caller holds the
+// job's row lock throughout, so no other claim counts the job at the same
+// time. withConn does not cut the statement short when ctx ends (only
+// recordTimeout bounds it), so that the caller knows whether the count
+// was applied.
 type counter interface {
-	// count adds one attempt to job id and returns its new count.
-	count(ctx context.Context, id string) (int, error)
-	// giveBack takes one attempt back from job id.
-	giveBack(ctx context.Context, id string) error
+	withConn(ctx context.Context, fn func(context.Context, skiplock.Conn) error) error
+}
+
+// countAttempt adds one attempt to job id over c and returns its new
+// count.
+func (q *Queue) countAttempt(ctx context.Context, c counter, id string) (int, error) {
+	var got map[string]int
+	err := c.withConn(ctx, func(ctx context.Context, conn skiplock.Conn) (err error) {
+		got, err = q.countMany(ctx, conn, []string{id})
+		return err
+	})
+	return got[id], err
+}
+
+// giveBackAttempt takes one attempt back from job id over c.
+func (q *Queue) giveBackAttempt(ctx context.Context, c counter, id string) error {
+	return c.withConn(ctx, func(ctx context.Context, conn skiplock.Conn) error {
+		_, err := conn.Exec(ctx, q.sql.giveBack, []string{id})
+		return err
+	})
 }
 
 // poolCounter counts through the Queue's pool, one statement per job: for
@@ -32,25 +51,7 @@ type poolCounter struct{ q *Queue }
 // poolCountWait bounds poolCounter's wait for a free connection.
 const poolCountWait = 5 * time.Second
 
-func (p poolCounter) count(ctx context.Context, id string) (int, error) {
-	var got map[string]int
-	err := p.withConn(ctx, func(ctx context.Context, c skiplock.Conn) (err error) {
-		got, err = p.q.countMany(ctx, c, []string{id})
-		return err
-	})
-	return got[id], err
-}
-
-func (p poolCounter) giveBack(ctx context.Context, id string) error {
-	return p.withConn(ctx, func(ctx context.Context, c skiplock.Conn) error {
-		_, err := c.Exec(ctx, p.q.sql.giveBack, []string{id})
-		return err
-	})
-}
-
-// withConn runs fn on a connection of the pool. The statement itself is
-// not cut short by ctx (only bounded by recordTimeout), so that the caller
-// knows whether the count was applied.
+// withConn runs fn on a connection of the pool.
 func (p poolCounter) withConn(ctx context.Context, fn func(context.Context, skiplock.Conn) error) error {
 	actx, cancel := context.WithTimeout(ctx, poolCountWait)
 	c, err := p.q.db.Acquire(actx)
@@ -136,26 +137,8 @@ func newRecorder(q *Queue, workers int, logf func(string, ...any)) *recorder {
 	return r
 }
 
-func (r *recorder) count(ctx context.Context, id string) (int, error) {
-	var got map[string]int
-	err := r.with(ctx, func(ctx context.Context, c skiplock.Conn) (err error) {
-		got, err = r.q.countMany(ctx, c, []string{id})
-		return err
-	})
-	return got[id], err
-}
-
-func (r *recorder) giveBack(ctx context.Context, id string) error {
-	return r.with(ctx, func(ctx context.Context, c skiplock.Conn) error {
-		_, err := c.Exec(ctx, r.q.sql.giveBack, []string{id})
-		return err
-	})
-}
-
-// with runs fn on a reserved connection. It does not give up when ctx
-// ends: a count is applied or not as one statement, and the worker must
-// know which (recordTimeout bounds the wait).
-func (r *recorder) with(ctx context.Context, fn func(context.Context, skiplock.Conn) error) error {
+// withConn runs fn on a reserved connection.
+func (r *recorder) withConn(ctx context.Context, fn func(context.Context, skiplock.Conn) error) error {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	s := <-r.slots

@@ -4,6 +4,7 @@ package skiplock
 
 import (
 	"context"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -24,7 +25,13 @@ func WrapTx(tx pgx.Tx) Tx { return jackcTx{adapt[pgconn.CommandTag, pgx.Rows, pg
 func jackcBegin(ctx context.Context, b interface {
 	BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
 }, opts TxOptions) (Tx, error) {
-	tx, err := b.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.TxIsoLevel(opts.Isolation)})
+	o := pgx.TxOptions{IsoLevel: pgx.TxIsoLevel(opts.Isolation)}
+	if opts.GenericPlans {
+		// pgx sends a BeginQuery without arguments by the simple protocol,
+		// which takes several statements in one message: one round trip.
+		o.BeginQuery = strings.Join(beginStatements(opts), "; ")
+	}
+	tx, err := b.BeginTx(ctx, o)
 	if err != nil {
 		return nil, interpretError(err)
 	}

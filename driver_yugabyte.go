@@ -4,6 +4,7 @@ package skiplock
 
 import (
 	"context"
+	"strings"
 
 	"github.com/yugabyte/pgx/v5"
 	"github.com/yugabyte/pgx/v5/pgconn"
@@ -26,7 +27,13 @@ func WrapYugabyteTx(tx pgx.Tx) Tx {
 func ybBegin(ctx context.Context, b interface {
 	BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
 }, opts TxOptions) (Tx, error) {
-	tx, err := b.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.TxIsoLevel(opts.Isolation)})
+	o := pgx.TxOptions{IsoLevel: pgx.TxIsoLevel(opts.Isolation)}
+	if opts.GenericPlans {
+		// pgx sends a BeginQuery without arguments by the simple protocol,
+		// which takes several statements in one message: one round trip.
+		o.BeginQuery = strings.Join(beginStatements(opts), "; ")
+	}
+	tx, err := b.BeginTx(ctx, o)
 	if err != nil {
 		return nil, interpretError(err)
 	}

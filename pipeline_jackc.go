@@ -2,6 +2,7 @@ package skiplock
 
 import (
 	"context"
+	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -29,7 +30,7 @@ func (a pipelinedPool) Begin(ctx context.Context, opts TxOptions) (Tx, error) {
 	if err != nil {
 		return nil, interpretError(err)
 	}
-	return interpretedTx{&pipelinedTx{conn: c.Conn(), begin: beginSQL(opts), release: c.Release}}, nil
+	return interpretedTx{&pipelinedTx{conn: c.Conn(), begin: beginStatements(opts), release: c.Release}}, nil
 }
 
 func (a pipelinedPool) Acquire(ctx context.Context) (Conn, error) {
@@ -47,30 +48,34 @@ type pipelinedConn struct {
 }
 
 func (a pipelinedConn) Begin(ctx context.Context, opts TxOptions) (Tx, error) {
-	return interpretedTx{&pipelinedTx{conn: a.q.Conn(), begin: beginSQL(opts)}}, nil
+	return interpretedTx{&pipelinedTx{conn: a.q.Conn(), begin: beginStatements(opts)}}, nil
 }
 
 // pipelinedTx is a transaction whose BEGIN has not been sent until its
 // first statement. Like pgx's, it is not safe for concurrent use.
 type pipelinedTx struct {
 	conn    *pgx.Conn
-	begin   string
-	begun   bool   // BEGIN has gone out (with the first statement)
-	closed  bool   // committed or rolled back
-	release func() // gives a pool's connection back; nil for a Conn's
+	begin   []string // BEGIN and the settings TxOptions asked for
+	begun   bool     // BEGIN has gone out (with the first statement)
+	closed  bool     // committed or rolled back
+	release func()   // gives a pool's connection back; nil for a Conn's
 }
 
-// first sends BEGIN and the first statement in one batch and returns the
-// batch positioned at the statement's result.
+// first sends BEGIN (with its settings) and the first statement in one
+// batch and returns the batch positioned at the statement's result.
 func (t *pipelinedTx) first(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
 	t.begun = true
 	b := &pgx.Batch{}
-	b.Queue(t.begin)
+	for _, s := range t.begin {
+		b.Queue(s)
+	}
 	b.Queue(sql, args...)
 	br := t.conn.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
-		br.Close() //nolint:errcheck // BEGIN's error is the one to report
-		return nil, err
+	for range t.begin {
+		if _, err := br.Exec(); err != nil {
+			br.Close() //nolint:errcheck // BEGIN's error is the one to report
+			return nil, err
+		}
 	}
 	return br, nil
 }
@@ -241,7 +246,9 @@ func (t *pipelinedTx) CopyFrom(ctx context.Context, table []string, columns []st
 	}
 	if !t.begun {
 		t.begun = true
-		if _, err := t.conn.Exec(ctx, t.begin); err != nil {
+		// Without arguments pgx sends the simple protocol, which takes
+		// several statements in one message.
+		if _, err := t.conn.Exec(ctx, strings.Join(t.begin, "; ")); err != nil {
 			return 0, err
 		}
 	}

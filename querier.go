@@ -44,6 +44,13 @@ type Tx interface {
 type TxOptions struct {
 	// Isolation is the isolation level; IsoDefault leaves the server's.
 	Isolation IsoLevel
+	// GenericPlans runs the transaction's prepared statements on their
+	// generic plans (SET LOCAL plan_cache_mode = force_generic_plan, sent
+	// with BEGIN: no extra round trip). Only where the engine has the
+	// setting (Dialect.PlanCacheMode). For a statement PostgreSQL would
+	// otherwise plan anew at each call once its statistics made a custom
+	// plan look cheaper (docs/design.md, "Planning a prepared claim").
+	GenericPlans bool
 }
 
 // Beginner starts transactions.
@@ -100,6 +107,19 @@ func beginSQL(opts TxOptions) string {
 		return "BEGIN"
 	}
 	return "BEGIN ISOLATION LEVEL " + string(opts.Isolation)
+}
+
+// genericPlansSQL is what TxOptions.GenericPlans sends after BEGIN.
+const genericPlansSQL = "SET LOCAL plan_cache_mode = force_generic_plan"
+
+// beginStatements are the statements that open a transaction with opts:
+// BEGIN, then the settings opts asks for.
+func beginStatements(opts TxOptions) []string {
+	out := []string{beginSQL(opts)}
+	if opts.GenericPlans {
+		out = append(out, genericPlansSQL)
+	}
+	return out
 }
 
 // CopySource feeds CopyFrom one row at a time. Its method set is pgx's

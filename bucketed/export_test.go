@@ -50,3 +50,6 @@ func UseDialect(q *Queue, d *skiplock.Dialect) {
 	q.branches.Store(branches)
 	q.hints.init(int(branches), q.cfg.HintMaxAge)
 }
+
+// ClaimSQL is the claim statement q sends.
+func (q *Queue) ClaimSQL() string { return q.sql.claim }

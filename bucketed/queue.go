@@ -24,6 +24,10 @@ type Queue struct {
 	branches  atomic.Int64 // bucket scans per claim: buckets, or 1 where the index fans out
 	checkedAt atomic.Int64 // when the bucket count was last read, in Unix nanoseconds
 	hints     hints
+	// claimRetry is cfg.Retry for the claim's transactions: on its
+	// generic plan where the engine can say so (docs/design.md, "Planning
+	// a prepared claim").
+	claimRetry *retry.Options
 }
 
 // New returns a Queue on db. The schema must have been migrated with
@@ -48,6 +52,9 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Queue, error) {
 	q.branches.Store(int64(q.branchesFor(buckets)))
 	q.checkedAt.Store(time.Now().UnixNano())
 	q.hints.init(q.branchesFor(buckets), c.HintMaxAge)
+	cr := *c.Retry
+	cr.GenericPlans = db.Dialect().PlanCacheMode
+	q.claimRetry = &cr
 	return q, nil
 }
 

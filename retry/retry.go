@@ -43,6 +43,9 @@ type Options struct {
 	// Counters, when set, count what Run did; share one between calls to
 	// total them.
 	Counters *Counters
+	// GenericPlans begins each attempt with skiplock.TxOptions.GenericPlans
+	// (only where the engine has Dialect.PlanCacheMode).
+	GenericPlans bool
 }
 
 // withDefaults validates o and fills its zero fields.
@@ -170,7 +173,7 @@ func Run(ctx context.Context, b skiplock.Beginner, opts *Options, fn func(ctx co
 	}
 	for attempt := 1; ; attempt++ {
 		o.Counters.attempted()
-		err := runOnce(ctx, b, o.Isolation, fn)
+		err := runOnce(ctx, b, skiplock.TxOptions{Isolation: o.Isolation, GenericPlans: o.GenericPlans}, fn)
 		if err == nil {
 			return nil
 		}
@@ -191,8 +194,8 @@ func Run(ctx context.Context, b skiplock.Beginner, opts *Options, fn func(ctx co
 
 // runOnce is one attempt: begin, fn, commit. A failed fn is rolled back
 // (also when it panics, so the connection is not lost to the pool).
-func runOnce(ctx context.Context, b skiplock.Beginner, iso skiplock.IsoLevel, fn func(context.Context, skiplock.Tx) error) error {
-	tx, err := b.Begin(ctx, skiplock.TxOptions{Isolation: iso})
+func runOnce(ctx context.Context, b skiplock.Beginner, opts skiplock.TxOptions, fn func(context.Context, skiplock.Tx) error) error {
+	tx, err := b.Begin(ctx, opts)
 	if err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 
 	jackcpgx "github.com/jackc/pgx/v5"
 	jackcpgconn "github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/puddle/v2"
 	ybpgx "github.com/yugabyte/pgx/v5"
 	ybpgconn "github.com/yugabyte/pgx/v5/pgconn"
 )
@@ -42,6 +43,8 @@ func interpretError(err error) error {
 		{ErrTxClosed, jackcpgx.ErrTxClosed, ybpgx.ErrTxClosed},
 		{ErrTxCommitRollback, jackcpgx.ErrTxCommitRollback, ybpgx.ErrTxCommitRollback},
 		{ErrNoRows, jackcpgx.ErrNoRows, ybpgx.ErrNoRows},
+		// Both drivers' pools are puddle pools.
+		{ErrPoolClosed, puddle.ErrClosedPool, puddle.ErrClosedPool},
 	} {
 		if errors.Is(err, s.mine) {
 			return err

@@ -26,6 +26,9 @@ var (
 	// ErrNoRows says QueryRow found no row. Both drivers' ErrNoRows match
 	// it.
 	ErrNoRows = errors.New("skiplock: no rows in result set")
+	// ErrPoolClosed says a statement was sent through a pool after it was
+	// closed: open a new one. Both drivers' pools report it.
+	ErrPoolClosed = errors.New("skiplock: the connection pool is closed")
 )
 
 // PgError is an error the server sent, whichever driver received it. The

@@ -14,6 +14,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/client"
+	"github.com/skiplock/skiplock/internal/syncbuf"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/schema"
@@ -626,5 +627,34 @@ func TestOnCompleteRecordsExactlyOnce(t *testing.T) {
 	}
 	if n := count(t, db, `SELECT count(*) FROM `+log+` WHERE "worker" = 'bucketed'`); n != 40 || fanoutSeen.Load() != 0 {
 		t.Fatalf("OnComplete recorded %d jobs (want 40) and saw %d fanout jobs", n, fanoutSeen.Load())
+	}
+}
+
+// An insert-only client is never started, so nothing stops its debounced
+// trailing notification: when the caller closes the pool right after a
+// burst of inserts, that notification finds the pool closed and must go
+// quietly (it logged "closed pool" before). Its insert still committed.
+func TestInsertOnlyClientAfterPoolClose(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	_, s := testdb.Migrated(t, nil, schema.LayoutBucketed)
+	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 2}) // the client's own, closed below
+	var logs syncbuf.Buffer
+	ins, err := client.New(ctx, db, &client.Config{Schema: s, Logf: func(format string, args ...any) { fmt.Fprintf(&logs, format+"\n", args...) }})
+	must(t, err)
+	for n := range 5 {
+		_, err := ins.Insert(ctx, emailArgs{N: n}, nil)
+		must(t, err)
+	}
+	db.Close()
+	// The trailing notification goes out about 1.5 debounce windows
+	// (20 ms each) after the burst's first.
+	time.Sleep(300 * time.Millisecond)
+	if got := logs.String(); got != "" {
+		t.Errorf("the insert-only client logged after its pool was closed:\n%s", got)
+	}
+	// And the pool's error is skiplock's, for either driver.
+	if _, err := db.Exec(ctx, "SELECT 1"); !errors.Is(err, skiplock.ErrPoolClosed) {
+		t.Errorf("a statement through the closed pool: %v, want skiplock.ErrPoolClosed", err)
 	}
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -285,7 +286,13 @@ func (c *Client) sendTrailing(queue string) {
 	c.notifyMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if _, err := c.db.Exec(ctx, "SELECT pg_notify($1, $2)", c.channel, queue); err != nil {
+	_, err := c.db.Exec(ctx, "SELECT pg_notify($1, $2)", c.channel, queue)
+	if errors.Is(err, skiplock.ErrPoolClosed) {
+		// The caller closed the pool after its last insert (an insert-only
+		// client is never stopped): nothing to say, and no way to say it.
+		return
+	}
+	if err != nil {
 		c.cfg.Logf("client: notify the listeners of queue %q: %v (their next poll finds its jobs)", queue, err)
 	}
 }

@@ -209,6 +209,9 @@ type Config struct {
 	Progress time.Duration
 	// Baseline also runs the article's script through pgbench.
 	Baseline bool
+	// DeleteCompleted deletes bucketed jobs as they complete
+	// (bucketed.Config.DeleteCompleted) instead of keeping them as Success.
+	DeleteCompleted bool
 	// SeparateBegin sends each transaction's BEGIN as its own round trip,
 	// as pgbench's scripts do; by default the workers' pool pipelines it
 	// with the transaction's first statement
@@ -632,8 +635,9 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 		Machine: DescribeMachine(), Engine: DescribeEngine(ctx, admin),
 		Settings: &Settings{Schema: c.Schema, Queue: DefaultQueue, WorkS: c.Work.Seconds(), DurationS: c.Duration.Seconds(),
 			Preload: c.Jobs, Batch: c.Batch, Driver: c.driverName(), Conns: c.Conns, ProgressS: max(c.Progress, 0).Seconds(), Baseline: c.Baseline,
-			PipelineBegin: !c.SeparateBegin && admin.Engine() != skiplock.EngineYugabyte,
-			IdealJobsS:    c.idealRate()},
+			PipelineBegin:   !c.SeparateBegin && admin.Engine() != skiplock.EngineYugabyte,
+			DeleteCompleted: c.DeleteCompleted && c.Layout == schema.LayoutBucketed,
+			IdealJobsS:      c.idealRate()},
 	}
 	switch c.Scenario {
 	case ScenarioLock:

@@ -26,7 +26,7 @@ type bucketedDriver struct {
 func newBucketedDriver(db *skiplock.DB, c *Config, counters *retry.Counters) (driver, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	q, err := bucketed.New(ctx, db, &bucketed.Config{Schema: c.Schema, Retry: retryOptions(db, counters)})
+	q, err := bucketed.New(ctx, db, &bucketed.Config{Schema: c.Schema, Retry: retryOptions(db, counters), DeleteCompleted: c.DeleteCompleted})
 	if err != nil {
 		return nil, err
 	}

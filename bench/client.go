@@ -57,7 +57,7 @@ func (d *clientDriver) runWorkers(ctx context.Context, deadline time.Time, rec *
 		Schema:  d.c.Schema,
 		Queues:  map[string]client.QueueConfig{DefaultQueue: {Layout: d.layout, MaxWorkers: d.c.Workers}},
 		Workers: workers, Notify: client.NotifyOff, JobTimeout: -1, AllowSmallPool: true,
-		Retry: retryOptions(d.db, d.counters),
+		Retry: retryOptions(d.db, d.counters), DeleteCompleted: d.c.DeleteCompleted,
 		AfterComplete: func(_ *skiplock.Job, asked, claimed time.Time) {
 			rec.job(claimed.Sub(asked), time.Since(asked))
 			completed.Add(1)

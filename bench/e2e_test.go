@@ -138,16 +138,23 @@ func TestThroughputBurnDown(t *testing.T) {
 		mode   string
 		batch  int
 		driver string
-	}{{bench.ModeLease, 0, bench.DriverClient}, {bench.ModeLease, 50, bench.DriverBatch}, {bench.ModeTx, 0, bench.DriverClient}} {
-		t.Run(fmt.Sprintf("%s_%s", tc.mode, tc.driver), func(t *testing.T) {
-			c, _ := config(t, bench.Config{Scenario: bench.ScenarioThroughput, Mode: tc.mode, Workers: 4, Batch: tc.batch, Jobs: 300, Progress: -1})
+		del    bool // --delete-completed
+	}{{bench.ModeLease, 0, bench.DriverClient, false}, {bench.ModeLease, 50, bench.DriverBatch, false}, {bench.ModeTx, 0, bench.DriverClient, false},
+		{bench.ModeLease, 0, bench.DriverClient, true}} {
+		t.Run(fmt.Sprintf("%s_%s_delete_%v", tc.mode, tc.driver, tc.del), func(t *testing.T) {
+			c, _ := config(t, bench.Config{Scenario: bench.ScenarioThroughput, Mode: tc.mode, Workers: 4, Batch: tc.batch, Jobs: 300, Progress: -1, DeleteCompleted: tc.del})
 			rep := run(t, c)
-			if rep.Jobs != 300 || rep.Settings.Driver != tc.driver {
-				t.Fatalf("burned down %d jobs with driver %q, want 300 with %q", rep.Jobs, rep.Settings.Driver, tc.driver)
+			if rep.Jobs != 300 || rep.Settings.Driver != tc.driver || rep.Settings.DeleteCompleted != tc.del {
+				t.Fatalf("burned down %d jobs with driver %q, delete_completed %v; want 300 with %q, %v", rep.Jobs, rep.Settings.Driver, rep.Settings.DeleteCompleted, tc.driver, tc.del)
 			}
 			// The server's writes per job (PostgreSQL): a bucketed job's row
-			// is updated at least twice (claimed, completed), never HOT.
+			// is updated at least twice (claimed, completed), never HOT; with
+			// --delete-completed, updated once (claimed), then deleted.
 			switch w := rep.Writes; {
+			case tc.del && rep.Engine != nil && rep.Engine.Name == "postgres" && w != nil:
+				if w.UpdatesPerJob < 1 || w.UpdatesPerJob >= 2 || w.DeletesPerJob < 1 || w.HOTUpdatesPerJob != 0 {
+					t.Errorf("writes %+v: a bucketed job deleted as it completes is updated once and deleted once, never HOT", *w)
+				}
 			case rep.Engine == nil || rep.Engine.Name != "postgres":
 				// Only PostgreSQL has the statistics.
 			case w == nil:

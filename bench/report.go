@@ -179,6 +179,9 @@ type Settings struct {
 	// first statement (skiplock.OpenConfig.PipelineBegin); pgbench's
 	// scripts send it alone.
 	PipelineBegin bool `json:"pipeline_begin"`
+	// DeleteCompleted says completed bucketed jobs were deleted, not kept
+	// as Success (Config.DeleteCompleted).
+	DeleteCompleted bool `json:"delete_completed"`
 	// Samples, GapS, PollIntervalS, Notify and SameClient are the pickup
 	// scenario's settings (Config): Notify says notifications were in
 	// use.
@@ -254,8 +257,8 @@ func (r *Report) WriteTable(w io.Writer) error {
 		r   *Report
 	}{{"skiplock", r}, {"pgbench", r.Baseline}} {
 		if w.r != nil && w.r.Writes != nil {
-			fmt.Fprintf(b, "\nserver writes per job (%s): %.2f row updates (%.2f HOT), %.0f WAL bytes",
-				w.who, w.r.Writes.UpdatesPerJob, w.r.Writes.HOTUpdatesPerJob, w.r.Writes.WALBytesPerJob)
+			fmt.Fprintf(b, "\nserver writes per job (%s): %.2f row updates (%.2f HOT), %.2f deletes, %.0f WAL bytes",
+				w.who, w.r.Writes.UpdatesPerJob, w.r.Writes.HOTUpdatesPerJob, w.r.Writes.DeletesPerJob, w.r.Writes.WALBytesPerJob)
 		}
 	}
 	if r.PeakRSSBytes > 0 {

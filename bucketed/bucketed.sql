@@ -236,6 +236,16 @@ FROM unnest($1::INT8[], $2::INT8[]) AS c (id, token)
 WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status"::TEXT = 'Running'
 RETURNING j."id";
 
+-- name: complete_delete
+-- complete where Config.DeleteCompleted is set: the completed jobs are
+-- deleted, not kept as Success for the pruner. A row deleted writes no
+-- new row version and no index entry, where the update to Success writes
+-- both (docs/design.md, "Writes per job"); the lease test is the same.
+DELETE FROM /* TEMPLATE: table */ AS j
+USING unnest($1::INT8[], $2::INT8[]) AS c (id, token)
+WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status"::TEXT = 'Running'
+RETURNING j."id";
+
 -- name: cancel
 UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Canceled', "finished_at" = now(), "lease_expires_at" = NULL, "last_updated" = now()
 FROM unnest($1::INT8[], $2::INT8[]) AS c (id, token)
@@ -291,6 +301,14 @@ RETURNING j."id";
 -- After an ambiguous commit: which of these leases did complete.
 SELECT j."id" FROM /* TEMPLATE: table */ AS j, unnest($1::INT8[], $2::INT8[]) AS c (id, token)
 WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status" = 'Success';
+
+-- name: completed_with_delete
+-- completed_with where completions delete: which of these leases' jobs
+-- are gone. Only a completion deletes a Running job (retention and the
+-- admin's delete take finished ones), so a job gone after an ambiguous
+-- commit was completed: by this one, or by a later holder of the job.
+SELECT c.id FROM unnest($1::INT8[], $2::INT8[]) AS c (id, token)
+WHERE NOT EXISTS (SELECT 1 FROM /* TEMPLATE: table */ AS j WHERE j."id" = c.id);
 
 -- name: delete_finished
 -- Retention: up to $2 jobs that finished more than $1 seconds ago, oldest

@@ -53,3 +53,9 @@ func UseDialect(q *Queue, d *skiplock.Dialect) {
 
 // ClaimSQL is the claim statement q sends.
 func (q *Queue) ClaimSQL() string { return q.sql.claim }
+
+// CompletedWith runs the ambiguous-commit check of q's completions: which
+// of these leases did complete.
+func (q *Queue) CompletedWith(ctx context.Context, ids, tokens []int64) ([]int64, error) {
+	return queryIDs(ctx, q.db, q.sql.completedWith, ids, tokens)
+}

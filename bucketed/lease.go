@@ -65,17 +65,19 @@ func one(lost []*skiplock.Job, err error) error {
 	return nil
 }
 
-// Complete marks a leased job Success. It returns skiplock.ErrLeaseLost,
+// Complete marks a leased job Success (or deletes it, with
+// Config.DeleteCompleted). It returns skiplock.ErrLeaseLost,
 // and changes nothing, when the job is no longer Running under the job's
 // lease token.
 func (q *Queue) Complete(ctx context.Context, job *skiplock.Job) error {
 	return one(q.CompleteMany(ctx, []*skiplock.Job{job}))
 }
 
-// CompleteMany marks leased jobs Success in one statement and returns the
-// ones whose lease was lost (left unchanged). An ambiguous commit is
-// resolved from the data: a lease that shows Success under its own token
-// completed. When the database rejects some jobs' data, the others are
+// CompleteMany marks leased jobs Success (or deletes them, with
+// Config.DeleteCompleted) in one statement and returns the ones whose
+// lease was lost (left unchanged). An ambiguous commit is resolved from
+// the data: a lease that shows Success under its own token completed (a
+// job gone, where completions delete). When the database rejects some jobs' data, the others are
 // still completed and the error is a *BatchError naming the rejected ones.
 func (q *Queue) CompleteMany(ctx context.Context, jobs []*skiplock.Job) (lost []*skiplock.Job, err error) {
 	return q.CompleteManyWith(ctx, jobs, nil)

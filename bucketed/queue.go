@@ -48,6 +48,9 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Queue, error) {
 		return nil, fmt.Errorf("bucketed: schema %s reports %d buckets: run skiplock migrate --layout bucketed", c.Schema, buckets)
 	}
 	q := &Queue{db: db, cfg: c, sql: buildStatements(db.Dialect(), c.Schema)}
+	if c.DeleteCompleted {
+		q.sql.complete, q.sql.completedWith = q.sql.completeDelete, q.sql.completedWithDelete
+	}
 	q.buckets.Store(int64(buckets))
 	q.branches.Store(int64(q.branchesFor(buckets)))
 	q.checkedAt.Store(time.Now().UnixNano())

@@ -21,7 +21,11 @@ type statements struct {
 	completedWith, deleteFinished, stats, pending, lookup string
 	cancelByID, retryByID, deleteByID, statusByID         string
 	backlog                                               string
-	reserveIDs, notify                                    string // the COPY path's (copy.go)
+	// The completion and its ambiguous-commit check where completed jobs
+	// are deleted (Config.DeleteCompleted); New puts them in place of
+	// complete and completedWith.
+	completeDelete, completedWithDelete string
+	reserveIDs, notify                  string // the COPY path's (copy.go)
 }
 
 //go:embed bucketed.sql
@@ -106,6 +110,8 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		"cancel_by_id":             &s.cancelByID,
 		"retry_by_id":              &s.retryByID,
 		"delete_by_id":             &s.deleteByID,
+		"complete_delete":          &s.completeDelete,
+		"completed_with_delete":    &s.completedWithDelete,
 		"status_by_id":             &s.statusByID,
 	})
 	if err != nil {
@@ -127,7 +133,8 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 // all lists every statement, for tests that check them.
 func (s *statements) all() []string {
 	return []string{s.insert, s.uniqueLookup, s.claim, s.heads, s.complete, s.fail, s.cancel, s.release, s.snooze, s.extend, s.extendIDs,
-		s.completedWith, s.deleteFinished, s.stats, s.pending, s.backlog, s.lookup, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID, s.reserveIDs, s.notify}
+		s.completedWith, s.deleteFinished, s.stats, s.pending, s.backlog, s.lookup, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID, s.reserveIDs, s.notify,
+		s.completeDelete, s.completedWithDelete}
 }
 
 // claimParams are the claim's parameters.

@@ -108,7 +108,8 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 			return nil, skiplock.Usagef("client: the server allows %d connections (max_connections) and this client needs %d, plus %d spare: raise max_connections, or lower the fanout queues' MaxWorkers (each fanout worker holds a connection while it works)", allowed, need, fanout.SpareConns)
 		}
 	}
-	bq, err := bucketed.New(ctx, db, &bucketed.Config{Schema: c.Schema, VisibilityTimeout: c.VisibilityTimeout, Retry: c.Retry, Owner: c.Owner})
+	bq, err := bucketed.New(ctx, db, &bucketed.Config{Schema: c.Schema, VisibilityTimeout: c.VisibilityTimeout, Retry: c.Retry, Owner: c.Owner,
+		DeleteCompleted: c.DeleteCompleted})
 	if err != nil && cl.usesLayout(schema.LayoutBucketed) {
 		return nil, fmt.Errorf("client: %w", err)
 	}

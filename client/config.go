@@ -119,6 +119,11 @@ type Config struct {
 	OnComplete func(ctx context.Context, tx skiplock.Tx, done []*skiplock.Job) error
 	// VisibilityTimeout is the bucketed layout's lease (0: its default).
 	VisibilityTimeout time.Duration
+	// DeleteCompleted deletes bucketed jobs as they complete instead of
+	// keeping them as Success until retention (bucketed.Config
+	// .DeleteCompleted: one write per job less, and no history of
+	// completed jobs). Fanout jobs are always deleted as they complete.
+	DeleteCompleted bool
 	// Retry tunes the retries of serialization failures (nil: defaults).
 	Retry *retry.Options
 	// Maintenance tunes the schema's maintenance leader, which the client

@@ -78,7 +78,7 @@ func (bucketedCLI) work(ctx context.Context, e *env, small *skiplock.DB, o workO
 		return workReport{}, err
 	}
 	defer db.Close()
-	q, err := bucketed.New(ctx, db, &bucketed.Config{Schema: o.Schema, VisibilityTimeout: o.VisibilityTimeout, Logf: e.logf})
+	q, err := bucketed.New(ctx, db, &bucketed.Config{Schema: o.Schema, VisibilityTimeout: o.VisibilityTimeout, DeleteCompleted: o.DeleteCompleted, Logf: e.logf})
 	if err != nil {
 		return workReport{}, err
 	}

@@ -59,6 +59,7 @@ type workOptions struct {
 	UntilEmpty        bool
 	Mode              string
 	VisibilityTimeout time.Duration
+	DeleteCompleted   bool
 	Record            bool
 	Batch             int
 	// RescueInterval, when positive, is how often this process's
@@ -288,6 +289,7 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	fs.BoolVar(&o.UntilEmpty, "until-empty", false, "exit once no job can run now and none is running; bucketed jobs scheduled for later (--run-at, retry backoffs) are left and counted in the report (fanout waits for its retry backoffs)")
 	fs.StringVar(&o.Mode, "mode", "", "lease (bucketed) or tx (fanout); default by layout")
 	fs.DurationVar(&o.VisibilityTimeout, "visibility-timeout", 30*time.Second, "lease length (bucketed)")
+	fs.BoolVar(&o.DeleteCompleted, "delete-completed", false, "delete bucketed jobs as they complete instead of keeping them as Success until retention (one write per job less; no history of completed jobs)")
 	fs.BoolVar(&o.Record, "record", false, "insert one row per handled job into <schema>.work_log")
 	fs.IntVar(&o.Batch, "batch", 0, "jobs claimed per dequeue (default by layout; not with --queues or --kinds, whose client claims for its free workers plus a prefetch)")
 	fs.DurationVar(&o.RescueInterval, "rescue-interval", 0, "how often the schema's maintenance leader, when this process leads, puts jobs whose lease expired back to run (default 5s)")

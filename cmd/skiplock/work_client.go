@@ -250,7 +250,7 @@ func clientConfig(e *env, o workOptions, specs []queueSpec) (*client.Config, err
 	}
 	cfg := &client.Config{
 		Schema: o.Schema, Queues: map[string]client.QueueConfig{}, Workers: ws,
-		JobTimeout: o.JobTimeout, VisibilityTimeout: o.VisibilityTimeout,
+		JobTimeout: o.JobTimeout, VisibilityTimeout: o.VisibilityTimeout, DeleteCompleted: o.DeleteCompleted,
 		Maintenance: o.maintenanceConfig(), Logf: e.logf,
 	}
 	if o.Record {

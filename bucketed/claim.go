@@ -10,7 +10,6 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/watermark"
-	"github.com/skiplock/skiplock/retry"
 )
 
 // noHintPriority sorts before every SMALLINT priority, so a branch given
@@ -149,7 +148,7 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 		Buckets: order, HintPriorities: prio, HintRunAts: at, HintIDs: ids,
 	}
 	var claimed []claimedJob
-	err := retry.Run(ctx, q.db, q.claimRetry, func(ctx context.Context, tx skiplock.Tx) error {
+	err := q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		var err error
 		claimed, err = claimRows(ctx, tx, q.sql.claim, p.args())
 		return err

@@ -14,7 +14,8 @@ import (
 // (Dialect.PlanCacheMode): on a queue with rows in its statistics,
 // PostgreSQL's own choice re-planned it at every call (docs/design.md,
 // "Planning a prepared claim"). Claims full, short and empty, on one
-// connection, and not one custom plan of the claim.
+// connection, and not one custom plan of the claim; the completions too
+// (their generic plan locks rows in id order).
 func TestDequeueUsesGenericPlan(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -44,6 +45,11 @@ func TestDequeueUsesGenericPlan(t *testing.T) {
 			t.Fatal(err)
 		}
 		claimed += len(got)
+		if len(got) > 0 {
+			if lost, err := q.CompleteMany(ctx, got); err != nil || len(lost) > 0 {
+				t.Fatalf("CompleteMany: %d lost, %v", len(lost), err)
+			}
+		}
 	}
 	if claimed != len(jobs) {
 		t.Fatalf("claimed %d of %d jobs in %d calls", claimed, len(jobs), calls)
@@ -54,5 +60,11 @@ func TestDequeueUsesGenericPlan(t *testing.T) {
 	}
 	if custom != 0 || generic != int64(calls) {
 		t.Errorf("the claim ran %d times on its generic plan and was planned %d times for its values; want %d and 0", generic, custom, calls)
+	}
+	if err := db.QueryRow(ctx, "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1", q.CompleteSQL()).Scan(&generic, &custom); err != nil {
+		t.Fatalf("the completion is not a prepared statement of the one connection: %v", err)
+	}
+	if custom != 0 || generic != int64(len(jobs)/50) {
+		t.Errorf("the completion ran %d times on its generic plan and was planned %d times for its values; want %d and 0", generic, custom, len(jobs)/50)
 	}
 }

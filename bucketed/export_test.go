@@ -59,3 +59,6 @@ func (q *Queue) ClaimSQL() string { return q.sql.claim }
 func (q *Queue) CompletedWith(ctx context.Context, ids, tokens []int64) ([]int64, error) {
 	return queryIDs(ctx, q.db, q.sql.completedWith, ids, tokens)
 }
+
+// CompleteSQL is the completion statement q sends.
+func (q *Queue) CompleteSQL() string { return q.sql.complete }

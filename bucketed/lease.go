@@ -112,8 +112,14 @@ func (q *Queue) completeBatch(ctx context.Context, jobs []*skiplock.Job, also fu
 		id, _ := JobID(j)
 		byID[id] = j
 	}
+	// also runs the caller's statements in the transaction: those keep
+	// the server's plan choice.
+	runTx := q.runGeneric
+	if also != nil {
+		runTx = q.run
+	}
 	run := func(ids, tokens []int64) error {
-		return q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+		return runTx(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 			var err error
 			if done, err = queryIDs(ctx, tx, q.sql.complete, ids, tokens); err != nil || also == nil || len(done) == 0 {
 				return err
@@ -230,7 +236,7 @@ func (q *Queue) failBatch(ctx context.Context, failures []delayedFailure) ([]*sk
 		return nil, err
 	}
 	var done []int64
-	err = q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+	err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		var err error
 		done, err = queryIDs(ctx, tx, q.sql.fail, ids, tokens, texts, delays)
 		return err
@@ -323,7 +329,7 @@ func (q *Queue) fencedBatch(ctx context.Context, what, sql string, jobs []*skipl
 		return nil, err
 	}
 	var done []int64
-	err = q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+	err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		var err error
 		done, err = queryIDs(ctx, tx, sql, append([]any{ids, tokens}, extra...)...)
 		return err
@@ -347,7 +353,7 @@ func (q *Queue) Extend(ctx context.Context, job *skiplock.Job, d time.Duration) 
 		return err
 	}
 	var until *time.Time
-	err = q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+	err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		until = nil
 		rows, err := tx.Query(ctx, q.sql.extend, []int64{id}, []int64{job.LeaseToken}, d.Seconds())
 		if err != nil {

@@ -24,10 +24,10 @@ type Queue struct {
 	branches  atomic.Int64 // bucket scans per claim: buckets, or 1 where the index fans out
 	checkedAt atomic.Int64 // when the bucket count was last read, in Unix nanoseconds
 	hints     hints
-	// claimRetry is cfg.Retry for the claim's transactions: on its
-	// generic plan where the engine can say so (docs/design.md, "Planning
-	// a prepared claim").
-	claimRetry *retry.Options
+	// genericRetry is cfg.Retry for the transactions of the claim and the
+	// lease writes: on their generic plans where the engine can say so
+	// (docs/design.md, "Planning a prepared claim").
+	genericRetry *retry.Options
 }
 
 // New returns a Queue on db. The schema must have been migrated with
@@ -57,7 +57,7 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Queue, error) {
 	q.hints.init(q.branchesFor(buckets), c.HintMaxAge)
 	cr := *c.Retry
 	cr.GenericPlans = db.Dialect().PlanCacheMode
-	q.claimRetry = &cr
+	q.genericRetry = &cr
 	return q, nil
 }
 
@@ -109,6 +109,16 @@ func (q *Queue) VisibilityTimeout() time.Duration { return q.cfg.VisibilityTimeo
 // run runs fn in a transaction through retry.Run at the queue isolation.
 func (q *Queue) run(ctx context.Context, fn func(ctx context.Context, tx skiplock.Tx) error) error {
 	return retry.Run(ctx, q.db, q.cfg.Retry, fn)
+}
+
+// runGeneric is run for the claim and the lease writes: their statements
+// on their generic plans (genericRetry). The claim's is planned once
+// instead of at every call; a lease write's joins its ids, which the
+// generic plan takes for a few, to the jobs by primary key in the ids'
+// order (sorted by leaseArgs), so every lease write locks its rows in id
+// order and two of them never wait on each other in a cycle.
+func (q *Queue) runGeneric(ctx context.Context, fn func(ctx context.Context, tx skiplock.Tx) error) error {
+	return retry.Run(ctx, q.db, q.genericRetry, fn)
 }
 
 // Enqueued reports what Enqueue did.

@@ -160,6 +160,15 @@ func TestClaimPlanShapes(t *testing.T) {
 		}
 		sql := render(t, d, name, "bucketed/bucketed.sql", "complete")
 		check(t, explain(ctx, t, db, sql, []any{ids, tokens}), leaseWriteShapes[d.Engine])
+		if d.PlanCacheMode {
+			// As the queue runs it, on its generic plan: the ids drive a
+			// nested loop of primary-key lookups, so the rows are locked in
+			// the ids' order (sorted), whatever the table's size.
+			check(t, explainGeneric(ctx, t, db, sql, []any{ids, tokens}), shape{
+				want:   []string{"Nested Loop", "jobs_pkey"},
+				refuse: []string{"jobs_lease_expiry", "Hash Join", "Seq Scan on jobs"},
+			})
+		}
 	})
 	t.Run("fanout", func(t *testing.T) {
 		if d.Engine == skiplock.EngineCockroach {

@@ -43,6 +43,25 @@
 // neither the dead entries before the watermark nor the next shard's dead
 // head; a drained queue's claim is one index descent per shard.
 //
+// On CockroachDB (skiplock.Dialect.KeyJoinDML) the watermarks work the
+// same, without LATERAL: CockroachDB decorrelates a LATERAL subquery with
+// LIMIT into a row_number() window over the shards' whole ranges
+// (cockroachdb/cockroach PR #68299), which loses the LIMIT and, under a
+// locking clause, locks every row it reads. There the claim's second
+// step is a UNION ALL of one ordered LIMIT 1 scan per shard, each bounded
+// by the shard's watermark and end, which reads without locking and
+// returns the shards that have a claimable job (shards_after in
+// fanout.sql; CockroachDB runs UNION ALL branches one after another,
+// cockroachdb/cockroach#87463); then the start shard's statement locks a
+// job in each of those shards in turn until one does. A busy queue's
+// claim is one statement, a drained queue's two, and each shard whose
+// listed job another session holds adds one. The heads probe and
+// HasQueued's first read are such unions too. These forms run on
+// PostgreSQL in the package's tests (delivery exactly once under 64
+// workers, the watermark and HasQueued tests); their plans on CockroachDB
+// are written from its sources, not observed (docs/design.md, "Fanout's
+// ids: a random shard, then time").
+//
 // A job can sort below its shard's watermark: a job whose attempt failed
 // (it keeps its id), a job another process's worker rolled back, an
 // enqueue that committed after later jobs of its shard were claimed, a job
@@ -68,13 +87,6 @@
 // HintMaxAge without another full read. It never answers no while a job
 // is live, and may answer yes for up to HintMaxAge after the last one is
 // gone (`work --until-empty` then stops that much later).
-//
-// On CockroachDB (skiplock.Dialect.KeyJoinDML) the claim keeps the random
-// start without watermarks: it decorrelates a LATERAL subquery, and a
-// locking scan under it may lose its LIMIT (docs/design.md, "Fanout's
-// ids: a random shard, then time"). There the claim draws a random start,
-// locks the first unlocked row at or after it, and wraps around to the
-// start of the key range when nothing is there.
 //
 // The locking clause sits in the subquery that reads the table. The scalable-job-queue article put it on a view over a CTE, which PostgreSQL accepts and
 // ignores: two sessions then get the same row (docs/design.md, "A locking clause on a view locks nothing"). The package's

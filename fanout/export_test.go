@@ -1,14 +1,39 @@
 package fanout
 
 import (
+	"context"
 	"strconv"
 
+	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/watermark"
 	"github.com/skiplock/skiplock/schema"
 )
 
-// Statements exposes the rendered SQL to the external tests.
-func Statements(schemaName string) map[string]string { return render(schemaName).all() }
+// Statements exposes the SQL a Queue sends on d's engine to the external
+// tests.
+func Statements(d *skiplock.Dialect, schemaName string) map[string]string {
+	return render(d, schemaName).all()
+}
+
+// UseDialect renders q's statements for d, so that a test on PostgreSQL
+// can run another engine's statement shapes against a real server: with
+// d.KeyJoinDML set, CockroachDB's shard unions (shards_after and
+// claim_shard per shard, heads_union, exists_after_union) in place of the
+// LATERAL claim, heads probe and exists_after.
+func UseDialect(q *Queue, d *skiplock.Dialect) { q.sql = render(d, q.cfg.Schema) }
+
+// CockroachForms is q's dialect with KeyJoinDML set: UseDialect(q,
+// CockroachForms(q)) makes q send CockroachDB's fanout statements, and
+// nothing else of that engine's (its durable-locks statement, its
+// isolation).
+func CockroachForms(q *Queue) *skiplock.Dialect {
+	d := *q.db.Dialect()
+	d.KeyJoinDML = true
+	return &d
+}
+
+// UsesUnions says whether q sends the shard unions.
+func UsesUnions(q *Queue) bool { return q.sql.unions }
 
 // ClaimSQL is q's claim statement: see ClaimArgs.
 func ClaimSQL(q *Queue) string { return q.sql.claim }
@@ -41,3 +66,33 @@ func ShardPrefix(s int) string { return shardLo[s] }
 
 // MarksSet counts the shards of queue that hold a watermark.
 func MarksSet(q *Queue, queue string) int { return q.marks.Count(queue) }
+
+// countingTx counts the statements sent through it.
+type countingTx struct {
+	skiplock.Tx
+	n int
+}
+
+func (c *countingTx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	c.n++
+	return c.Tx.Exec(ctx, sql, args...)
+}
+
+func (c *countingTx) Query(ctx context.Context, sql string, args ...any) (skiplock.Rows, error) {
+	c.n++
+	return c.Tx.Query(ctx, sql, args...)
+}
+
+func (c *countingTx) QueryRow(ctx context.Context, sql string, args ...any) skiplock.Row {
+	c.n++
+	return c.Tx.QueryRow(ctx, sql, args...)
+}
+
+// ClaimCounted runs one claim of q's queue in tx, as Process does (the
+// heads probe first when it is due), and counts the statements it sent.
+// A claimed job stays locked until tx ends; nothing is counted or deleted.
+func ClaimCounted(ctx context.Context, q *Queue, tx skiplock.Tx) (*skiplock.Job, int, error) {
+	c := &countingTx{Tx: tx}
+	job, err := q.claim(ctx, c, q.cfg.Queue)
+	return job, c.n, err
+}

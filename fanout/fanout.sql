@@ -1,5 +1,5 @@
 -- Every statement the fanout layout sends, rendered once per Queue for its
--- schema (sql.go). Templates:
+-- schema; sql.go picks among them for the engine. Templates:
 --   queue_table  job_queue, schema-qualified and quoted
 --   dead_table   job_dead, schema-qualified and quoted
 --   attempt_table  job_attempt, schema-qualified and quoted: a job's count
@@ -9,6 +9,11 @@
 --                travels as text so that both drivers scan it into a
 --                string
 --   id_default   the id column's default (schema.FanoutIDDefault)
+--   not_paused, push_error, max_error_history  see sql.go
+--   shard_n, shard_lo, shard_hi, shard_after  a shard union's branch:
+--                its ordinal and its parameters (see "The shard unions")
+--   shards_after_branches, heads_branches, exists_after_branches  the
+--                unions' branches, rendered in Go, one per shard
 -- Every identifier is quoted; every value is a $n parameter.
 
 -- name: claim
@@ -53,7 +58,10 @@ LIMIT 1;
 -- exclusive one, $3 the upper bound, $4 the queue). On a busy queue it
 -- finds a job, and costs what the random-start claim did: claim's arrays
 -- (one element per shard, sent, decoded and planned for) are only for a
--- queue whose first shard came up empty.
+-- queue whose first shard came up empty. With the shard unions
+-- (CockroachDB, below) it is the only locking statement: the start shard,
+-- then each shard shards_after returned. One ordered locking range scan,
+-- bounded to the shard, with LIMIT 1 on the scan itself.
 SELECT /* TEMPLATE: job_columns */ FROM /* TEMPLATE: queue_table */ AS "j"
 WHERE "id" >= $1 AND "id" > $2 AND "id" < $3 AND "queue" = $4 AND /* TEMPLATE: not_paused */ $4)
   AND NOT coalesce((SELECT "a"."retry_at" > now() FROM /* TEMPLATE: attempt_table */ AS "a" WHERE "a"."job_id" = "j"."id"), false)
@@ -81,41 +89,108 @@ SELECT EXISTS (SELECT 1 FROM unnest($1::text[], $2::text[]) AS "h" ("lo", "hi")
   CROSS JOIN LATERAL (SELECT 1 FROM /* TEMPLATE: queue_table */
     WHERE "id" >= "h"."lo" AND "id" < "h"."hi" AND "queue" = $3 LIMIT 1) AS "x");
 
--- name: claim_random
--- The claim where a locking subquery under LATERAL may lose its LIMIT
--- (Dialect.KeyJoinDML: CockroachDB, which decorrelates such a subquery
--- into a join, cockroachdb/cockroach PR #68299; docs/design.md): no
--- watermarks, a random start. Locks one job: $1 the random start, $2 the
--- queue. A job whose
--- job_attempt row says it is waiting out a backoff (retry_at in the future)
--- is stepped over like a locked one.
--- The locking clause goes on each branch that reads the table, never on a
--- view or CTE over it, where it locks nothing. Each branch is an ordered
--- index range scan with LIMIT 1 above the row lock, so a locked row is
--- stepped over and the next one taken. UNION ALL runs its branches in
--- order and the outer LIMIT stops after the first row, so the wrap-around
--- branch runs (and locks) only when nothing unlocked lies at or after the
--- start: PostgreSQL's and YSQL's Append are lazy (EXPLAIN ANALYZE shows
--- "never executed"), and CockroachDB runs UNION ALL branches serially
--- (cockroachdb/cockroach#87463). PostgreSQL refuses a locking clause
--- directly on a UNION branch (0A000), so each branch is a derived table
--- that locks its own rows.
--- The backoff test is a scalar subquery on job_attempt's primary key, not
--- a join: PostgreSQL keeps it as a per-row SubPlan (one primary-key probe
--- for each row the scan reaches, which finds nothing for a job never
--- claimed), so the branch stays one index range scan of job_queue and can
--- never turn into a hash join that reads all of job_attempt first. The
--- subquery reads no rows for locking: FOR UPDATE locks job_queue's row only.
-SELECT * FROM (SELECT /* TEMPLATE: job_columns */ FROM /* TEMPLATE: queue_table */ AS "j"
-  WHERE "id" >= $1 AND "queue" = $2 AND /* TEMPLATE: not_paused */ $2)
+-- The shard unions: the claim's later shards, the heads probe and
+-- exists_after where a LATERAL subquery with LIMIT is decorrelated
+-- (Dialect.KeyJoinDML: CockroachDB turns it into a join under a
+-- row_number() window, cockroachdb/cockroach PR #68299, which reads each
+-- shard whole, loses the LIMIT, and under a locking clause locks every row
+-- it reads; docs/design.md, "Claims on CockroachDB"). sql.go selects them
+-- there. Each is a UNION ALL of one derived table per shard, each an
+-- uncorrelated ordered range scan of job_queue's primary key with LIMIT 1,
+-- bounded by index conditions; CockroachDB runs UNION ALL branches one
+-- after another (cockroachdb/cockroach#87463; PR #53343 merges them with
+-- an ordered synchronizer, in one goroutine). None locks: only claim_shard
+-- does. The statements' text depends on the number of shards
+-- (schema.FanoutShards), so sql.go renders each *_branch block once per
+-- shard into its union's /* TEMPLATE: *_branches */ placeholder, at
+-- render time: shard_n is the branch's ordinal (a literal), shard_lo,
+-- shard_hi and shard_after its parameters, numbered in that order after
+-- $1 (the queue), as many as the branch names. Rendered alone, as its own
+-- block, a branch is its union's first ($1 the queue, $2 the lower bound,
+-- $3 the upper bound, $4 the exclusive lower bound).
+
+-- name: shards_after_branch
+-- One shard of shards_after: its ordinal when it has a claimable job at
+-- or after its watermark, with claim_shard's bounds and backoff test. The
+-- job may be locked: this read does not lock, so it sees locked rows.
+(SELECT /* TEMPLATE: shard_n */ AS "n" FROM /* TEMPLATE: queue_table */ AS "j"
+  WHERE "id" >= /* TEMPLATE: shard_lo */ AND "id" > /* TEMPLATE: shard_after */ AND "id" < /* TEMPLATE: shard_hi */ AND "queue" = $1
     AND NOT coalesce((SELECT "a"."retry_at" > now() FROM /* TEMPLATE: attempt_table */ AS "a" WHERE "a"."job_id" = "j"."id"), false)
-  ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED) AS "after"
-UNION ALL
-SELECT * FROM (SELECT /* TEMPLATE: job_columns */ FROM /* TEMPLATE: queue_table */ AS "j"
-  WHERE "id" < $1 AND "queue" = $2 AND /* TEMPLATE: not_paused */ $2)
+  ORDER BY "id" LIMIT 1)
+
+-- name: shards_after
+-- The claim's second step with the shard unions, when the start shard
+-- (claim_shard) came up empty: the ordinals of the other shards that have
+-- a claimable job at or after their watermarks, read without locks. $1
+-- the queue, then for each shard in the order the caller visits them
+-- (ordinals 1 to 63, the start shard being 0) its inclusive lower bound,
+-- its upper bound and its exclusive lower bound, as claim_shard takes
+-- them. The caller then sends claim_shard for each shard returned, in
+-- ordinal order (UNION ALL promises none), until one locks a job: the row
+-- seen may since be locked or gone, and claim_shard skips it. Each branch
+-- is bounded by its shard's watermark and upper bound, as index
+-- conditions, so it reads no dead entry before the watermark nor the next
+-- shard's dead head; on a drained queue it is one index descent per shard
+-- and reads no entry. The paused test is evaluated once, above the union:
+-- a paused queue gets no ordinals, so no claim_shard follows.
+-- Expected plan, EXPLAIN on CockroachDB 25.2 (written from the sources
+-- cited above and in docs/design.md, not run):
+--   • root
+--   ├── • filter                      NOT EXISTS on skiplock_queue (the subquery's value)
+--   │   └── • union all               63 branches, nested, run one after another
+--   │       └── • render              n, the branch's literal ordinal
+--   │           └── • limit           count: 1
+--   │               └── • filter      NOT coalesce(retry_at > now(), false)
+--   │                   └── • lookup join (left outer)   table: job_attempt@job_attempt_pkey;
+--   │                       │                           equality: (id) = (job_id); equality cols are key
+--   │                       └── • scan  table: job_queue@job_queue_pkey;
+--   │                                   spans: [/(watermark) - /(next prefix)) (the tighter of
+--   │                                   $2 and > $4, up to $3); filter: queue = $1 (residual: the
+--   │                                   key is id alone); no locking strength
+--   └── • subquery                    one point lookup of skiplock_queue
+-- No FULL SCAN, no locking, no window (row_number) and no sort: each
+-- branch's order is its scan's.
+SELECT "s"."n" FROM (/* TEMPLATE: shards_after_branches */) AS "s"
+WHERE /* TEMPLATE: not_paused */ $1);
+
+-- name: heads_union_branch
+-- One shard of heads_union: its ordinal and its first claimable job, read
+-- from the shard's head, as heads reads it.
+(SELECT /* TEMPLATE: shard_n */ AS "n", "id" FROM /* TEMPLATE: queue_table */ AS "j"
+  WHERE "id" >= /* TEMPLATE: shard_lo */ AND "id" < /* TEMPLATE: shard_hi */ AND "queue" = $1
     AND NOT coalesce((SELECT "a"."retry_at" > now() FROM /* TEMPLATE: attempt_table */ AS "a" WHERE "a"."job_id" = "j"."id"), false)
-  ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED) AS "before"
-LIMIT 1;
+  ORDER BY "id" LIMIT 1)
+
+-- name: heads_union
+-- heads with the shard unions: $1 the queue, then each shard's lower and
+-- upper bound, in the order given (ordinals 1 to 64). The same rows as
+-- heads, in no promised order; it walks the dead entries as heads does,
+-- and is sent as rarely (Config.HintMaxAge).
+-- Expected plan, EXPLAIN on CockroachDB 25.2 (from the sources, not run):
+-- a union all of 64 branches, each • render ← • limit 1 ← • filter
+-- (backoff) ← • lookup join (left outer, job_attempt@job_attempt_pkey) ←
+-- • scan job_queue@job_queue_pkey, spans [/(prefix) - /(next prefix)),
+-- unlocked; no FULL SCAN, no window.
+SELECT "h"."n", "h"."id" FROM (/* TEMPLATE: heads_branches */) AS "h";
+
+-- name: exists_after_union_branch
+-- One shard of exists_after_union: a live job of the queue at or after
+-- the shard's watermark, as exists_after reads it. ORDER BY "id" keeps it
+-- a range scan of the primary key from the watermark: with constant
+-- bounds and no order, PostgreSQL's planner prefers a sequential scan
+-- under the LIMIT, which reads the dead rows from the table's start.
+(SELECT 1 FROM /* TEMPLATE: queue_table */
+  WHERE "id" >= /* TEMPLATE: shard_lo */ AND "id" < /* TEMPLATE: shard_hi */ AND "queue" = $1 ORDER BY "id" LIMIT 1)
+
+-- name: exists_after_union
+-- exists_after with the shard unions: $1 the queue, then each shard's
+-- lower and upper bound. The outer LIMIT stops the serial union at the
+-- first row, so it reads the shards only up to the first that has a job.
+-- Expected plan, EXPLAIN on CockroachDB 25.2 (from the sources, not run):
+-- • root ← • subquery (exists) ← • limit 1 ← • union all of 64 branches,
+-- each • limit 1 ← • scan job_queue@job_queue_pkey, spans [/(watermark) -
+-- /(next prefix)), filter queue = $1; no FULL SCAN.
+SELECT EXISTS (SELECT 1 FROM (/* TEMPLATE: exists_after_branches */) AS "x" LIMIT 1);
 
 -- name: count
 -- Counts the attempts about to start, one per job id in $1 (text[]), in

@@ -85,9 +85,11 @@ func recordHandler(schemaName string) fanout.Handler {
 
 func TestStatementsQuoteTheSchema(t *testing.T) {
 	t.Parallel()
-	for name, sql := range fanout.Statements(`we"ird`) {
-		if !strings.Contains(sql, `"we""ird"."`) {
-			t.Errorf("%s does not quote the schema: %s", name, sql)
+	for _, e := range []skiplock.Engine{skiplock.EnginePostgres, skiplock.EngineYugabyte, skiplock.EngineCockroach} {
+		for name, sql := range fanout.Statements(e.Dialect(), `we"ird`) {
+			if !strings.Contains(sql, `"we""ird"."`) {
+				t.Errorf("%s, %s does not quote the schema: %s", e, name, sql)
+			}
 		}
 	}
 }
@@ -491,13 +493,17 @@ func explainClaim(t *testing.T, db *skiplock.DB, q *fanout.Queue, planMode strin
 // fail says so, and checks that every job has exactly one row, the queue
 // and the dead letters are empty.
 func exactlyOnce(t *testing.T, n int, fail func(job *skiplock.Job) bool) fanout.WorkerStats {
-	return exactlyOnceOn(t, testdb.Drivers()[0], n, fail)
+	return exactlyOnceOn(t, testdb.Drivers()[0], n, fail, false)
 }
 
-// exactlyOnceOn is exactlyOnce through driver adapter d.
-func exactlyOnceOn(t *testing.T, d testdb.Driver, n int, fail func(job *skiplock.Job) bool) fanout.WorkerStats {
+// exactlyOnceOn is exactlyOnce through driver adapter d, with
+// CockroachDB's statements (fanout.CockroachForms) when crdbForms is set.
+func exactlyOnceOn(t *testing.T, d testdb.Driver, n int, fail func(job *skiplock.Job) bool, crdbForms bool) fanout.WorkerStats {
 	const workers = 64
 	q, db, s := setupOn(t, d, workers+8, nil)
+	if crdbForms {
+		fanout.UseDialect(q, fanout.CockroachForms(q))
+	}
 	ctx := context.Background()
 	ids, err := q.EnqueueMany(ctx, jobs(n))
 	if err != nil {
@@ -593,7 +599,7 @@ func TestExactlyOnce(t *testing.T) {
 // load_balance off.
 func TestExactlyOnceYugabyteAdapter(t *testing.T) {
 	t.Parallel()
-	exactlyOnceOn(t, testdb.Drivers()[1], 3000, nil)
+	exactlyOnceOn(t, testdb.Drivers()[1], 3000, nil, false)
 }
 
 // TestExactlyOnceWithFailures: one job in ten fails its first handler call
@@ -604,6 +610,19 @@ func TestExactlyOnceYugabyteAdapter(t *testing.T) {
 // failures are then counted, as TestPoisonJobGoesDead checks.)
 func TestExactlyOnceWithFailures(t *testing.T) {
 	t.Parallel()
+	exactlyOnceWithFailures(t, false)
+}
+
+// TestExactlyOnceCockroachForms is TestExactlyOnceWithFailures with the
+// statements the CockroachDB dialect selects (the shard unions: no
+// LATERAL), run on PostgreSQL: 64 workers, every delivery counted, the
+// failed jobs found again below the watermarks by heads_union.
+func TestExactlyOnceCockroachForms(t *testing.T) {
+	t.Parallel()
+	exactlyOnceWithFailures(t, true)
+}
+
+func exactlyOnceWithFailures(t *testing.T, crdbForms bool) {
 	var chosen, failed sync.Map
 	fail := func(job *skiplock.Job) bool {
 		h := fnv.New32a()
@@ -616,7 +635,7 @@ func TestExactlyOnceWithFailures(t *testing.T) {
 		return !again
 	}
 	n := exactlyOnceJobs()
-	c := exactlyOnce(t, n, fail)
+	c := exactlyOnceOn(t, testdb.Drivers()[0], n, fail, crdbForms)
 	var want int64
 	chosen.Range(func(any, any) bool { want++; return true })
 	if c.Failed != want {

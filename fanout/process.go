@@ -96,8 +96,8 @@ var ErrWorkerDied = errors.New("fanout: the job's last attempt ended without a r
 const giveBackTimeout = 10 * time.Second
 
 // Process claims one job of the queue and handles it, in one transaction:
-// claim (FOR UPDATE SKIP LOCKED from a random start, stepping over jobs
-// waiting out a backoff), count the attempt in job_attempt (a separate
+// claim (FOR UPDATE SKIP LOCKED from the shards' watermarks, stepping over
+// jobs waiting out a backoff), count the attempt in job_attempt (a separate
 // autocommit statement, so the count survives a rollback or a dead
 // worker), h(ctx, tx, job), delete, commit. It holds one connection from
 // the pool for the duration and briefly takes a second one for the
@@ -247,22 +247,6 @@ func (q *Queue) buryLost(ctx context.Context, tx skiplock.Tx, job *skiplock.Job)
 	return err
 }
 
-// claim locks one job of queue, or returns nil when every job is locked,
-// waiting out a backoff, or there is none (or, with the watermarks, sorts
-// below them until the next heads probe).
-func (q *Queue) claim(ctx context.Context, tx skiplock.Tx, queue string) (*skiplock.Job, error) {
-	if q.sharded() {
-		return q.claimSharded(ctx, tx, queue)
-	}
-	var job *skiplock.Job
-	err := each(ctx, tx, q.sql.claimRandom, []any{randomStart(), queue}, func(r skiplock.Rows) error {
-		var err error
-		job, err = scanJob(r, nil)
-		return err
-	})
-	return job, err
-}
-
 // scanJob reads a claimed job's columns (jobColumns), after the shard's
 // ordinal into n when n is not nil.
 func scanJob(r skiplock.Rows, n *int64) (*skiplock.Job, error) {
@@ -362,11 +346,4 @@ func (q *Queue) backoff(attempts int) time.Duration {
 		d = q.cfg.RetryMax
 	}
 	return d/2 + time.Duration(rand.Int64N(int64(d/2)+1))
-}
-
-// randomStart is a random point in the text UUID key space, where a claim
-// starts looking. It need not be a valid UUID, only spread like the keys.
-func randomStart() string {
-	a, b := rand.Uint64(), rand.Uint64()
-	return fmt.Sprintf("%08x-%04x-%04x-%04x-%012x", a>>32, (a>>16)&0xffff, a&0xffff, b>>48, b&0xffffffffffff)
 }

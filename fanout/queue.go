@@ -169,7 +169,7 @@ func New(db *skiplock.DB, cfg *Config) (*Queue, error) {
 	if err != nil {
 		return nil, err
 	}
-	q := &Queue{db: db, cfg: c, sql: render(c.Schema), holding: durableLocksBeginner{db: db, stmt: db.Dialect().DurableLocks}}
+	q := &Queue{db: db, cfg: c, sql: render(db.Dialect(), c.Schema), holding: durableLocksBeginner{db: db, stmt: db.Dialect().DurableLocks}}
 	q.marks.Init(schema.FanoutShards, c.HintMaxAge, compareMark)
 	return q, nil
 }

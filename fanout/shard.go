@@ -3,6 +3,7 @@ package fanout
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -84,15 +85,12 @@ func claimBounds(order []int, marks []watermark.Mark[idMark]) (lo, after, hi []s
 	return lo, after, hi
 }
 
-// sharded says whether claims use the shards' watermarks: everywhere but
-// on engines that decorrelate a LATERAL locking subquery (KeyJoinDML:
-// CockroachDB), whose claim keeps the random start.
-func (q *Queue) sharded() bool { return !q.db.Dialect().KeyJoinDML }
-
-// claimSharded locks one job of queue from the shards' watermarks, after
-// the heads probe when it is due (in tx: a probe through the pool could
-// wait for a connection that a worker holding a job waits to give back).
-func (q *Queue) claimSharded(ctx context.Context, tx skiplock.Tx, queue string) (*skiplock.Job, error) {
+// claim locks one job of queue from the shards' watermarks, after the
+// heads probe when it is due (in tx: a probe through the pool could wait
+// for a connection that a worker holding a job waits to give back). It
+// returns nil when every job is locked, waiting out a backoff, or there is
+// none (or sorts below the watermarks until the next heads probe).
+func (q *Queue) claim(ctx context.Context, tx skiplock.Tx, queue string) (*skiplock.Job, error) {
 	start := q.marks.Start()
 	if _, err := q.marks.ProbeIfDue(queue, func() error {
 		_, err := q.probeHeads(ctx, tx, queue, start)
@@ -102,19 +100,17 @@ func (q *Queue) claimSharded(ctx context.Context, tx skiplock.Tx, queue string) 
 	}
 	order, marks := q.marks.Order(queue, start)
 	lo, after, hi := claimBounds(order, marks)
-	// The start shard alone first (claim_shard), then the others in one
-	// statement: a busy queue's claim sends no arrays.
-	var job *skiplock.Job
-	err := each(ctx, tx, q.sql.claimShard, []any{lo[0], after[0], hi[0], queue}, func(r skiplock.Rows) error {
-		var err error
-		job, err = scanJob(r, nil)
-		return err
-	})
+	// The start shard alone first (claim_shard), then the others: a busy
+	// queue's claim sends no arrays.
+	job, err := q.claimShard(ctx, tx, queue, lo[0], after[0], hi[0])
 	if err != nil || job != nil {
 		if job != nil {
 			q.marks.Advance(queue, order[0], idMark{id: job.ID})
 		}
 		return job, err
+	}
+	if q.sql.unions {
+		return q.claimListed(ctx, tx, queue, order, lo, after, hi)
 	}
 	var n int64
 	err = each(ctx, tx, q.sql.claim, []any{lo[1:], after[1:], hi[1:], queue}, func(r skiplock.Rows) error {
@@ -129,6 +125,63 @@ func (q *Queue) claimSharded(ctx context.Context, tx skiplock.Tx, queue string) 
 	return job, nil
 }
 
+// claimShard locks the first claimable job of one shard between its
+// bounds, or returns nil.
+func (q *Queue) claimShard(ctx context.Context, tx skiplock.Tx, queue, lo, after, hi string) (*skiplock.Job, error) {
+	var job *skiplock.Job
+	err := each(ctx, tx, q.sql.claimShard, []any{lo, after, hi, queue}, func(r skiplock.Rows) error {
+		var err error
+		job, err = scanJob(r, nil)
+		return err
+	})
+	return job, err
+}
+
+// claimListed is the rest of a claim with the shard unions (CockroachDB,
+// where the LATERAL claim would lose its LIMIT): shards_after lists,
+// without locking, the shards after the start one (order[1:], bounds
+// parallel to order) that have a claimable job after their watermarks,
+// then claim_shard tries each, in order, until one locks a job. A job
+// listed may be locked or gone by then; claim_shard steps over it.
+func (q *Queue) claimListed(ctx context.Context, tx skiplock.Tx, queue string, order []int, lo, after, hi []string) (*skiplock.Job, error) {
+	var listed []int64
+	err := each(ctx, tx, q.sql.shardsAfter, unionArgs(queue, lo[1:], hi[1:], after[1:]), func(r skiplock.Rows) error {
+		var n int64
+		if err := r.Scan(&n); err != nil {
+			return err
+		}
+		if n < 1 || n >= int64(len(order)) {
+			return fmt.Errorf("shards_after returned shard ordinal %d, outside 1..%d: the statement does not match this build's shard count (%d)", n, len(order)-1, len(order))
+		}
+		listed = append(listed, n)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.Sort(listed) // UNION ALL promises no order: visit as the rotation says
+	for _, n := range listed {
+		job, err := q.claimShard(ctx, tx, queue, lo[n], after[n], hi[n])
+		if err != nil || job != nil {
+			if job != nil {
+				q.marks.Advance(queue, order[n], idMark{id: job.ID})
+			}
+			return job, err
+		}
+	}
+	return nil, nil
+}
+
+// shardArgs are the heads probe's and exists_after's arguments for the
+// shards' lower and upper bounds: the arrays then the queue, or with the
+// shard unions the queue then each shard's bounds.
+func (q *Queue) shardArgs(queue string, lo, hi []string) []any {
+	if q.sql.unions {
+		return unionArgs(queue, lo, hi)
+	}
+	return []any{lo, hi, queue}
+}
+
 // probeHeads runs the heads probe for queue, moves the watermarks of the
 // shards that have a claimable job to just before it, and reports whether
 // any has one.
@@ -136,11 +189,14 @@ func (q *Queue) probeHeads(ctx context.Context, db skiplock.Querier, queue strin
 	order, _ := q.marks.Order(queue, start)
 	lo, _, hi := bounds(order, make([]watermark.Mark[idMark], len(order)))
 	found := false
-	err := each(ctx, db, q.sql.heads, []any{lo, hi, queue}, func(r skiplock.Rows) error {
+	err := each(ctx, db, q.sql.heads, q.shardArgs(queue, lo, hi), func(r skiplock.Rows) error {
 		var n int64
 		var id string
 		if err := r.Scan(&n, &id); err != nil {
 			return err
+		}
+		if n < 1 || n > int64(len(order)) {
+			return fmt.Errorf("the heads probe returned shard ordinal %d, outside 1..%d", n, len(order))
 		}
 		found = true
 		q.marks.Reset(queue, order[n-1], idMark{id: id, incl: true})
@@ -155,7 +211,7 @@ func (q *Queue) existsAfterMarks(ctx context.Context, queue string) (bool, error
 	order, marks := q.marks.Order(queue, 0)
 	lo, _, hi := bounds(order, marks)
 	var found bool
-	err := q.db.QueryRow(ctx, q.sql.existsAfter, lo, hi, queue).Scan(&found)
+	err := q.db.QueryRow(ctx, q.sql.existsAfter, q.shardArgs(queue, lo, hi)...).Scan(&found)
 	return found, err
 }
 
@@ -192,7 +248,7 @@ func (p *positives) saw(queue string, now time.Time) {
 // may report a job for up to HintMaxAge after the last one is gone.
 func (q *Queue) hasQueued(ctx context.Context, queue string) (bool, error) {
 	now := time.Now()
-	if q.sharded() && q.marks.On() {
+	if q.marks.On() {
 		found, err := q.existsAfterMarks(ctx, queue)
 		if err != nil {
 			return false, err

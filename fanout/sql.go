@@ -2,7 +2,11 @@ package fanout
 
 import (
 	_ "embed"
+	"fmt"
+	"maps"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/sqltext"
@@ -10,16 +14,24 @@ import (
 )
 
 // statements are the SQL a Queue sends, rendered once per Queue from
-// fanout.sql for its schema, which documents each one's parameters. Every
-// identifier is quoted; every value is a $n parameter.
+// fanout.sql for its schema and engine, which documents each one's
+// parameters. Every identifier is quoted; every value is a $n parameter.
 type statements struct {
-	claim, claimShard, claimRandom, heads, existsAfter string
-	del, fail, bury, insert, queued, dead, exists      string
-	count, giveBack, backoff, buryLost, amendDead      string
-	cancelByID, retryByID, deleteByID, whereByID       string
-	snoozeJob, snoozeAttempt                           string
-	insertNotify                                       string // insert with its notifications (sqltext.WithNotify)
-	newIDs, notify                                     string // the COPY path's (copy.go)
+	// unions says the claim, the heads probe and exists_after are the
+	// shard unions (fanout.sql), which take $1 the queue then each shard's
+	// bounds as scalars (unionArgs): claim is empty, and a claim whose
+	// start shard is empty sends shardsAfter, then claimShard per shard.
+	// Otherwise they are the LATERAL forms, which take arrays then the
+	// queue, and shardsAfter is empty.
+	unions                                        bool
+	claim, claimShard, shardsAfter                string
+	heads, existsAfter                            string
+	del, fail, bury, insert, queued, dead, exists string
+	count, giveBack, backoff, buryLost, amendDead string
+	cancelByID, retryByID, deleteByID, whereByID  string
+	snoozeJob, snoozeAttempt                      string
+	insertNotify                                  string // insert with its notifications (sqltext.WithNotify)
+	newIDs, notify                                string // the COPY path's (copy.go)
 }
 
 //go:embed fanout.sql
@@ -36,11 +48,20 @@ func init() {
 // travels as text so that both drivers scan it into a string.
 const jobColumns = `"id", "queue", "payload"::text AS "payload", "attempts", "max_attempts", "last_error", "created_at", "kind", "metadata"::text AS "metadata"`
 
-// sqlVars are fanout.sql's template values. The statements are the same
-// on every engine, so the dialect is not consulted.
+// The shard unions' branch templates (fanout.sql), rendered once per
+// shard into their unions by sqlVars.
+var (
+	shardsAfterBranch = sqlFile.Template("shards_after_branch")
+	headsBranch       = sqlFile.Template("heads_union_branch")
+	existsAfterBranch = sqlFile.Template("exists_after_union_branch")
+)
+
+// sqlVars are fanout.sql's template values. They are the same on every
+// engine (the dialect chooses among the rendered blocks, in render), so
+// the dialect is not consulted.
 func sqlVars(_ *skiplock.Dialect, schemaName string) map[string]string {
 	s := skiplock.QuoteIdent(schemaName)
-	return map[string]string{
+	vars := map[string]string{
 		"queue_table":   s + "." + skiplock.QuoteIdent(schema.JobQueueTable),
 		"dead_table":    s + "." + skiplock.QuoteIdent(schema.DeadJobTable),
 		"attempt_table": s + "." + skiplock.QuoteIdent(schema.JobAttemptTable),
@@ -50,13 +71,80 @@ func sqlVars(_ *skiplock.Dialect, schemaName string) map[string]string {
 		"not_paused":    sqltext.NotPaused(skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.QueueStateTable)),
 		// bury_lost's lost attempt is max_attempts, not the row's count.
 		"max_error_history": strconv.Itoa(skiplock.MaxErrorHistory),
+		// A branch block rendered alone is its union's first branch.
+		"shard_n": "1", "shard_lo": "$2", "shard_hi": "$3", "shard_after": "$4",
 	}
+	// shards_after covers the shards after the start shard, which
+	// claim_shard tried first; the heads probe and exists_after all.
+	vars["shards_after_branches"] = union(shardsAfterBranch, vars, schema.FanoutShards-1)
+	vars["heads_branches"] = union(headsBranch, vars, schema.FanoutShards)
+	vars["exists_after_branches"] = union(existsAfterBranch, vars, schema.FanoutShards)
+	return vars
 }
 
-func render(schemaName string) statements {
+// unionParams are the per-shard parameters a branch template may name, in
+// the order each branch numbers them (and unionArgs passes them).
+var unionParams = []string{"shard_lo", "shard_hi", "shard_after"}
+
+// union renders branch, a *_branch block of fanout.sql, for n shards with
+// ordinals 1 to n, joined by UNION ALL. $1 is the queue; branch k (from
+// 0) of a branch naming m of unionParams takes $(2+k*m) to $(1+(k+1)*m).
+func union(branch string, vars map[string]string, n int) string {
+	var params []string
+	for _, p := range unionParams {
+		if slices.Contains(sqltext.Placeholders(branch), p) {
+			params = append(params, p)
+		}
+	}
+	v := maps.Clone(vars)
+	parts := make([]string, n)
+	for k := range parts {
+		v["shard_n"] = strconv.Itoa(k + 1)
+		for i, p := range params {
+			v[p] = "$" + strconv.Itoa(2+k*len(params)+i)
+		}
+		sql, err := sqltext.Render(branch, v)
+		if err != nil {
+			// The branches are embedded and the same for every schema:
+			// the tests render them.
+			panic(fmt.Sprintf("fanout: render a shard union's branch: %v", err))
+		}
+		parts[k] = sql
+	}
+	return strings.Join(parts, "\nUNION ALL\n")
+}
+
+// unionArgs are a shard union's arguments: $1 the queue, then each
+// shard's bounds from cols (parallel, one element per shard), in
+// unionParams' order: lower bounds, upper bounds, then exclusive lower
+// bounds where the statement takes them.
+func unionArgs(queue string, cols ...[]string) []any {
+	args := make([]any, 1, 1+len(cols)*len(cols[0]))
+	args[0] = queue
+	for k := range cols[0] {
+		for _, c := range cols {
+			args = append(args, c[k])
+		}
+	}
+	return args
+}
+
+// render renders the statements for an engine's dialect and a schema.
+// Where a LATERAL subquery with LIMIT is decorrelated (Dialect.KeyJoinDML:
+// CockroachDB, cockroachdb/cockroach PR #68299), the claim's later
+// shards, the heads probe and exists_after are the shard unions
+// (fanout.sql); elsewhere the LATERAL forms, rendered byte for byte as
+// before the unions existed. The dialect is chosen here only.
+func render(d *skiplock.Dialect, schemaName string) statements {
 	var s statements
-	err := sqlFile.Fill(sqlVars(nil, schemaName), map[string]*string{
-		"claim": &s.claim, "claim_shard": &s.claimShard, "claim_random": &s.claimRandom, "heads": &s.heads, "exists_after": &s.existsAfter, "del": &s.del, "fail": &s.fail, "bury": &s.bury,
+	var shardsAfter, headsUnion, existsAfterUnion, branches string
+	err := sqlFile.Fill(sqlVars(d, schemaName), map[string]*string{
+		"claim": &s.claim, "claim_shard": &s.claimShard, "heads": &s.heads, "exists_after": &s.existsAfter,
+		"shards_after": &shardsAfter, "heads_union": &headsUnion, "exists_after_union": &existsAfterUnion,
+		// Rendered alone only for the grammar check: sqlVars renders
+		// them into their unions.
+		"shards_after_branch": &branches, "heads_union_branch": &branches, "exists_after_union_branch": &branches,
+		"del": &s.del, "fail": &s.fail, "bury": &s.bury,
 		"insert": &s.insert, "queued": &s.queued, "dead": &s.dead, "exists": &s.exists,
 		"count": &s.count, "give_back": &s.giveBack, "backoff": &s.backoff, "bury_lost": &s.buryLost, "amend_dead": &s.amendDead,
 		"cancel_by_id": &s.cancelByID, "retry_by_id": &s.retryByID, "delete_by_id": &s.deleteByID, "where_by_id": &s.whereByID,
@@ -68,6 +156,11 @@ func render(schemaName string) statements {
 		// render it, so this cannot happen in a build that passed them.
 		panic(err)
 	}
+	if d.KeyJoinDML {
+		// The same fact picks bucketed's heads_key_join (no LATERAL).
+		s.unions = true
+		s.claim, s.shardsAfter, s.heads, s.existsAfter = "", shardsAfter, headsUnion, existsAfterUnion
+	}
 	s.insertNotify = sqltext.WithNotify(s.insert, insertParamCount)
 	return s
 }
@@ -75,14 +168,16 @@ func render(schemaName string) statements {
 // insertParamCount is how many parameters insert takes.
 const insertParamCount = 5
 
-// all lists the statements, for tests that check each one.
+// all lists the statements the Queue sends, for tests that check each one.
 func (s statements) all() map[string]string {
-	return map[string]string{
-		"claim": s.claim, "claim_shard": s.claimShard, "claim_random": s.claimRandom, "heads": s.heads, "exists_after": s.existsAfter, "del": s.del, "fail": s.fail, "bury": s.bury,
+	out := map[string]string{
+		"claim": s.claim, "claim_shard": s.claimShard, "shards_after": s.shardsAfter, "heads": s.heads, "exists_after": s.existsAfter, "del": s.del, "fail": s.fail, "bury": s.bury,
 		"insert": s.insert, "queued": s.queued, "dead": s.dead, "exists": s.exists,
 		"count": s.count, "give_back": s.giveBack, "backoff": s.backoff, "bury_lost": s.buryLost, "amend_dead": s.amendDead,
 		"cancel_by_id": s.cancelByID, "retry_by_id": s.retryByID, "delete_by_id": s.deleteByID, "where_by_id": s.whereByID,
 		"snooze_job": s.snoozeJob, "snooze_attempt": s.snoozeAttempt,
 		// new_ids and notify name no table, so no schema either.
 	}
+	maps.DeleteFunc(out, func(_, sql string) bool { return sql == "" }) // not sent on this engine
+	return out
 }

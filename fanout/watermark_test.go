@@ -51,11 +51,34 @@ func TestIDsAreShardThenTime(t *testing.T) {
 // a probe, is logged, not asserted: timings on a shared machine are
 // noise), and HasQueued reports it while it waits. A drain then leaves
 // nothing, a pre-existing random UUID and a job retried from job_dead
-// included.
+// included. With the engine's own statements and with CockroachDB's (the
+// shard unions: heads_union, exists_after_union, shards_after), both run
+// on the test server.
 func TestJobBelowWatermarkIsFound(t *testing.T) {
 	t.Parallel()
+	for _, crdbForms := range []bool{false, true} {
+		t.Run(formsName(crdbForms), func(t *testing.T) {
+			t.Parallel()
+			testJobBelowWatermarkIsFound(t, crdbForms)
+		})
+	}
+}
+
+// formsName names a subtest by the statements it runs: the engine's own,
+// or CockroachDB's (fanout.CockroachForms) on this engine.
+func formsName(crdbForms bool) string {
+	if crdbForms {
+		return "cockroach_forms"
+	}
+	return "own_forms"
+}
+
+func testJobBelowWatermarkIsFound(t *testing.T, crdbForms bool) {
 	const maxAge = 300 * time.Millisecond
 	q, db, s := setup(t, 0, &fanout.Config{HintMaxAge: maxAge})
+	if crdbForms {
+		fanout.UseDialect(q, fanout.CockroachForms(q))
+	}
 	ctx := context.Background()
 	if _, err := q.EnqueueMany(ctx, jobs(40)); err != nil {
 		t.Fatal(err)

@@ -406,14 +406,14 @@ func (w *Worker) Counts() WorkerCounts {
 }
 
 // idleProbe is the check an idle goroutine makes before it claims, with
-// WaitWhenDrained on an engine where claims use the shards' watermarks:
+// WaitWhenDrained while claims use the shards' watermarks:
 // the heads probe alone when one is due (recorded as the queue's latest
 // probe), else whether a job lies at or after the watermarks; one
 // statement through the pool (the goroutine holds no job's connection).
 // nil otherwise: it claims.
 func (w *Worker) idleProbe() func(ctx context.Context) (bool, error) {
 	q := w.q
-	if !w.cfg.WaitWhenDrained || !q.sharded() || !q.marks.On() {
+	if !w.cfg.WaitWhenDrained || !q.marks.On() {
 		return nil
 	}
 	return func(ctx context.Context) (found bool, err error) {

@@ -1,0 +1,156 @@
+package planshape_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/sqltext"
+	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// TestFanoutShardUnionPlans explains the fanout layout's shard unions
+// (fanout.sql: shards_after, heads_union, exists_after_union), the
+// statements the CockroachDB dialect sends in place of the LATERAL claim,
+// heads probe and exists_after, on the test server with a few thousand
+// jobs queued. On PostgreSQL (and YugabyteDB) each branch is one range
+// scan of job_queue's primary key, nothing is read whole, sorted, hashed
+// or locked, both as planned for the values and as the generic plan a
+// prepared statement may switch to. On CockroachDB (the expected shape
+// beside each statement): no full scan, no window (the decorrelated
+// LATERAL's row_number), no lock.
+func TestFanoutShardUnionPlans(t *testing.T) {
+	db, name := testdb.Migrated(t, nil, schema.LayoutFanout)
+	d := db.Dialect()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	q, err := fanout.New(db, &fanout.Config{Schema: name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	jobs := make([]skiplock.NewJob, 2000)
+	if _, err := q.EnqueueMany(ctx, jobs); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, "ANALYZE "+skiplock.QuoteIdent(name)+"."+skiplock.QuoteIdent(schema.JobQueueTable)); err != nil {
+		t.Logf("ANALYZE: %v (the plans are checked without fresh statistics)", err)
+	}
+	// Every shard from its head: lower bound the prefix (two hex digits,
+	// fanout/shard.go), upper bound the next prefix, no exclusive bound.
+	lo, hi := make([]string, schema.FanoutShards), make([]string, schema.FanoutShards)
+	for s := range lo {
+		lo[s] = fmt.Sprintf("%02x", s*256/schema.FanoutShards)
+		if s > 0 {
+			hi[s-1] = lo[s]
+		}
+	}
+	hi[len(hi)-1] = "g"
+	args := func(from int, after bool) []any {
+		a := []any{q.Name()}
+		for s := from; s < len(lo); s++ {
+			a = append(a, lo[s], hi[s])
+			if after {
+				a = append(a, "")
+			}
+		}
+		return a
+	}
+	for _, c := range []struct {
+		block    string
+		args     []any
+		branches int
+	}{
+		{"shards_after", args(1, true), schema.FanoutShards - 1},
+		{"heads_union", args(0, false), schema.FanoutShards},
+		{"exists_after_union", args(0, false), schema.FanoutShards},
+	} {
+		t.Run(c.block, func(t *testing.T) {
+			sql := fanoutUnionBlock(t, d, name, c.block)
+			plans := map[string][]string{"custom": testdb.Lines(ctx, t, db, "EXPLAIN "+sql, c.args...)}
+			if d.PlanCacheMode {
+				plans["generic"] = fanoutUnionGenericPlan(ctx, t, db, sql, c.args)
+			}
+			for kind, plan := range plans {
+				text := strings.Join(plan, "\n")
+				t.Logf("%s plan:\n%s", kind, text)
+				if d.Engine == skiplock.EngineCockroach {
+					for _, bad := range []string{"FULL SCAN", "window", "row_number", "locking strength"} {
+						if strings.Contains(text, bad) {
+							t.Errorf("%s plan has %q", kind, bad)
+						}
+					}
+					if !strings.Contains(text, "union all") || !strings.Contains(text, "job_queue@job_queue_pkey") {
+						t.Errorf("%s plan is not a union of job_queue_pkey scans", kind)
+					}
+					continue
+				}
+				scans := 0
+				for _, l := range plan {
+					if strings.Contains(l, "Index Scan using job_queue_pkey") || strings.Contains(l, "Index Only Scan using job_queue_pkey") {
+						scans++
+					}
+				}
+				if scans != c.branches {
+					t.Errorf("%s plan: %d range scans of job_queue_pkey, want one per branch, %d", kind, scans, c.branches)
+				}
+				for _, bad := range []string{"Seq Scan on job_queue", "Seq Scan on job_attempt", "LockRows", "Sort", "Hash", "Materialize"} {
+					if strings.Contains(text, bad) {
+						t.Errorf("%s plan has %q", kind, bad)
+					}
+				}
+			}
+		})
+	}
+}
+
+// fanoutUnionBlock renders one block of fanout.sql as the fanout package
+// renders it for d and schemaName.
+func fanoutUnionBlock(t *testing.T, d *skiplock.Dialect, schemaName, block string) string {
+	t.Helper()
+	for _, src := range sqltext.Sources() {
+		if src.Path != "fanout/fanout.sql" {
+			continue
+		}
+		all, err := src.File.Render(src.Vars(d, schemaName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sql, ok := all[block]; ok {
+			return sql
+		}
+		t.Fatalf("fanout/fanout.sql has no block %q", block)
+	}
+	t.Fatal("fanout/fanout.sql is not registered")
+	return ""
+}
+
+// fanoutUnionGenericPlan is the generic plan of sql (text parameters
+// only), prepared and explained in a transaction that forces generic
+// plans, then deallocated and rolled back.
+func fanoutUnionGenericPlan(ctx context.Context, t *testing.T, db *skiplock.DB, sql string, args []any) []string {
+	t.Helper()
+	tx, err := db.Begin(ctx, skiplock.TxOptions{GenericPlans: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // nothing was written
+	if _, err := tx.Exec(ctx, "PREPARE fanout_union_generic AS "+sql); err != nil {
+		t.Fatal(err)
+	}
+	lits := make([]string, len(args))
+	for i, a := range args {
+		lits[i] = skiplock.QuoteLiteral(fmt.Sprint(a))
+	}
+	plan := testdb.Lines(ctx, t, tx, "EXPLAIN EXECUTE fanout_union_generic("+strings.Join(lits, ", ")+")")
+	// A prepared statement outlives the transaction: the pool's
+	// connection goes back without it.
+	if _, err := tx.Exec(ctx, "DEALLOCATE fanout_union_generic"); err != nil {
+		t.Fatal(err)
+	}
+	return plan
+}

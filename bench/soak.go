@@ -220,6 +220,9 @@ func (t *soakTracker) inserted(ids []string, at time.Time) {
 // completed notes a job's completion committed at at.
 func (t *soakTracker) completed(id string, at time.Time) {
 	t.mu.Lock()
+	// Counted under mu, with its latency: a window's cut (cut) then never
+	// sees the latency without the completion.
+	t.done.Add(1)
 	if ins, ok := t.pending[id]; ok {
 		delete(t.pending, id)
 		t.record(at.Sub(ins))
@@ -227,7 +230,14 @@ func (t *soakTracker) completed(id string, at time.Time) {
 		t.early[id] = at
 	}
 	t.mu.Unlock()
-	t.done.Add(1)
+}
+
+// cut ends a window: the counts so far and the window's latencies, read
+// together under mu.
+func (t *soakTracker) cut() (enq, done int64, e2e Summary) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.enq.Load(), t.done.Load(), t.window.Reset().Summary()
 }
 
 func (t *soakTracker) record(d time.Duration) {
@@ -357,10 +367,10 @@ func runSoak(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 		if err := retry.Sleep(ctx, time.Until(to)); err != nil {
 			break
 		}
-		enq, done := tr.enq.Load(), tr.done.Load()
+		enq, done, e2e := tr.cut()
 		secs := to.Sub(from).Seconds()
 		m := SoakMinute{Seconds: secs, Enqueued: enq - lastEnq, Completed: done - lastDone,
-			E2EMS: tr.window.Reset().Summary(), Backlog: enq - done}
+			E2EMS: e2e, Backlog: enq - done}
 		m.EnqueuedPerS, m.CompletedPerS = float64(m.Enqueued)/secs, float64(m.Completed)/secs
 		m.TableBytes, m.Rows, m.DeadTuples = soakTableStats(ctx, c, admin, tables)
 		rep.Minutes = append(rep.Minutes, m)

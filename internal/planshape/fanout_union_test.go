@@ -130,27 +130,8 @@ func fanoutUnionBlock(t *testing.T, d *skiplock.Dialect, schemaName, block strin
 }
 
 // fanoutUnionGenericPlan is the generic plan of sql (text parameters
-// only), prepared and explained in a transaction that forces generic
-// plans, then deallocated and rolled back.
+// only), as explainGeneric gives it.
 func fanoutUnionGenericPlan(ctx context.Context, t *testing.T, db *skiplock.DB, sql string, args []any) []string {
 	t.Helper()
-	tx, err := db.Begin(ctx, skiplock.TxOptions{GenericPlans: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(ctx) //nolint:errcheck // nothing was written
-	if _, err := tx.Exec(ctx, "PREPARE fanout_union_generic AS "+sql); err != nil {
-		t.Fatal(err)
-	}
-	lits := make([]string, len(args))
-	for i, a := range args {
-		lits[i] = skiplock.QuoteLiteral(fmt.Sprint(a))
-	}
-	plan := testdb.Lines(ctx, t, tx, "EXPLAIN EXECUTE fanout_union_generic("+strings.Join(lits, ", ")+")")
-	// A prepared statement outlives the transaction: the pool's
-	// connection goes back without it.
-	if _, err := tx.Exec(ctx, "DEALLOCATE fanout_union_generic"); err != nil {
-		t.Fatal(err)
-	}
-	return plan
+	return explainGeneric(ctx, t, db, sql, args)
 }

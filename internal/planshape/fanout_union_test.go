@@ -98,7 +98,16 @@ func TestFanoutShardUnionPlans(t *testing.T) {
 				if scans != c.branches {
 					t.Errorf("%s plan: %d range scans of job_queue_pkey, want one per branch, %d", kind, scans, c.branches)
 				}
-				for _, bad := range []string{"Seq Scan on job_queue", "Seq Scan on job_attempt", "LockRows", "Sort", "Hash", "Materialize"} {
+				bads := []string{"Seq Scan on job_queue", "Seq Scan on job_attempt", "LockRows", "Hash", "Materialize"}
+				if kind == "generic" {
+					// A custom plan may sort a branch the statistics put at one
+					// row (a bitmap scan of that shard's range, as PostgreSQL
+					// picks for the bucketed claim too: docs/design.md,
+					// "Planning a prepared claim"); the plan the engine keeps
+					// reads each shard in key order.
+					bads = append(bads, "Sort")
+				}
+				for _, bad := range bads {
 					if strings.Contains(text, bad) {
 						t.Errorf("%s plan has %q", kind, bad)
 					}

@@ -77,8 +77,9 @@ func (q *Queue) Complete(ctx context.Context, job *skiplock.Job) error {
 // Config.DeleteCompleted) in one statement and returns the ones whose
 // lease was lost (left unchanged). An ambiguous commit is resolved from
 // the data: a lease that shows Success under its own token completed (a
-// job gone, where completions delete). When the database rejects some jobs' data, the others are
-// still completed and the error is a *BatchError naming the rejected ones.
+// job gone, where completions delete). When the database rejects some
+// jobs' data, the others are still completed and the error is a
+// *BatchError naming the rejected ones.
 func (q *Queue) CompleteMany(ctx context.Context, jobs []*skiplock.Job) (lost []*skiplock.Job, err error) {
 	return q.CompleteManyWith(ctx, jobs, nil)
 }

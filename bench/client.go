@@ -38,9 +38,14 @@ type clientDriver struct {
 	pending func(ctx context.Context) (bool, error)
 }
 
-// clientPoll is how often a run by job count checks whether any job is
-// left.
-const clientPoll = 20 * time.Millisecond
+// clientPoll is how often a run by job count checks its completion
+// count, and pendingPoll how often it asks the database whether any job is
+// left (for jobs that will not complete: lost, failed for good). The
+// database check is the bench's own load on the server, so it is rare.
+const (
+	clientPoll  = 20 * time.Millisecond
+	pendingPoll = time.Second
+)
 
 // runWorkers runs the Client until deadline (zero: until no job is Queued
 // or Running), then stops it as pgbench -T stops: no new claims, the jobs
@@ -95,6 +100,7 @@ func (d *clientDriver) wait(ctx context.Context, deadline time.Time, completed *
 		retry.Sleep(ctx, time.Until(deadline)) //nolint:errcheck // ctx ends the run
 		return nil
 	}
+	checked := time.Now()
 	for {
 		if err := retry.Sleep(ctx, clientPoll); err != nil {
 			return nil
@@ -102,6 +108,10 @@ func (d *clientDriver) wait(ctx context.Context, deadline time.Time, completed *
 		if completed.Load() >= int64(d.c.Jobs) {
 			return nil
 		}
+		if time.Since(checked) < pendingPoll {
+			continue
+		}
+		checked = time.Now()
 		// The bench's own poll, not the workers' statements.
 		pending, err := d.pending(uncounted(ctx))
 		switch {

@@ -12,8 +12,9 @@ import (
 // entry written) and the WAL the whole server wrote meanwhile. A job of
 // the bucketed layout is updated twice (Queued to Running, Running to
 // Success), or once and then deleted (--delete-completed); the status is
-// in partial indexes' predicates, so no update can be HOT. Null where the engine has no pg_stat_user_tables or
-// WAL positions (YugabyteDB, CockroachDB).
+// in partial indexes' predicates, so no update can be HOT. Null where the
+// engine has no pg_stat_user_tables or WAL positions (YugabyteDB,
+// CockroachDB).
 type Writes struct {
 	UpdatesPerJob    float64 `json:"updates_per_job"`
 	HOTUpdatesPerJob float64 `json:"hot_updates_per_job"`

@@ -102,14 +102,25 @@ func (q *Queue) Stats(ctx context.Context, queue string) (Stats, error) {
 
 // Pending reports whether queue has any job that may still run: Queued
 // (now or later) or Running (leased, or with an expired lease waiting to
-// be claimed again). Both checks use the partial indexes, so it stays
-// cheap however many finished jobs the table holds.
+// be claimed again). Both checks read the partial indexes (the Queued one
+// bucket by bucket), so it stays cheap however many finished jobs the
+// table holds.
 func (q *Queue) Pending(ctx context.Context, queue string) (bool, error) {
 	var b bool
-	if err := q.db.QueryRow(ctx, q.sql.pending, queue).Scan(&b); err != nil {
+	if err := q.db.QueryRow(ctx, q.sql.pending, queue, q.allBuckets()).Scan(&b); err != nil {
 		return false, fmt.Errorf("bucketed: pending: %w", err)
 	}
 	return b, nil
+}
+
+// allBuckets lists the bucket scans a check for work left makes: every
+// bucket, or the one branch where the index fans out.
+func (q *Queue) allBuckets() []int16 {
+	b := make([]int16, q.branches.Load())
+	for i := range b {
+		b[i] = int16(i)
+	}
+	return b
 }
 
 // Backlog is what a queue has left to run, as Queue.Backlog reads it.
@@ -137,7 +148,7 @@ type Backlog struct {
 func (q *Queue) Backlog(ctx context.Context, queue string) (Backlog, error) {
 	var b Backlog
 	var next *time.Time
-	if err := q.db.QueryRow(ctx, q.sql.backlog, queue).Scan(&b.Due, &b.Running, &b.Later, &next, &b.Now); err != nil {
+	if err := q.db.QueryRow(ctx, q.sql.backlog, queue, q.allBuckets()).Scan(&b.Due, &b.Running, &b.Later, &next, &b.Now); err != nil {
 		return Backlog{}, fmt.Errorf("bucketed: backlog: %w", err)
 	}
 	if next != nil {

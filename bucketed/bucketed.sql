@@ -343,16 +343,24 @@ FROM /* TEMPLATE: table */ WHERE ($1 = '' OR "queue" = $1)
 GROUP BY "status", "queue", "bucket";
 
 -- name: pending
--- Whether queue $1 has a Queued or Running job.
-SELECT EXISTS (SELECT 1 FROM /* TEMPLATE: table */ WHERE "status" = 'Queued' AND "queue" = $1)
+-- Whether queue $1 has a Queued or Running job; $2 lists the buckets. The
+-- Queued check (queued_exists) is each bucket's ordered LIMIT 1 scan of
+-- jobs_dequeue, as the heads probe's: a bare EXISTS lets PostgreSQL's
+-- planner price a sequential scan's first match as if the matches were
+-- spread evenly over the heap, and pick it, while after a burn-down they
+-- sit at its end behind every finished row (docs/design.md, "Checks for
+-- work left"). Where claims are key joins (CockroachDB: no LATERAL, one
+-- branch) it is a bare EXISTS on the sharded partial index.
+SELECT /* TEMPLATE: queued_exists */
   OR EXISTS (SELECT 1 FROM /* TEMPLATE: table */ WHERE "status" = 'Running' AND "queue" = $1);
 
 -- name: backlog
--- What queue $1 has left: whether a Queued job is due (run_at has come),
--- whether a job is Running (leased, or its lease expired), and, only when
--- neither (the CASE evaluates its subqueries only when it needs them), how
--- many Queued jobs wait for a later run_at and the earliest of those; with
--- the server's clock.
+-- What queue $1 has left ($2: the buckets): whether a Queued job is due
+-- (run_at has come; due_exists is queued_exists with that test), whether
+-- a job is Running (leased, or its lease expired), and, only when neither
+-- (the CASE evaluates its subqueries only when it needs them), how many
+-- Queued jobs wait for a later run_at and the earliest of those; with the
+-- server's clock.
 SELECT d.due, d.running,
   CASE WHEN d.due OR d.running THEN 0 ELSE (SELECT count(*) FROM /* TEMPLATE: table */
     WHERE "status" = 'Queued' AND "queue" = $1 AND "run_at" > now()) END,
@@ -360,7 +368,7 @@ SELECT d.due, d.running,
     WHERE "status" = 'Queued' AND "queue" = $1 AND "run_at" > now()) END,
   now()
 FROM (SELECT
-  EXISTS (SELECT 1 FROM /* TEMPLATE: table */ WHERE "status" = 'Queued' AND "queue" = $1 AND "run_at" <= now()) AS due,
+  /* TEMPLATE: due_exists */ AS due,
   EXISTS (SELECT 1 FROM /* TEMPLATE: table */ WHERE "status" = 'Running' AND "queue" = $1) AS running) AS d;
 
 -- name: lookup

@@ -5,3 +5,6 @@ func (w *Worker) ClaimStatements() int64 { return w.prod.stmts.Load() }
 
 // ParallelClaims counts the rounds of parallel claims w's producer sent.
 func (w *Worker) ParallelClaims() int64 { return w.prod.parallel.Load() }
+
+// BacklogFlushes counts the batches w's backlog completers wrote.
+func (w *Worker) BacklogFlushes() int64 { return w.backlogFlushes.Load() }

@@ -62,3 +62,13 @@ func (q *Queue) CompletedWith(ctx context.Context, ids, tokens []int64) ([]int64
 
 // CompleteSQL is the completion statement q sends.
 func (q *Queue) CompleteSQL() string { return q.sql.complete }
+
+// PendingSQL and BacklogSQL are the checks for work left q sends, and
+// AllBuckets their bucket list ($2).
+func (q *Queue) PendingSQL() string { return q.sql.pending }
+
+// BacklogSQL: see PendingSQL.
+func (q *Queue) BacklogSQL() string { return q.sql.backlog }
+
+// AllBuckets: see PendingSQL.
+func (q *Queue) AllBuckets() []int16 { return q.allBuckets() }

@@ -64,6 +64,11 @@ func (p *producer) poke() {
 func (w *Worker) produce(ctx context.Context) {
 	p := &w.prod
 	defer close(p.done)
+	// The producer is ready's one sender: closing it when the producer
+	// returns (stop, hard stop) wakes every goroutine waiting for a job,
+	// which then wait on ready alone (a select over shared channels locks
+	// each of them, for each job of each goroutine).
+	defer close(p.ready)
 	capacity := int64(w.cfg.Workers + w.cfg.Prefetch)
 	refill := int64(max(1, w.cfg.Prefetch/2))
 	idle, failing := time.Duration(0), time.Duration(0)
@@ -275,7 +280,10 @@ func (w *Worker) wakeIn(d time.Duration) {
 func (w *Worker) returnReady() {
 	for {
 		select {
-		case h := <-w.prod.ready:
+		case h, ok := <-w.prod.ready:
+			if !ok {
+				return
+			}
 			w.results <- result{job: h.job, what: outRelease}
 		default:
 			return

@@ -19,21 +19,23 @@ import (
 // every job is delivered exactly once, completed once, and heard once by
 // AfterComplete with sane times; and claims were shared (fewer
 // statements than a third of the jobs). With 600 goroutines the producer
-// claims in parallel (maxParallelClaims), which must change none of it.
+// claims in parallel (maxParallelClaims), which must change none of it;
+// with batches of 5 results the backlog completers write too, which must
+// change none of it either.
 func TestProducerClaims(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		workers, prefetch int
-		parallel          bool
-	}{{50, 20, false}, {600, 150, true}} {
-		t.Run(fmt.Sprintf("workers=%d", tc.workers), func(t *testing.T) {
+		workers, prefetch, flush int
+		parallel, backlog        bool
+	}{{50, 20, 0, false, false}, {600, 150, 0, true, false}, {600, 150, 5, true, true}} {
+		t.Run(fmt.Sprintf("workers=%d,flush=%d", tc.workers, tc.flush), func(t *testing.T) {
 			t.Parallel()
-			producerClaims(t, tc.workers, tc.prefetch, tc.parallel)
+			producerClaims(t, tc.workers, tc.prefetch, tc.flush, tc.parallel, tc.backlog)
 		})
 	}
 }
 
-func producerClaims(t *testing.T, workers, prefetch int, parallel bool) {
+func producerClaims(t *testing.T, workers, prefetch, flush int, parallel, backlog bool) {
 	const jobs, batch = 3000, 3
 	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
 	q := queueOn(t, db, name, nil)
@@ -44,7 +46,7 @@ func producerClaims(t *testing.T, workers, prefetch int, parallel bool) {
 	delivered, heard := map[string]int{}, map[string]int{}
 	var badTimes atomic.Int64
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
-		Workers: workers, Prefetch: prefetch, Completers: 3,
+		Workers: workers, Prefetch: prefetch, Completers: 3, FlushSize: flush,
 		IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond, Logf: t.Logf,
 		Handler: func(ctx context.Context, j *skiplock.Job) error {
 			mu.Lock()
@@ -89,6 +91,9 @@ func producerClaims(t *testing.T, workers, prefetch int, parallel bool) {
 	}
 	if n := badTimes.Load(); n > 0 {
 		t.Fatalf("%d jobs with asked/claimed times out of order", n)
+	}
+	if backlog && w.BacklogFlushes() == 0 {
+		t.Fatalf("batches of %d results: the backlog completers wrote none", flush)
 	}
 	// A claim per goroutine request would need jobs statements.
 	if got := w.ParallelClaims() > 0; got != parallel {

@@ -113,10 +113,12 @@ func (q *Queue) run(ctx context.Context, fn func(ctx context.Context, tx skiploc
 
 // runGeneric is run for the claim and the lease writes: their statements
 // on their generic plans (genericRetry). The claim's is planned once
-// instead of at every call; a lease write's joins its ids, which the
-// generic plan takes for a few, to the jobs by primary key in the ids'
-// order (sorted by leaseArgs), so every lease write locks its rows in id
-// order and two of them never wait on each other in a cycle.
+// instead of at every call; a lease write's, made on a table of any size,
+// joins its ids, which the generic plan takes for a few, to the jobs by
+// primary key in the ids' order (sorted by leaseArgs), so lease writes
+// lock their rows in id order and do not deadlock each other. A plan made
+// while the table was nearly empty may hash-join instead (docs/design.md,
+// "Lease writes by key"): a deadlock is then possible, and retried.
 func (q *Queue) runGeneric(ctx context.Context, fn func(ctx context.Context, tx skiplock.Tx) error) error {
 	return retry.Run(ctx, q.db, q.genericRetry, fn)
 }
@@ -376,7 +378,8 @@ func JobID(job *skiplock.Job) (int64, error) {
 func scanJob(rows skiplock.Rows) (*skiplock.Job, int, error) {
 	var (
 		id, prio, attempts, maxAtt, token, bucket int64
-		queue, payload, status, kind, meta        string
+		queue, status, kind                       string
+		payload, meta                             []byte // scanned into the Job's own slices: no second copy
 		created, runAt                            time.Time
 		lastErr, owner                            *string
 		tokenP                                    *int64
@@ -387,9 +390,9 @@ func scanJob(rows skiplock.Rows) (*skiplock.Job, int, error) {
 		return nil, 0, err
 	}
 	j := &skiplock.Job{
-		ID: FormatID(id), Queue: queue, Payload: []byte(payload), Priority: int(prio),
+		ID: FormatID(id), Queue: queue, Payload: payload, Priority: int(prio),
 		Status: skiplock.Status(status), Attempts: int(attempts), MaxAttempts: int(maxAtt),
-		CreatedAt: created, RunAt: runAt, Kind: kind, Metadata: []byte(meta),
+		CreatedAt: created, RunAt: runAt, Kind: kind, Metadata: meta,
 	}
 	if lastErr != nil {
 		j.LastError = *lastErr

@@ -65,8 +65,11 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 	if d.ShardedIndexFansOut {
 		bucketPred = ""
 	}
+	table := skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.JobsTable)
 	return map[string]string{
-		"table":            skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.JobsTable),
+		"table":            table,
+		"queued_exists":    queuedExists(d, table, ""),
+		"due_exists":       queuedExists(d, table, `"run_at" <= now()`),
 		"status_type":      skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.StatusType),
 		"job_columns":      jobColumns,
 		"unique_conflict":  uniqueConflict(),
@@ -74,6 +77,28 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		"push_error":       sqltext.PushError("j", `j."attempts"`),
 		"not_paused":       sqltext.NotPaused(skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.QueueStateTable)),
 	}
+}
+
+// queuedExists is the test, for pending and backlog, that queue $1 has a
+// Queued job (matching cond, when not empty): each bucket of $2 probed
+// with an ordered LIMIT 1 scan of jobs_dequeue (see pending in
+// bucketed.sql); where claims are key joins (no LATERAL there), a bare
+// EXISTS that the engine's sharded partial index answers. $2 is typed in
+// both.
+func queuedExists(d *skiplock.Dialect, table, cond string) string {
+	if cond != "" {
+		cond = " AND " + cond
+	}
+	if d.KeyJoinDML {
+		return `EXISTS (SELECT 1 FROM ` + table + ` WHERE "status" = 'Queued' AND "queue" = $1 AND array_length($2::INT2[], 1) > 0` + cond + `)`
+	}
+	bucketPred := `"bucket" = h.bucket AND `
+	if d.ShardedIndexFansOut {
+		bucketPred = ""
+	}
+	return `EXISTS (SELECT 1 FROM unnest($2::INT2[]) AS h (bucket) CROSS JOIN LATERAL (
+    SELECT 1 FROM ` + table + ` WHERE ` + bucketPred + `"status" = 'Queued' AND "queue" = $1` + cond + `
+    ORDER BY "priority", "run_at", "id" LIMIT 1) AS x)`
 }
 
 // buildStatements renders the statements for an engine and schema. Where

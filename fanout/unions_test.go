@@ -81,12 +81,7 @@ func TestShardUnionsOnCockroachOnly(t *testing.T) {
 // finds nothing, and a paused queue's claim stops after shards_after.
 func TestCockroachFormsClaimStatements(t *testing.T) {
 	t.Parallel()
-	for _, crdbForms := range []bool{false, true} {
-		t.Run(formsName(crdbForms), func(t *testing.T) {
-			t.Parallel()
-			testClaimStatements(t, crdbForms)
-		})
-	}
+	eachForms(t, testClaimStatements)
 }
 
 func testClaimStatements(t *testing.T, crdbForms bool) {
@@ -198,12 +193,7 @@ func testClaimStatements(t *testing.T, crdbForms bool) {
 // "no"). With each engine's forms and CockroachDB's, run on PostgreSQL.
 func TestHasQueuedNeverEmptyWhileJobsLeft(t *testing.T) {
 	t.Parallel()
-	for _, crdbForms := range []bool{false, true} {
-		t.Run(formsName(crdbForms), func(t *testing.T) {
-			t.Parallel()
-			testHasQueuedNeverEmpty(t, crdbForms)
-		})
-	}
+	eachForms(t, testHasQueuedNeverEmpty)
 }
 
 func testHasQueuedNeverEmpty(t *testing.T, crdbForms bool) {

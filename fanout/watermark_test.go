@@ -56,10 +56,17 @@ func TestIDsAreShardThenTime(t *testing.T) {
 // on the test server.
 func TestJobBelowWatermarkIsFound(t *testing.T) {
 	t.Parallel()
+	eachForms(t, testJobBelowWatermarkIsFound)
+}
+
+// eachForms runs test as two parallel subtests: with the engine's own
+// statements and with CockroachDB's (fanout.CockroachForms) on this
+// engine.
+func eachForms(t *testing.T, test func(t *testing.T, crdbForms bool)) {
 	for _, crdbForms := range []bool{false, true} {
 		t.Run(formsName(crdbForms), func(t *testing.T) {
 			t.Parallel()
-			testJobBelowWatermarkIsFound(t, crdbForms)
+			test(t, crdbForms)
 		})
 	}
 }

@@ -9,7 +9,6 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/fanout"
-	"github.com/skiplock/skiplock/internal/sqltext"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -70,10 +69,10 @@ func TestFanoutShardUnionPlans(t *testing.T) {
 		{"exists_after_union", args(0, false), schema.FanoutShards},
 	} {
 		t.Run(c.block, func(t *testing.T) {
-			sql := fanoutUnionBlock(t, d, name, c.block)
+			sql := render(t, d, name, "fanout/fanout.sql", c.block)
 			plans := map[string][]string{"custom": testdb.Lines(ctx, t, db, "EXPLAIN "+sql, c.args...)}
 			if d.PlanCacheMode {
-				plans["generic"] = fanoutUnionGenericPlan(ctx, t, db, sql, c.args)
+				plans["generic"] = explainGeneric(ctx, t, db, sql, c.args)
 			}
 			for kind, plan := range plans {
 				text := strings.Join(plan, "\n")
@@ -115,32 +114,4 @@ func TestFanoutShardUnionPlans(t *testing.T) {
 			}
 		})
 	}
-}
-
-// fanoutUnionBlock renders one block of fanout.sql as the fanout package
-// renders it for d and schemaName.
-func fanoutUnionBlock(t *testing.T, d *skiplock.Dialect, schemaName, block string) string {
-	t.Helper()
-	for _, src := range sqltext.Sources() {
-		if src.Path != "fanout/fanout.sql" {
-			continue
-		}
-		all, err := src.File.Render(src.Vars(d, schemaName))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sql, ok := all[block]; ok {
-			return sql
-		}
-		t.Fatalf("fanout/fanout.sql has no block %q", block)
-	}
-	t.Fatal("fanout/fanout.sql is not registered")
-	return ""
-}
-
-// fanoutUnionGenericPlan is the generic plan of sql (text parameters
-// only), as explainGeneric gives it.
-func fanoutUnionGenericPlan(ctx context.Context, t *testing.T, db *skiplock.DB, sql string, args []any) []string {
-	t.Helper()
-	return explainGeneric(ctx, t, db, sql, args)
 }

@@ -104,6 +104,12 @@ func Start(ctx context.Context, cfg Config, step Step) (*Pool, error) {
 
 func (p *Pool) loop(w int) {
 	defer p.wg.Done()
+	// The goroutine's own child of the hard-stop context: contexts a step
+	// derives from it (one per job) register with this one, not all with
+	// the pool's, whose lock every goroutine would otherwise take twice
+	// per job.
+	ctx, cancel := context.WithCancel(p.hardCtx)
+	defer cancel()
 	idle, failing := time.Duration(0), time.Duration(0)
 	poller := false // this worker is the shared idle poller
 	streak := 0     // steps in a row that found work
@@ -124,11 +130,11 @@ func (p *Pool) loop(w int) {
 		// steps at once.
 		if probe := p.cfg.Probe; probe != nil && p.cfg.SharedIdle && streak < 2 {
 			var ok bool
-			if ok, err = probe(p.hardCtx); ok && err == nil {
-				worked, err = p.step(p.hardCtx, w)
+			if ok, err = probe(ctx); ok && err == nil {
+				worked, err = p.step(ctx, w)
 			}
 		} else {
-			worked, err = p.step(p.hardCtx, w)
+			worked, err = p.step(ctx, w)
 		}
 		var wait time.Duration
 		switch {

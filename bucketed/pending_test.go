@@ -5,7 +5,6 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
 )
 
@@ -26,7 +25,7 @@ func TestPendingReadsIndexes(t *testing.T) {
 	jobs := nJobs(30000, "left")
 	mustEnqueue(t, q, jobs...)
 	db := q.DB()
-	table := skiplock.QuoteIdent(name) + ".jobs"
+	table := jobsTable(name)
 	// The heap's first 24,000 rows finish (ids follow insertion order),
 	// then vacuum clears their dead versions so only the layout of live
 	// rows counts, and the statistics see 6,000 Queued.

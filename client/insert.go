@@ -287,6 +287,13 @@ func (c *Client) sendTrailing(queue string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	_, err := c.db.Exec(ctx, "SELECT pg_notify($1, $2)", c.channel, queue)
+	if err != nil && !errors.Is(err, skiplock.ErrPoolClosed) {
+		// A pool closed while the statement was connecting fails it with
+		// the cancelled connect's error instead: ask the pool again.
+		if _, again := c.db.Exec(ctx, "SELECT 1"); errors.Is(again, skiplock.ErrPoolClosed) {
+			err = again
+		}
+	}
 	if errors.Is(err, skiplock.ErrPoolClosed) {
 		// The caller closed the pool after its last insert (an insert-only
 		// client is never stopped): nothing to say, and no way to say it.

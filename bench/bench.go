@@ -213,6 +213,10 @@ type Config struct {
 	// DeleteCompleted deletes bucketed jobs as they complete
 	// (bucketed.Config.DeleteCompleted) instead of keeping them as Success.
 	DeleteCompleted bool
+	// HeldClaims runs the client's bucketed queue with held claims
+	// (client.QueueConfig.HeldClaims): claims hold their transactions open
+	// while the jobs run, and write each job once.
+	HeldClaims bool
 	// SeparateBegin sends each transaction's BEGIN as its own round trip,
 	// as pgbench's scripts do; by default the workers' pool pipelines it
 	// with the transaction's first statement
@@ -638,6 +642,7 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 			Preload: c.Jobs, Batch: c.Batch, Driver: c.driverName(), Conns: c.Conns, ProgressS: max(c.Progress, 0).Seconds(), Baseline: c.Baseline,
 			PipelineBegin:   !c.SeparateBegin && admin.Engine() != skiplock.EngineYugabyte,
 			DeleteCompleted: c.DeleteCompleted && c.Layout == schema.LayoutBucketed,
+			HeldClaims:      c.HeldClaims && c.Layout == schema.LayoutBucketed,
 			IdealJobsS:      c.idealRate()},
 	}
 	switch c.Scenario {
@@ -812,7 +817,7 @@ func table(c *Config, name string) string {
 // rounds of the same build slowed one after another.
 func empty(ctx context.Context, c *Config, db *skiplock.DB) error {
 	var tables []string
-	for _, t := range []string{schema.JobsTable, schema.JobQueueTable, schema.JobAttemptTable, schema.DeadJobTable, schema.WorkLogTable} {
+	for _, t := range []string{schema.JobsTable, schema.JobHoldTable, schema.JobQueueTable, schema.JobAttemptTable, schema.DeadJobTable, schema.WorkLogTable} {
 		tables = append(tables, table(c, t))
 	}
 	if _, err := db.Exec(ctx, "TRUNCATE "+strings.Join(tables, ", ")); err != nil {

@@ -60,7 +60,7 @@ func (d *clientDriver) runWorkers(ctx context.Context, deadline time.Time, rec *
 	var completed atomic.Int64
 	cl, err := client.New(ctx, d.db, &client.Config{
 		Schema:  d.c.Schema,
-		Queues:  map[string]client.QueueConfig{DefaultQueue: {Layout: d.layout, MaxWorkers: d.c.Workers}},
+		Queues:  map[string]client.QueueConfig{DefaultQueue: {Layout: d.layout, MaxWorkers: d.c.Workers, HeldClaims: d.c.HeldClaims}},
 		Workers: workers, Notify: client.NotifyOff, JobTimeout: -1, AllowSmallPool: true,
 		Retry: retryOptions(d.db, d.counters), DeleteCompleted: d.c.DeleteCompleted,
 		AfterComplete: func(_ *skiplock.Job, asked, claimed time.Time) {

@@ -182,6 +182,9 @@ type Settings struct {
 	// DeleteCompleted says completed bucketed jobs were deleted, not kept
 	// as Success (Config.DeleteCompleted).
 	DeleteCompleted bool `json:"delete_completed"`
+	// HeldClaims says the bucketed queue held its claims' transactions
+	// open while the jobs ran (Config.HeldClaims).
+	HeldClaims bool `json:"held_claims"`
 	// Samples, GapS, PollIntervalS, Notify and SameClient are the pickup
 	// scenario's settings (Config): Notify says notifications were in
 	// use.
@@ -239,6 +242,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(b, "\nsettings: schema %s, queue %s, preload %d, driver %s, batch %d, conns %d, progress %v, baseline %v, BEGIN %s",
 			s.Schema, s.Queue, s.Preload, s.Driver, s.Batch, s.Conns, time.Duration(s.ProgressS*float64(time.Second)), s.Baseline,
 			map[bool]string{true: "pipelined with the first statement", false: "its own round trip"}[s.PipelineBegin])
+		if s.DeleteCompleted || s.HeldClaims {
+			fmt.Fprintf(b, ", delete completed %v, held claims %v", s.DeleteCompleted, s.HeldClaims)
+		}
 	}
 	if m := r.Machine; m != nil {
 		fmt.Fprintf(b, "\nmachine: %s, %d cores, %.1f GiB, %s/%s, %s", m.Hostname, m.Cores, float64(m.MemoryBytes)/(1<<30), m.OS, m.Arch, m.GoVersion)

@@ -405,3 +405,102 @@ RETURNING "id";
 -- name: status_by_id
 -- A job's status ($1), to say why an action did not apply.
 SELECT "status"::TEXT FROM /* TEMPLATE: table */ WHERE "id" = $1;
+
+-- Held claims (WorkerConfig.HeldClaims; Dialect.HeldClaims: PostgreSQL).
+-- A held claim locks its jobs in a transaction that stays open while their
+-- handlers run and writes nothing to them: the claim transaction's commit
+-- writes each job once, as the claim-and-complete statement of the SQL
+-- limit does, where a lease claim writes it twice (Running, then Success:
+-- docs/design.md, "Writes per job"). Its one record, a row of the hold
+-- table naming the jobs, is committed on its own before the handlers run
+-- (hold_open) and deleted by the claim transaction's commit (hold_close).
+
+-- name: claim_held
+-- claim's jobs (the same parameters, order, watermarks and best priority),
+-- locked and returned, not updated: each stays Queued under this
+-- transaction's row lock until its commit. A job a hold row names is not
+-- taken: its holder died or failed to commit with the job's attempt
+-- unrecorded, which the maintenance rescuer adds first (rescue_held). The
+-- returned rows read as a lease claim's would: Running, the attempt that
+-- is running counted, owner $3, the hold's token $4 as the lease token,
+-- and the held claim's deadline ($5 seconds) as the lease's expiry. The
+-- names of the hold table's ids are read once per statement (a hashed
+-- subplan), not per job.
+WITH best AS (SELECT min(x."priority") AS p
+  FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i) CROSS JOIN LATERAL (
+    SELECT "priority" FROM /* TEMPLATE: table */
+    WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: not_paused */ $1)
+      AND ("priority", "run_at", "id") > (h.p, h.t, h.i)
+    ORDER BY "priority", "run_at", "id" LIMIT 1) AS x)
+SELECT j."id", j."queue", j."payload"::TEXT, j."priority", 'Running', j."attempts" + 1, j."max_attempts",
+  j."create_ts", j."run_at", j."last_error", $3::TEXT, $4::INT8, now() + $5::FLOAT8 * INTERVAL '1 second', j."bucket", j."kind", j."metadata"::TEXT
+FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i)
+CROSS JOIN LATERAL (
+  SELECT * FROM /* TEMPLATE: table */
+  WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: not_paused */ $1)
+    AND "priority" = (SELECT p FROM best) AND ("priority", "run_at", "id") > (h.p, h.t, h.i)
+    AND "id" NOT IN (SELECT (n.e)::INT8 FROM /* TEMPLATE: hold */ AS k, jsonb_array_elements_text(k."ids") AS n (e))
+  ORDER BY "run_at", "id" LIMIT $2 FOR UPDATE SKIP LOCKED) AS j
+LIMIT $2;
+
+-- name: hold_open
+-- Records a held claim before its handlers run, in a transaction of its
+-- own: token $1, queue $2, and the jobs of $3 that no other hold row
+-- names. It returns the ids recorded, which are the jobs to run: a job
+-- another row names (its holder died between this claim's start and its
+-- lock) stays locked and unrun until the claim commits, and the rescuer
+-- counts its attempt.
+INSERT INTO /* TEMPLATE: hold */ ("token", "queue", "ids")
+SELECT $1, $2, COALESCE(jsonb_agg(c.id ORDER BY c.id), '[]'::JSONB) FROM unnest($3::INT8[]) AS c (id)
+WHERE c.id NOT IN (SELECT (n.e)::INT8 FROM /* TEMPLATE: hold */ AS k, jsonb_array_elements_text(k."ids") AS n (e))
+RETURNING "ids"::TEXT;
+
+-- name: hold_close
+-- Ends a held claim in its transaction: its record goes with the commit
+-- that writes its jobs' results.
+DELETE FROM /* TEMPLATE: hold */ WHERE "token" = $1;
+
+-- name: hold_exists
+-- After an ambiguous commit of a held claim: whether its record is still
+-- there (the commit did not happen) or gone (it did).
+SELECT count(*) FROM /* TEMPLATE: hold */ WHERE "token" = $1;
+
+-- name: held_complete
+-- Success for held jobs ($1, ids), in the held claim's transaction, which
+-- holds their row locks: their one write. The attempt is counted here, the
+-- owner and the hold's token ($2, $3) recorded as a lease claim records
+-- them.
+UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Success', "attempts" = j."attempts" + 1, "finished_at" = now(),
+  "lease_owner" = $2, "lease_token" = $3, "last_updated" = now()
+WHERE j."id" = ANY($1::INT8[]) AND j."status"::TEXT = 'Queued'
+RETURNING j."id";
+
+-- name: held_complete_delete
+-- held_complete where Config.DeleteCompleted is set: the jobs are deleted
+-- (no new row version, no index entry).
+DELETE FROM /* TEMPLATE: table */ AS j
+WHERE j."id" = ANY($1::INT8[]) AND j."status"::TEXT = 'Queued'
+RETURNING j."id";
+
+-- name: held_fail
+-- A failed attempt of held jobs, in the held claim's transaction: the
+-- attempt counted, dead once it reaches max_attempts, else Queued again
+-- at now + the caller's backoff ($4, seconds, per job); $3 the errors,
+-- also appended to the error history; $2 the owner.
+UPDATE /* TEMPLATE: table */ AS j SET "attempts" = j."attempts" + 1,
+  "status" = CASE WHEN j."attempts" + 1 >= j."max_attempts" THEN 'Failed'::/* TEMPLATE: status_type */ ELSE 'Queued'::/* TEMPLATE: status_type */ END,
+  "finished_at" = CASE WHEN j."attempts" + 1 >= j."max_attempts" THEN now() END,
+  "run_at" = CASE WHEN j."attempts" + 1 >= j."max_attempts" THEN j."run_at" ELSE now() + c.delay * INTERVAL '1 second' END,
+  "last_error" = c.err, "errors" = /* TEMPLATE: push_error_held */ c.err)),
+  "lease_owner" = $2, "last_updated" = now()
+FROM unnest($1::INT8[], $3::TEXT[], $4::FLOAT8[]) AS c (id, err, delay)
+WHERE j."id" = c.id AND j."status"::TEXT = 'Queued'
+RETURNING j."id";
+
+-- name: held_snooze
+-- Snoozed held jobs ($1) run again after $2 seconds; the attempt is not
+-- counted, the snooze is (as snooze does for leased jobs).
+UPDATE /* TEMPLATE: table */ AS j SET "run_at" = now() + $2::FLOAT8 * INTERVAL '1 second', "last_updated" = now(),
+  "metadata" = jsonb_set(j."metadata", ARRAY['snoozes'], to_jsonb(COALESCE((j."metadata"->>'snoozes')::INT8, 0) + 1))
+WHERE j."id" = ANY($1::INT8[]) AND j."status"::TEXT = 'Queued'
+RETURNING j."id";

@@ -128,27 +128,12 @@ func (q *Queue) DequeueAs(ctx context.Context, queue string, n int, owner string
 }
 
 func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) ([]*skiplock.Job, error) {
-	if err := skiplock.ValidateQueueName(queue); err != nil {
+	p, err := q.claimSetup(ctx, queue, n, owner)
+	if err != nil {
 		return nil, err
-	}
-	if n < 1 || n > MaxClaim {
-		return nil, skiplock.Usagef("dequeue of %d jobs: use 1 to %d", n, MaxClaim)
-	}
-	q.recheckLayout(ctx)
-	start := q.hints.Start()
-	if _, err := q.hints.ProbeIfDue(queue, func() error {
-		_, err := q.probeHeads(ctx, queue, start)
-		return err
-	}); err != nil {
-		return nil, err
-	}
-	order, prio, at, ids := q.hints.args(queue, start)
-	p := claimParams{
-		Queue: queue, Limit: n, Owner: owner, Token: newToken(), LeaseSeconds: q.cfg.VisibilityTimeout.Seconds(),
-		Buckets: order, HintPriorities: prio, HintRunAts: at, HintIDs: ids,
 	}
 	var claimed []claimedJob
-	err := q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+	err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		var err error
 		claimed, err = claimRows(ctx, tx, q.sql.claim, p.args())
 		return err
@@ -165,6 +150,31 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 		jobs[i] = claimed[i].job
 	}
 	return jobs, nil
+}
+
+// claimSetup checks a claim's arguments, runs the heads probe when one is
+// due, and returns the claim's parameters: the buckets in this claim's
+// order with their watermarks, a fresh token, the visibility timeout.
+func (q *Queue) claimSetup(ctx context.Context, queue string, n int, owner string) (claimParams, error) {
+	if err := skiplock.ValidateQueueName(queue); err != nil {
+		return claimParams{}, err
+	}
+	if n < 1 || n > MaxClaim {
+		return claimParams{}, skiplock.Usagef("dequeue of %d jobs: use 1 to %d", n, MaxClaim)
+	}
+	q.recheckLayout(ctx)
+	start := q.hints.Start()
+	if _, err := q.hints.ProbeIfDue(queue, func() error {
+		_, err := q.probeHeads(ctx, queue, start)
+		return err
+	}); err != nil {
+		return claimParams{}, err
+	}
+	order, prio, at, ids := q.hints.args(queue, start)
+	return claimParams{
+		Queue: queue, Limit: n, Owner: owner, Token: newToken(), LeaseSeconds: q.cfg.VisibilityTimeout.Seconds(),
+		Buckets: order, HintPriorities: prio, HintRunAts: at, HintIDs: ids,
+	}, nil
 }
 
 // pollHeads is an idle poll: the heads probe alone, when one is due

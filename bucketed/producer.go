@@ -177,7 +177,7 @@ func (w *Worker) claim(ctx context.Context, want int) (jobs []*skiplock.Job, ask
 	if parts <= 1 {
 		asked = min(want, MaxClaim)
 		began := time.Now()
-		jobs, err = w.q.DequeueAs(ctx, w.cfg.Queue, asked, w.cfg.Owner)
+		jobs, err = w.claimJobs(ctx, asked)
 		w.prod.stmts.Add(1)
 		w.claimedIn(len(jobs), time.Since(began))
 		return jobs, asked, err
@@ -200,7 +200,7 @@ func (w *Worker) claim(ctx context.Context, want int) (jobs []*skiplock.Job, ask
 		go func() {
 			defer wg.Done()
 			began := time.Now()
-			got, err := w.q.DequeueAs(ctx, w.cfg.Queue, n, w.cfg.Owner)
+			got, err := w.claimJobs(ctx, n)
 			w.claimedIn(len(got), time.Since(began))
 			results[i] = result{got, err}
 		}()
@@ -222,12 +222,14 @@ func (w *Worker) hand(jobs []*skiplock.Job) {
 	now := time.Now()
 	w.claimed.Add(int64(len(jobs)))
 	w.prod.held.Add(int64(len(jobs)))
-	w.mu.Lock()
-	for _, j := range jobs {
-		w.inHand[j] = func() {}
+	if !w.cfg.HeldClaims { // held jobs are held by their claim's transaction, not a lease
+		w.mu.Lock()
+		for _, j := range jobs {
+			w.inHand[j] = func() {}
+		}
+		w.mu.Unlock()
+		w.noteLease(jobs, now.Add(w.q.cfg.VisibilityTimeout))
 	}
-	w.mu.Unlock()
-	w.noteLease(jobs, now.Add(w.q.cfg.VisibilityTimeout))
 	for _, j := range jobs {
 		w.prod.ready <- handed{job: j, claimed: now} // never blocks: held <= cap
 	}
@@ -283,6 +285,10 @@ func (w *Worker) returnReady() {
 		case h, ok := <-w.prod.ready:
 			if !ok {
 				return
+			}
+			if run := w.heldOf(h.job); run != nil {
+				w.heldResult(run, result{job: h.job, what: outRelease})
+				continue
 			}
 			w.results <- result{job: h.job, what: outRelease}
 		default:

@@ -28,6 +28,10 @@ type Queue struct {
 	// lease writes: on their generic plans where the engine can say so
 	// (docs/design.md, "Planning a prepared claim").
 	genericRetry *retry.Options
+	// heldSlots bounds the held claims open at once (held.go) to half the
+	// pool: each holds a connection while its jobs run, and recording one
+	// takes another, which must be there.
+	heldSlots chan struct{}
 }
 
 // New returns a Queue on db. The schema must have been migrated with
@@ -58,6 +62,7 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Queue, error) {
 	cr := *c.Retry
 	cr.GenericPlans = db.Dialect().PlanCacheMode
 	q.genericRetry = &cr
+	q.heldSlots = make(chan struct{}, max(1, int(db.Stats().Max)/2))
 	return q, nil
 }
 

@@ -26,6 +26,10 @@ type statements struct {
 	// complete and completedWith.
 	completeDelete, completedWithDelete string
 	reserveIDs, notify                  string // the COPY path's (copy.go)
+	// Held claims' (held.go); heldComplete is held_complete_delete where
+	// completed jobs are deleted.
+	claimHeld, holdOpen, holdClose, holdExists             string
+	heldComplete, heldCompleteDelete, heldFail, heldSnooze string
 }
 
 //go:embed bucketed.sql
@@ -75,6 +79,8 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		"unique_conflict":  uniqueConflict(),
 		"bucket_predicate": bucketPred,
 		"push_error":       sqltext.PushError("j", `j."attempts"`),
+		"push_error_held":  sqltext.PushError("j", `j."attempts" + 1`),
+		"hold":             skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.JobHoldTable),
 		"not_paused":       sqltext.NotPaused(skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.QueueStateTable)),
 	}
 }
@@ -138,6 +144,14 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		"complete_delete":          &s.completeDelete,
 		"completed_with_delete":    &s.completedWithDelete,
 		"status_by_id":             &s.statusByID,
+		"claim_held":               &s.claimHeld,
+		"hold_open":                &s.holdOpen,
+		"hold_close":               &s.holdClose,
+		"hold_exists":              &s.holdExists,
+		"held_complete":            &s.heldComplete,
+		"held_complete_delete":     &s.heldCompleteDelete,
+		"held_fail":                &s.heldFail,
+		"held_snooze":              &s.heldSnooze,
 	})
 	if err != nil {
 		// The file is embedded and the same for every schema: the tests
@@ -159,7 +173,8 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 func (s *statements) all() []string {
 	return []string{s.insert, s.uniqueLookup, s.claim, s.heads, s.complete, s.fail, s.cancel, s.release, s.snooze, s.extend, s.extendIDs,
 		s.completedWith, s.deleteFinished, s.stats, s.pending, s.backlog, s.lookup, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID, s.reserveIDs, s.notify,
-		s.completeDelete, s.completedWithDelete}
+		s.completeDelete, s.completedWithDelete, s.claimHeld, s.holdOpen, s.holdClose, s.holdExists,
+		s.heldComplete, s.heldCompleteDelete, s.heldFail, s.heldSnooze}
 }
 
 // claimParams are the claim's parameters.

@@ -131,6 +131,22 @@ type WorkerConfig struct {
 	// ErrorMin and ErrorMax bound the backoff while the database fails (0
 	// means 100 ms and 10 s).
 	IdleMin, IdleMax, ErrorMin, ErrorMax time.Duration
+	// HeldClaims holds each claim's transaction open while its jobs run,
+	// instead of leasing them: the claim locks the jobs and writes nothing
+	// to them, and one commit per claim writes each job's result, its one
+	// write (a lease claim writes each job twice: Running, then its
+	// result). A hold row naming the claim's jobs is committed before
+	// their handlers start; if the worker dies (or the commit fails), the
+	// maintenance rescuer counts it as an attempt of each job, which runs
+	// again, so a job that kills its worker still ends Failed after
+	// max_attempts. For short jobs: a claim's results commit together once
+	// its last job is done, each open claim holds a connection, and a
+	// handler must finish within the visibility timeout less a margin of a
+	// fifth of it (at most 5 s) from its claim, or its context is cancelled
+	// and the attempt fails. No heartbeat. Jobs in hand read as Queued to
+	// others (the admin, the dashboard). PostgreSQL only
+	// (Dialect.HeldClaims); see docs/design.md, "Held claims".
+	HeldClaims bool
 	// Logf hears failures: each failed attempt and each panic as it is
 	// recorded (the job, its attempt and max_attempts, the error's first
 	// line, when it runs again or that it is dead; a panic's first stack
@@ -163,6 +179,8 @@ type Worker struct {
 
 	mu                   sync.Mutex
 	inHand               map[*skiplock.Job]context.CancelFunc // claimed, not yet written back
+	held                 map[*skiplock.Job]*heldRun           // held claims' jobs not yet finished (heldworker.go)
+	heldWG               sync.WaitGroup                       // held claims not yet committed
 	leases               map[*skiplock.Job]time.Time          // when each lease in hand holds until (see persist.go)
 	started              bool
 	stopOnce, finishOnce sync.Once
@@ -286,7 +304,11 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}
 	}
-	return &Worker{q: q, cfg: c, inHand: map[*skiplock.Job]context.CancelFunc{}, leases: map[*skiplock.Job]time.Time{}}, nil
+	if c.HeldClaims && !q.db.Dialect().HeldClaims {
+		return nil, errHeldUnsupported(q.db.Dialect())
+	}
+	return &Worker{q: q, cfg: c, inHand: map[*skiplock.Job]context.CancelFunc{}, leases: map[*skiplock.Job]time.Time{},
+		held: map[*skiplock.Job]*heldRun{}}, nil
 }
 
 // Start launches the goroutines. ctx is the parent of every handler's
@@ -362,6 +384,7 @@ func (w *Worker) Stop(ctx context.Context) error {
 	w.finishOnce.Do(func() {
 		<-w.prod.done
 		w.returnReady()
+		w.heldWG.Wait()
 		close(w.results)
 		<-w.flushed
 		close(w.stopBeat)
@@ -432,6 +455,10 @@ func (w *Worker) step(ctx context.Context, _ int) (bool, error) {
 		w.prod.poke()
 	}()
 	j := h.job
+	if run := w.heldOf(j); run != nil {
+		w.stepHeld(ctx, h, run, asked)
+		return true, nil
+	}
 	select {
 	case <-w.stopping:
 		// Stopping: a job not started goes back at once.

@@ -181,7 +181,7 @@ func (c *Client) addRunner(name string, q QueueConfig) error {
 		r.fw = w
 	default:
 		wc := &bucketed.WorkerConfig{
-			Queue: name, Workers: q.MaxWorkers, Prefetch: q.Prefetch,
+			Queue: name, Workers: q.MaxWorkers, Prefetch: q.Prefetch, HeldClaims: q.HeldClaims,
 			PollInterval: poll, Wake: r.wake, NoMaintenance: true, Owner: c.cfg.Owner, Logf: logf,
 			Handler: c.work, OnComplete: c.cfg.OnComplete, AfterComplete: c.cfg.AfterComplete, WaitWhenDrained: true,
 		}

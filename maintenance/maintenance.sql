@@ -145,3 +145,48 @@ DELETE FROM /* TEMPLATE: dead */ AS d USING (
   WHERE "died_at" < now() - $1::FLOAT8 * INTERVAL '1 second'
   LIMIT $2) AS c
 WHERE d."id" = c.id;
+
+-- Held claims (bucketed.WorkerConfig.HeldClaims): a hold row names the
+-- jobs of a claim whose transaction holds their row locks while they run,
+-- and is deleted by that transaction's commit. A row whose transaction
+-- ended without it (the worker died or lost its connection, or its commit
+-- failed) is an attempt of each job it names that nothing counted: the
+-- rescuer counts it, and claims do not take those jobs until then. A job a
+-- live claim holds is locked, so the rescuer, which skips locked rows,
+-- never counts a running attempt.
+
+-- name: held_orphans
+-- Hold rows to check, oldest first, locked so that two rescuers (a
+-- leader and a deposed one) do not count the same row twice.
+SELECT "token", "ids"::TEXT FROM /* TEMPLATE: hold */ ORDER BY "created_at" LIMIT $1 FOR UPDATE SKIP LOCKED;
+
+-- name: rescue_held
+-- Counts the attempts of the jobs ($1) that the hold rows name ($2: how
+-- many rows name each) and that no claim holds (locked with SKIP
+-- LOCKED): Queued again, or Failed once the count reaches max_attempts.
+UPDATE /* TEMPLATE: jobs */ AS j SET "attempts" = j."attempts" + c.n,
+  "status" = CASE WHEN j."attempts" + c.n >= j."max_attempts" THEN 'Failed'::/* TEMPLATE: status */ ELSE 'Queued'::/* TEMPLATE: status */ END,
+  "finished_at" = CASE WHEN j."attempts" + c.n >= j."max_attempts" THEN now() END,
+  "last_error" = 'held claim ended without a result during attempt ' || (j."attempts" + c.n)::TEXT || ' of ' || j."max_attempts"::TEXT ||
+    ': the worker died, lost its connection or failed to commit',
+  "errors" = /* TEMPLATE: push_error_held */ 'held claim ended without a result during attempt ' || (j."attempts" + c.n)::TEXT || ' of ' || j."max_attempts"::TEXT ||
+    ': the worker died, lost its connection or failed to commit')),
+  "last_updated" = now()
+FROM unnest($1::INT8[], $2::INT4[]) AS c (id, n)
+WHERE j."id" = c.id AND j."status" = 'Queued' AND j."id" = ANY(ARRAY(
+    SELECT "id" FROM /* TEMPLATE: jobs */ WHERE "id" = ANY($1::INT8[]) AND "status" = 'Queued'
+    ORDER BY "id" FOR UPDATE SKIP LOCKED))
+RETURNING j."id";
+
+-- name: held_still_queued
+-- Which of the jobs ($1) are still Queued: after rescue_held, in its
+-- transaction, those it did not count are held by a live claim.
+SELECT "id" FROM /* TEMPLATE: jobs */ WHERE "id" = ANY($1::INT8[]) AND "status" = 'Queued';
+
+-- name: hold_trim
+-- Keeps in hold row $1 only the jobs still held ($2, a JSON array).
+UPDATE /* TEMPLATE: hold */ SET "ids" = $2::JSONB WHERE "token" = $1;
+
+-- name: hold_drop
+-- Deletes hold rows ($1) whose every job was counted or has finished.
+DELETE FROM /* TEMPLATE: hold */ WHERE "token" = ANY($1::INT8[]);

@@ -3,6 +3,7 @@ package maintenance
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -45,6 +46,9 @@ func templateValues(schemaName string) map[string]string {
 		"dead":   q(schema.DeadJobTable),
 		// The rescuer's lost attempts join the jobs' error history.
 		"push_error": sqltext.PushError("j", `j."attempts"`),
+		// The held claims' uncounted attempts too, at their new count.
+		"push_error_held": sqltext.PushError("j", `j."attempts" + c.n`),
+		"hold":            q(schema.JobHoldTable),
 	}
 }
 
@@ -83,6 +87,10 @@ type Stats struct {
 	RescuedFailed int64
 	// Pruned counts deleted finished jobs and dead letters.
 	Pruned int64
+	// HeldRescued counts jobs whose held claim ended without a result
+	// (bucketed.WorkerConfig.HeldClaims: the worker died or its commit
+	// failed) and whose attempt the rescuer counted.
+	HeldRescued int64
 	// HookRuns counts hook rounds that committed.
 	HookRuns int64
 	// Errors counts task rounds and lease statements that failed.
@@ -111,6 +119,7 @@ type Service struct {
 	token atomic.Int64 // our fencing token while leading, else 0
 
 	elected, lost, rescued, rescuedFailed, pruned, hookRuns, errs atomic.Int64
+	heldRescued                                                   atomic.Int64
 
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -178,7 +187,7 @@ func (s *Service) Holder() string { return s.cfg.Holder }
 // Stats returns the counts so far.
 func (s *Service) Stats() Stats {
 	return Stats{Elected: s.elected.Load(), Lost: s.lost.Load(), Rescued: s.rescued.Load(),
-		RescuedFailed: s.rescuedFailed.Load(), Pruned: s.pruned.Load(), HookRuns: s.hookRuns.Load(), Errors: s.errs.Load()}
+		RescuedFailed: s.rescuedFailed.Load(), HeldRescued: s.heldRescued.Load(), Pruned: s.pruned.Load(), HookRuns: s.hookRuns.Load(), Errors: s.errs.Load()}
 }
 
 // CurrentLeader reads who holds the maintenance lease of a schema; nil
@@ -414,7 +423,126 @@ func (s *Service) rescue(ctx context.Context) error {
 	if queued+failed > 0 {
 		s.logf("maintenance: rescuer: %d expired leases back to Queued, %d Failed with no attempts left", queued, failed)
 	}
-	return err
+	if err != nil {
+		return err
+	}
+	return s.rescueHeld(ctx)
+}
+
+// rescueHeld counts the attempts that held claims' hold rows record and no
+// commit wrote (maintenance.sql, "Held claims"), one batch of rows per run,
+// and trims or deletes the rows it settled.
+func (s *Service) rescueHeld(ctx context.Context) error {
+	var counted int64
+	err := s.Fenced(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+		counted = 0
+		holds, err := heldOrphans(ctx, tx, s.sql["held_orphans"], s.cfg.BatchSize)
+		if err != nil || len(holds) == 0 {
+			return err
+		}
+		times := map[int64]int32{}
+		for _, h := range holds {
+			for _, id := range h.ids {
+				times[id]++
+			}
+		}
+		ids, ns := make([]int64, 0, len(times)), make([]int32, 0, len(times))
+		for id, n := range times {
+			ids, ns = append(ids, id), append(ns, n)
+		}
+		rescued, err := queryInt64s(ctx, tx, s.sql["rescue_held"], ids, ns)
+		if err != nil {
+			return err
+		}
+		queued, err := queryInt64s(ctx, tx, s.sql["held_still_queued"], ids)
+		if err != nil {
+			return err
+		}
+		held := map[int64]bool{}
+		for _, id := range queued {
+			held[id] = true
+		}
+		for _, id := range rescued {
+			delete(held, id) // counted now: queued again, not held
+		}
+		var drop []int64
+		for _, h := range holds {
+			var keep []int64
+			for _, id := range h.ids {
+				if held[id] {
+					keep = append(keep, id)
+				}
+			}
+			switch {
+			case len(keep) == 0:
+				drop = append(drop, h.token)
+			case len(keep) < len(h.ids):
+				js, _ := json.Marshal(keep)
+				if _, err := tx.Exec(ctx, s.sql["hold_trim"], h.token, string(js)); err != nil {
+					return err
+				}
+			}
+		}
+		if len(drop) > 0 {
+			if _, err := tx.Exec(ctx, s.sql["hold_drop"], drop); err != nil {
+				return err
+			}
+		}
+		counted = int64(len(rescued))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if counted > 0 {
+		s.heldRescued.Add(counted)
+		s.logf("maintenance: rescuer: counted the attempts of %d jobs whose held claim ended without a result", counted)
+	}
+	return nil
+}
+
+// hold is one row of the hold table: a held claim's token and its jobs.
+type hold struct {
+	token int64
+	ids   []int64
+}
+
+func heldOrphans(ctx context.Context, tx skiplock.Querier, sql string, limit int) ([]hold, error) {
+	rows, err := tx.Query(ctx, sql, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []hold
+	for rows.Next() {
+		var h hold
+		var ids string
+		if err := rows.Scan(&h.token, &ids); err != nil {
+			return nil, err
+		}
+		if err := json.Unmarshal([]byte(ids), &h.ids); err != nil {
+			return nil, fmt.Errorf("hold row %d: ids %q: %w", h.token, ids, err)
+		}
+		out = append(out, h)
+	}
+	return out, rows.Err()
+}
+
+func queryInt64s(ctx context.Context, tx skiplock.Querier, sql string, args ...any) ([]int64, error) {
+	rows, err := tx.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []int64
+	for rows.Next() {
+		var id int64
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
 }
 
 func (s *Service) prune(ctx context.Context) error {

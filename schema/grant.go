@@ -36,7 +36,7 @@ func WorkerGrants(d *skiplock.Dialect, schemaName, role string, layouts []Layout
 	for _, l := range layouts {
 		switch l {
 		case LayoutBucketed:
-			stmts = append(stmts, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO %s", table(JobsTable), r))
+			stmts = append(stmts, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s, %s TO %s", table(JobsTable), table(JobHoldTable), r))
 			if d.IDSequence != "" {
 				stmts = append(stmts, fmt.Sprintf("GRANT USAGE, SELECT ON SEQUENCE %s TO %s", table(fmt.Sprintf(d.IDSequence, JobsTable, "id")), r))
 			}

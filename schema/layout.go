@@ -54,11 +54,14 @@ const (
 	JobQueueTable   = "job_queue"   // fanout
 	DeadJobTable    = "job_dead"    // fanout's dead letters
 	JobAttemptTable = "job_attempt" // fanout's attempt counts and retry times
-	WorkLogTable    = "work_log"
-	MigrationTable  = "skiplock_migration"
-	SettingTable    = "skiplock_setting"
-	LockTable       = "skiplock_lock"
-	LeaderTable     = "skiplock_leader"
+	// JobHoldTable lists bucketed's held claims: the jobs each one locked
+	// (see [JobHoldTableDef]).
+	JobHoldTable   = "job_hold"
+	WorkLogTable   = "work_log"
+	MigrationTable = "skiplock_migration"
+	SettingTable   = "skiplock_setting"
+	LockTable      = "skiplock_lock"
+	LeaderTable    = "skiplock_leader"
 	// QueueStateTable holds per-queue operator state: paused or not.
 	QueueStateTable = "skiplock_queue"
 	// PeriodicTable holds each periodic job's schedule and last enqueued
@@ -253,6 +256,28 @@ func JobAttemptTableDef() *Table {
 			{Name: "retry_at", Type: TypeTimestamp, NotNull: true},
 		},
 		PrimaryKey: []string{"job_id"},
+	}
+}
+
+// JobHoldTableDef describes the bucketed layout's record of held claims
+// (bucketed.WorkerConfig.HeldClaims): one row per claim transaction that
+// holds its jobs' row locks while their handlers run, naming those jobs
+// (ids, a JSON array of their ids), committed on its own before the
+// handlers start and deleted in the claim transaction's commit. A row that
+// outlives its transaction (the worker died, or its commit failed) is an
+// attempt of each job it names: the maintenance rescuer adds it, and
+// claims do not take a job a row names until then. The key is a random
+// token, spread over the key space.
+func JobHoldTableDef() *Table {
+	return &Table{
+		Name: JobHoldTable,
+		Columns: []Column{
+			{Name: "token", Type: TypeBigInt, NotNull: true},
+			{Name: "queue", Type: TypeText, NotNull: true},
+			{Name: "ids", Type: TypeJSON, NotNull: true},
+			{Name: "created_at", Type: TypeTimestamp, NotNull: true, Default: DefaultNow},
+		},
+		PrimaryKey: []string{"token"},
 	}
 }
 

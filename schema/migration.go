@@ -53,6 +53,7 @@ func ModelStatements(d *skiplock.Dialect, layout Layout, o *Options) ([]string, 
 		stmts = []string{createStatusType(d, opts.Schema)}
 		stmts = append(stmts, JobsTableDef(opts.Buckets).Create(d, opts.Schema)...)
 		stmts = append(stmts, upsertSetting(opts.Schema, SettingBuckets, strconv.Itoa(opts.Buckets)))
+		stmts = append(stmts, JobHoldTableDef().Create(d, opts.Schema)...)
 	case LayoutFanout:
 		if d.UUIDExtension != "" {
 			stmts = append(stmts, "CREATE EXTENSION IF NOT EXISTS "+skiplock.QuoteIdent(d.UUIDExtension))

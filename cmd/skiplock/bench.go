@@ -67,6 +67,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&cfg.Progress, "progress", 5*time.Second, "interval between progress lines (0 turns them off)")
 	fs.DurationVar(&cfg.RTT, "rtt", 0, "emulated network round trip: every connection goes through a loopback proxy adding half of it each way (e.g. 2ms; 0: none)")
 	fs.BoolVar(&cfg.DeleteCompleted, "delete-completed", false, "bucketed: delete jobs as they complete instead of keeping them as Success (client.Config.DeleteCompleted)")
+	fs.BoolVar(&cfg.HeldClaims, "held-claims", false, "bucketed, on the client: hold each claim's transaction open while its jobs run, one write per job (client.QueueConfig.HeldClaims; PostgreSQL, short jobs)")
 	fs.BoolVar(&cfg.Baseline, "baseline", false, "also run the article's script through pgbench with the same workers and duration")
 	fs.BoolVar(&cfg.SeparateBegin, "separate-begin", false, "send each transaction's BEGIN as its own round trip, as pgbench's scripts do (default: BEGIN rides with the first statement)")
 	fs.IntVar(&cfg.Samples, "samples", 0, "pickup: jobs to time, one at a time (default 50)")

@@ -132,3 +132,11 @@ ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "kind" TEXT NOT NULL DEFA
 ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "metadata" JSONB NOT NULL DEFAULT '{}';
 
 ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "errors" JSONB NOT NULL DEFAULT '[]';
+
+CREATE TABLE IF NOT EXISTS "skiplock"."job_hold" (
+  "token" BIGINT NOT NULL,
+  "queue" TEXT NOT NULL,
+  "ids" JSONB NOT NULL,
+  "created_at" timestamptz NOT NULL DEFAULT now(),
+  PRIMARY KEY ("token")
+);

@@ -1,0 +1,275 @@
+package bucketed
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/retry"
+)
+
+// heldClaim is a claim held open (WorkerConfig.HeldClaims): its
+// transaction holds the row locks of its jobs, which stay Queued, unwritten,
+// while their handlers run; its commit writes each job's result once and
+// deletes its hold row. The hold row, committed before the handlers start,
+// is what outlives a worker that dies: the rescuer counts it as an attempt
+// of each job it names (docs/design.md, "Held claims").
+type heldClaim struct {
+	tx       skiplock.Tx
+	token    int64
+	queue    string
+	owner    string
+	deadline time.Time       // the handlers' deadline; jobs not started by then are not run
+	jobs     []*skiplock.Job // recorded in the hold row: the jobs to run
+	release  func()          // frees the claim's slot (Queue.heldSlots)
+}
+
+// heldResults are the results of a held claim's jobs, sorted by what
+// becomes of them.
+type heldResults struct {
+	done     []*skiplock.Job
+	fails    []Failure
+	backoffs []time.Duration
+	snoozes  map[time.Duration][]*skiplock.Job
+}
+
+// maxHeldClaimTries bounds the attempts at a held claim that fails with a
+// retryable error (a deadlock with another claim, a lost connection); the
+// producer backs off after that as after any failed claim.
+const maxHeldClaimTries = 3
+
+// claimHeld claims up to n jobs of queue for owner and holds them: the
+// jobs are locked in a transaction left open, recorded in a hold row
+// committed on its own, and returned with the claim. Their handlers must
+// finish by the claim's deadline, budget from now. No jobs (nil, nil) when
+// none is claimable.
+func (q *Queue) claimHeld(ctx context.Context, queue string, n int, owner string, budget time.Duration) (*heldClaim, error) {
+	p, err := q.claimSetup(ctx, queue, n, owner)
+	if err != nil {
+		return nil, err
+	}
+	p.LeaseSeconds = budget.Seconds()
+	select {
+	case q.heldSlots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	release := func() { <-q.heldSlots }
+	for try := 1; ; try++ {
+		h, err := q.claimHeldOnce(ctx, queue, p, budget)
+		if h != nil {
+			h.release = release
+			return h, nil
+		}
+		if err == nil || try >= maxHeldClaimTries || retry.Classify(err) != retry.Retryable || ctx.Err() != nil {
+			release()
+			if err != nil {
+				return nil, fmt.Errorf("bucketed: held claim from %q: %w", queue, err)
+			}
+			return nil, nil
+		}
+	}
+}
+
+func (q *Queue) claimHeldOnce(ctx context.Context, queue string, p claimParams, budget time.Duration) (*heldClaim, error) {
+	began := time.Now()
+	tx, err := q.db.Begin(ctx, skiplock.TxOptions{Isolation: q.genericRetry.Isolation, GenericPlans: q.genericRetry.GenericPlans})
+	if err != nil {
+		return nil, err
+	}
+	rollback := func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		tx.Rollback(rctx) //nolint:errcheck // a failed rollback closes the connection, which ends the transaction too
+	}
+	claimed, err := claimRows(ctx, tx, q.sql.claimHeld, p.args())
+	if err != nil || len(claimed) == 0 {
+		rollback()
+		return nil, err
+	}
+	q.hints.update(queue, claimed)
+	ids := make([]int64, len(claimed))
+	for i, c := range claimed {
+		ids[i] = c.id
+	}
+	var recorded string
+	if err := q.db.QueryRow(ctx, q.sql.holdOpen, p.Token, queue, ids).Scan(&recorded); err != nil {
+		rollback()
+		// The hold row may have committed before the error reached us: a
+		// row no handler ran under must not count as an attempt.
+		q.dropHold(ctx, p.Token)
+		return nil, fmt.Errorf("record the claim: %w", err)
+	}
+	var run []int64
+	if err := json.Unmarshal([]byte(recorded), &run); err != nil {
+		rollback()
+		q.dropHold(ctx, p.Token)
+		return nil, fmt.Errorf("read the claim's record: %w", err)
+	}
+	keep := make(map[int64]bool, len(run))
+	for _, id := range run {
+		keep[id] = true
+	}
+	h := &heldClaim{tx: tx, token: p.Token, queue: queue, owner: p.Owner, deadline: began.Add(budget)}
+	slices.SortFunc(claimed, func(a, b claimedJob) int {
+		return compareKey(int32(a.job.Priority), a.job.RunAt, a.id, int32(b.job.Priority), b.job.RunAt, b.id)
+	})
+	for _, c := range claimed {
+		// A job another hold row names stays locked, unrun, until the
+		// commit; the rescuer counts the dead holder's attempt first.
+		if keep[c.id] {
+			h.jobs = append(h.jobs, c.job)
+		}
+	}
+	return h, nil
+}
+
+// dropHold deletes a hold row whose claim ran no handler, so that it counts
+// no attempt; if that fails too, the rescuer counts one.
+func (q *Queue) dropHold(ctx context.Context, token int64) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	q.db.Exec(dctx, q.sql.holdClose, token) //nolint:errcheck // best effort, see above
+}
+
+// finishHeld writes a held claim's results in its transaction and commits:
+// Success (or deletion, with Config.DeleteCompleted) for done, a failed
+// attempt for each failure (Failed once it was the last), snoozes, then the
+// hold row's deletion. Jobs in none of them (released: not started, or
+// interrupted by a hard stop) are left as they were, Queued with their
+// attempt not counted. also runs in the transaction with the completed
+// jobs (WorkerConfig.OnComplete). It returns the jobs whose result was not
+// written: all of them when the transaction failed (its hold row then
+// stays, so the rescuer counts the attempt and the jobs run again). An
+// ambiguous commit is settled by the hold row: gone means committed.
+func (q *Queue) finishHeld(ctx context.Context, h *heldClaim, r heldResults, also func(ctx context.Context, tx skiplock.Tx, done []*skiplock.Job) error) (lost []*skiplock.Job, err error) {
+	defer h.release()
+	written := map[int64]bool{}
+	all := slices.Clone(r.done)
+	err = func() error {
+		if len(r.done) > 0 {
+			ids, err := sortedIDs(r.done)
+			if err != nil {
+				return err
+			}
+			stmt, args := q.sql.heldComplete, []any{ids, h.owner, h.token}
+			if q.cfg.DeleteCompleted {
+				stmt, args = q.sql.heldCompleteDelete, []any{ids}
+			}
+			got, err := queryIDs(ctx, h.tx, stmt, args...)
+			if err != nil {
+				return fmt.Errorf("completion: %w", err)
+			}
+			for _, id := range got {
+				written[id] = true
+			}
+			if also != nil {
+				if err := also(ctx, h.tx, keptJobs(r.done, written)); err != nil {
+					return fmt.Errorf("completion: OnComplete: %w", err)
+				}
+			}
+		}
+		if len(r.fails) > 0 {
+			ids, errs, delays := make([]int64, len(r.fails)), make([]string, len(r.fails)), make([]float64, len(r.fails))
+			for i, f := range r.fails {
+				id, err := JobID(f.Job)
+				if err != nil {
+					return err
+				}
+				ids[i], errs[i], delays[i] = id, failureText(f.Err), r.backoffs[i].Seconds()
+				all = append(all, f.Job)
+			}
+			got, err := queryIDs(ctx, h.tx, q.sql.heldFail, ids, h.owner, errs, delays)
+			if err != nil {
+				return fmt.Errorf("failure: %w", err)
+			}
+			for _, id := range got {
+				written[id] = true
+			}
+		}
+		for d, jobs := range r.snoozes {
+			ids, err := sortedIDs(jobs)
+			if err != nil {
+				return err
+			}
+			got, err := queryIDs(ctx, h.tx, q.sql.heldSnooze, ids, d.Seconds())
+			if err != nil {
+				return fmt.Errorf("snooze: %w", err)
+			}
+			for _, id := range got {
+				written[id] = true
+			}
+			all = append(all, jobs...)
+		}
+		if _, err := h.tx.Exec(ctx, q.sql.holdClose, h.token); err != nil {
+			return fmt.Errorf("close the claim's record: %w", err)
+		}
+		return nil
+	}()
+	if err != nil {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		h.tx.Rollback(rctx) //nolint:errcheck // the statement's error is the one to report
+		return all, fmt.Errorf("bucketed: held claim of %d jobs from %q: %w", len(h.jobs), h.queue, err)
+	}
+	if cerr := h.tx.Commit(ctx); cerr != nil {
+		// Settled by the hold row, which the commit deletes.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		var left int64
+		if qerr := q.db.QueryRow(cctx, q.sql.holdExists, h.token).Scan(&left); qerr != nil || left > 0 {
+			return all, fmt.Errorf("bucketed: held claim of %d jobs from %q: commit: %w", len(h.jobs), h.queue, cerr)
+		}
+	}
+	return lostJobs(all, keys(written)), nil
+}
+
+// failureText is what a failed attempt records of its error.
+func failureText(err error) string {
+	if err == nil {
+		return "failed"
+	}
+	return err.Error()
+}
+
+// sortedIDs returns the jobs' ids in ascending order (rows are locked in
+// that order, as leaseArgs does).
+func sortedIDs(jobs []*skiplock.Job) ([]int64, error) {
+	ids := make([]int64, len(jobs))
+	for i, j := range jobs {
+		id, err := JobID(j)
+		if err != nil {
+			return nil, err
+		}
+		ids[i] = id
+	}
+	slices.Sort(ids)
+	return ids, nil
+}
+
+// keptJobs returns the jobs whose id is in written.
+func keptJobs(jobs []*skiplock.Job, written map[int64]bool) []*skiplock.Job {
+	var out []*skiplock.Job
+	for _, j := range jobs {
+		if id, err := JobID(j); err == nil && written[id] {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+func keys(m map[int64]bool) []int64 {
+	out := make([]int64, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
+
+// errHeldUnsupported explains why a Worker refuses HeldClaims.
+func errHeldUnsupported(d *skiplock.Dialect) error {
+	return skiplock.Usagef("bucketed worker: held claims (WorkerConfig.HeldClaims) need PostgreSQL; %s keeps the lease claim: turn HeldClaims off", d.Engine)
+}

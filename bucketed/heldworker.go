@@ -1,0 +1,221 @@
+package bucketed
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/workloop"
+)
+
+// A Worker with HeldClaims claims through Queue.claimHeld: each claim's
+// jobs are handed to the goroutines as leased ones are, but their results
+// go back to their claim (heldRun), not to the completers, and the claim's
+// transaction writes them all and commits once the last is in. No
+// heartbeat: the transaction's row locks hold the jobs, and the claim's
+// deadline bounds the handlers.
+
+// heldRun is a held claim being worked: the results that have arrived
+// and how many are still out.
+type heldRun struct {
+	claim   *heldClaim
+	mu      sync.Mutex
+	results []result
+	pending int
+}
+
+// heldBudget is how long a held claim's handlers may run: the visibility
+// timeout less the lease margin, so that the claim commits before the
+// server ends a transaction idle that long (OpenConfig's
+// idle_in_transaction_session_timeout, set to the visibility timeout).
+func (w *Worker) heldBudget() time.Duration {
+	return w.q.cfg.VisibilityTimeout - w.leaseMargin()
+}
+
+// claimJobs claims up to n jobs for the producer: leased, or held.
+func (w *Worker) claimJobs(ctx context.Context, n int) ([]*skiplock.Job, error) {
+	if !w.cfg.HeldClaims {
+		return w.q.DequeueAs(ctx, w.cfg.Queue, n, w.cfg.Owner)
+	}
+	h, err := w.q.claimHeld(ctx, w.cfg.Queue, n, w.cfg.Owner, w.heldBudget())
+	if err != nil || h == nil {
+		return nil, err
+	}
+	if len(h.jobs) == 0 {
+		// Every job it locked is a dead holder's, not yet counted: commit
+		// the empty claim at once.
+		w.finishRun(&heldRun{claim: h})
+		return nil, nil
+	}
+	run := &heldRun{claim: h, pending: len(h.jobs)}
+	w.mu.Lock()
+	for _, j := range h.jobs {
+		w.held[j] = run
+	}
+	w.mu.Unlock()
+	w.heldWG.Add(1)
+	return h.jobs, nil
+}
+
+// heldOf is the held claim job belongs to, or nil for a leased job.
+func (w *Worker) heldOf(j *skiplock.Job) *heldRun {
+	if !w.cfg.HeldClaims {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.held[j]
+}
+
+// stepHeld works a held job (as step does a leased one) and gives its
+// result to its claim. A job whose claim's deadline passed before it
+// started is not run: it stays Queued, its attempt not counted.
+func (w *Worker) stepHeld(ctx context.Context, h handed, run *heldRun, asked time.Time) {
+	j := h.job
+	select {
+	case <-w.stopping:
+		w.heldResult(run, result{job: j, what: outRelease})
+		return
+	default:
+	}
+	deadline := run.claim.deadline
+	if !time.Now().Before(deadline) {
+		w.heldResult(run, result{job: j, what: outRelease})
+		return
+	}
+	jctx, cancel := context.WithDeadline(ctx, deadline)
+	err := workloop.Call(func() error { return w.cfg.Handler(jctx, j) })
+	overran := errors.Is(jctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+	cancel()
+	claimed := h.claimed
+	if claimed.Before(asked) {
+		claimed = asked
+	}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		w.heldResult(run, result{job: j, what: outRelease}) // a hard stop: not the job's fault
+	case err != nil && overran:
+		w.heldResult(run, result{job: j, what: outFail, err: errHeldOverran{err}})
+	case err != nil:
+		if _, ok := skiplock.AsSnooze(err); ok {
+			w.heldResult(run, result{job: j, what: outSnooze, err: err})
+			break
+		}
+		w.heldResult(run, result{job: j, what: outFail, err: err})
+	default:
+		w.heldResult(run, result{job: j, what: outComplete, asked: asked, claimed: claimed})
+	}
+}
+
+// errHeldOverran is a handler's error after its held claim's deadline
+// cancelled it.
+type errHeldOverran struct{ err error }
+
+func (e errHeldOverran) Error() string {
+	return "the held claim's deadline passed while the job ran (held claims are for short jobs: turn WorkerConfig.HeldClaims off for long ones): " + e.err.Error()
+}
+
+func (e errHeldOverran) Unwrap() error { return e.err }
+
+// heldResult records a held job's result; the last one finishes the claim.
+func (w *Worker) heldResult(run *heldRun, r result) {
+	run.mu.Lock()
+	run.results = append(run.results, r)
+	run.pending--
+	last := run.pending == 0
+	run.mu.Unlock()
+	if last {
+		go func() {
+			defer w.heldWG.Done()
+			w.finishRun(run)
+		}()
+	}
+}
+
+// finishRun writes a held claim's results and commits it, then counts and
+// reports them as flush does for leased jobs.
+func (w *Worker) finishRun(run *heldRun) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res := heldResults{snoozes: map[time.Duration][]*skiplock.Job{}}
+	var doneRes []result
+	var rel []*skiplock.Job
+	for _, r := range run.results {
+		switch r.what {
+		case outComplete:
+			res.done = append(res.done, r.job)
+			doneRes = append(doneRes, r)
+		case outFail:
+			f := Failure{Job: r.job, Err: r.err}
+			res.fails = append(res.fails, f)
+			res.backoffs = append(res.backoffs, w.q.retryIn(f))
+		case outSnooze:
+			d, _ := skiplock.AsSnooze(r.err)
+			res.snoozes[d] = append(res.snoozes[d], r.job)
+		default:
+			rel = append(rel, r.job)
+		}
+	}
+	lost, err := w.q.finishHeld(ctx, run.claim, res, w.cfg.OnComplete)
+	if err != nil {
+		w.cfg.Logf("bucketed worker: %v (the rescuer counts the attempt; the jobs run again)", err)
+	}
+	w.mu.Lock()
+	for _, r := range run.results {
+		delete(w.held, r.job)
+	}
+	w.mu.Unlock()
+	gone := make(map[*skiplock.Job]bool, len(lost))
+	for _, j := range lost {
+		gone[j] = true
+	}
+	w.lost.Add(int64(len(lost)))
+	count := func(jobs []*skiplock.Job) (n int64) {
+		for _, j := range jobs {
+			if !gone[j] {
+				n++
+			}
+		}
+		return n
+	}
+	w.completed.Add(count(res.done))
+	w.report(res.done, lost, OutcomeCompleted)
+	if w.cfg.AfterComplete != nil {
+		for _, r := range doneRes {
+			if !gone[r.job] {
+				w.cfg.AfterComplete(r.job, r.asked, r.claimed)
+			}
+		}
+	}
+	if len(res.fails) > 0 {
+		fj := make([]*skiplock.Job, len(res.fails))
+		for i, f := range res.fails {
+			fj[i] = f.Job
+		}
+		w.failed.Add(count(fj))
+		w.report(fj, lost, OutcomeFailed)
+		if err == nil {
+			w.logFailures(res.fails, res.backoffs, lost)
+			soonest := time.Duration(-1)
+			for i, f := range res.fails {
+				if f.Job.Attempts < f.Job.MaxAttempts && (soonest < 0 || res.backoffs[i] < soonest) {
+					soonest = res.backoffs[i]
+				}
+			}
+			if soonest >= 0 {
+				w.wakeIn(soonest)
+			}
+		}
+	}
+	for d, jobs := range res.snoozes {
+		w.snoozed.Add(count(jobs))
+		w.report(jobs, lost, OutcomeSnoozed)
+		if err == nil {
+			w.wakeIn(d)
+		}
+	}
+	w.released.Add(int64(len(rel)))
+	w.report(rel, nil, OutcomeReleased)
+}

@@ -40,7 +40,7 @@ func TestHelperCrashingWorker(t *testing.T) {
 	}
 	starts := skiplock.QuoteIdent(s) + `."starts"`
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
-		Workers: 1, Prefetch: -1, Heartbeat: 300 * time.Millisecond, IdleMin: 5 * time.Millisecond, IdleMax: 50 * time.Millisecond,
+		Workers: 1, Prefetch: -1, HeldClaims: os.Getenv("CRASH_HELPER_HELD") != "", Heartbeat: 300 * time.Millisecond, IdleMin: 5 * time.Millisecond, IdleMax: 50 * time.Millisecond,
 		Maintenance: &maintenance.Config{LeaseTTL: time.Second, RescueInterval: 100 * time.Millisecond},
 		Handler: func(ctx context.Context, job *skiplock.Job) error {
 			if _, err := db.Exec(ctx, `INSERT INTO `+starts+` VALUES ($1)`, job.ID); err != nil {
@@ -65,9 +65,20 @@ func TestHelperCrashingWorker(t *testing.T) {
 // process on every attempt, among ordinary jobs, with worker processes
 // restarted as they die. Each poison job's handler starts exactly
 // max_attempts times, after which the rescuer makes it Failed with an
-// error that says its lease expired; every ordinary job succeeds.
+// error that says its lease expired; every ordinary job succeeds. The
+// same with held claims (WorkerConfig.HeldClaims), where the rescuer counts
+// each dead claim's attempt from its hold row and the error says so.
 func TestJobThatKillsItsWorkerEndsFailed(t *testing.T) {
 	t.Parallel()
+	for _, held := range []bool{false, true} {
+		t.Run(map[bool]string{false: "lease", true: "held"}[held], func(t *testing.T) {
+			t.Parallel()
+			testJobThatKillsItsWorker(t, held)
+		})
+	}
+}
+
+func testJobThatKillsItsWorker(t *testing.T, held bool) {
 	db, s := testdb.Migrated(t, nil, schema.LayoutBucketed)
 	ctx := ctxT(t)
 	q := queueOn(t, db, s, nil)
@@ -87,6 +98,9 @@ func TestJobThatKillsItsWorkerEndsFailed(t *testing.T) {
 	start := func() {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperCrashingWorker$", "-test.count=1")
 		cmd.Env = append(os.Environ(), "SKIPLOCK_TEST_DSN="+testdb.DSN(t), "CRASH_HELPER_SCHEMA="+s)
+		if held {
+			cmd.Env = append(cmd.Env, "CRASH_HELPER_HELD=1")
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -126,6 +140,10 @@ WHERE j."payload" = '"poison"' GROUP BY j."id", j."status", j."attempts", j."las
 		t.Fatal(err)
 	}
 	defer rows.Close()
+	reason := "lease expired"
+	if held {
+		reason = "held claim ended without a result"
+	}
 	poison := 0
 	for rows.Next() {
 		var status, lastError string
@@ -134,9 +152,9 @@ WHERE j."payload" = '"poison"' GROUP BY j."id", j."status", j."attempts", j."las
 			t.Fatal(err)
 		}
 		poison++
-		if status != "Failed" || attempts != maxAttempts || starts != maxAttempts || !strings.Contains(lastError, "lease expired") {
-			t.Errorf("poison job: %s after %d attempts and %d handler starts (%q); want Failed after exactly %d, its lease expired",
-				status, attempts, starts, lastError, maxAttempts)
+		if status != "Failed" || attempts != maxAttempts || starts != maxAttempts || !strings.Contains(lastError, reason) {
+			t.Errorf("poison job: %s after %d attempts and %d handler starts (%q); want Failed after exactly %d: %s",
+				status, attempts, starts, lastError, maxAttempts, reason)
 		}
 	}
 	if poison != 3 {

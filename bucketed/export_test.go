@@ -72,3 +72,14 @@ func (q *Queue) BacklogSQL() string { return q.sql.backlog }
 
 // AllBuckets: see PendingSQL.
 func (q *Queue) AllBuckets() []int16 { return q.allBuckets() }
+
+// ClaimHeld takes a held claim of up to n jobs of queue and returns its
+// jobs and a function that ends it writing no result (each job stays
+// Queued, its attempt not counted).
+func (q *Queue) ClaimHeld(ctx context.Context, queue string, n int) ([]*skiplock.Job, func() error, error) {
+	h, err := q.claimHeld(ctx, queue, n, "test", time.Minute)
+	if err != nil || h == nil {
+		return nil, func() error { return nil }, err
+	}
+	return h.jobs, func() error { _, err := q.finishHeld(ctx, h, heldResults{}, nil); return err }, nil
+}

@@ -2,6 +2,7 @@ package bucketed
 
 import (
 	_ "embed"
+	"slices"
 	"time"
 
 	"github.com/skiplock/skiplock"
@@ -160,6 +161,12 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		panic(err)
 	}
 	s.insertNotify = sqltext.WithNotify(s.insert, len(insertParams{}.args()))
+	if !d.HeldClaims {
+		// Not sent there (NewWorker refuses HeldClaims): the claim's
+		// per-bucket LATERAL is PostgreSQL's shape.
+		s.claimHeld, s.holdOpen, s.holdClose, s.holdExists = "", "", "", ""
+		s.heldComplete, s.heldCompleteDelete, s.heldFail, s.heldSnooze = "", "", "", ""
+	}
 	switch {
 	case d.KeyJoinDML:
 		s.claim, s.heads, s.deleteFinished = claimKeyJoin, headsKeyJoin, deleteFinishedKeyJoin
@@ -169,12 +176,12 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 	return s
 }
 
-// all lists every statement, for tests that check them.
+// all lists every statement the engine is sent, for tests that check them.
 func (s *statements) all() []string {
-	return []string{s.insert, s.uniqueLookup, s.claim, s.heads, s.complete, s.fail, s.cancel, s.release, s.snooze, s.extend, s.extendIDs,
+	return slices.DeleteFunc([]string{s.insert, s.uniqueLookup, s.claim, s.heads, s.complete, s.fail, s.cancel, s.release, s.snooze, s.extend, s.extendIDs,
 		s.completedWith, s.deleteFinished, s.stats, s.pending, s.backlog, s.lookup, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID, s.reserveIDs, s.notify,
 		s.completeDelete, s.completedWithDelete, s.claimHeld, s.holdOpen, s.holdClose, s.holdExists,
-		s.heldComplete, s.heldCompleteDelete, s.heldFail, s.heldSnooze}
+		s.heldComplete, s.heldCompleteDelete, s.heldFail, s.heldSnooze}, func(sql string) bool { return sql == "" })
 }
 
 // claimParams are the claim's parameters.

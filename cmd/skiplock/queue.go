@@ -60,8 +60,11 @@ type workOptions struct {
 	Mode              string
 	VisibilityTimeout time.Duration
 	DeleteCompleted   bool
-	Record            bool
-	Batch             int
+	// HeldClaims holds each bucketed claim's transaction open while its
+	// jobs run (client.QueueConfig.HeldClaims).
+	HeldClaims bool
+	Record     bool
+	Batch      int
 	// RescueInterval, when positive, is how often this process's
 	// maintenance leader (when it leads) puts expired leases back.
 	RescueInterval time.Duration
@@ -290,6 +293,7 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&o.Mode, "mode", "", "lease (bucketed) or tx (fanout); default by layout")
 	fs.DurationVar(&o.VisibilityTimeout, "visibility-timeout", 30*time.Second, "lease length (bucketed)")
 	fs.BoolVar(&o.DeleteCompleted, "delete-completed", false, "delete bucketed jobs as they complete instead of keeping them as Success until retention (one write per job less; no history of completed jobs)")
+	fs.BoolVar(&o.HeldClaims, "held-claims", false, "bucketed, on the client: hold each claim's transaction open while its jobs run, one write per job instead of two (PostgreSQL; for short jobs: each must finish within --visibility-timeout less a fifth)")
 	fs.BoolVar(&o.Record, "record", false, "insert one row per handled job into <schema>.work_log")
 	fs.IntVar(&o.Batch, "batch", 0, "jobs claimed per dequeue (default by layout; not with --queues or --kinds, whose client claims for its free workers plus a prefetch)")
 	fs.DurationVar(&o.RescueInterval, "rescue-interval", 0, "how often the schema's maintenance leader, when this process leads, puts jobs whose lease expired back to run (default 5s)")
@@ -340,6 +344,9 @@ func runWork(ctx context.Context, e *env, args []string) error {
 		// One client.Client works every queue (work_client.go); --batch
 		// asks for the layout's own worker, which claims in batches.
 		return runClientWork(ctx, e, fs, l, o)
+	}
+	if o.HeldClaims {
+		return skiplock.Usagef("--held-claims with --batch: held claims run on the client, which claims for its free workers plus a prefetch: leave --batch out")
 	}
 	if o.MetricsAddr != "" {
 		return skiplock.Usagef("--metrics-addr with --batch: metrics come from the client, which claims for its free workers plus a prefetch: leave --batch out")

@@ -257,7 +257,7 @@ func clientConfig(e *env, o workOptions, specs []queueSpec) (*client.Config, err
 		cfg.OnComplete = rec.recordBucketed
 	}
 	for _, q := range specs {
-		cfg.Queues[q.Name] = client.QueueConfig{Layout: q.Layout, MaxWorkers: q.Workers}
+		cfg.Queues[q.Name] = client.QueueConfig{Layout: q.Layout, MaxWorkers: q.Workers, HeldClaims: o.HeldClaims && q.Layout != schema.LayoutFanout}
 	}
 	return cfg, nil
 }

@@ -446,14 +446,15 @@ LIMIT $2;
 -- name: hold_open
 -- Records a held claim before its handlers run, in a transaction of its
 -- own: token $1, queue $2, and the jobs of $3 that no other hold row
--- names. It returns the ids recorded, which are the jobs to run: a job
+-- names. It returns the ids recorded, which are the jobs to run, or NULL
+-- when it recorded them all (the common case: nothing to parse): a job
 -- another row names (its holder died between this claim's start and its
 -- lock) stays locked and unrun until the claim commits, and the rescuer
 -- counts its attempt.
 INSERT INTO /* TEMPLATE: hold */ ("token", "queue", "ids")
 SELECT $1, $2, COALESCE(jsonb_agg(c.id ORDER BY c.id), '[]'::JSONB) FROM unnest($3::INT8[]) AS c (id)
 WHERE c.id NOT IN (SELECT (n.e)::INT8 FROM /* TEMPLATE: hold */ AS k, jsonb_array_elements_text(k."ids") AS n (e))
-RETURNING "ids"::TEXT;
+RETURNING CASE WHEN jsonb_array_length("ids") < cardinality($3::INT8[]) THEN "ids"::TEXT END;
 
 -- name: hold_close
 -- Ends a held claim in its transaction: its record goes with the commit
@@ -467,20 +468,19 @@ SELECT count(*) FROM /* TEMPLATE: hold */ WHERE "token" = $1;
 
 -- name: held_complete
 -- Success for held jobs ($1, ids), in the held claim's transaction, which
--- holds their row locks: their one write. The attempt is counted here, the
+-- holds their row locks: their one write. The held writes return nothing:
+-- the caller checks that each took every job it names. The attempt is counted here, the
 -- owner and the hold's token ($2, $3) recorded as a lease claim records
 -- them.
 UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Success', "attempts" = j."attempts" + 1, "finished_at" = now(),
   "lease_owner" = $2, "lease_token" = $3, "last_updated" = now()
-WHERE j."id" = ANY($1::INT8[]) AND j."status"::TEXT = 'Queued'
-RETURNING j."id";
+WHERE j."id" = ANY($1::INT8[]) AND j."status"::TEXT = 'Queued';
 
 -- name: held_complete_delete
 -- held_complete where Config.DeleteCompleted is set: the jobs are deleted
 -- (no new row version, no index entry).
 DELETE FROM /* TEMPLATE: table */ AS j
-WHERE j."id" = ANY($1::INT8[]) AND j."status"::TEXT = 'Queued'
-RETURNING j."id";
+WHERE j."id" = ANY($1::INT8[]) AND j."status"::TEXT = 'Queued';
 
 -- name: held_fail
 -- A failed attempt of held jobs, in the held claim's transaction: the
@@ -494,13 +494,11 @@ UPDATE /* TEMPLATE: table */ AS j SET "attempts" = j."attempts" + 1,
   "last_error" = c.err, "errors" = /* TEMPLATE: push_error_held */ c.err)),
   "lease_owner" = $2, "last_updated" = now()
 FROM unnest($1::INT8[], $3::TEXT[], $4::FLOAT8[]) AS c (id, err, delay)
-WHERE j."id" = c.id AND j."status"::TEXT = 'Queued'
-RETURNING j."id";
+WHERE j."id" = c.id AND j."status"::TEXT = 'Queued';
 
 -- name: held_snooze
 -- Snoozed held jobs ($1) run again after $2 seconds; the attempt is not
 -- counted, the snooze is (as snooze does for leased jobs).
 UPDATE /* TEMPLATE: table */ AS j SET "run_at" = now() + $2::FLOAT8 * INTERVAL '1 second', "last_updated" = now(),
   "metadata" = jsonb_set(j."metadata", ARRAY['snoozes'], to_jsonb(COALESCE((j."metadata"->>'snoozes')::INT8, 0) + 1))
-WHERE j."id" = ANY($1::INT8[]) AND j."status"::TEXT = 'Queued'
-RETURNING j."id";
+WHERE j."id" = ANY($1::INT8[]) AND j."status"::TEXT = 'Queued';

@@ -95,7 +95,7 @@ func (q *Queue) claimHeldOnce(ctx context.Context, queue string, p claimParams, 
 	for i, c := range claimed {
 		ids[i] = c.id
 	}
-	var recorded string
+	var recorded *string // nil: every id recorded
 	if err := q.db.QueryRow(ctx, q.sql.holdOpen, p.Token, queue, ids).Scan(&recorded); err != nil {
 		rollback()
 		// The hold row may have committed before the error reached us: a
@@ -103,11 +103,14 @@ func (q *Queue) claimHeldOnce(ctx context.Context, queue string, p claimParams, 
 		q.dropHold(ctx, p.Token)
 		return nil, fmt.Errorf("record the claim: %w", err)
 	}
-	var run []int64
-	if err := json.Unmarshal([]byte(recorded), &run); err != nil {
-		rollback()
-		q.dropHold(ctx, p.Token)
-		return nil, fmt.Errorf("read the claim's record: %w", err)
+	run := ids
+	if recorded != nil {
+		run = nil
+		if err := json.Unmarshal([]byte(*recorded), &run); err != nil {
+			rollback()
+			q.dropHold(ctx, p.Token)
+			return nil, fmt.Errorf("read the claim's record: %w", err)
+		}
 	}
 	keep := make(map[int64]bool, len(run))
 	for _, id := range run {
@@ -141,14 +144,27 @@ func (q *Queue) dropHold(ctx context.Context, token int64) {
 // hold row's deletion. Jobs in none of them (released: not started, or
 // interrupted by a hard stop) are left as they were, Queued with their
 // attempt not counted. also runs in the transaction with the completed
-// jobs (WorkerConfig.OnComplete). It returns the jobs whose result was not
-// written: all of them when the transaction failed (its hold row then
-// stays, so the rescuer counts the attempt and the jobs run again). An
-// ambiguous commit is settled by the hold row: gone means committed.
+// jobs (WorkerConfig.OnComplete). The results commit together or not at
+// all: when the transaction fails it returns every job that had a result
+// to write (its hold row then stays, so the rescuer counts the attempt and
+// the jobs run again). An ambiguous commit is settled by the hold row:
+// gone means committed.
 func (q *Queue) finishHeld(ctx context.Context, h *heldClaim, r heldResults, also func(ctx context.Context, tx skiplock.Tx, done []*skiplock.Job) error) (lost []*skiplock.Job, err error) {
 	defer h.release()
-	written := map[int64]bool{}
 	all := slices.Clone(r.done)
+	// Each write must take every job it names: the claim holds their
+	// locks, so nothing else can have changed them. Counting rows, not
+	// returning ids, saves the client a row per job.
+	write := func(what string, want int, sql string, args ...any) error {
+		n, err := execCount(ctx, h.tx, sql, args...)
+		if err == nil && n != want {
+			err = fmt.Errorf("wrote %d of the %d jobs this claim holds", n, want)
+		}
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		return nil
+	}
 	err = func() error {
 		if len(r.done) > 0 {
 			ids, err := sortedIDs(r.done)
@@ -159,15 +175,11 @@ func (q *Queue) finishHeld(ctx context.Context, h *heldClaim, r heldResults, als
 			if q.cfg.DeleteCompleted {
 				stmt, args = q.sql.heldCompleteDelete, []any{ids}
 			}
-			got, err := queryIDs(ctx, h.tx, stmt, args...)
-			if err != nil {
-				return fmt.Errorf("completion: %w", err)
-			}
-			for _, id := range got {
-				written[id] = true
+			if err := write("completion", len(ids), stmt, args...); err != nil {
+				return err
 			}
 			if also != nil {
-				if err := also(ctx, h.tx, keptJobs(r.done, written)); err != nil {
+				if err := also(ctx, h.tx, r.done); err != nil {
 					return fmt.Errorf("completion: OnComplete: %w", err)
 				}
 			}
@@ -182,12 +194,8 @@ func (q *Queue) finishHeld(ctx context.Context, h *heldClaim, r heldResults, als
 				ids[i], errs[i], delays[i] = id, failureText(f.Err), r.backoffs[i].Seconds()
 				all = append(all, f.Job)
 			}
-			got, err := queryIDs(ctx, h.tx, q.sql.heldFail, ids, h.owner, errs, delays)
-			if err != nil {
-				return fmt.Errorf("failure: %w", err)
-			}
-			for _, id := range got {
-				written[id] = true
+			if err := write("failure", len(ids), q.sql.heldFail, ids, h.owner, errs, delays); err != nil {
+				return err
 			}
 		}
 		for d, jobs := range r.snoozes {
@@ -195,12 +203,8 @@ func (q *Queue) finishHeld(ctx context.Context, h *heldClaim, r heldResults, als
 			if err != nil {
 				return err
 			}
-			got, err := queryIDs(ctx, h.tx, q.sql.heldSnooze, ids, d.Seconds())
-			if err != nil {
-				return fmt.Errorf("snooze: %w", err)
-			}
-			for _, id := range got {
-				written[id] = true
+			if err := write("snooze", len(ids), q.sql.heldSnooze, ids, d.Seconds()); err != nil {
+				return err
 			}
 			all = append(all, jobs...)
 		}
@@ -224,7 +228,7 @@ func (q *Queue) finishHeld(ctx context.Context, h *heldClaim, r heldResults, als
 			return all, fmt.Errorf("bucketed: held claim of %d jobs from %q: commit: %w", len(h.jobs), h.queue, cerr)
 		}
 	}
-	return lostJobs(all, keys(written)), nil
+	return nil, nil
 }
 
 // failureText is what a failed attempt records of its error.
@@ -248,25 +252,6 @@ func sortedIDs(jobs []*skiplock.Job) ([]int64, error) {
 	}
 	slices.Sort(ids)
 	return ids, nil
-}
-
-// keptJobs returns the jobs whose id is in written.
-func keptJobs(jobs []*skiplock.Job, written map[int64]bool) []*skiplock.Job {
-	var out []*skiplock.Job
-	for _, j := range jobs {
-		if id, err := JobID(j); err == nil && written[id] {
-			out = append(out, j)
-		}
-	}
-	return out
-}
-
-func keys(m map[int64]bool) []int64 {
-	out := make([]int64, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	return out
 }
 
 // errHeldUnsupported explains why a Worker refuses HeldClaims.

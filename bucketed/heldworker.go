@@ -21,6 +21,8 @@ import (
 // and how many are still out.
 type heldRun struct {
 	claim   *heldClaim
+	ctx     context.Context // the handlers': ends at the claim's deadline, or at a hard stop
+	cancel  context.CancelFunc
 	mu      sync.Mutex
 	results []result
 	pending int
@@ -49,7 +51,10 @@ func (w *Worker) claimJobs(ctx context.Context, n int) ([]*skiplock.Job, error) 
 		w.finishRun(&heldRun{claim: h})
 		return nil, nil
 	}
-	run := &heldRun{claim: h, pending: len(h.jobs)}
+	// One context for the claim's handlers, not one each: a deadline's
+	// timer per job cost an eighth of the client's CPU in a burn-down.
+	hctx, cancel := context.WithDeadline(ctx, h.deadline)
+	run := &heldRun{claim: h, ctx: hctx, cancel: cancel, pending: len(h.jobs)}
 	w.mu.Lock()
 	for _, j := range h.jobs {
 		w.held[j] = run
@@ -80,15 +85,12 @@ func (w *Worker) stepHeld(ctx context.Context, h handed, run *heldRun, asked tim
 		return
 	default:
 	}
-	deadline := run.claim.deadline
-	if !time.Now().Before(deadline) {
+	if run.ctx.Err() != nil || !time.Now().Before(run.claim.deadline) {
 		w.heldResult(run, result{job: j, what: outRelease})
 		return
 	}
-	jctx, cancel := context.WithDeadline(ctx, deadline)
-	err := workloop.Call(func() error { return w.cfg.Handler(jctx, j) })
-	overran := errors.Is(jctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
-	cancel()
+	err := workloop.Call(func() error { return w.cfg.Handler(run.ctx, j) })
+	overran := errors.Is(run.ctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
 	claimed := h.claimed
 	if claimed.Before(asked) {
 		claimed = asked
@@ -137,6 +139,9 @@ func (w *Worker) heldResult(run *heldRun, r result) {
 // finishRun writes a held claim's results and commits it, then counts and
 // reports them as flush does for leased jobs.
 func (w *Worker) finishRun(run *heldRun) {
+	if run.cancel != nil {
+		run.cancel()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	res := heldResults{snoozes: map[time.Duration][]*skiplock.Job{}}

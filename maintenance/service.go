@@ -392,8 +392,18 @@ func (s *Service) batches(ctx context.Context, one func(ctx context.Context, tx 
 }
 
 func (s *Service) rescue(ctx context.Context) error {
-	var queued, failed, batchQueued, batchFailed int64
+	var queued, failed, batchQueued, batchFailed, held, batchHeld int64
+	first := true
 	_, err := s.batches(ctx, func(ctx context.Context, tx skiplock.Tx) (int64, error) {
+		batchHeld = 0
+		if first {
+			// Held claims' uncounted attempts, in the first batch's
+			// transaction: one statement a round when there are none.
+			var err error
+			if batchHeld, err = s.rescueHeld(ctx, tx); err != nil {
+				return 0, err
+			}
+		}
 		rows, err := tx.Query(ctx, s.sql["rescue_bucketed"], s.cfg.BatchSize)
 		if err != nil {
 			return 0, err
@@ -417,88 +427,77 @@ func (s *Service) rescue(ctx context.Context) error {
 		}
 		batchQueued, batchFailed = q, f
 		return q + f, nil
-	}, func() { queued, failed = queued+batchQueued, failed+batchFailed })
+	}, func() { queued, failed, held, first = queued+batchQueued, failed+batchFailed, held+batchHeld, false })
 	s.rescued.Add(queued)
 	s.rescuedFailed.Add(failed)
 	if queued+failed > 0 {
 		s.logf("maintenance: rescuer: %d expired leases back to Queued, %d Failed with no attempts left", queued, failed)
 	}
-	if err != nil {
-		return err
+	if held > 0 {
+		s.heldRescued.Add(held)
+		s.logf("maintenance: rescuer: counted the attempts of %d jobs whose held claim ended without a result", held)
 	}
-	return s.rescueHeld(ctx)
+	return err
 }
 
-// rescueHeld counts the attempts that held claims' hold rows record and no
-// commit wrote (maintenance.sql, "Held claims"), one batch of rows per run,
-// and trims or deletes the rows it settled.
-func (s *Service) rescueHeld(ctx context.Context) error {
-	var counted int64
-	err := s.Fenced(ctx, func(ctx context.Context, tx skiplock.Tx) error {
-		counted = 0
-		holds, err := heldOrphans(ctx, tx, s.sql["held_orphans"], s.cfg.BatchSize)
-		if err != nil || len(holds) == 0 {
-			return err
+// rescueHeld counts, in the rescuer's fenced transaction tx, the attempts
+// that held claims' hold rows record and no commit wrote (maintenance.sql,
+// "Held claims"), for up to a batch of rows, trims or deletes the rows it
+// settled, and returns how many jobs it counted.
+func (s *Service) rescueHeld(ctx context.Context, tx skiplock.Tx) (int64, error) {
+	holds, err := heldOrphans(ctx, tx, s.sql["held_orphans"], s.cfg.BatchSize)
+	if err != nil || len(holds) == 0 {
+		return 0, err
+	}
+	times := map[int64]int32{}
+	for _, h := range holds {
+		for _, id := range h.ids {
+			times[id]++
 		}
-		times := map[int64]int32{}
-		for _, h := range holds {
-			for _, id := range h.ids {
-				times[id]++
-			}
-		}
-		ids, ns := make([]int64, 0, len(times)), make([]int32, 0, len(times))
-		for id, n := range times {
-			ids, ns = append(ids, id), append(ns, n)
-		}
-		rescued, err := queryInt64s(ctx, tx, s.sql["rescue_held"], ids, ns)
-		if err != nil {
-			return err
-		}
-		queued, err := queryInt64s(ctx, tx, s.sql["held_still_queued"], ids)
-		if err != nil {
-			return err
-		}
-		held := map[int64]bool{}
-		for _, id := range queued {
-			held[id] = true
-		}
-		for _, id := range rescued {
-			delete(held, id) // counted now: queued again, not held
-		}
-		var drop []int64
-		for _, h := range holds {
-			var keep []int64
-			for _, id := range h.ids {
-				if held[id] {
-					keep = append(keep, id)
-				}
-			}
-			switch {
-			case len(keep) == 0:
-				drop = append(drop, h.token)
-			case len(keep) < len(h.ids):
-				js, _ := json.Marshal(keep)
-				if _, err := tx.Exec(ctx, s.sql["hold_trim"], h.token, string(js)); err != nil {
-					return err
-				}
-			}
-		}
-		if len(drop) > 0 {
-			if _, err := tx.Exec(ctx, s.sql["hold_drop"], drop); err != nil {
-				return err
-			}
-		}
-		counted = int64(len(rescued))
-		return nil
-	})
+	}
+	ids, ns := make([]int64, 0, len(times)), make([]int32, 0, len(times))
+	for id, n := range times {
+		ids, ns = append(ids, id), append(ns, n)
+	}
+	rescued, err := queryInt64s(ctx, tx, s.sql["rescue_held"], ids, ns)
 	if err != nil {
-		return err
+		return 0, err
 	}
-	if counted > 0 {
-		s.heldRescued.Add(counted)
-		s.logf("maintenance: rescuer: counted the attempts of %d jobs whose held claim ended without a result", counted)
+	queued, err := queryInt64s(ctx, tx, s.sql["held_still_queued"], ids)
+	if err != nil {
+		return 0, err
 	}
-	return nil
+	held := map[int64]bool{}
+	for _, id := range queued {
+		held[id] = true
+	}
+	for _, id := range rescued {
+		delete(held, id) // counted now: queued again, not held
+	}
+	var drop []int64
+	for _, h := range holds {
+		var keep []int64
+		for _, id := range h.ids {
+			if held[id] {
+				keep = append(keep, id)
+			}
+		}
+		switch {
+		case len(keep) == 0:
+			drop = append(drop, h.token)
+		case len(keep) < len(h.ids):
+			js, _ := json.Marshal(keep)
+			if _, err := tx.Exec(ctx, s.sql["hold_trim"], h.token, string(js)); err != nil {
+				return 0, err
+			}
+		}
+	}
+	if len(drop) > 0 {
+		if _, err := tx.Exec(ctx, s.sql["hold_drop"], drop); err != nil {
+			return 0, err
+		}
+	}
+	return int64(len(rescued)), nil
 }
 
 // hold is one row of the hold table: a held claim's token and its jobs.

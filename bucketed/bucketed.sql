@@ -37,6 +37,19 @@ SELECT pg_notify($1::TEXT, "q") FROM unnest($2::TEXT[]) AS "q";
 -- The live job holding a unique key: $1 the queue, $2 the key.
 SELECT "id" FROM /* TEMPLATE: table */ WHERE "queue" = $1 AND "unique_key" = $2 AND "status" IN ('Queued', 'Running');
 
+-- name: claim_best
+-- The best (lowest) priority of the queue's claimable jobs after the
+-- watermarks ($1 the queue, $6..$9 the buckets and their watermarks, as
+-- in claim), read unlocked from each bucket: the best CTE of claim and
+-- claim_held, which take their jobs from that priority only. Rendered
+-- into both (sql.go), not sent alone.
+SELECT min(x."priority") AS p
+  FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i) CROSS JOIN LATERAL (
+    SELECT "priority" FROM /* TEMPLATE: table */
+    WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: not_paused */ $1)
+      AND ("priority", "run_at", "id") > (h.p, h.t, h.i)
+    ORDER BY "priority", "run_at", "id" LIMIT 1) AS x;
+
 -- name: claim
 -- The claim (claimParams) takes jobs of one priority only: the best
 -- (lowest) priority that any claimable job of the queue has after the
@@ -62,12 +75,7 @@ SELECT "id" FROM /* TEMPLATE: table */ WHERE "queue" = $1 AND "unique_key" = $2 
 -- nested loop may run more than once and claim more than $2). Where the
 -- engine's sharded index fans out itself, the bucket predicate is left out
 -- and the caller passes one branch.
-WITH best AS (SELECT min(x."priority") AS p
-  FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i) CROSS JOIN LATERAL (
-    SELECT "priority" FROM /* TEMPLATE: table */
-    WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: not_paused */ $1)
-      AND ("priority", "run_at", "id") > (h.p, h.t, h.i)
-    ORDER BY "priority", "run_at", "id" LIMIT 1) AS x)
+WITH best AS (/* TEMPLATE: claim_best */)
 UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Running', "attempts" = j."attempts" + 1, "lease_owner" = $3, "lease_token" = $4,
   "lease_expires_at" = now() + $5::FLOAT8 * INTERVAL '1 second', "last_updated" = now()
 WHERE j."id" = ANY(ARRAY(
@@ -426,12 +434,7 @@ SELECT "status"::TEXT FROM /* TEMPLATE: table */ WHERE "id" = $1;
 -- and the held claim's deadline ($5 seconds) as the lease's expiry. The
 -- names of the hold table's ids are read once per statement (a hashed
 -- subplan), not per job.
-WITH best AS (SELECT min(x."priority") AS p
-  FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i) CROSS JOIN LATERAL (
-    SELECT "priority" FROM /* TEMPLATE: table */
-    WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: not_paused */ $1)
-      AND ("priority", "run_at", "id") > (h.p, h.t, h.i)
-    ORDER BY "priority", "run_at", "id" LIMIT 1) AS x)
+WITH best AS (/* TEMPLATE: claim_best */)
 SELECT j."id", j."queue", j."payload"::TEXT, j."priority", 'Running', j."attempts" + 1, j."max_attempts",
   j."create_ts", j."run_at", j."last_error", $3::TEXT, $4::INT8, now() + $5::FLOAT8 * INTERVAL '1 second', j."bucket", j."kind", j."metadata"::TEXT
 FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i)

@@ -71,7 +71,7 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		bucketPred = ""
 	}
 	table := skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.JobsTable)
-	return map[string]string{
+	vars := map[string]string{
 		"table":            table,
 		"queued_exists":    queuedExists(d, table, ""),
 		"due_exists":       queuedExists(d, table, `"run_at" <= now()`),
@@ -84,6 +84,14 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		"hold":             skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.JobHoldTable),
 		"not_paused":       sqltext.NotPaused(skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.QueueStateTable)),
 	}
+	// The claims' best-priority CTE is a block of its own, rendered once
+	// into both claims (claim, claim_held) that share it.
+	best, err := sqltext.Render(sqlFile.Template("claim_best"), vars)
+	if err != nil {
+		panic(err) // the file is embedded: the tests render it for every engine
+	}
+	vars["claim_best"] = best
+	return vars
 }
 
 // queuedExists is the test, for pending and backlog, that queue $1 has a
@@ -120,6 +128,7 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		"unique_lookup":            &s.uniqueLookup,
 		"reserve_ids":              &s.reserveIDs,
 		"notify":                   &s.notify,
+		"claim_best":               new(string), // rendered into claim and claim_held (sqlVars)
 		"claim":                    &s.claim,
 		"claim_key_join":           &claimKeyJoin,
 		"heads_key_join":           &headsKeyJoin,

@@ -431,32 +431,37 @@ SELECT "status"::TEXT FROM /* TEMPLATE: table */ WHERE "id" = $1;
 -- unrecorded, which the maintenance rescuer adds first (rescue_held). The
 -- returned rows read as a lease claim's would: Running, the attempt that
 -- is running counted, owner $3, the hold's token $4 as the lease token,
--- and the held claim's deadline ($5 seconds) as the lease's expiry. The
--- names of the hold table's ids are read once per statement (a hashed
--- subplan), not per job.
+-- and the held claim's deadline ($5 seconds) as the lease's expiry; a
+-- last column gives this transaction's id, for its hold row. The ids
+-- named by hold rows are read once per statement (a hashed subplan), not
+-- per job, and only from rows whose holder is no longer running
+-- (hold_dead): a live holder's jobs are locked, and skipped anyway.
 WITH best AS (/* TEMPLATE: claim_best */)
 SELECT j."id", j."queue", j."payload"::TEXT, j."priority", 'Running', j."attempts" + 1, j."max_attempts",
-  j."create_ts", j."run_at", j."last_error", $3::TEXT, $4::INT8, now() + $5::FLOAT8 * INTERVAL '1 second', j."bucket", j."kind", j."metadata"::TEXT
+  j."create_ts", j."run_at", j."last_error", $3::TEXT, $4::INT8, now() + $5::FLOAT8 * INTERVAL '1 second', j."bucket", j."kind", j."metadata"::TEXT,
+  pg_current_xact_id()::TEXT::INT8
 FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i)
 CROSS JOIN LATERAL (
   SELECT * FROM /* TEMPLATE: table */
   WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: not_paused */ $1)
     AND "priority" = (SELECT p FROM best) AND ("priority", "run_at", "id") > (h.p, h.t, h.i)
-    AND "id" NOT IN (SELECT (n.e)::INT8 FROM /* TEMPLATE: hold */ AS k, jsonb_array_elements_text(k."ids") AS n (e))
+    AND "id" NOT IN (SELECT (n.e)::INT8 FROM /* TEMPLATE: hold */ AS k, jsonb_array_elements_text(k."ids") AS n (e)
+      WHERE /* TEMPLATE: hold_dead */)
   ORDER BY "run_at", "id" LIMIT $2 FOR UPDATE SKIP LOCKED) AS j
 LIMIT $2;
 
 -- name: hold_open
 -- Records a held claim before its handlers run, in a transaction of its
--- own: token $1, queue $2, and the jobs of $3 that no other hold row
--- names. It returns the ids recorded, which are the jobs to run, or NULL
+-- own: token $1, queue $2, the claim transaction's id $4, and the jobs of
+-- $3 that no dead holder's row names. It returns the ids recorded, which are the jobs to run, or NULL
 -- when it recorded them all (the common case: nothing to parse): a job
 -- another row names (its holder died between this claim's start and its
 -- lock) stays locked and unrun until the claim commits, and the rescuer
 -- counts its attempt.
-INSERT INTO /* TEMPLATE: hold */ ("token", "queue", "ids")
-SELECT $1, $2, COALESCE(jsonb_agg(c.id ORDER BY c.id), '[]'::JSONB) FROM unnest($3::INT8[]) AS c (id)
-WHERE c.id NOT IN (SELECT (n.e)::INT8 FROM /* TEMPLATE: hold */ AS k, jsonb_array_elements_text(k."ids") AS n (e))
+INSERT INTO /* TEMPLATE: hold */ ("token", "queue", "holder", "ids")
+SELECT $1, $2, $4, COALESCE(jsonb_agg(c.id ORDER BY c.id), '[]'::JSONB) FROM unnest($3::INT8[]) AS c (id)
+WHERE c.id NOT IN (SELECT (n.e)::INT8 FROM /* TEMPLATE: hold */ AS k, jsonb_array_elements_text(k."ids") AS n (e)
+  WHERE /* TEMPLATE: hold_dead */)
 RETURNING CASE WHEN jsonb_array_length("ids") < cardinality($3::INT8[]) THEN "ids"::TEXT END;
 
 -- name: hold_close

@@ -217,7 +217,9 @@ func (q *Queue) probeHeads(ctx context.Context, queue string, start int) (found 
 	return len(heads) > 0, nil
 }
 
-func claimRows(ctx context.Context, tx skiplock.Querier, sql string, args []any) ([]claimedJob, error) {
+// claimRows runs a claim and reads its jobs; extra receives the columns a
+// claim returns after the job's (the same in every row).
+func claimRows(ctx context.Context, tx skiplock.Querier, sql string, args []any, extra ...any) ([]claimedJob, error) {
 	rows, err := tx.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
@@ -225,7 +227,7 @@ func claimRows(ctx context.Context, tx skiplock.Querier, sql string, args []any)
 	defer rows.Close()
 	var out []claimedJob
 	for rows.Next() {
-		j, bucket, err := scanJob(rows)
+		j, bucket, err := scanJob(rows, extra...)
 		if err != nil {
 			return nil, err
 		}

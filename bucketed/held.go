@@ -85,7 +85,8 @@ func (q *Queue) claimHeldOnce(ctx context.Context, queue string, p claimParams, 
 		defer cancel()
 		tx.Rollback(rctx) //nolint:errcheck // a failed rollback closes the connection, which ends the transaction too
 	}
-	claimed, err := claimRows(ctx, tx, q.sql.claimHeld, p.args())
+	var holder int64 // this transaction's id, for the hold row
+	claimed, err := claimRows(ctx, tx, q.sql.claimHeld, p.args(), &holder)
 	if err != nil || len(claimed) == 0 {
 		rollback()
 		return nil, err
@@ -96,7 +97,7 @@ func (q *Queue) claimHeldOnce(ctx context.Context, queue string, p claimParams, 
 		ids[i] = c.id
 	}
 	var recorded *string // nil: every id recorded
-	if err := q.db.QueryRow(ctx, q.sql.holdOpen, p.Token, queue, ids).Scan(&recorded); err != nil {
+	if err := q.db.QueryRow(ctx, q.sql.holdOpen, p.Token, queue, ids, holder).Scan(&recorded); err != nil {
 		rollback()
 		// The hold row may have committed before the error reached us: a
 		// row no handler ran under must not count as an attempt.
@@ -252,6 +253,18 @@ func sortedIDs(jobs []*skiplock.Job) ([]int64, error) {
 	}
 	slices.Sort(ids)
 	return ids, nil
+}
+
+// heldServerVersion checks the server's version() text for what held
+// claims use: pg_current_xact_id and pg_xact_status of an xid8, PostgreSQL
+// 13 and later. A text it cannot read passes (the first claim then says
+// what is missing).
+func heldServerVersion(version string) error {
+	var major int
+	if _, err := fmt.Sscanf(version, "PostgreSQL %d", &major); err != nil || major >= 13 {
+		return nil
+	}
+	return skiplock.Usagef("bucketed worker: held claims need PostgreSQL 13 or later (pg_current_xact_id), and this server is %d: turn HeldClaims off or upgrade", major)
 }
 
 // errHeldUnsupported explains why a Worker refuses HeldClaims.

@@ -379,8 +379,9 @@ func JobID(job *skiplock.Job) (int64, error) {
 	return ParseID(job.ID)
 }
 
-// scanJob reads one row of jobColumns.
-func scanJob(rows skiplock.Rows) (*skiplock.Job, int, error) {
+// scanJob reads one row of jobColumns, and into extra the columns the
+// statement returns after them.
+func scanJob(rows skiplock.Rows, extra ...any) (*skiplock.Job, int, error) {
 	var (
 		id, prio, attempts, maxAtt, token, bucket int64
 		queue, status, kind                       string
@@ -390,8 +391,9 @@ func scanJob(rows skiplock.Rows) (*skiplock.Job, int, error) {
 		tokenP                                    *int64
 		expires                                   *time.Time
 	)
-	if err := rows.Scan(&id, &queue, &payload, &prio, &status, &attempts, &maxAtt,
-		&created, &runAt, &lastErr, &owner, &tokenP, &expires, &bucket, &kind, &meta); err != nil {
+	dst := []any{&id, &queue, &payload, &prio, &status, &attempts, &maxAtt,
+		&created, &runAt, &lastErr, &owner, &tokenP, &expires, &bucket, &kind, &meta}
+	if err := rows.Scan(append(dst, extra...)...); err != nil {
 		return nil, 0, err
 	}
 	j := &skiplock.Job{

@@ -307,6 +307,11 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 	if c.HeldClaims && !q.db.Dialect().HeldClaims {
 		return nil, errHeldUnsupported(q.db.Dialect())
 	}
+	if c.HeldClaims {
+		if err := heldServerVersion(q.db.Version()); err != nil {
+			return nil, err
+		}
+	}
 	if c.HeldClaims && poolMax < 2 {
 		// A held claim holds one connection and records itself on another.
 		return nil, skiplock.Usagef("bucketed worker: held claims need a pool of at least 2 connections (this one has %d): raise OpenConfig.MaxConns", poolMax)

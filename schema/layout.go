@@ -266,8 +266,11 @@ func JobAttemptTableDef() *Table {
 // handlers start and deleted in the claim transaction's commit. A row that
 // outlives its transaction (the worker died, or its commit failed) is an
 // attempt of each job it names: the maintenance rescuer adds it, and
-// claims do not take a job a row names until then. The key is a random
-// token, spread over the key space.
+// claims do not take a job a row names until then. holder is the claim
+// transaction's id (PostgreSQL's pg_current_xact_id), so that a claim can
+// tell a live holder's row, whose jobs are locked anyway, from a dead
+// one's without reading its ids. The key is a random token, spread over
+// the key space.
 func JobHoldTableDef() *Table {
 	return &Table{
 		Name: JobHoldTable,
@@ -275,6 +278,7 @@ func JobHoldTableDef() *Table {
 			{Name: "token", Type: TypeBigInt, NotNull: true},
 			{Name: "queue", Type: TypeText, NotNull: true},
 			{Name: "ids", Type: TypeJSON, NotNull: true},
+			{Name: "holder", Type: TypeBigInt, NotNull: true},
 			{Name: "created_at", Type: TypeTimestamp, NotNull: true, Default: DefaultNow},
 		},
 		PrimaryKey: []string{"token"},

@@ -36,9 +36,9 @@ func workArgs(name, layout string, extra ...string) []string {
 
 // drain runs one last worker until nothing is queued or leased anywhere:
 // it waits for the leases of killed workers to expire and works those jobs.
-func drain(t *testing.T, dsn, name, layout string) {
+func drain(t *testing.T, dsn, name, layout string, extra ...string) {
 	t.Helper()
-	cli(t, dsn, append(workArgs(name, layout, "--until-empty"), "--work", "0s")...)
+	cli(t, dsn, append(workArgs(name, layout, append([]string{"--until-empty"}, extra...)...), "--work", "0s")...)
 }
 
 func report(t *testing.T, what, layout string, c tally, extra string) {
@@ -50,16 +50,24 @@ func report(t *testing.T, what, layout string, c tally, extra string) {
 
 // TestWorkerCrashes kills worker processes with SIGKILL at random moments
 // and restarts them, then checks that every job was done and recorded
-// exactly once.
+// exactly once: each layout, and bucketed with held claims (work
+// --held-claims), whose killed claims' jobs wait for the rescuer to count
+// their attempt.
 func TestWorkerCrashes(t *testing.T) {
 	t.Parallel()
 	sc := suiteScale()
-	for _, layout := range layouts {
-		t.Run(layout, func(t *testing.T) {
+	runs := []struct {
+		name, layout string
+		extra        []string
+	}{{"bucketed", "bucketed", nil}, {"fanout", "fanout", nil}, {"bucketed-held", "bucketed", []string{"--held-claims"}}}
+	for _, r := range runs {
+		layout := r.layout
+		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
 			dsn, name := setup(t, layout, sc.jobs)
 			db := testdb.Open(t, nil)
-			procs := []*workerProc{startWorker(t, dsn, workArgs(name, layout)...), startWorker(t, dsn, workArgs(name, layout)...)}
+			args := workArgs(name, layout, r.extra...)
+			procs := []*workerProc{startWorker(t, dsn, args...), startWorker(t, dsn, args...)}
 			busyKills := 0
 			for k := 0; k < sc.kills; k++ {
 				jitterSleep(150*time.Millisecond, 500*time.Millisecond)
@@ -73,9 +81,9 @@ func TestWorkerCrashes(t *testing.T) {
 			for _, p := range procs {
 				p.stop() //nolint:errcheck // a worker's exit code after SIGTERM is not the point
 			}
-			drain(t, dsn, name, layout)
+			drain(t, dsn, name, layout, r.extra...)
 			c := count(t, db, layout, name, int64(sc.jobs))
-			report(t, "worker-crash", layout, c, fmt.Sprintf("kills=%d kills_with_work_left=%d", sc.kills, busyKills))
+			report(t, "worker-crash", r.name, c, fmt.Sprintf("kills=%d kills_with_work_left=%d", sc.kills, busyKills))
 			mustBeExact(t, c)
 		})
 	}

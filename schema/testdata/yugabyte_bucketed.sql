@@ -149,6 +149,7 @@ CREATE TABLE IF NOT EXISTS "skiplock"."job_hold" (
   "token" BIGINT NOT NULL,
   "queue" TEXT NOT NULL,
   "ids" JSONB NOT NULL,
+  "holder" BIGINT NOT NULL,
   "created_at" timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY ("token")
 );

@@ -14,6 +14,7 @@ CREATE TABLE IF NOT EXISTS /* TEMPLATE: schema */."job_hold" (
   "token" BIGINT NOT NULL,
   "queue" TEXT NOT NULL,
   "ids" JSONB NOT NULL,
+  "holder" BIGINT NOT NULL,
   "created_at" timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY ("token")
 );

@@ -67,6 +67,9 @@ func (q *Queue) claimHeld(ctx context.Context, queue string, n int, owner string
 		if err == nil || try >= maxHeldClaimTries || retry.Classify(err) != retry.Retryable || ctx.Err() != nil {
 			release()
 			if err != nil {
+				if skiplock.SQLState(err) == "42P01" { // undefined_table: job_hold
+					return nil, fmt.Errorf("bucketed: held claim from %q: %w (held claims need bucketed migration 005: run skiplock migrate)", queue, err)
+				}
 				return nil, fmt.Errorf("bucketed: held claim from %q: %w", queue, err)
 			}
 			return nil, nil

@@ -114,7 +114,10 @@ type Service struct {
 	cfg     Config
 	sql     map[string]string
 	layouts map[schema.Layout]bool
-	iso     skiplock.IsoLevel
+	// holdTable says the schema has bucketed/005's job_hold, whose rows
+	// the rescuer settles (a schema migrated before it has none to).
+	holdTable bool
+	iso       skiplock.IsoLevel
 
 	token atomic.Int64 // our fencing token while leading, else 0
 
@@ -142,9 +145,12 @@ func Start(ctx context.Context, db *skiplock.DB, cfg *Config) (*Service, error) 
 		return nil, fmt.Errorf("maintenance: %w (run `skiplock migrate --schema %s` first)", err, c.Schema)
 	}
 	layouts := map[schema.Layout]bool{}
-	leaderTable := false
+	leaderTable, holdTable := false, false
 	for _, a := range applied {
 		layouts[a.Layout] = true
+		if a.Layout == schema.LayoutBucketed && a.Version >= 5 {
+			holdTable = true // bucketed/005: held claims' job_hold
+		}
 		if a.Layout == schema.LayoutCore && a.Version >= 2 {
 			leaderTable = true
 		}
@@ -152,7 +158,7 @@ func Start(ctx context.Context, db *skiplock.DB, cfg *Config) (*Service, error) 
 	if !leaderTable {
 		return nil, fmt.Errorf("maintenance: schema %q has no %s table: run `skiplock migrate --schema %s` to upgrade it", c.Schema, schema.LeaderTable, c.Schema)
 	}
-	s := &Service{db: db, cfg: c, sql: stmts, layouts: layouts, iso: db.Dialect().DefaultIsolation, done: make(chan struct{})}
+	s := &Service{db: db, cfg: c, sql: stmts, layouts: layouts, holdTable: holdTable, iso: db.Dialect().DefaultIsolation, done: make(chan struct{})}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.cancel = cancel
 	go s.run(runCtx)
@@ -396,7 +402,7 @@ func (s *Service) rescue(ctx context.Context) error {
 	first := true
 	_, err := s.batches(ctx, func(ctx context.Context, tx skiplock.Tx) (int64, error) {
 		batchHeld = 0
-		if first {
+		if first && s.holdTable {
 			// Held claims' uncounted attempts, in the first batch's
 			// transaction: one statement a round when there are none.
 			var err error

@@ -17,7 +17,7 @@ func init() {
 	register(&command{
 		name: "bench",
 		usage: "bench latency|lock|throughput|tombstones|pickup|soak|enqueue [--layout L] [--mode lease|tx|bulk|single] [--workers N] [--clients N] [--work D] [--duration D] " +
-			"[--jobs N] [--batch N] [--conns N] [--progress D] [--rtt D] [--baseline] [--separate-begin] " +
+			"[--jobs N] [--batch N] [--conns N] [--progress D] [--rtt D] [--baseline] [--separate-begin] [--delete-completed] [--held-claims] " +
 			"[--samples N] [--gap D] [--poll-interval D] [--no-notify] [--same-client] [--rate R|max] [--producers N] [--window D] [--cpuprofile FILE] [--json]",
 		summary: "the load driver: the articles' latency and lock tests, a burn-down, dead versions kept, pickup of one job by idle workers, a soak, enqueue speed; --rtt emulates round trips; --baseline runs pgbench too",
 		run:     runBench,

@@ -139,18 +139,26 @@ func TestThroughputBurnDown(t *testing.T) {
 		batch  int
 		driver string
 		del    bool // --delete-completed
-	}{{bench.ModeLease, 0, bench.DriverClient, false}, {bench.ModeLease, 50, bench.DriverBatch, false}, {bench.ModeTx, 0, bench.DriverClient, false},
-		{bench.ModeLease, 0, bench.DriverClient, true}} {
-		t.Run(fmt.Sprintf("%s_%s_delete_%v", tc.mode, tc.driver, tc.del), func(t *testing.T) {
-			c, _ := config(t, bench.Config{Scenario: bench.ScenarioThroughput, Mode: tc.mode, Workers: 4, Batch: tc.batch, Jobs: 300, Progress: -1, DeleteCompleted: tc.del})
+		held   bool // --held-claims
+	}{{bench.ModeLease, 0, bench.DriverClient, false, false}, {bench.ModeLease, 50, bench.DriverBatch, false, false}, {bench.ModeTx, 0, bench.DriverClient, false, false},
+		{bench.ModeLease, 0, bench.DriverClient, true, false}, {bench.ModeLease, 0, bench.DriverClient, false, true}, {bench.ModeLease, 0, bench.DriverClient, true, true}} {
+		t.Run(fmt.Sprintf("%s_%s_delete_%v_held_%v", tc.mode, tc.driver, tc.del, tc.held), func(t *testing.T) {
+			c, _ := config(t, bench.Config{Scenario: bench.ScenarioThroughput, Mode: tc.mode, Workers: 4, Batch: tc.batch, Jobs: 300, Progress: -1,
+				DeleteCompleted: tc.del, HeldClaims: tc.held})
 			rep := run(t, c)
-			if rep.Jobs != 300 || rep.Settings.Driver != tc.driver || rep.Settings.DeleteCompleted != tc.del {
-				t.Fatalf("burned down %d jobs with driver %q, delete_completed %v; want 300 with %q, %v", rep.Jobs, rep.Settings.Driver, rep.Settings.DeleteCompleted, tc.driver, tc.del)
+			if rep.Jobs != 300 || rep.Settings.Driver != tc.driver || rep.Settings.DeleteCompleted != tc.del || rep.Settings.HeldClaims != tc.held {
+				t.Fatalf("burned down %d jobs with driver %q, delete_completed %v, held_claims %v; want 300 with %q, %v, %v",
+					rep.Jobs, rep.Settings.Driver, rep.Settings.DeleteCompleted, rep.Settings.HeldClaims, tc.driver, tc.del, tc.held)
 			}
 			// The server's writes per job (PostgreSQL): a bucketed job's row
 			// is updated at least twice (claimed, completed), never HOT; with
-			// --delete-completed, updated once (claimed), then deleted.
+			// --delete-completed, updated once (claimed), then deleted. A
+			// held claim writes a job once: updated, or deleted.
 			switch w := rep.Writes; {
+			case tc.held && rep.Engine != nil && rep.Engine.Name == "postgres" && w != nil:
+				if w.UpdatesPerJob+w.DeletesPerJob < 1 || w.UpdatesPerJob+w.DeletesPerJob >= 2 || (tc.del && w.DeletesPerJob < 1) || w.HOTUpdatesPerJob != 0 {
+					t.Errorf("writes %+v: a held job is written once (deleted with --delete-completed), never HOT", *w)
+				}
 			case tc.del && rep.Engine != nil && rep.Engine.Name == "postgres" && w != nil:
 				if w.UpdatesPerJob < 1 || w.UpdatesPerJob >= 2 || w.DeletesPerJob < 1 || w.HOTUpdatesPerJob != 0 {
 					t.Errorf("writes %+v: a bucketed job deleted as it completes is updated once and deleted once, never HOT", *w)

@@ -150,6 +150,22 @@
 // under SERIALIZABLE; SERIALIZABLE on CockroachDB, whose session default
 // may be READ COMMITTED).
 //
+// # Held claims
+//
+// [WorkerConfig.HeldClaims] (PostgreSQL 13 and later) claims without a
+// lease: the claim locks its jobs in a transaction that stays open while
+// they run and writes nothing to them, and that transaction's commit
+// writes each job's result, its one write (a lease claim writes it twice).
+// A row of the job_hold table naming the jobs, committed on its own before
+// their handlers start, records the attempt: if the worker dies, its
+// transaction rolls back, the jobs are Queued again with the attempt
+// uncounted, and the maintenance rescuer counts it from the row (claims
+// do not take those jobs until then), so a job that kills its worker
+// still ends Failed after max_attempts. For short jobs: a claim's results
+// commit together when its last job is done, and each handler must finish
+// within the visibility timeout less the lease margin. See
+// docs/design.md, "Held claims".
+//
 // On CockroachDB the claim and the retention delete join their limited,
 // locked subquery by key (UPDATE ... FROM, DELETE ... USING) instead of
 // id = ANY(ARRAY(...)), which CockroachDB cannot use to narrow a scan

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/queryrows"
 )
 
 // Statements renders every statement for an engine, for grammar checks.
@@ -57,7 +58,7 @@ func (q *Queue) ClaimSQL() string { return q.sql.claim }
 // CompletedWith runs the ambiguous-commit check of q's completions: which
 // of these leases did complete.
 func (q *Queue) CompletedWith(ctx context.Context, ids, tokens []int64) ([]int64, error) {
-	return queryIDs(ctx, q.db, q.sql.completedWith, ids, tokens)
+	return queryrows.Int64s(ctx, q.db, q.sql.completedWith, ids, tokens)
 }
 
 // CompleteSQL is the completion statement q sends.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/errtext"
+	"github.com/skiplock/skiplock/internal/queryrows"
 	"github.com/skiplock/skiplock/retry"
 )
 
@@ -122,7 +123,7 @@ func (q *Queue) completeBatch(ctx context.Context, jobs []*skiplock.Job, also fu
 	run := func(ids, tokens []int64) error {
 		return runTx(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 			var err error
-			if done, err = queryIDs(ctx, tx, q.sql.complete, ids, tokens); err != nil || also == nil || len(done) == 0 {
+			if done, err = queryrows.Int64s(ctx, tx, q.sql.complete, ids, tokens); err != nil || also == nil || len(done) == 0 {
 				return err
 			}
 			dj := make([]*skiplock.Job, len(done))
@@ -138,7 +139,7 @@ func (q *Queue) completeBatch(ctx context.Context, jobs []*skiplock.Job, also fu
 		// Did it commit? Leases showing Success under their own token
 		// completed; run the rest again (the fence makes that safe).
 		var ok []int64
-		if ok, err = queryIDs(ctx, q.db, q.sql.completedWith, ids, tokens); err == nil {
+		if ok, err = queryrows.Int64s(ctx, q.db, q.sql.completedWith, ids, tokens); err == nil {
 			okSet := map[int64]bool{}
 			for _, id := range ok {
 				okSet[id] = true
@@ -239,7 +240,7 @@ func (q *Queue) failBatch(ctx context.Context, failures []delayedFailure) ([]*sk
 	var done []int64
 	err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		var err error
-		done, err = queryIDs(ctx, tx, q.sql.fail, ids, tokens, texts, delays)
+		done, err = queryrows.Int64s(ctx, tx, q.sql.fail, ids, tokens, texts, delays)
 		return err
 	})
 	if err != nil {
@@ -332,7 +333,7 @@ func (q *Queue) fencedBatch(ctx context.Context, what, sql string, jobs []*skipl
 	var done []int64
 	err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		var err error
-		done, err = queryIDs(ctx, tx, sql, append([]any{ids, tokens}, extra...)...)
+		done, err = queryrows.Int64s(ctx, tx, sql, append([]any{ids, tokens}, extra...)...)
 		return err
 	})
 	if err != nil {

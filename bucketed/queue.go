@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/queryrows"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -159,7 +160,7 @@ func (q *Queue) Enqueue(ctx context.Context, job skiplock.NewJob) (Enqueued, err
 	var out Enqueued
 	err = q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		out = Enqueued{}
-		ids, err := queryIDs(ctx, tx, q.sql.insert, args.args()...)
+		ids, err := queryrows.Int64s(ctx, tx, q.sql.insert, args.args()...)
 		if err != nil {
 			return err
 		}
@@ -168,7 +169,7 @@ func (q *Queue) Enqueue(ctx context.Context, job skiplock.NewJob) (Enqueued, err
 			return nil
 		}
 		out.Duplicate = true
-		rows, err := queryIDs(ctx, tx, q.sql.uniqueLookup, args.Queues[0], job.UniqueKey)
+		rows, err := queryrows.Int64s(ctx, tx, q.sql.uniqueLookup, args.Queues[0], job.UniqueKey)
 		if err == nil && len(rows) > 0 {
 			out.ID = rows[0]
 		}
@@ -275,7 +276,7 @@ func (q *Queue) EnqueueNotify(ctx context.Context, db skiplock.Querier, channel 
 	if channel != "" {
 		sql, params = q.sql.insertNotify, append(params, channel, distinct(args.Queues))
 	}
-	ids, err := queryIDs(ctx, db, sql, params...)
+	ids, err := queryrows.Int64s(ctx, db, sql, params...)
 	if err != nil {
 		return nil, fmt.Errorf("bucketed: enqueue %d job(s): %w", len(jobs), err)
 	}
@@ -339,23 +340,6 @@ func (q *Queue) insertArgs(jobs []skiplock.NewJob, first int) (insertParams, err
 func execCount(ctx context.Context, q skiplock.Querier, sql string, args ...any) (int, error) {
 	n, err := q.Exec(ctx, sql, args...)
 	return int(n), err
-}
-
-func queryIDs(ctx context.Context, q skiplock.Querier, sql string, args ...any) ([]int64, error) {
-	rows, err := q.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var ids []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		ids = append(ids, id)
-	}
-	return ids, rows.Err()
 }
 
 // FormatID is a bucketed id as skiplock.Job.ID carries it: decimal text.

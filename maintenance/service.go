@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/queryrows"
 	"github.com/skiplock/skiplock/internal/sqltext"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
@@ -465,11 +466,11 @@ func (s *Service) rescueHeld(ctx context.Context, tx skiplock.Tx) (int64, error)
 	for id, n := range times {
 		ids, ns = append(ids, id), append(ns, n)
 	}
-	rescued, err := queryInt64s(ctx, tx, s.sql["rescue_held"], ids, ns)
+	rescued, err := queryrows.Int64s(ctx, tx, s.sql["rescue_held"], ids, ns)
 	if err != nil {
 		return 0, err
 	}
-	queued, err := queryInt64s(ctx, tx, s.sql["held_still_queued"], ids)
+	queued, err := queryrows.Int64s(ctx, tx, s.sql["held_still_queued"], ids)
 	if err != nil {
 		return 0, err
 	}
@@ -529,23 +530,6 @@ func heldOrphans(ctx context.Context, tx skiplock.Querier, sql string, limit int
 			return nil, fmt.Errorf("hold row %d: ids %q: %w", h.token, ids, err)
 		}
 		out = append(out, h)
-	}
-	return out, rows.Err()
-}
-
-func queryInt64s(ctx context.Context, tx skiplock.Querier, sql string, args ...any) ([]int64, error) {
-	rows, err := tx.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []int64
-	for rows.Next() {
-		var id int64
-		if err := rows.Scan(&id); err != nil {
-			return nil, err
-		}
-		out = append(out, id)
 	}
 	return out, rows.Err()
 }

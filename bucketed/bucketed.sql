@@ -74,7 +74,12 @@ SELECT min(x."priority") AS p
 -- touches a row (a LIMIT ... SKIP LOCKED subquery on the inner side of a
 -- nested loop may run more than once and claim more than $2). Where the
 -- engine's sharded index fans out itself, the bucket predicate is left out
--- and the caller passes one branch.
+-- and the caller passes one branch. Like claim_held, it skips the jobs a
+-- dead held claim's hold row names until the rescuer has counted their
+-- attempt, so lease and held workers may share a queue (the hold table is
+-- empty, and its hashed subplan a scan of no page, where none holds).
+-- This shape runs on PostgreSQL only; YugabyteDB and CockroachDB have
+-- their own (claim_scalar_bounds, claim_key_join), and no held claims.
 WITH best AS (/* TEMPLATE: claim_best */)
 UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Running', "attempts" = j."attempts" + 1, "lease_owner" = $3, "lease_token" = $4,
   "lease_expires_at" = now() + $5::FLOAT8 * INTERVAL '1 second', "last_updated" = now()
@@ -84,6 +89,8 @@ WHERE j."id" = ANY(ARRAY(
     SELECT "id" FROM /* TEMPLATE: table */
     WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: not_paused */ $1)
       AND "priority" = (SELECT p FROM best) AND ("priority", "run_at", "id") > (h.p, h.t, h.i)
+      AND "id" NOT IN (SELECT (n.e)::INT8 FROM /* TEMPLATE: hold */ AS k, jsonb_array_elements_text(k."ids") AS n (e)
+        WHERE /* TEMPLATE: hold_dead */)
     ORDER BY "run_at", "id" LIMIT $2 FOR UPDATE SKIP LOCKED) AS b
   LIMIT $2))
 RETURNING /* TEMPLATE: job_columns */;

@@ -144,7 +144,8 @@ func TestHeldClaimsRunEveryJobOnce(t *testing.T) {
 
 // A held claim's transaction that ends without a result (here: its
 // connection is terminated while the handlers run) leaves its hold row:
-// claims do not take the jobs until the rescuer has counted the attempt,
+// claims, held or leased, do not take the jobs until the rescuer has
+// counted the attempt,
 // then they run again with it counted; a job on its last attempt ends
 // Failed, its error saying why.
 func TestHeldClaimLostCountsTheAttempt(t *testing.T) {
@@ -203,6 +204,10 @@ WHERE datname = current_database() AND state = 'idle in transaction' AND pid <> 
 	}
 	if err := end(); err != nil {
 		t.Fatal(err)
+	}
+	// Nor by a lease claim: lease and held workers may share a queue.
+	if jobs, err := other.Dequeue(ctx, "held", 10); err != nil || len(jobs) != 0 {
+		t.Fatalf("a lease claim took %d jobs whose attempt is not counted yet (%v), want none", len(jobs), err)
 	}
 	svc, err := maintenance.Start(ctx, db, &maintenance.Config{Schema: s, RescueInterval: 10 * time.Millisecond, PruneInterval: time.Hour})
 	if err != nil {

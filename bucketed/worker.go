@@ -144,8 +144,9 @@ type WorkerConfig struct {
 	// handler must finish within the visibility timeout less a margin of a
 	// fifth of it (at most 5 s) from its claim, or its context is cancelled
 	// and the attempt fails. No heartbeat. Jobs in hand read as Queued to
-	// others (the admin, the dashboard). PostgreSQL only
-	// (Dialect.HeldClaims); see docs/design.md, "Held claims".
+	// others (the admin, the dashboard). Lease and held workers may share
+	// a queue. PostgreSQL 13 and later (Dialect.HeldClaims); see
+	// docs/design.md, "Held claims".
 	HeldClaims bool
 	// Logf hears failures: each failed attempt and each panic as it is
 	// recorded (the job, its attempt and max_attempts, the error's first

@@ -59,6 +59,9 @@ func (q *Queue) claimHeld(ctx context.Context, queue string, n int, owner string
 	}
 	release := func() { <-q.heldSlots }
 	for try := 1; ; try++ {
+		if try > 1 {
+			p.Token = newToken() // a failed try's hold row may linger under the old one
+		}
 		h, err := q.claimHeldOnce(ctx, queue, p, budget)
 		if h != nil {
 			h.release = release

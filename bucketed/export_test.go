@@ -82,5 +82,5 @@ func (q *Queue) ClaimHeld(ctx context.Context, queue string, n int) ([]*skiplock
 	if err != nil || h == nil {
 		return nil, func() error { return nil }, err
 	}
-	return h.jobs, func() error { _, err := q.finishHeld(ctx, h, heldResults{}, nil); return err }, nil
+	return h.jobs, func() error { return q.finishHeld(ctx, h, sortedResults{}, nil) }, nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/errtext"
 	"github.com/skiplock/skiplock/retry"
 )
 
@@ -25,15 +26,6 @@ type heldClaim struct {
 	deadline time.Time       // the handlers' deadline; jobs not started by then are not run
 	jobs     []*skiplock.Job // recorded in the hold row: the jobs to run
 	release  func()          // frees the claim's slot (Queue.heldSlots)
-}
-
-// heldResults are the results of a held claim's jobs, sorted by what
-// becomes of them.
-type heldResults struct {
-	done     []*skiplock.Job
-	fails    []Failure
-	backoffs []time.Duration
-	snoozes  map[time.Duration][]*skiplock.Job
 }
 
 // maxHeldClaimTries bounds the attempts at a held claim that fails with a
@@ -152,13 +144,11 @@ func (q *Queue) dropHold(ctx context.Context, token int64) {
 // interrupted by a hard stop) are left as they were, Queued with their
 // attempt not counted. also runs in the transaction with the completed
 // jobs (WorkerConfig.OnComplete). The results commit together or not at
-// all: when the transaction fails it returns every job that had a result
-// to write (its hold row then stays, so the rescuer counts the attempt and
-// the jobs run again). An ambiguous commit is settled by the hold row:
-// gone means committed.
-func (q *Queue) finishHeld(ctx context.Context, h *heldClaim, r heldResults, also func(ctx context.Context, tx skiplock.Tx, done []*skiplock.Job) error) (lost []*skiplock.Job, err error) {
+// all: an error means none was written (the hold row then stays, so the
+// rescuer counts the attempt and the jobs run again). An ambiguous commit
+// is settled by the hold row: gone means committed.
+func (q *Queue) finishHeld(ctx context.Context, h *heldClaim, r sortedResults, also func(ctx context.Context, tx skiplock.Tx, done []*skiplock.Job) error) (err error) {
 	defer h.release()
-	all := slices.Clone(r.done)
 	// Each write must take every job it names: the claim holds their
 	// locks, so nothing else can have changed them. Counting rows, not
 	// returning ids, saves the client a row per job.
@@ -174,7 +164,7 @@ func (q *Queue) finishHeld(ctx context.Context, h *heldClaim, r heldResults, als
 	}
 	err = func() error {
 		if len(r.done) > 0 {
-			ids, err := sortedIDs(r.done)
+			ids, _, err := leaseArgs(r.done)
 			if err != nil {
 				return err
 			}
@@ -198,22 +188,20 @@ func (q *Queue) finishHeld(ctx context.Context, h *heldClaim, r heldResults, als
 				if err != nil {
 					return err
 				}
-				ids[i], errs[i], delays[i] = id, failureText(f.Err), r.backoffs[i].Seconds()
-				all = append(all, f.Job)
+				ids[i], errs[i], delays[i] = id, errtext.Of(f.Err), r.backoffs[i].Seconds()
 			}
 			if err := write("failure", len(ids), q.sql.heldFail, ids, h.owner, errs, delays); err != nil {
 				return err
 			}
 		}
 		for d, jobs := range r.snoozes {
-			ids, err := sortedIDs(jobs)
+			ids, _, err := leaseArgs(jobs)
 			if err != nil {
 				return err
 			}
 			if err := write("snooze", len(ids), q.sql.heldSnooze, ids, d.Seconds()); err != nil {
 				return err
 			}
-			all = append(all, jobs...)
 		}
 		if _, err := h.tx.Exec(ctx, q.sql.holdClose, h.token); err != nil {
 			return fmt.Errorf("close the claim's record: %w", err)
@@ -224,7 +212,7 @@ func (q *Queue) finishHeld(ctx context.Context, h *heldClaim, r heldResults, als
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		h.tx.Rollback(rctx) //nolint:errcheck // the statement's error is the one to report
-		return all, fmt.Errorf("bucketed: held claim of %d jobs from %q: %w", len(h.jobs), h.queue, err)
+		return fmt.Errorf("bucketed: held claim of %d jobs from %q: %w", len(h.jobs), h.queue, err)
 	}
 	if cerr := h.tx.Commit(ctx); cerr != nil {
 		// Settled by the hold row, which the commit deletes.
@@ -232,33 +220,10 @@ func (q *Queue) finishHeld(ctx context.Context, h *heldClaim, r heldResults, als
 		defer cancel()
 		var left int64
 		if qerr := q.db.QueryRow(cctx, q.sql.holdExists, h.token).Scan(&left); qerr != nil || left > 0 {
-			return all, fmt.Errorf("bucketed: held claim of %d jobs from %q: commit: %w", len(h.jobs), h.queue, cerr)
+			return fmt.Errorf("bucketed: held claim of %d jobs from %q: commit: %w", len(h.jobs), h.queue, cerr)
 		}
 	}
-	return nil, nil
-}
-
-// failureText is what a failed attempt records of its error.
-func failureText(err error) string {
-	if err == nil {
-		return "failed"
-	}
-	return err.Error()
-}
-
-// sortedIDs returns the jobs' ids in ascending order (rows are locked in
-// that order, as leaseArgs does).
-func sortedIDs(jobs []*skiplock.Job) ([]int64, error) {
-	ids := make([]int64, len(jobs))
-	for i, j := range jobs {
-		id, err := JobID(j)
-		if err != nil {
-			return nil, err
-		}
-		ids[i] = id
-	}
-	slices.Sort(ids)
-	return ids, nil
+	return nil
 }
 
 // heldServerVersion checks the server's version() text for what held

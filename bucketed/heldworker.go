@@ -57,28 +57,18 @@ func (w *Worker) claimJobs(ctx context.Context, n int) ([]*skiplock.Job, error) 
 	run := &heldRun{claim: h, ctx: hctx, cancel: cancel, pending: len(h.jobs)}
 	w.mu.Lock()
 	for _, j := range h.jobs {
-		w.held[j] = run
+		w.held[j] = run // until hand puts it in the job's handed
 	}
 	w.mu.Unlock()
 	w.heldWG.Add(1)
 	return h.jobs, nil
 }
 
-// heldOf is the held claim job belongs to, or nil for a leased job.
-func (w *Worker) heldOf(j *skiplock.Job) *heldRun {
-	if !w.cfg.HeldClaims {
-		return nil
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.held[j]
-}
-
 // stepHeld works a held job (as step does a leased one) and gives its
 // result to its claim. A job whose claim's deadline passed before it
 // started is not run: it stays Queued, its attempt not counted.
-func (w *Worker) stepHeld(ctx context.Context, h handed, run *heldRun, asked time.Time) {
-	j := h.job
+func (w *Worker) stepHeld(ctx context.Context, h handed, asked time.Time) {
+	j, run := h.job, h.run
 	select {
 	case <-w.stopping:
 		w.heldResult(run, result{job: j, what: outRelease})
@@ -137,90 +127,51 @@ func (w *Worker) heldResult(run *heldRun, r result) {
 }
 
 // finishRun writes a held claim's results and commits it, then counts and
-// reports them as flush does for leased jobs.
+// reports them as flush does for leased jobs: all written, or, when the
+// claim's transaction failed, none (lost).
 func (w *Worker) finishRun(run *heldRun) {
 	if run.cancel != nil {
 		run.cancel()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	res := heldResults{snoozes: map[time.Duration][]*skiplock.Job{}}
-	var doneRes []result
-	var rel []*skiplock.Job
-	for _, r := range run.results {
-		switch r.what {
-		case outComplete:
-			res.done = append(res.done, r.job)
-			doneRes = append(doneRes, r)
-		case outFail:
-			f := Failure{Job: r.job, Err: r.err}
-			res.fails = append(res.fails, f)
-			res.backoffs = append(res.backoffs, w.q.retryIn(f))
-		case outSnooze:
-			d, _ := skiplock.AsSnooze(r.err)
-			res.snoozes[d] = append(res.snoozes[d], r.job)
-		default:
-			rel = append(rel, r.job)
-		}
-	}
-	lost, err := w.q.finishHeld(ctx, run.claim, res, w.cfg.OnComplete)
+	s := w.sortResults(run.results)
+	err := w.q.finishHeld(ctx, run.claim, s, w.cfg.OnComplete)
 	if err != nil {
 		w.cfg.Logf("bucketed worker: %v (the rescuer counts the attempt; the jobs run again)", err)
 	}
-	w.mu.Lock()
-	for _, r := range run.results {
-		delete(w.held, r.job)
-	}
-	w.mu.Unlock()
-	gone := make(map[*skiplock.Job]bool, len(lost))
-	for _, j := range lost {
-		gone[j] = true
-	}
-	w.lost.Add(int64(len(lost)))
-	count := func(jobs []*skiplock.Job) (n int64) {
-		for _, j := range jobs {
-			if !gone[j] {
-				n++
-			}
+	// written is how many of jobs were written, and lost those that were not.
+	written := func(jobs []*skiplock.Job) (int64, []*skiplock.Job) {
+		if err != nil {
+			w.lost.Add(int64(len(jobs)))
+			return 0, jobs
 		}
-		return n
+		return int64(len(jobs)), nil
 	}
-	w.completed.Add(count(res.done))
-	w.report(res.done, lost, OutcomeCompleted)
-	if w.cfg.AfterComplete != nil {
-		for _, r := range doneRes {
-			if !gone[r.job] {
-				w.cfg.AfterComplete(r.job, r.asked, r.claimed)
-			}
-		}
+	n, lost := written(s.done)
+	w.completed.Add(n)
+	w.report(s.done, lost, OutcomeCompleted)
+	w.afterCompleted(s.doneRes, lost)
+	fj := make([]*skiplock.Job, len(s.fails))
+	for i, f := range s.fails {
+		fj[i] = f.Job
 	}
-	if len(res.fails) > 0 {
-		fj := make([]*skiplock.Job, len(res.fails))
-		for i, f := range res.fails {
-			fj[i] = f.Job
-		}
-		w.failed.Add(count(fj))
-		w.report(fj, lost, OutcomeFailed)
-		if err == nil {
-			w.logFailures(res.fails, res.backoffs, lost)
-			soonest := time.Duration(-1)
-			for i, f := range res.fails {
-				if f.Job.Attempts < f.Job.MaxAttempts && (soonest < 0 || res.backoffs[i] < soonest) {
-					soonest = res.backoffs[i]
-				}
-			}
-			if soonest >= 0 {
-				w.wakeIn(soonest)
-			}
-		}
+	n, lost = written(fj)
+	w.failed.Add(n)
+	w.report(fj, lost, OutcomeFailed)
+	if err == nil {
+		w.logFailures(s.fails, s.backoffs, nil)
+		w.wakeForRetries(s.fails, s.backoffs)
 	}
-	for d, jobs := range res.snoozes {
-		w.snoozed.Add(count(jobs))
+	for d, jobs := range s.snoozes {
+		n, lost = written(jobs)
+		w.snoozed.Add(n)
 		w.report(jobs, lost, OutcomeSnoozed)
 		if err == nil {
 			w.wakeIn(d)
 		}
 	}
-	w.released.Add(int64(len(rel)))
-	w.report(rel, nil, OutcomeReleased)
+	// Given back: nothing to write, and nothing written.
+	w.released.Add(int64(len(s.rel)))
+	w.report(s.rel, nil, OutcomeReleased)
 }

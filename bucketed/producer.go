@@ -22,6 +22,7 @@ import (
 type handed struct {
 	job     *skiplock.Job
 	claimed time.Time
+	run     *heldRun // the job's held claim; nil for a leased job
 }
 
 type producer struct {
@@ -222,16 +223,24 @@ func (w *Worker) hand(jobs []*skiplock.Job) {
 	now := time.Now()
 	w.claimed.Add(int64(len(jobs)))
 	w.prod.held.Add(int64(len(jobs)))
-	if !w.cfg.HeldClaims { // held jobs are held by their claim's transaction, not a lease
-		w.mu.Lock()
-		for _, j := range jobs {
+	runs := make([]*heldRun, len(jobs))
+	w.mu.Lock()
+	for i, j := range jobs {
+		if w.cfg.HeldClaims {
+			// Held by their claim's transaction, not a lease: each goes
+			// out with its claim, looked up here once.
+			runs[i] = w.held[j]
+			delete(w.held, j)
+		} else {
 			w.inHand[j] = func() {}
 		}
-		w.mu.Unlock()
+	}
+	w.mu.Unlock()
+	if !w.cfg.HeldClaims {
 		w.noteLease(jobs, now.Add(w.q.cfg.VisibilityTimeout))
 	}
-	for _, j := range jobs {
-		w.prod.ready <- handed{job: j, claimed: now} // never blocks: held <= cap
+	for i, j := range jobs {
+		w.prod.ready <- handed{job: j, claimed: now, run: runs[i]} // never blocks: held <= cap
 	}
 }
 
@@ -286,8 +295,8 @@ func (w *Worker) returnReady() {
 			if !ok {
 				return
 			}
-			if run := w.heldOf(h.job); run != nil {
-				w.heldResult(run, result{job: h.job, what: outRelease})
+			if h.run != nil {
+				w.heldResult(h.run, result{job: h.job, what: outRelease})
 				continue
 			}
 			w.results <- result{job: h.job, what: outRelease}

@@ -180,7 +180,7 @@ type Worker struct {
 
 	mu                   sync.Mutex
 	inHand               map[*skiplock.Job]context.CancelFunc // claimed, not yet written back
-	held                 map[*skiplock.Job]*heldRun           // held claims' jobs not yet finished (heldworker.go)
+	held                 map[*skiplock.Job]*heldRun           // held claims' jobs between their claim and hand (heldworker.go)
 	heldWG               sync.WaitGroup                       // held claims not yet committed
 	leases               map[*skiplock.Job]time.Time          // when each lease in hand holds until (see persist.go)
 	started              bool
@@ -465,8 +465,8 @@ func (w *Worker) step(ctx context.Context, _ int) (bool, error) {
 		w.prod.poke()
 	}()
 	j := h.job
-	if run := w.heldOf(j); run != nil {
-		w.stepHeld(ctx, h, run, asked)
+	if h.run != nil {
+		w.stepHeld(ctx, h, asked)
 		return true, nil
 	}
 	select {
@@ -555,30 +555,75 @@ func (w *Worker) complete(ctx context.Context, gate <-chan struct{}) {
 	}
 }
 
-func (w *Worker) flush(ctx context.Context, batch []result) {
-	var done, rel, drop []*skiplock.Job
-	snoozes := map[time.Duration][]*skiplock.Job{}
-	var doneRes []result
-	var fails []Failure
-	var backoffs []time.Duration
+// sortedResults are a batch of results sorted by what becomes of them.
+type sortedResults struct {
+	done     []*skiplock.Job
+	doneRes  []result // done's results, for AfterComplete
+	fails    []Failure
+	backoffs []time.Duration // each failure's wait before its retry, parallel to fails
+	snoozes  map[time.Duration][]*skiplock.Job
+	rel      []*skiplock.Job // given back: not started, or interrupted by a hard stop
+	drop     []*skiplock.Job // lease lost: nothing to write
+}
+
+// sortResults sorts batch by outcome, drawing each failure's backoff.
+func (w *Worker) sortResults(batch []result) sortedResults {
+	s := sortedResults{snoozes: map[time.Duration][]*skiplock.Job{}}
 	for _, r := range batch {
 		switch r.what {
 		case outComplete:
-			done = append(done, r.job)
-			doneRes = append(doneRes, r)
+			s.done = append(s.done, r.job)
+			s.doneRes = append(s.doneRes, r)
 		case outFail:
 			f := Failure{Job: r.job, Err: r.err}
-			fails = append(fails, f)
-			backoffs = append(backoffs, w.q.retryIn(f))
+			s.fails = append(s.fails, f)
+			s.backoffs = append(s.backoffs, w.q.retryIn(f))
 		case outSnooze:
 			d, _ := skiplock.AsSnooze(r.err)
-			snoozes[d] = append(snoozes[d], r.job)
+			s.snoozes[d] = append(s.snoozes[d], r.job)
 		case outRelease:
-			rel = append(rel, r.job)
+			s.rel = append(s.rel, r.job)
 		case outDrop:
-			drop = append(drop, r.job)
+			s.drop = append(s.drop, r.job)
 		}
 	}
+	return s
+}
+
+// afterCompleted calls AfterComplete for each completion written, those
+// in lost excepted.
+func (w *Worker) afterCompleted(doneRes []result, lost []*skiplock.Job) {
+	if w.cfg.AfterComplete == nil || len(lost) >= len(doneRes) {
+		return
+	}
+	gone := make(map[*skiplock.Job]bool, len(lost))
+	for _, j := range lost {
+		gone[j] = true
+	}
+	for _, r := range doneRes {
+		if !gone[r.job] {
+			w.cfg.AfterComplete(r.job, r.asked, r.claimed)
+		}
+	}
+}
+
+// wakeForRetries wakes the producer when the soonest of the failed jobs
+// that will run again comes due.
+func (w *Worker) wakeForRetries(fails []Failure, backoffs []time.Duration) {
+	soonest := time.Duration(-1)
+	for i, f := range fails {
+		if f.Job.Attempts < f.Job.MaxAttempts && (soonest < 0 || backoffs[i] < soonest) {
+			soonest = backoffs[i]
+		}
+	}
+	if soonest >= 0 {
+		w.wakeIn(soonest)
+	}
+}
+
+func (w *Worker) flush(ctx context.Context, batch []result) {
+	s := w.sortResults(batch)
+	done, doneRes, fails, backoffs, snoozes, rel, drop := s.done, s.doneRes, s.fails, s.backoffs, s.snoozes, s.rel, s.drop
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	// A write that fails leaves its jobs Running; their leases expire and
@@ -588,17 +633,7 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 			return w.q.CompleteManyWith(ctx, done, w.cfg.OnComplete)
 		})
 		w.completed.Add(int64(len(done) - len(lost)))
-		if w.cfg.AfterComplete != nil && len(lost) < len(done) {
-			gone := make(map[*skiplock.Job]bool, len(lost))
-			for _, j := range lost {
-				gone[j] = true
-			}
-			for _, r := range doneRes {
-				if !gone[r.job] {
-					w.cfg.AfterComplete(r.job, r.asked, r.claimed)
-				}
-			}
-		}
+		w.afterCompleted(doneRes, lost)
 	}
 	if len(fails) > 0 {
 		fj := make([]*skiplock.Job, len(fails))
@@ -611,15 +646,7 @@ func (w *Worker) flush(ctx context.Context, batch []result) {
 		w.failed.Add(int64(len(fails) - len(lost)))
 		if err == nil {
 			w.logFailures(fails, backoffs, lost)
-			soonest := time.Duration(-1)
-			for i, f := range fails {
-				if f.Job.Attempts < f.Job.MaxAttempts && (soonest < 0 || backoffs[i] < soonest) {
-					soonest = backoffs[i]
-				}
-			}
-			if soonest >= 0 {
-				w.wakeIn(soonest)
-			}
+			w.wakeForRetries(fails, backoffs)
 		}
 	}
 	if len(rel) > 0 {

@@ -82,11 +82,8 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		"push_error":       sqltext.PushError("j", `j."attempts"`),
 		"push_error_held":  sqltext.PushError("j", `j."attempts" + 1`),
 		"hold":             skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.JobHoldTable),
-		// A hold row (alias k) whose claim transaction is no longer in
-		// progress: aborted (its worker died), or too old for the commit
-		// log (NULL). A committed one deleted its row in the same commit.
-		// PostgreSQL 13 and later (xid8); held claims run nowhere else.
-		"hold_dead":  `pg_xact_status(k."holder"::TEXT::XID8) IS DISTINCT FROM 'in progress'`,
+		// A dead holder's hold row (alias k).
+		"hold_dead":  sqltext.HoldDead("k"),
 		"not_paused": sqltext.NotPaused(skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.QueueStateTable)),
 	}
 	// The claims' best-priority CTE is a block of its own, rendered once

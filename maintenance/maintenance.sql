@@ -156,9 +156,12 @@ WHERE d."id" = c.id;
 -- never counts a running attempt.
 
 -- name: held_orphans
--- Hold rows to check, oldest first, locked so that two rescuers (a
--- leader and a deposed one) do not count the same row twice.
-SELECT "token", "ids"::TEXT FROM /* TEMPLATE: hold */ ORDER BY "created_at" LIMIT $1 FOR UPDATE SKIP LOCKED;
+-- Hold rows to check, oldest first: those whose holder is no longer
+-- running (a live holder's jobs are locked, and its row is left alone),
+-- locked so that two rescuers (a leader and a deposed one) do not count
+-- the same row twice.
+SELECT "token", "ids"::TEXT FROM /* TEMPLATE: hold */ WHERE /* TEMPLATE: hold_dead */
+ORDER BY "created_at" LIMIT $1 FOR UPDATE SKIP LOCKED;
 
 -- name: rescue_held
 -- Counts the attempts of the jobs ($1) that the hold rows name ($2: how

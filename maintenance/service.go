@@ -50,6 +50,7 @@ func templateValues(schemaName string) map[string]string {
 		// The held claims' uncounted attempts too, at their new count.
 		"push_error_held": sqltext.PushError("j", `j."attempts" + c.n`),
 		"hold":            q(schema.JobHoldTable),
+		"hold_dead":       sqltext.HoldDead(q(schema.JobHoldTable)),
 	}
 }
 
@@ -115,8 +116,9 @@ type Service struct {
 	cfg     Config
 	sql     map[string]string
 	layouts map[schema.Layout]bool
-	// holdTable says the schema has bucketed/005's job_hold, whose rows
-	// the rescuer settles (a schema migrated before it has none to).
+	// holdTable says the schema has bucketed/005's job_hold and the engine
+	// has held claims (Dialect.HeldClaims): only then can there be hold
+	// rows for the rescuer to settle.
 	holdTable bool
 	iso       skiplock.IsoLevel
 
@@ -149,8 +151,8 @@ func Start(ctx context.Context, db *skiplock.DB, cfg *Config) (*Service, error) 
 	leaderTable, holdTable := false, false
 	for _, a := range applied {
 		layouts[a.Layout] = true
-		if a.Layout == schema.LayoutBucketed && a.Version >= 5 {
-			holdTable = true // bucketed/005: held claims' job_hold
+		if a.Layout == schema.LayoutBucketed && a.Version >= 5 && db.Dialect().HeldClaims {
+			holdTable = true // bucketed/005's job_hold, on an engine whose claims can fill it
 		}
 		if a.Layout == schema.LayoutCore && a.Version >= 2 {
 			leaderTable = true

@@ -286,6 +286,17 @@ func PushError(alias, attempt string) string {
 		col, skiplock.MaxErrorHistory, col, col, attempt)
 }
 
+// HoldDead returns a SQL condition that holds for a row of the bucketed
+// layout's hold table (alias) whose claim transaction ("holder") is no
+// longer in progress: aborted (its worker died), or too old for the
+// commit log (NULL); a holder that committed deleted its row in that
+// commit. A live holder's jobs are locked, so claims and the rescuer
+// need not read its row. PostgreSQL 13 and later (xid8), where held
+// claims run.
+func HoldDead(alias string) string {
+	return `pg_xact_status(` + alias + `."holder"::TEXT::XID8) IS DISTINCT FROM 'in progress'`
+}
+
 // NotPaused returns the start of a SQL condition that holds unless the
 // queue is paused in queueState (skiplock_queue, schema-qualified): a
 // claim's scan of a queue's jobs carries it, closed by the statement's

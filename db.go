@@ -17,9 +17,10 @@ import (
 // runs all SQL through it; it is safe for concurrent use.
 type DB struct {
 	Pool
-	dialect *Dialect
-	version string
-	owned   bool
+	dialect   *Dialect
+	version   string
+	owned     bool
+	emulation *emulation
 }
 
 // OpenConfig tunes Open. The zero value detects the engine and lets the
@@ -48,6 +49,14 @@ type OpenConfig struct {
 	// WorkerConfig.JobTimeout plus a margin (the CLI's work does). Whole
 	// milliseconds; 0 leaves the server's setting.
 	IdleInTransactionTimeout time.Duration
+	// Emulate runs a PostgreSQL server under another engine's rules
+	// (see Personality): for tests, and for evaluating skiplock's
+	// YugabyteDB and CockroachDB paths without a cluster. The server must
+	// be PostgreSQL; Emulate takes precedence over Engine.
+	Emulate Personality
+	// Emulation tunes the personality (nil: its defaults, nothing
+	// injected).
+	Emulation *EmulateConfig
 	// StatementTimeout, when positive, is set as statement_timeout on
 	// every connection of the pool in the same way: a statement that
 	// waits (on a lock another session holds, say) or runs longer is
@@ -97,6 +106,13 @@ func open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	em, err := cfg.emulation()
+	if err != nil {
+		return nil, err
+	}
+	if em != nil {
+		engine = EnginePostgres // Emulate takes precedence over Engine
+	}
 	if cfg.MaxConns < 0 {
 		return nil, Usagef("pool size %d is negative: use 0 for the driver's default or a positive count", cfg.MaxConns)
 	}
@@ -110,6 +126,9 @@ func open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
 	detected, version, err := probeEngine(ctx, dsn)
 	if err != nil {
 		return nil, err
+	}
+	if em != nil && detected != EnginePostgres {
+		return nil, Usagef("emulating %s needs a PostgreSQL server, but the server is %s (%s): drop --emulate to run on its own rules", em.personality, detected, firstWords(version, 4))
 	}
 	if engine == EngineAuto {
 		engine = detected
@@ -128,7 +147,59 @@ func open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &DB{Pool: pool, dialect: engine.Dialect(), version: version, owned: true}, nil
+	db := &DB{Pool: pool, dialect: engine.Dialect(), version: version, owned: true}
+	if em != nil {
+		db.emulate(em)
+	}
+	return db, nil
+}
+
+// emulate puts db under em's rules.
+func (db *DB) emulate(em *emulation) {
+	db.Pool, db.dialect, db.emulation = emulatedPool{Pool: db.Pool, e: em}, em.dialect(), em
+}
+
+// Emulating returns a DB over db's pool that runs under personality p's
+// rules (see OpenConfig.Emulate), for a pool the caller made (NewDB,
+// NewYugabyteDB). Closing it does not close the pool. The server must be
+// PostgreSQL.
+func (db *DB) Emulating(p Personality, cfg *EmulateConfig) (*DB, error) {
+	em, err := (&OpenConfig{Emulate: p, Emulation: cfg}).emulation()
+	if err != nil {
+		return nil, err
+	}
+	if em == nil {
+		return nil, Usagef("Emulating: name a personality: cockroach, yugabyte or yugabyte-snapshot")
+	}
+	if db.emulation != nil || db.dialect.Engine != EnginePostgres {
+		return nil, Usagef("emulating %s needs a PostgreSQL server without a personality, but this DB is %s (%s)", p, db.dialect.Rules(), firstWords(db.EngineVersion(), 4))
+	}
+	out := &DB{Pool: db.Pool, dialect: db.dialect, version: db.version}
+	out.emulate(em)
+	return out, nil
+}
+
+// emulation is cfg's personality, checked; nil when it asks for none.
+func (cfg *OpenConfig) emulation() (*emulation, error) {
+	p, err := ParsePersonality(string(cfg.Emulate))
+	if err != nil || p == PersonalityNone {
+		if err == nil && cfg.Emulation != nil {
+			return nil, Usagef("emulation settings were given without a personality: set Emulate (--emulate) to cockroach, yugabyte or yugabyte-snapshot")
+		}
+		return nil, err
+	}
+	e := &emulation{personality: p}
+	if cfg.Emulation != nil {
+		e.cfg = *cfg.Emulation
+	}
+	if err := e.cfg.validate(p); err != nil {
+		return nil, err
+	}
+	e.release = e.cfg.Version
+	if e.release == "" {
+		e.release = DefaultEmulatedRelease[p.Engine()]
+	}
+	return e, nil
 }
 
 // probeEngine opens one plain connection to learn the engine.

@@ -1,11 +1,22 @@
 package skiplock
 
+import (
+	"fmt"
+	"hash/fnv"
+	"time"
+	"unicode/utf8"
+)
+
 // Dialect is the one seam for engine differences: capability facts and the
 // SQL fragments that differ between engines. Queue and schema code ask the
 // dialect; they never branch on an engine's name.
 type Dialect struct {
-	// Engine is the engine these facts describe.
+	// Engine is the engine these facts describe, and whose frozen
+	// migrations create the schema: EnginePostgres under a personality.
 	Engine Engine
+	// Emulates is the personality whose rules these facts follow on
+	// PostgreSQL (OpenConfig.Emulate), or PersonalityNone.
+	Emulates Personality
 
 	// AdvisoryLocks is true where pg_advisory_lock really excludes other
 	// sessions. CockroachDB's are no-op stubs and YugabyteDB has them only in
@@ -19,6 +30,10 @@ type Dialect struct {
 	// (CockroachDB's USING HASH). Where false, queue code fans out itself
 	// with one UNION ALL branch per bucket, as the YugabyteDB data model does.
 	ShardedIndexFansOut bool
+	// HashShardedDDL is true where the schema's DDL makes those indexes
+	// hash-sharded (USING HASH ... WITH (bucket_count)); false under a
+	// personality, whose DDL stays PostgreSQL's.
+	HashShardedDDL bool
 	// KeyJoinDML is true where an UPDATE or DELETE of a limited set of rows
 	// must take them by a primary-key join to its limited subquery
 	// (UPDATE ... FROM, DELETE ... USING) rather than by
@@ -81,6 +96,28 @@ type Dialect struct {
 	// locks live as long as the session that holds them, and YugabyteDB
 	// writes explicit row locks as replicated intents.
 	DurableLocks string
+	// DurableLocksSince is the first release whose claims take SKIP
+	// LOCKED over durable locks (fanout's claims need it): CockroachDB
+	// 24.1 (cockroachdb/cockroach#116461, #117888). fanout.New refuses an
+	// older server, or an older release a personality reports
+	// (DB.RequireRelease). "" where no release gate applies.
+	DurableLocksSince string
+	// HoldLimit is how long a transaction that holds a claimed row while
+	// its handler runs (the fanout layout) may stay open before the engine
+	// pushes its commit timestamp and, since others have written what it
+	// read (the job's attempt count, the shard's newer jobs), fails its
+	// commit with a serialization error at every try: CockroachDB's
+	// closed-timestamp target, kv.closed_timestamp.target_duration, 3 s by
+	// default (transaction-retry-error-reference.md, RETRY_SERIALIZABLE).
+	// 0 where a transaction may stay open as long as its session.
+	HoldLimit time.Duration
+	// ReadCommittedSkipLockedSince is the first release of each line whose
+	// FOR UPDATE SKIP LOCKED returns the right rows at READ COMMITTED, for
+	// queues configured with that level: CockroachDB's optimizer applied a
+	// LIMIT before SKIP LOCKED's filtering there, so claims came back short
+	// or empty (cockroachdb/cockroach#121917, fixed by #127718 in 24.1.5,
+	// 24.2.3 and 24.3). "" where no release gate applies.
+	ReadCommittedSkipLockedSince string
 
 	// Notifications says LISTEN/NOTIFY works: a NOTIFY sent in a
 	// committed transaction reaches every session LISTENing on its
@@ -91,13 +128,16 @@ type Dialect struct {
 
 	// BulkCopy is true where a transaction's batches of jobs without
 	// unique keys go to the server by COPY ... FROM STDIN (the binary
-	// format pgx sends) rather than by a multi-row INSERT: PostgreSQL.
-	// YugabyteDB commits a COPY in pieces of
-	// yb_default_copy_from_rows_per_transaction rows by default, and
+	// format pgx sends) rather than by a multi-row INSERT: PostgreSQL and
+	// YugabyteDB. Queue code sends COPY only inside a transaction, where
+	// YugabyteDB runs it as one transaction: it commits a COPY in pieces
+	// of yb_default_copy_from_rows_per_transaction rows only outside a
+	// transaction block (src/postgres/src/backend/commands/copyfrom.c,
+	// IsTransactionBlock; it warns and uses one transaction inside).
 	// CockroachDB has restricted COPY to the admin role and committed it
-	// in pieces outside explicit transactions in some releases, so both
-	// keep the INSERT, which is atomic everywhere (docs/design.md,
-	// "Enqueue: COPY and one round trip").
+	// in pieces outside explicit transactions in some releases, so it
+	// keeps the INSERT, which is atomic everywhere (docs/engines.md,
+	// "COPY").
 	BulkCopy bool
 
 	// HeldClaims is true where a bucketed worker may hold its claim's
@@ -112,15 +152,19 @@ type Dialect struct {
 
 	// PlanCacheMode is true where a transaction can choose the plans of its
 	// prepared statements with SET LOCAL plan_cache_mode
-	// (TxOptions.GenericPlans): PostgreSQL 12 and later. YugabyteDB's
-	// PostgreSQL 11 base has no such setting, and the claims that would use
-	// it there and on CockroachDB have other shapes.
+	// (TxOptions.GenericPlans): PostgreSQL 12 and later. Off on
+	// YugabyteDB: releases up to 2024.2 (a PostgreSQL 11 base) have no
+	// such setting, 2025.1 and later (PostgreSQL 15) do, and the claims
+	// that would use it have other shapes there and on CockroachDB.
 	PlanCacheMode bool
 
 	// UUIDText is an expression giving a random UUID as text.
 	UUIDText string
-	// UUIDExtension is the extension UUIDText needs, if any (YSQL's
-	// PostgreSQL 11 base has gen_random_uuid only in pgcrypto).
+	// UUIDExtension is the extension UUIDText needs where the server
+	// lacks it in core: YugabyteDB up to 2024.2 (a PostgreSQL 11 base) has
+	// gen_random_uuid only in pgcrypto; 2025.1 and later (PostgreSQL 15)
+	// have it in core, and the migration creates the extension only where
+	// the function is missing (schema fanout/005).
 	UUIDExtension string
 	// BigIDDefault is the column definition tail for a generated bigint key.
 	BigIDDefault string
@@ -131,6 +175,15 @@ type Dialect struct {
 	Timestamp string
 	// Now is the expression for the current transaction time.
 	Now string
+}
+
+// Rules is the engine whose rules the dialect follows: the personality's
+// engine under emulation, Engine otherwise. Reports name it.
+func (d *Dialect) Rules() Engine {
+	if d.Emulates != PersonalityNone {
+		return d.Emulates.Engine()
+	}
+	return d.Engine
 }
 
 // DefaultCopyMin is the fewest jobs a batch sends by COPY where the
@@ -180,6 +233,7 @@ var dialects = map[Engine]*Dialect{
 		// yb_enable_read_committed_isolation=true; otherwise the server runs
 		// the transaction as snapshot, where SKIP LOCKED still works.
 		DefaultIsolation: IsoReadCommitted,
+		BulkCopy:         true,
 		UUIDText:         "gen_random_uuid()::text",
 		UUIDExtension:    "pgcrypto",
 		// A sequence cache keeps id generation off the hot path of a
@@ -192,6 +246,7 @@ var dialects = map[Engine]*Dialect{
 	EngineCockroach: {
 		Engine:                EngineCockroach,
 		ShardedIndexFansOut:   true,
+		HashShardedDDL:        true,
 		KeyJoinDML:            true,
 		RangeSplits:           true,
 		Covering:              "STORING",
@@ -205,8 +260,11 @@ var dialects = map[Engine]*Dialect{
 		// architecture/transaction-layer.md, "unreplicated locks"
 		// (cockroachdb/cockroach#107749). SET LOCAL scopes it to the
 		// transaction, so the pool's connection goes back unchanged.
-		DurableLocks: "SET LOCAL enable_durable_locking_for_serializable = on",
-		UUIDText:     "gen_random_uuid()::STRING",
+		DurableLocks:                 "SET LOCAL enable_durable_locking_for_serializable = on",
+		DurableLocksSince:            "24.1",
+		HoldLimit:                    3 * time.Second,
+		ReadCommittedSkipLockedSince: "24.1.5,24.2.3,24.3",
+		UUIDText:                     "gen_random_uuid()::STRING",
 		// unordered_unique_rowid() avoids a sequence and, unlike
 		// unique_rowid(), is not ordered by time, so new rows do not all
 		// land at the end of one range (understand-hotspots.md,
@@ -220,4 +278,26 @@ var dialects = map[Engine]*Dialect{
 
 // NotifyChannel is the LISTEN/NOTIFY channel of a schema's queues: an
 // insert notifies it with the queue's name, and clients listen on it.
-func NotifyChannel(schemaName string) string { return "skiplock." + schemaName }
+// It is "skiplock." and the schema's name where that fits in a channel
+// name (under 64 bytes: pg_notify refuses a longer one, and LISTEN cuts
+// it short without a word, so the two would not meet). For a longer
+// schema name it is "skiplock.", the name's head cut at a character's
+// edge, "~" and a hash of the whole name: at most 63 bytes, the same in
+// every process, and different for schemas that share a head.
+func NotifyChannel(schemaName string) string {
+	ch := "skiplock." + schemaName
+	if len(ch) <= maxChannel {
+		return ch
+	}
+	h := fnv.New64a()
+	h.Write([]byte(schemaName)) //nolint:errcheck // a hash does not fail
+	tail := fmt.Sprintf("~%016x", h.Sum64())
+	head := ch[:maxChannel-len(tail)]
+	for !utf8.ValidString(head) {
+		head = head[:len(head)-1]
+	}
+	return head + tail
+}
+
+// maxChannel is the longest channel name in bytes: NAMEDATALEN - 1.
+const maxChannel = 63

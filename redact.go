@@ -104,9 +104,7 @@ func inspectURL(dsn string) (shown, user, db, pw string, hasUser, hasDB bool, se
 	}
 	for _, k := range []string{"password", "sslpassword"} {
 		if vals, set := q[k]; set {
-			for _, s := range vals {
-				secrets = append(secrets, s)
-			}
+			secrets = append(secrets, vals...)
 			if k == "password" {
 				pw = vals[len(vals)-1]
 			}

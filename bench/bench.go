@@ -256,6 +256,11 @@ type Config struct {
 	// DSN is the database; Engine forces an engine ("" detects it).
 	DSN    string
 	Engine skiplock.Engine
+	// Emulate runs the bench on PostgreSQL under another engine's rules
+	// (skiplock.OpenConfig.Emulate, tuned by Emulation); reports name the
+	// personality and say the run was emulated.
+	Emulate   skiplock.Personality
+	Emulation *skiplock.EmulateConfig
 	// Schema is the bench's own schema (emptied and refilled!); "" is
 	// DefaultSchema. Run creates it and marks it as the bench's; it refuses
 	// an existing schema without that mark, which may hold real queues.
@@ -617,7 +622,7 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 		c.Logf("--rtt %v: every connection goes through a loopback proxy at %s adding %v each way", c.RTT, proxy.Addr(), c.RTT/2)
 	}
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	admin, err := skiplock.Open(openCtx, c.DSN, &skiplock.OpenConfig{Engine: c.Engine, MaxConns: 2})
+	admin, err := skiplock.Open(openCtx, c.DSN, c.openConfig(2))
 	cancel()
 	if err != nil {
 		return nil, err
@@ -763,7 +768,7 @@ func checkConnections(ctx context.Context, db *skiplock.DB, c *Config, baseline 
 func openPool(ctx context.Context, c *Config) (*skiplock.DB, error) {
 	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	db, err := skiplock.Open(openCtx, c.DSN, &skiplock.OpenConfig{Engine: c.Engine, MaxConns: int32(c.Conns), PipelineBegin: !c.SeparateBegin})
+	db, err := skiplock.Open(openCtx, c.DSN, c.openConfig(int32(c.Conns)))
 	if err != nil {
 		return nil, err
 	}
@@ -857,3 +862,9 @@ func preload(ctx context.Context, c *Config, db *skiplock.DB, n int, enqueue fun
 
 // ErrQueueDry says the queue ran out of jobs before the run's end.
 var ErrQueueDry = errors.New("the queue ran dry before the end of the run: raise --jobs")
+
+// openConfig is how the bench opens a pool of maxConns connections on the
+// configured engine or personality.
+func (c *Config) openConfig(maxConns int32) *skiplock.OpenConfig {
+	return &skiplock.OpenConfig{Engine: c.Engine, Emulate: c.Emulate, Emulation: c.Emulation, MaxConns: maxConns, PipelineBegin: !c.SeparateBegin}
+}

@@ -116,7 +116,7 @@ func runPickup(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) 
 	inserter := worker
 	if !c.SameClient {
 		openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
-		insDB, err := skiplock.Open(openCtx, c.DSN, &skiplock.OpenConfig{Engine: c.Engine, MaxConns: insertConns, PipelineBegin: !c.SeparateBegin})
+		insDB, err := skiplock.Open(openCtx, c.DSN, c.openConfig(insertConns))
 		cancel()
 		if err != nil {
 			return fmt.Errorf("open the inserting client's pool: %w", err)

@@ -154,10 +154,15 @@ type Machine struct {
 // EngineInfo names the database and the server settings that matter for
 // a queue's speed.
 type EngineInfo struct {
-	Name    string            `json:"name"`
-	Version string            `json:"version"`
-	Server  map[string]string `json:"server_settings"`
-	Pgbench string            `json:"pgbench,omitempty"`
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	// Personality is the engine whose rules the run followed on
+	// PostgreSQL (skiplock.OpenConfig.Emulate), and Emulated what of it
+	// did not run there; both empty on an engine's own rules.
+	Personality string            `json:"personality,omitempty"`
+	Emulated    []string          `json:"emulated,omitempty"`
+	Server      map[string]string `json:"server_settings"`
+	Pgbench     string            `json:"pgbench,omitempty"`
 }
 
 // Settings are every knob of the run, defaults filled in.
@@ -211,6 +216,11 @@ var serverSettings = []string{"max_connections", "shared_buffers", "synchronous_
 // settings the engine does not know are left out.
 func DescribeEngine(ctx context.Context, db *skiplock.DB) *EngineInfo {
 	info := &EngineInfo{Name: string(db.Engine()), Version: db.Version(), Server: map[string]string{}}
+	if p := db.Personality(); p != skiplock.PersonalityNone {
+		info.Personality = string(p)
+		info.Version = db.EngineVersion()
+		info.Emulated = db.EmulationSkipped()
+	}
 	for _, s := range serverSettings {
 		var v string
 		if err := db.QueryRow(ctx, "SHOW "+s).Scan(&v); err == nil {
@@ -251,6 +261,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if e := r.Engine; e != nil {
 		fmt.Fprintf(b, "\nengine: %s, %s", e.Name, firstLine(e.Version))
+		if e.Personality != "" {
+			fmt.Fprintf(b, "\nemulated: %s's rules on PostgreSQL; not run here: %s", e.Personality, strings.Join(e.Emulated, "; "))
+		}
 		if len(e.Server) > 0 {
 			fmt.Fprintf(b, "\nserver: %s", formatPairs(e.Server))
 		}

@@ -281,7 +281,7 @@ func runSoak(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 	}
 	defer pool.Close()
 	openCtx, cancel := context.WithTimeout(ctx, time.Minute)
-	insDB, err := skiplock.Open(openCtx, c.DSN, &skiplock.OpenConfig{Engine: c.Engine, MaxConns: int32(c.Producers), PipelineBegin: !c.SeparateBegin})
+	insDB, err := skiplock.Open(openCtx, c.DSN, c.openConfig(int32(c.Producers)))
 	cancel()
 	if err != nil {
 		return fmt.Errorf("open the producers' pool: %w", err)

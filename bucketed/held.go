@@ -240,5 +240,5 @@ func heldServerVersion(version string) error {
 
 // errHeldUnsupported explains why a Worker refuses HeldClaims.
 func errHeldUnsupported(d *skiplock.Dialect) error {
-	return skiplock.Usagef("bucketed worker: held claims (WorkerConfig.HeldClaims) need PostgreSQL; %s keeps the lease claim: turn HeldClaims off", d.Engine)
+	return skiplock.Usagef("bucketed worker: held claims (WorkerConfig.HeldClaims) need PostgreSQL; %s keeps the lease claim: turn HeldClaims off", d.Rules())
 }

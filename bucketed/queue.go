@@ -9,6 +9,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/queryrows"
+	"github.com/skiplock/skiplock/internal/queuecfg"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -44,6 +45,9 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Queue, error) {
 	c, err := cfg.withDefaults(db.Dialect())
 	if err != nil {
 		return nil, err
+	}
+	if err := queuecfg.CheckRelease(db, c.Retry); err != nil {
+		return nil, fmt.Errorf("bucketed.New: %w", err)
 	}
 	buckets, err := schema.Buckets(ctx, db, c.Schema)
 	if err != nil {

@@ -26,6 +26,9 @@ type Client struct {
 	cfg     Config
 	notify  bool   // LISTEN/NOTIFY in use
 	channel string // the schema's notification channel
+	// defaultTimeout is true when Config.JobTimeout was left to its
+	// default: a fanout queue's budget may then follow the engine's bound.
+	defaultTimeout bool
 
 	bq     *bucketed.Queue          // every bucketed queue, inserts and claims
 	fq     map[string]*fanout.Queue // per fanout queue (declared ones)
@@ -79,7 +82,7 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl := &Client{db: db, cfg: c, fq: map[string]*fanout.Queue{}, queues: map[string]*queueRunner{}, notifiedAt: map[string]time.Time{}, trailing: map[string]bool{}}
+	cl := &Client{db: db, cfg: c, defaultTimeout: cfg == nil || cfg.JobTimeout == 0, fq: map[string]*fanout.Queue{}, queues: map[string]*queueRunner{}, notifiedAt: map[string]time.Time{}, trailing: map[string]bool{}}
 	switch c.Notify {
 	case NotifyAuto:
 		cl.notify = db.Dialect().Notifications || ybNotifications(ctx, db)
@@ -87,6 +90,19 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 		cl.notify = true
 	}
 	cl.channel = skiplock.NotifyChannel(c.Schema)
+	if cl.notify && c.Notify == NotifyAuto {
+		// The engine says it has LISTEN/NOTIFY; a notification that comes
+		// back proves it (YugabyteDB's flag may be on a tserver but not on
+		// the master, a pooler may hand LISTEN and NOTIFY different
+		// sessions).
+		if err := probeNotifications(ctx, db, cl.channel); err != nil {
+			if ctx.Err() != nil {
+				return nil, err
+			}
+			cl.notify = false
+			c.Logf("client: LISTEN/NOTIFY does not work on this server (%v): polling every %v instead (client.Config.FetchPollInterval)", err, c.FetchPollInterval)
+		}
+	}
 	if cl.periodic, err = parsePeriodic(c.PeriodicJobs); err != nil {
 		return nil, err
 	}
@@ -217,6 +233,12 @@ func (c *Client) longestTimeout() time.Duration {
 	}
 	if d < 0 {
 		return 24 * time.Hour // no timeout asked: a day's budget for the transaction
+	}
+	if hold := c.db.Dialect().HoldLimit; hold > 0 && d == DefaultJobTimeout && c.defaultTimeout {
+		// Nobody asked for a minute: the fanout worker's default is the
+		// longest a job's transaction may stay open on this engine
+		// (fanout.WorkerConfig.JobTimeout).
+		return 0
 	}
 	return d
 }

@@ -318,12 +318,7 @@ func TestPickupAndLostNotifications(t *testing.T) {
 	t.Parallel()
 	db, s := openDB(t)
 	ctx := ctxT(t)
-	ran := make(chan int, 10)
-	ws := client.NewWorkers()
-	must(t, client.AddWorker(ws, client.WorkFunc[emailArgs](func(ctx context.Context, j *client.Job[emailArgs]) error {
-		ran <- j.Args.N
-		return nil
-	}), nil))
+	ran, ws := reportingWorkers(t)
 	for _, fanoutQ := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fanout=%v", fanoutQ), func(t *testing.T) {
 			q := client.QueueConfig{MaxWorkers: 20}
@@ -387,6 +382,17 @@ func TestPickupAndLostNotifications(t *testing.T) {
 		must(t, err)
 	}
 	pickedUp(t, ran, 5, "with the listener cut (polling every 200 ms)")
+}
+
+// reportingWorkers runs emailArgs jobs by sending each one's N on ran.
+func reportingWorkers(t *testing.T) (ran chan int, ws *client.Workers) {
+	ran = make(chan int, 10)
+	ws = client.NewWorkers()
+	must(t, client.AddWorker(ws, client.WorkFunc[emailArgs](func(ctx context.Context, j *client.Job[emailArgs]) error {
+		ran <- j.Args.N
+		return nil
+	}), nil))
+	return ran, ws
 }
 
 // pickedUp waits for n distinct jobs to run, 10 s at most between two.

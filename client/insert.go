@@ -82,12 +82,6 @@ func (c *Client) InsertManyTx(ctx context.Context, tx skiplock.Tx, params []Inse
 	return c.insert(ctx, tx, params, false)
 }
 
-// prepared is one job ready to write.
-type prepared struct {
-	job    skiplock.NewJob
-	layout schema.Layout
-}
-
 // insert resolves options, runs the insert middleware, and writes the
 // jobs grouped by queue through db. wake: wake this client's workers
 // after (db commits on its own).

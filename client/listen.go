@@ -2,6 +2,9 @@ package client
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
 	"sync"
 	"time"
 
@@ -32,13 +35,6 @@ func startListener(ctx context.Context, c *Client) *listener {
 func (l *listener) stop() {
 	l.cancel()
 	<-l.done
-}
-
-// listening reports whether the listener's connection is LISTENing.
-func (l *listener) listening() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.ready
 }
 
 func (l *listener) setReady(v bool) {
@@ -92,6 +88,49 @@ func (l *listener) session(ctx context.Context) error {
 		}
 		if r := l.c.queues[n.Payload]; r != nil {
 			r.wakeUp()
+		}
+	}
+}
+
+// probeWait bounds the wait for the probe's own notification.
+const probeWait = 2 * time.Second
+
+// probeNotifications checks that a NOTIFY reaches a LISTENing session:
+// one connection LISTENs on channel, another sends a notification with a
+// token of its own, and the first must receive it within probeWait. A
+// pg_notify that the server refuses (YugabyteDB answers 55000 until its
+// master has made the notifications table, 0A000 with the flag off)
+// fails it, and so does a pooler that runs LISTEN and NOTIFY on sessions
+// that are not the ones the client holds. Listeners of other clients hear
+// the token and ignore it: it names no queue.
+func probeNotifications(ctx context.Context, db *skiplock.DB, channel string) error {
+	conn, err := db.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("take a connection to listen on: %w", err)
+	}
+	defer conn.Release()
+	if _, err := conn.Exec(ctx, "LISTEN "+skiplock.QuoteIdent(channel)); err != nil {
+		return fmt.Errorf("LISTEN: %w", err)
+	}
+	defer conn.Exec(context.WithoutCancel(ctx), "UNLISTEN "+skiplock.QuoteIdent(channel)) //nolint:errcheck // the connection goes back to the pool either way
+	var b [8]byte
+	rand.Read(b[:]) //nolint:errcheck // crypto/rand does not fail on Linux
+	token := "skiplock probe " + hex.EncodeToString(b[:])
+	if _, err := db.Exec(ctx, "SELECT pg_notify($1, $2)", channel, token); err != nil {
+		return fmt.Errorf("pg_notify: %w", err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, probeWait)
+	defer cancel()
+	for {
+		n, err := conn.WaitForNotification(wctx)
+		if err != nil {
+			if ctx.Err() == nil && wctx.Err() != nil {
+				return fmt.Errorf("a notification sent on channel %q did not come back to the session listening on it within %v", channel, probeWait)
+			}
+			return err
+		}
+		if n.Payload == token {
+			return nil
 		}
 	}
 }

@@ -224,10 +224,19 @@ UPDATE /* TEMPLATE: attempt_table */ SET "attempts" = greatest("attempts" - 1, 0
 WHERE "job_id" = ANY($1::text[]);
 
 -- name: del
--- Removes a processed job and its attempt count: $1 the id. The affected
--- row count is job_queue's.
-WITH "forgot" AS (DELETE FROM /* TEMPLATE: attempt_table */ WHERE "job_id" = $1)
+-- Removes a processed job: $1 the id. Its attempt count stays: the count
+-- is written by another connection while this transaction holds the job,
+-- so a write of it here would be a write-write conflict at snapshot
+-- isolation and SERIALIZABLE (YugabyteDB, CockroachDB), failing the
+-- commit at every try. forget drops it after the commit.
 DELETE FROM /* TEMPLATE: queue_table */ WHERE "id" = $1;
+
+-- name: forget
+-- Drops the attempt counts of jobs whose removal committed (processed, or
+-- moved to job_dead by bury_lost): $1 their ids (text[]). Sent after the
+-- commit, in batches, outside any job's transaction; a count it misses
+-- (the worker died first) is the pruner's (maintenance prune_attempts).
+DELETE FROM /* TEMPLATE: attempt_table */ WHERE "job_id" = ANY($1::text[]);
 
 -- name: fail
 -- Records a failed attempt after its rollback: $1 the id, $2 the error,
@@ -276,10 +285,10 @@ SELECT "id", "queue", "payload", "attempts", "max_attempts", "last_error", "crea
 -- claimed it, when its count says its attempts are used up although no
 -- failure was recorded for the last one (its worker died, was killed or
 -- lost its connection mid-job): $1 the id, $2 the error to keep. Its
--- attempts are its max_attempts, the handler starts it was allowed.
+-- attempts are its max_attempts, the handler starts it was allowed. Its
+-- attempt count stays, as with del (forget drops it after the commit).
 WITH "moved" AS (DELETE FROM /* TEMPLATE: queue_table */ WHERE "id" = $1
-  RETURNING "id", "queue", "payload", "max_attempts", "created_at", "kind", "metadata", "errors"),
-"forgot" AS (DELETE FROM /* TEMPLATE: attempt_table */ WHERE "job_id" = $1)
+  RETURNING "id", "queue", "payload", "max_attempts", "created_at", "kind", "metadata", "errors")
 INSERT INTO /* TEMPLATE: dead_table */ ("id", "queue", "payload", "attempts", "max_attempts", "last_error", "created_at", "kind", "metadata", "errors")
 SELECT "id", "queue", "payload", "max_attempts", "max_attempts", $2, "created_at", "kind", "metadata",
   CASE WHEN jsonb_array_length("errors") >= /* TEMPLATE: max_error_history */ THEN "errors" - 0 ELSE "errors" END

@@ -169,6 +169,10 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter)
 	if err != nil && res.Job != nil && !errors.As(err, &he) {
 		q.marks.ProbeSoon(queue) // a failed or unknown commit: the job may be back
 	}
+	if err == nil && res.Job != nil {
+		// Processed or moved to job_dead, and committed: its count can go.
+		c.forget(ctx, res.Job.ID)
+	}
 	switch {
 	case err == nil:
 		if res.Dead {
@@ -207,7 +211,8 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter)
 }
 
 // handle runs the handler on a claimed and counted job, then deletes the
-// job (and its count) in the same transaction.
+// job in the same transaction (its count is dropped after the commit:
+// forget).
 func (q *Queue) handle(ctx context.Context, tx skiplock.Tx, h Handler, job *skiplock.Job) error {
 	if err := workloop.Call(func() error { return h(ctx, handlerTx{tx}, job) }); err != nil {
 		return &handlerError{err: err}

@@ -159,8 +159,10 @@ func (b durableLocksBeginner) Begin(ctx context.Context, opts skiplock.TxOptions
 	return tx, nil
 }
 
-// New returns a Queue on db. It validates cfg and does not touch the
-// database; run schema.Migrate with schema.LayoutFanout first.
+// New returns a Queue on db. It validates cfg and the engine's release
+// (a *skiplock.ReleaseError for a CockroachDB older than 24.1) and does
+// not touch the database; run schema.Migrate with schema.LayoutFanout
+// first.
 func New(db *skiplock.DB, cfg *Config) (*Queue, error) {
 	if db == nil {
 		return nil, skiplock.Usagef("fanout.New: db is nil: open one with skiplock.Open")
@@ -168,6 +170,17 @@ func New(db *skiplock.DB, cfg *Config) (*Queue, error) {
 	c, err := cfg.withDefaults(db.Dialect())
 	if err != nil {
 		return nil, err
+	}
+	if err := queuecfg.CheckRelease(db, c.Retry); err != nil {
+		return nil, fmt.Errorf("fanout.New: %w", err)
+	}
+	if since := db.Dialect().DurableLocksSince; since != "" {
+		// The claims hold SKIP LOCKED row locks made durable, which older
+		// releases refuse at the first claim (cockroachdb/cockroach#116461,
+		// #117888).
+		if err := db.RequireRelease(since, "the fanout layout's claims (FOR UPDATE SKIP LOCKED over durable locks)"); err != nil {
+			return nil, fmt.Errorf("fanout.New: %w", err)
+		}
 	}
 	q := &Queue{db: db, cfg: c, sql: render(db.Dialect(), c.Schema), holding: durableLocksBeginner{db: db, stmt: db.Dialect().DurableLocks}}
 	q.marks.Init(schema.FanoutShards, c.HintMaxAge, compareMark)

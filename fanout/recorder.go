@@ -19,6 +19,10 @@ import (
 // was applied.
 type counter interface {
 	withConn(ctx context.Context, fn func(context.Context, skiplock.Conn) error) error
+	// forget drops the count of job id, whose removal has committed
+	// (forget in fanout.sql). It reports no error: a count it leaves
+	// behind is the pruner's.
+	forget(ctx context.Context, id string)
 }
 
 // countAttempt adds one attempt to job id over c and returns its new
@@ -69,6 +73,13 @@ func (p poolCounter) withConn(ctx context.Context, fn func(context.Context, skip
 	return fn(sctx, c)
 }
 
+// forget drops job id's count at once, over the pool.
+func (p poolCounter) forget(ctx context.Context, id string) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	p.q.db.Exec(sctx, p.q.sql.forget, []string{id}) //nolint:errcheck // the pruner removes what this leaves
+}
+
 // countMany counts one attempt for each of ids (distinct) in one
 // statement and returns their new counts.
 func (q *Queue) countMany(ctx context.Context, db skiplock.Querier, ids []string) (map[string]int, error) {
@@ -114,7 +125,17 @@ type recorder struct {
 	slots chan *recorderSlot
 	n     int
 	once  sync.Once
+
+	// forgotten are the ids of jobs whose removal committed and whose
+	// counts are still to drop: one statement per forgetBatch jobs, and
+	// the rest at close.
+	fmu       sync.Mutex
+	forgotten []string
 }
+
+// forgetBatch is how many finished jobs' counts one forget statement
+// drops.
+const forgetBatch = 128
 
 // recorderSlot is one reserved connection, nil until first used and
 // after a failure.
@@ -159,10 +180,41 @@ func (r *recorder) withConn(ctx context.Context, fn func(context.Context, skiplo
 	return err
 }
 
-// close releases the reserved connections. Call it once every worker has
-// returned; later calls do nothing.
+// forget drops job id's count with the next batch.
+func (r *recorder) forget(ctx context.Context, id string) {
+	r.fmu.Lock()
+	r.forgotten = append(r.forgotten, id)
+	var batch []string
+	if len(r.forgotten) >= forgetBatch {
+		batch, r.forgotten = r.forgotten, nil
+	}
+	r.fmu.Unlock()
+	if batch != nil {
+		r.forgetNow(ctx, batch)
+	}
+}
+
+// forgetNow drops the counts of ids over a reserved connection; a failure
+// is logged by withConn and left to the pruner.
+func (r *recorder) forgetNow(ctx context.Context, ids []string) {
+	r.withConn(ctx, func(ctx context.Context, c skiplock.Conn) error { //nolint:errcheck // logged; the pruner removes what is left
+		_, err := c.Exec(ctx, r.q.sql.forget, ids)
+		return err
+	})
+}
+
+// close drops the counts still to forget and releases the reserved
+// connections. Call it once every worker has returned; later calls do
+// nothing.
 func (r *recorder) close() {
 	r.once.Do(func() {
+		r.fmu.Lock()
+		batch := r.forgotten
+		r.forgotten = nil
+		r.fmu.Unlock()
+		if len(batch) > 0 {
+			r.forgetNow(context.Background(), batch)
+		}
 		for range r.n {
 			if s := <-r.slots; s.conn != nil {
 				s.conn.Release()

@@ -23,15 +23,15 @@ type statements struct {
 	// start shard is empty sends shardsAfter, then claimShard per shard.
 	// Otherwise they are the LATERAL forms, which take arrays then the
 	// queue, and shardsAfter is empty.
-	unions                                        bool
-	claim, claimShard, shardsAfter                string
-	heads, existsAfter                            string
-	del, fail, bury, insert, queued, dead, exists string
-	count, giveBack, backoff, buryLost, amendDead string
-	cancelByID, retryByID, deleteByID, whereByID  string
-	snoozeJob, snoozeAttempt                      string
-	insertNotify                                  string // insert with its notifications (sqltext.WithNotify)
-	newIDs, notify                                string // the COPY path's (copy.go)
+	unions                                                bool
+	claim, claimShard, shardsAfter                        string
+	heads, existsAfter                                    string
+	del, fail, bury, insert, queued, dead, exists         string
+	count, giveBack, forget, backoff, buryLost, amendDead string
+	cancelByID, retryByID, deleteByID, whereByID          string
+	snoozeJob, snoozeAttempt                              string
+	insertNotify                                          string // insert with its notifications (sqltext.WithNotify)
+	newIDs, notify                                        string // the COPY path's (copy.go)
 }
 
 //go:embed fanout.sql
@@ -146,7 +146,7 @@ func render(d *skiplock.Dialect, schemaName string) statements {
 		"shards_after_branch": &branches, "heads_union_branch": &branches, "exists_after_union_branch": &branches,
 		"del": &s.del, "fail": &s.fail, "bury": &s.bury,
 		"insert": &s.insert, "queued": &s.queued, "dead": &s.dead, "exists": &s.exists,
-		"count": &s.count, "give_back": &s.giveBack, "backoff": &s.backoff, "bury_lost": &s.buryLost, "amend_dead": &s.amendDead,
+		"count": &s.count, "give_back": &s.giveBack, "forget": &s.forget, "backoff": &s.backoff, "bury_lost": &s.buryLost, "amend_dead": &s.amendDead,
 		"cancel_by_id": &s.cancelByID, "retry_by_id": &s.retryByID, "delete_by_id": &s.deleteByID, "where_by_id": &s.whereByID,
 		"snooze_job": &s.snoozeJob, "snooze_attempt": &s.snoozeAttempt,
 		"new_ids": &s.newIDs, "notify": &s.notify,
@@ -173,7 +173,7 @@ func (s statements) all() map[string]string {
 	out := map[string]string{
 		"claim": s.claim, "claim_shard": s.claimShard, "shards_after": s.shardsAfter, "heads": s.heads, "exists_after": s.existsAfter, "del": s.del, "fail": s.fail, "bury": s.bury,
 		"insert": s.insert, "queued": s.queued, "dead": s.dead, "exists": s.exists,
-		"count": s.count, "give_back": s.giveBack, "backoff": s.backoff, "bury_lost": s.buryLost, "amend_dead": s.amendDead,
+		"count": s.count, "give_back": s.giveBack, "forget": s.forget, "backoff": s.backoff, "bury_lost": s.buryLost, "amend_dead": s.amendDead,
 		"cancel_by_id": s.cancelByID, "retry_by_id": s.retryByID, "delete_by_id": s.deleteByID, "where_by_id": s.whereByID,
 		"snooze_job": s.snoozeJob, "snooze_attempt": s.snoozeAttempt,
 		// new_ids and notify name no table, so no schema either.

@@ -58,7 +58,13 @@ type WorkerConfig struct {
 	Workers int
 	// Handler does each job's work. Required.
 	Handler Handler
-	// JobTimeout is each job's time budget; 0 means DefaultJobTimeout.
+	// JobTimeout is each job's time budget; 0 means DefaultJobTimeout,
+	// or, where the engine bounds how long a job's transaction may stay
+	// open (skiplock.Dialect.HoldLimit: CockroachDB's closed timestamp),
+	// four fifths of HoldLimit. A budget longer than that is refused: such
+	// a job's commit would fail at every try.
+	// (Run longer jobs on the bucketed layout, whose leases hold no
+	// transaction open.)
 	// The handler's context ends when it runs out, and a handler that
 	// returns after that fails its attempt (recorded like any failure).
 	// A job holds its transaction, and the job's row lock, for as long as
@@ -66,6 +72,10 @@ type WorkerConfig struct {
 	// settings so that the server ends a transaction left idle longer
 	// (a stopped process's), and other workers take its job.
 	JobTimeout time.Duration
+	// HoldLimit overrides the engine's skiplock.Dialect.HoldLimit, for a
+	// CockroachDB cluster whose kv.closed_timestamp.target_duration is
+	// not the default 3 s; 0 keeps the engine's.
+	HoldLimit time.Duration
 	// OnResult, when set, hears every Process call that claimed a job or
 	// failed, with Process's error, from the worker's goroutine (keep it
 	// quick): for counters and latency recording. Empty polls are not
@@ -203,8 +213,18 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 	if c.JobTimeout < 0 {
 		return nil, skiplock.Usagef("fanout worker: job timeout %v is negative: use 0 for the default (%v) or a positive duration", c.JobTimeout, DefaultJobTimeout)
 	}
-	if c.JobTimeout == 0 {
+	if c.HoldLimit < 0 {
+		return nil, skiplock.Usagef("fanout worker: hold limit %v is negative: use 0 for the engine's, or the cluster's kv.closed_timestamp.target_duration", c.HoldLimit)
+	}
+	hold := cmp.Or(c.HoldLimit, q.db.Dialect().HoldLimit)
+	switch {
+	case hold > 0 && c.JobTimeout == 0:
+		c.JobTimeout = hold * 4 / 5
+	case c.JobTimeout == 0:
 		c.JobTimeout = DefaultJobTimeout
+	case hold > 0 && c.JobTimeout > hold*4/5:
+		return nil, skiplock.Usagef("fanout worker: job timeout %v is longer than this engine lets a job's transaction stay open (%v, four fifths of its closed-timestamp target %v, kv.closed_timestamp.target_duration): its commit would fail at every try. Use a job timeout of at most %v, set WorkerConfig.HoldLimit to the cluster's setting if it is longer, or run such jobs on the bucketed layout, whose leases hold no transaction open",
+			c.JobTimeout, hold*4/5, hold, hold*4/5)
 	}
 	if c.Logf == nil {
 		c.Logf = func(string, ...any) {}

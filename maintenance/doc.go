@@ -17,7 +17,9 @@
 //
 // Every maintenance transaction first reads the lease row with FOR SHARE,
 // requiring the leader's own token and a live lease. A takeover writes that
-// row, so it waits until the deposed leader's transaction ends, and the
+// row, so it waits until the deposed leader's transaction ends (on
+// CockroachDB at SERIALIZABLE, which takes no shared locks, the read alone
+// orders the takeover after the transaction, or fails its commit), and the
 // deposed leader's next transaction finds a token that is no longer its
 // own and does nothing. Two leaders therefore never act at once, even when
 // a leader stalls (a long GC pause, SIGSTOP) past its lease and wakes up

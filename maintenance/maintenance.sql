@@ -30,9 +30,14 @@ WHERE "name" = $1 AND "holder" = $2 AND "token" = $3 AND "expires_at" > now();
 
 -- name: fence
 -- The first statement of every maintenance transaction: the lease must be
--- ours and live. FOR SHARE holds the row until the transaction ends, so a
+-- ours and live. On PostgreSQL and YugabyteDB, and at READ COMMITTED on
+-- CockroachDB, FOR SHARE holds the row until the transaction ends, so a
 -- takeover (an UPDATE of this row) waits for the maintenance work to commit
--- or roll back: two leaders never act at once.
+-- or roll back: two leaders never act at once. CockroachDB takes no shared
+-- lock at SERIALIZABLE (unless enable_shared_locking_for_serializable;
+-- select-for-update.md): there serializability fences instead, since a
+-- takeover that writes the row this transaction read is ordered after it,
+-- or this transaction fails to commit.
 SELECT "token" FROM /* TEMPLATE: leader */
 WHERE "name" = $1 AND "token" = $2 AND "expires_at" > now()
 FOR SHARE;
@@ -145,6 +150,26 @@ DELETE FROM /* TEMPLATE: dead */ AS d USING (
   WHERE "died_at" < now() - $1::FLOAT8 * INTERVAL '1 second'
   LIMIT $2) AS c
 WHERE d."id" = c.id;
+
+-- name: prune_attempts
+-- fanout's attempt counts whose job is no longer queued (processed or
+-- dead; its worker died before its forget statement dropped the count),
+-- counted more than $1 seconds ago, at most $2 per statement.
+DELETE FROM /* TEMPLATE: attempt */ WHERE "job_id" = ANY(ARRAY(
+  SELECT "a"."job_id" FROM /* TEMPLATE: attempt */ AS "a"
+  WHERE "a"."started_at" < now() - $1::FLOAT8 * INTERVAL '1 second'
+    AND NOT EXISTS (SELECT 1 FROM /* TEMPLATE: queue */ AS "j" WHERE "j"."id" = "a"."job_id")
+  LIMIT $2));
+
+-- name: prune_attempts_key_join
+-- prune_attempts where the engine joins a DML statement to its limited
+-- subquery by primary key (Dialect.KeyJoinDML: CockroachDB).
+DELETE FROM /* TEMPLATE: attempt */ AS "d" USING (
+  SELECT "a"."job_id" FROM /* TEMPLATE: attempt */ AS "a"
+  WHERE "a"."started_at" < now() - $1::FLOAT8 * INTERVAL '1 second'
+    AND NOT EXISTS (SELECT 1 FROM /* TEMPLATE: queue */ AS "j" WHERE "j"."id" = "a"."job_id")
+  LIMIT $2) AS "c"
+WHERE "d"."job_id" = "c"."job_id";
 
 -- Held claims (bucketed.WorkerConfig.HeldClaims): a hold row names the
 -- jobs of a claim whose transaction holds their row locks while they run,

@@ -318,6 +318,18 @@ FROM unnest(ARRAY['Success', 'Canceled', 'Failed']) AS st, unnest(ARRAY[1, 48]) 
 SELECT gen_random_uuid()::TEXT, now() - h * INTERVAL '1 hour' FROM unnest(ARRAY[1, 200]) AS h, generate_series(1, 5)`); err != nil {
 		t.Fatal(err)
 	}
+	// fanout attempt counts: a live job's, and those of jobs gone from the
+	// queue (their workers died before dropping them), three old and one
+	// just written.
+	queue := skiplock.QuoteIdent(s) + `."job_queue"`
+	attempt := skiplock.QuoteIdent(s) + `."job_attempt"`
+	if _, err := db.Exec(ctx, `INSERT INTO `+queue+` ("id") VALUES ('live')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `INSERT INTO `+attempt+` ("job_id", "attempts", "started_at", "retry_at")
+SELECT id, 1, now() - age * INTERVAL '1 minute', now() FROM (VALUES ('live', 10), ('gone1', 10), ('gone2', 10), ('gone3', 10), ('recent', 0)) AS a (id, age)`); err != nil {
+		t.Fatal(err)
+	}
 	svc, err := maintenance.Start(ctx, db, &maintenance.Config{Schema: s, PruneInterval: 10 * time.Millisecond, BatchSize: 2,
 		Retention: maintenance.Retention{Completed: 24 * time.Hour, Canceled: maintenance.KeepForever, Failed: 0}})
 	if err != nil {
@@ -348,6 +360,12 @@ SELECT gen_random_uuid()::TEXT, now() - h * INTERVAL '1 hour' FROM unnest(ARRAY[
 	var deadLeft int64
 	if err := db.QueryRow(ctx, `SELECT count(*) FROM `+dead).Scan(&deadLeft); err != nil || deadLeft != 5 {
 		t.Errorf("dead letters left: %d (%v), want 5", deadLeft, err)
+	}
+	waitFor(t, func() bool {
+		return len(testdb.Lines(ctx, t, db, `SELECT "job_id" FROM `+attempt)) == 2
+	})
+	if got := strings.Join(testdb.Lines(ctx, t, db, `SELECT "job_id" FROM `+attempt+` ORDER BY 1`), ","); got != "live,recent" {
+		t.Errorf("attempt counts left: %s, want the live job's and the recent one", got)
 	}
 	time.Sleep(50 * time.Millisecond) // further rounds find nothing more
 	if p := svc.Stats().Pruned; p != 10 {

@@ -41,10 +41,12 @@ var ErrNotLeader = errors.New("maintenance: this process is not the leader (anot
 func templateValues(schemaName string) map[string]string {
 	q := func(table string) string { return skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(table) }
 	return map[string]string{
-		"leader": q(schema.LeaderTable),
-		"jobs":   q(schema.JobsTable),
-		"status": q(schema.StatusType),
-		"dead":   q(schema.DeadJobTable),
+		"leader":  q(schema.LeaderTable),
+		"jobs":    q(schema.JobsTable),
+		"status":  q(schema.StatusType),
+		"dead":    q(schema.DeadJobTable),
+		"queue":   q(schema.JobQueueTable),
+		"attempt": q(schema.JobAttemptTable),
 		// The rescuer's lost attempts join the jobs' error history.
 		"push_error": sqltext.PushError("j", `j."attempts"`),
 		// The held claims' uncounted attempts too, at their new count.
@@ -57,7 +59,7 @@ func templateValues(schemaName string) map[string]string {
 // keyJoined are the statements that have a *_key_join block, sent instead
 // where the engine joins DML statements to their limited subqueries by
 // primary key (skiplock.Dialect.KeyJoinDML).
-var keyJoined = []string{"rescue_bucketed", "prune_bucketed", "prune_dead"}
+var keyJoined = []string{"rescue_bucketed", "prune_bucketed", "prune_dead", "prune_attempts"}
 
 // renderStatements renders maintenance.sql for an engine and schema, by
 // block name: on an engine with KeyJoinDML each statement of keyJoined is
@@ -568,8 +570,23 @@ func (s *Service) prune(ctx context.Context) error {
 		}
 	}
 	s.addPruned(total)
+	if s.layouts[schema.LayoutFanout] {
+		// Attempt counts of jobs gone from the queue whose worker died
+		// before it dropped them (fanout's forget): not jobs, so not in
+		// the pruned count.
+		if _, err := s.batches(ctx, func(ctx context.Context, tx skiplock.Tx) (int64, error) {
+			return tx.Exec(ctx, s.sql["prune_attempts"], orphanAttemptAge.Seconds(), s.cfg.BatchSize)
+		}, nil); err != nil {
+			return fmt.Errorf("prune attempt counts of finished fanout jobs: %w", err)
+		}
+	}
 	return nil
 }
+
+// orphanAttemptAge is how long ago a fanout attempt count must have been
+// written before the pruner drops it for a job no longer queued: a
+// recent count may belong to a dead job an operator has just retried.
+const orphanAttemptAge = time.Minute
 
 func (s *Service) addPruned(n int64) {
 	if n > 0 {

@@ -23,10 +23,6 @@ import (
 // prefix of them, or a HASH of them alone, does not spread writes.
 var lowCardinality = []string{"queue", "status", "priority", "layout", "name"}
 
-// spreadColumns hold values drawn uniformly at random to spread writes: a
-// HASH on them spreads an index.
-var spreadColumns = []string{"bucket"}
-
 // growingText are text columns that hold growing values: work_log.job_id is
 // a bucketed job's id as text.
 var growingText = []string{"work_log.job_id"}

@@ -56,7 +56,10 @@ func ModelStatements(d *skiplock.Dialect, layout Layout, o *Options) ([]string, 
 		stmts = append(stmts, JobHoldTableDef().Create(d, opts.Schema)...)
 	case LayoutFanout:
 		if d.UUIDExtension != "" {
-			stmts = append(stmts, "CREATE EXTENSION IF NOT EXISTS "+skiplock.QuoteIdent(d.UUIDExtension))
+			// Only where the server lacks gen_random_uuid: YugabyteDB
+			// 2025.1 and later have it in core (PostgreSQL 15), and
+			// creating pgcrypto needs superuser or yb_extension there.
+			stmts = append(stmts, "DO "+skiplock.QuoteLiteral("BEGIN IF to_regproc('gen_random_uuid') IS NULL THEN CREATE EXTENSION IF NOT EXISTS "+skiplock.QuoteIdent(d.UUIDExtension)+"; END IF; END"))
 		}
 		stmts = append(stmts, JobQueueTableDef(opts.Tablets).Create(d, opts.Schema)...)
 		stmts = append(stmts, DeadJobTableDef().Create(d, opts.Schema)...)

@@ -186,7 +186,7 @@ func (c Column) render(d *skiplock.Dialect, schemaName string) string {
 }
 
 func (ix Index) render(d *skiplock.Dialect, schemaName string, t *Table) string {
-	sharded := ix.Shards > 0 && d.ShardedIndexFansOut
+	sharded := ix.Shards > 0 && d.ShardedIndexFansOut && d.HashShardedDDL
 	var keys []string
 	for _, c := range ix.Columns {
 		switch {

@@ -127,6 +127,9 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	cfg.Engine = engine
+	if cfg.Emulate, cfg.Emulation, err = e.emulation(); err != nil {
+		return err
+	}
 	cfg.Out = e.stderr
 	cfg.Logf = e.logf
 	// Check the flags before starting a server.

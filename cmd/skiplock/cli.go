@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -45,15 +46,19 @@ func register(c *command) { commands[c.name] = c }
 
 // globals are the flags every command takes, before or after its name.
 type globals struct {
-	dsn    string
-	engine string
-	schema string
-	json   bool
+	dsn         string
+	engine      string
+	emulate     string
+	emulateOpts string
+	schema      string
+	json        bool
 }
 
 func (g *globals) bind(fs *flag.FlagSet) {
 	fs.StringVar(&g.dsn, "dsn", g.dsn, "database URL (else $SKIPLOCK_DSN, else $DATABASE_URL, else the embedded PostgreSQL)")
 	fs.StringVar(&g.engine, "engine", g.engine, "engine: auto, postgres, yugabyte or cockroach")
+	fs.StringVar(&g.emulate, "emulate", g.emulate, "run on PostgreSQL under another engine's rules: cockroach, yugabyte or yugabyte-snapshot (else $SKIPLOCK_EMULATE); takes precedence over --engine; the DDL stays PostgreSQL's")
+	fs.StringVar(&g.emulateOpts, "emulate-opts", g.emulateOpts, "the personality's options, comma-separated: read-committed (CockroachDB's READ COMMITTED setting on), notify (YugabyteDB's LISTEN/NOTIFY on), version=24.1 (the release it reports), inject=RETRY/AMBIGUOUS (shares of statements answered 40001 and of commits answered 40003, CockroachDB) (else $SKIPLOCK_EMULATE_OPTS)")
 	fs.StringVar(&g.schema, "schema", g.schema, "schema that holds skiplock's tables")
 	fs.BoolVar(&g.json, "json", g.json, "report as JSON")
 }
@@ -110,9 +115,8 @@ func (e *env) open(ctx context.Context, maxConns int32) (*skiplock.DB, error) {
 	if e.db != nil {
 		return e.db, nil
 	}
-	engine, err := e.parsedEngine()
-	if err != nil {
-		return nil, err
+	if _, err := e.openConfig(maxConns); err != nil {
+		return nil, err // bad flags change nothing: checked before the embedded server starts
 	}
 	if err := e.checkSchema(); err != nil {
 		return nil, err
@@ -121,14 +125,78 @@ func (e *env) open(ctx context.Context, maxConns int32) (*skiplock.DB, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg, err := e.openConfig(maxConns)
+	if err != nil {
+		return nil, err
+	}
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	db, err := skiplock.Open(ctx, dsn, &skiplock.OpenConfig{Engine: engine, MaxConns: maxConns})
+	db, err := skiplock.Open(ctx, dsn, cfg)
 	if err != nil {
 		return nil, err
 	}
 	e.db = db
 	return db, nil
+}
+
+// openConfig is the OpenConfig of --engine, --emulate and --emulate-opts
+// for a pool of maxConns connections; commands that open pools of their
+// own start from it.
+func (e *env) openConfig(maxConns int32) (*skiplock.OpenConfig, error) {
+	engine, err := e.parsedEngine()
+	if err != nil {
+		return nil, err
+	}
+	p, em, err := e.emulation()
+	if err != nil {
+		return nil, err
+	}
+	return &skiplock.OpenConfig{Engine: engine, MaxConns: maxConns, Emulate: p, Emulation: em}, nil
+}
+
+// emulation parses --emulate and --emulate-opts (or their variables).
+func (e *env) emulation() (skiplock.Personality, *skiplock.EmulateConfig, error) {
+	name, opts := e.emulate, e.emulateOpts
+	if name == "" {
+		name = os.Getenv("SKIPLOCK_EMULATE")
+	}
+	if opts == "" {
+		opts = os.Getenv("SKIPLOCK_EMULATE_OPTS")
+	}
+	p, err := skiplock.ParsePersonality(name)
+	if err != nil {
+		return "", nil, err
+	}
+	if p == skiplock.PersonalityNone {
+		if strings.TrimSpace(opts) != "" && e.emulateOpts != "" {
+			return "", nil, skiplock.Usagef("--emulate-opts %q without --emulate: name the personality too", opts)
+		}
+		return p, nil, nil
+	}
+	cfg := &skiplock.EmulateConfig{}
+	for _, o := range strings.Split(opts, ",") {
+		k, v, _ := strings.Cut(strings.TrimSpace(o), "=")
+		switch k {
+		case "":
+		case "read-committed":
+			cfg.ReadCommitted = true
+		case "notify":
+			cfg.Notifications = true
+		case "version":
+			cfg.Version = v
+		case "inject":
+			r, a, ok := strings.Cut(v, "/")
+			var err1, err2 error
+			cfg.RetryErrorRate, err1 = strconv.ParseFloat(r, 64)
+			cfg.AmbiguousCommitRate, err2 = strconv.ParseFloat(a, 64)
+			if !ok || err1 != nil || err2 != nil {
+				return "", nil, skiplock.Usagef("--emulate-opts inject=%s: give two shares, RETRY/AMBIGUOUS, such as inject=0.01/0.001", v)
+			}
+		default:
+			return "", nil, skiplock.Usagef("--emulate-opts: unknown option %q: use read-committed, notify, version=RELEASE or inject=RETRY/AMBIGUOUS", k)
+		}
+	}
+	return p, cfg, nil
 }
 
 // run is the whole CLI, callable in-process by tests. It returns the exit

@@ -72,8 +72,12 @@ func (bucketedCLI) work(ctx context.Context, e *env, small *skiplock.DB, o workO
 	// No session of the workers holds a transaction open, or waits in a
 	// statement, longer than a lease: a stopped process's transactions
 	// end and free their jobs' rows for the others.
-	db, err := skiplock.Open(ctx, dsn, &skiplock.OpenConfig{Engine: small.Engine(), MaxConns: int32(need),
-		IdleInTransactionTimeout: o.VisibilityTimeout, StatementTimeout: o.VisibilityTimeout})
+	oc, err := e.openConfig(int32(need))
+	if err != nil {
+		return workReport{}, err
+	}
+	oc.IdleInTransactionTimeout, oc.StatementTimeout = o.VisibilityTimeout, o.VisibilityTimeout
+	db, err := skiplock.Open(ctx, dsn, oc)
 	if err != nil {
 		return workReport{}, err
 	}
@@ -90,7 +94,7 @@ func (bucketedCLI) work(ctx context.Context, e *env, small *skiplock.DB, o workO
 		}
 	}
 	cfg := &bucketed.WorkerConfig{
-		Queue: o.Queue, Workers: o.Workers, Batch: batch, Logf: e.logf, Maintenance: o.maintenanceConfig(),
+		Queue: o.Queue, Workers: o.Workers, Prefetch: o.Workers * (batch - 1), Logf: e.logf, Maintenance: o.maintenanceConfig(),
 		Handler: func(ctx context.Context, job *skiplock.Job) error {
 			return demoWork(ctx, e, o, job)
 		},

@@ -47,8 +47,12 @@ func (fanoutCLI) work(ctx context.Context, e *env, db *skiplock.DB, o workOption
 		return workReport{}, err
 	}
 	st := fanout.SessionTimeout(o.JobTimeout)
-	wdb, err := skiplock.Open(ctx, dsn, &skiplock.OpenConfig{Engine: db.Engine(), MaxConns: int32(max(int(db.Stats().Max), o.Workers+fanout.RecorderConns(o.Workers)+workPoolSpare)),
-		IdleInTransactionTimeout: st, StatementTimeout: st})
+	oc, err := e.openConfig(int32(max(int(db.Stats().Max), o.Workers+fanout.RecorderConns(o.Workers)+workPoolSpare)))
+	if err != nil {
+		return workReport{}, err
+	}
+	oc.IdleInTransactionTimeout, oc.StatementTimeout = st, st
+	wdb, err := skiplock.Open(ctx, dsn, oc)
 	if err != nil {
 		return workReport{}, err
 	}
@@ -63,7 +67,7 @@ func (fanoutCLI) work(ctx context.Context, e *env, db *skiplock.DB, o workOption
 	start := time.Now()
 	// The workers get a context that outlives ctx, so that an interrupt
 	// stops them gracefully (jobs in flight finish) rather than abruptly.
-	w, err := q.NewWorker(&fanout.WorkerConfig{Workers: o.Workers, Handler: handler, JobTimeout: o.JobTimeout, Logf: e.logf, Maintenance: o.maintenanceConfig()})
+	w, err := q.NewWorker(&fanout.WorkerConfig{Workers: o.Workers, Handler: handler, JobTimeout: o.fanoutJobTimeout(db.Dialect()), Logf: e.logf, Maintenance: o.maintenanceConfig()})
 	if err != nil {
 		return workReport{}, err
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -74,12 +75,16 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 		for _, m := range applied {
 			out = append(out, row{string(m.Layout), m.Version, m.Name})
 		}
-		return e.printJSON(map[string]any{"schema": e.schema, "engine": db.Engine(), "applied": out})
+		report := map[string]any{"schema": e.schema, "engine": db.Engine(), "applied": out}
+		if p := db.Personality(); p != skiplock.PersonalityNone {
+			report["personality"], report["emulated"] = p, db.EmulationSkipped()
+		}
+		return e.printJSON(report)
 	}
 	if len(applied) == 0 {
-		fmt.Fprintf(e.stdout, "schema %q on %s is up to date\n", e.schema, db.Engine())
+		fmt.Fprintf(e.stdout, "schema %q on %s is up to date\n", e.schema, engineLabel(db))
 	} else {
-		fmt.Fprintf(e.stdout, "schema %q on %s: applied %d migration(s)\n", e.schema, db.Engine(), len(applied))
+		fmt.Fprintf(e.stdout, "schema %q on %s: applied %d migration(s)\n", e.schema, engineLabel(db), len(applied))
 	}
 	return nil
 }
@@ -137,4 +142,13 @@ func printPlan(w io.Writer, schemaName, engine string, plan *schema.Plan) {
 		}
 		fmt.Fprintf(w, "%s;\n", strings.Join(m.Statements, ";\n\n"))
 	}
+}
+
+// engineLabel names the engine for people: "postgres", or "postgres under
+// the cockroach personality (emulated: PostgreSQL's DDL)".
+func engineLabel(db *skiplock.DB) string {
+	if p := db.Personality(); p != skiplock.PersonalityNone {
+		return fmt.Sprintf("postgres under the %s personality (emulated: the DDL is PostgreSQL's)", p)
+	}
+	return string(db.Engine())
 }

@@ -73,8 +73,11 @@ type workOptions struct {
 	// kill their worker).
 	CrashOn string
 	// JobTimeout is each fanout job's time budget; with --queues, each
-	// attempt's on either layout.
-	JobTimeout time.Duration
+	// attempt's on either layout. JobTimeoutSet says --job-timeout was
+	// given: where the engine bounds a fanout job's transaction
+	// (skiplock.Dialect.HoldLimit) the default gives way to the bound.
+	JobTimeout    time.Duration
+	JobTimeoutSet bool
 	// Queues is --queues: name=workers[:layout],... worked by one
 	// client.Client ("" works Queue alone).
 	Queues string
@@ -298,7 +301,7 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&o.Batch, "batch", 0, "jobs claimed per dequeue (default by layout; not with --queues or --kinds, whose client claims for its free workers plus a prefetch)")
 	fs.DurationVar(&o.RescueInterval, "rescue-interval", 0, "how often the schema's maintenance leader, when this process leads, puts jobs whose lease expired back to run (default 5s)")
 	fs.StringVar(&o.CrashOn, "crash-on-payload", "", "for tests and demos: the handler SIGKILLs its own process on every job whose payload contains this text")
-	fs.DurationVar(&o.JobTimeout, "job-timeout", fanout.DefaultJobTimeout, "each job's time budget (fanout; with --queues, every attempt's): its handler is cancelled then, and a stopped worker's transactions end that much later plus "+fanout.SessionMargin.String())
+	fs.DurationVar(&o.JobTimeout, "job-timeout", fanout.DefaultJobTimeout, "each job's time budget (fanout; with --queues, every attempt's): its handler is cancelled then, and a stopped worker's transactions end that much later plus "+fanout.SessionMargin.String()+"; on CockroachDB a fanout job's default is four fifths of the closed-timestamp target (2.4s)")
 	fs.StringVar(&o.Queues, "queues", "", "work several queues with one client: name=workers[:bucketed|fanout],... such as a=10,b=4:fanout (layout default --layout); replaces --queue and --workers")
 	kinds := kindsFlag{}
 	fs.Var(&kinds, "kinds", "job kinds the demo handler runs besides \"\" (the jobs enqueued without a kind), comma-separated or repeated; other kinds fail as unknown (runs with the client, as --queues does)")
@@ -308,6 +311,7 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	if err := parse(fs, args); err != nil {
 		return err
 	}
+	o.JobTimeoutSet = flagSet(fs, "job-timeout")
 	l, lc, err := layoutCLI(*layout)
 	if err != nil {
 		return err
@@ -499,4 +503,14 @@ func formatCounts[N int | int64](m map[string]N, none string) string {
 		parts[i] = fmt.Sprintf("%s=%d", k, m[k])
 	}
 	return strings.Join(parts, " ")
+}
+
+// fanoutJobTimeout is the fanout job budget to ask for on d's engine: 0
+// (the worker's default, the engine's bound) where the engine bounds a
+// job's transaction and --job-timeout was not given.
+func (o *workOptions) fanoutJobTimeout(d *skiplock.Dialect) time.Duration {
+	if d.HoldLimit > 0 && !o.JobTimeoutSet {
+		return 0
+	}
+	return o.JobTimeout
 }

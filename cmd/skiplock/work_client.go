@@ -182,12 +182,17 @@ func runClientWork(ctx context.Context, e *env, fs *flag.FlagSet, def schema.Lay
 			timeout = fanout.SessionTimeout(o.JobTimeout)
 		}
 	}
-	db, err := skiplock.Open(ctx, dsn, &skiplock.OpenConfig{Engine: small.Engine(), MaxConns: int32(pool),
-		IdleInTransactionTimeout: timeout, StatementTimeout: timeout})
+	oc, err := e.openConfig(int32(pool))
+	if err != nil {
+		return err
+	}
+	oc.IdleInTransactionTimeout, oc.StatementTimeout = timeout, timeout
+	db, err := skiplock.Open(ctx, dsn, oc)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
+	cfg.JobTimeout = o.fanoutJobTimeout(db.Dialect()) // the client's default then follows the engine's bound
 	c, err := client.New(ctx, db, cfg)
 	if err != nil {
 		return err

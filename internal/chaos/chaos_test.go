@@ -64,6 +64,9 @@ func TestWorkerCrashes(t *testing.T) {
 		layout := r.layout
 		t.Run(r.name, func(t *testing.T) {
 			t.Parallel()
+			if len(r.extra) > 0 && testdb.Emulated() {
+				t.Skip("held claims are PostgreSQL's own (no personality has them)")
+			}
 			dsn, name := setup(t, layout, sc.jobs)
 			db := testdb.Open(t, nil)
 			args := workArgs(name, layout, r.extra...)

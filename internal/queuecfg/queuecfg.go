@@ -48,3 +48,14 @@ func (s Shared) Fill(d *skiplock.Dialect, defaultBatch int) error {
 	*s.Retry = &r
 	return nil
 }
+
+// CheckRelease refuses, before anything runs, an engine release whose
+// claims would misbehave at the isolation level r sets
+// (skiplock.Dialect.ReadCommittedSkipLockedSince).
+func CheckRelease(db *skiplock.DB, r *retry.Options) error {
+	d := db.Dialect()
+	if r.Isolation == skiplock.IsoReadCommitted && d.ReadCommittedSkipLockedSince != "" {
+		return db.RequireRelease(d.ReadCommittedSkipLockedSince, "claims with FOR UPDATE SKIP LOCKED at READ COMMITTED (cockroachdb/cockroach#121917, fixed by #127718)")
+	}
+	return nil
+}

@@ -2,6 +2,12 @@
 // test binary, started from the system's binaries (as user postgres when
 // running as root), and a fresh schema per test. SKIPLOCK_TEST_DSN replaces
 // the throwaway server with any server, of any engine.
+// SKIPLOCK_TEST_EMULATE=cockroach|yugabyte|yugabyte-snapshot runs every DB
+// the package opens under that engine's personality (skiplock.Personality);
+// the cockroach personality then injects retry errors and ambiguous
+// commits at the rates SKIPLOCK_TEST_INJECT gives ("RETRY,AMBIGUOUS",
+// shares of statements and of commits; default "0.005,0.001"; "0,0" for
+// none).
 //
 // A test binary that uses it has a TestMain:
 //
@@ -74,6 +80,56 @@ func serverDSN() (string, error) {
 	return dsn, setupErr
 }
 
+// Emulation is the personality SKIPLOCK_TEST_EMULATE asks for, with the
+// injection rates of SKIPLOCK_TEST_INJECT; PersonalityNone and nil when
+// unset. It panics on a value it cannot read: a CI run must not pass by
+// testing the wrong rules.
+func Emulation() (skiplock.Personality, *skiplock.EmulateConfig) {
+	p, err := skiplock.ParsePersonality(os.Getenv("SKIPLOCK_TEST_EMULATE"))
+	if err != nil {
+		panic("testdb: SKIPLOCK_TEST_EMULATE: " + err.Error())
+	}
+	if p == skiplock.PersonalityNone {
+		return p, nil
+	}
+	cfg := &skiplock.EmulateConfig{}
+	if p == skiplock.PersonalityCockroach {
+		rates := os.Getenv("SKIPLOCK_TEST_INJECT")
+		if rates == "" {
+			rates = "0.005,0.001"
+		}
+		r, a, ok := strings.Cut(rates, ",")
+		var err1, err2 error
+		cfg.RetryErrorRate, err1 = strconv.ParseFloat(strings.TrimSpace(r), 64)
+		cfg.AmbiguousCommitRate, err2 = strconv.ParseFloat(strings.TrimSpace(a), 64)
+		if !ok || err1 != nil || err2 != nil {
+			panic(fmt.Sprintf("testdb: SKIPLOCK_TEST_INJECT=%q: give two shares, RETRY,AMBIGUOUS, such as 0.005,0.001", rates))
+		}
+	}
+	return p, cfg
+}
+
+// Emulated reports whether SKIPLOCK_TEST_EMULATE names a personality, for
+// tests of what only PostgreSQL's own rules offer (held claims, COPY,
+// LISTEN), which skip then.
+func Emulated() bool {
+	p, _ := Emulation()
+	return p != skiplock.PersonalityNone
+}
+
+// withEmulation is cfg (nil: the zero config) under SKIPLOCK_TEST_EMULATE's
+// personality, unless cfg names one itself.
+func withEmulation(cfg *skiplock.OpenConfig) *skiplock.OpenConfig {
+	c := skiplock.OpenConfig{}
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Emulate == skiplock.PersonalityNone {
+		c.Emulate, c.Emulation = Emulation()
+	}
+	return &c
+}
+
 // ExampleDB is for runnable examples, which have no testing.T: a DB on the
 // test server (started if need be) with schemaName dropped and the layouts
 // migrated into it afresh. It panics when no database can be had.
@@ -85,7 +141,7 @@ func ExampleDB(schemaName string, layouts ...schema.Layout) *skiplock.DB {
 		panic("testdb: no test database: " + err.Error())
 	}
 	// Room for a client with a few queues (client.Config.Connections).
-	db, err := skiplock.Open(ctx, d, &skiplock.OpenConfig{MaxConns: 40})
+	db, err := skiplock.Open(ctx, d, withEmulation(&skiplock.OpenConfig{MaxConns: 40}))
 	if err != nil {
 		panic(err)
 	}
@@ -156,12 +212,13 @@ func reapOrphans() {
 // used, for tests that restart it.
 func Server() *cluster.Postgres { return server }
 
-// Open returns a DB on the test server, closed when the test ends.
+// Open returns a DB on the test server, closed when the test ends, under
+// SKIPLOCK_TEST_EMULATE's personality unless cfg names one.
 func Open(t testing.TB, cfg *skiplock.OpenConfig) *skiplock.DB {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	db, err := skiplock.Open(ctx, DSN(t), cfg)
+	db, err := skiplock.Open(ctx, DSN(t), withEmulation(cfg))
 	if err != nil {
 		t.Fatalf("testdb: open: %v", err)
 	}
@@ -257,6 +314,11 @@ func openYugabyte(t testing.TB, cfg *skiplock.OpenConfig) *skiplock.DB {
 	db, err := skiplock.NewYugabyteDB(ctx, pool)
 	if err != nil {
 		t.Fatalf("testdb: wrap the YugabyteDB smart driver pool: %v", err)
+	}
+	if c := withEmulation(cfg); c.Emulate != skiplock.PersonalityNone {
+		if db, err = db.Emulating(c.Emulate, c.Emulation); err != nil {
+			t.Fatalf("testdb: emulate %s: %v", c.Emulate, err)
+		}
 	}
 	return db
 }

@@ -96,7 +96,7 @@ CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_client" (
   PRIMARY KEY ("id")
 );
 
-CREATE EXTENSION IF NOT EXISTS "pgcrypto";
+DO 'BEGIN IF to_regproc(''gen_random_uuid'') IS NULL THEN CREATE EXTENSION IF NOT EXISTS "pgcrypto"; END IF; END';
 
 CREATE TABLE IF NOT EXISTS "skiplock"."job_queue" (
   "id" TEXT NOT NULL DEFAULT gen_random_uuid()::text,
@@ -152,3 +152,5 @@ ALTER TABLE "skiplock"."job_dead" ADD COLUMN IF NOT EXISTS "metadata" JSONB NOT 
 ALTER TABLE "skiplock"."job_dead" ADD COLUMN IF NOT EXISTS "errors" JSONB NOT NULL DEFAULT '[]';
 
 ALTER TABLE "skiplock"."job_queue" ALTER COLUMN "id" SET DEFAULT lpad(to_hex(floor(random() * 64)::INT * 4), 2, '0') || lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000000)::INT8), 14, '0') || substr(md5(gen_random_uuid()::TEXT), 1, 16);
+
+DO 'BEGIN IF to_regproc(''gen_random_uuid'') IS NULL THEN CREATE EXTENSION IF NOT EXISTS "pgcrypto"; END IF; END';

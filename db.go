@@ -428,6 +428,14 @@ func firstWords(s string, n int) string {
 	return strings.Join(f, " ")
 }
 
+// BulkCopy reports whether batches of jobs inserted in a transaction go
+// by COPY on this server: where the dialect has COPY (Dialect.BulkCopy)
+// and the server's release is at least Dialect.BulkCopySince.
+func (db *DB) BulkCopy() bool {
+	d := db.dialect
+	return d.BulkCopy && (d.BulkCopySince == "" || db.RequireRelease(d.BulkCopySince, "COPY in one transaction") == nil)
+}
+
 // CopyFrom copies through the pool (see Copier): each call is its own
 // transaction unless the server says otherwise.
 func (db *DB) CopyFrom(ctx context.Context, table []string, columns []string, src CopySource) (int64, error) {

@@ -139,6 +139,12 @@ type Dialect struct {
 	// keeps the INSERT, which is atomic everywhere (docs/engines.md,
 	// "COPY").
 	BulkCopy bool
+	// BulkCopySince is the first release whose COPY inside a transaction
+	// block is one transaction, where that is not every release: DB.BulkCopy
+	// says whether the server at hand qualifies. YugabyteDB 2025.1
+	// (PostgreSQL 15 base: copyfrom.c skips its batching in a transaction
+	// block; the 2025.1.1.0 release notes, yugabyte/yugabyte-db#27061).
+	BulkCopySince string
 
 	// HeldClaims is true where a bucketed worker may hold its claim's
 	// transaction open while the jobs run (bucketed.WorkerConfig.HeldClaims):
@@ -234,6 +240,7 @@ var dialects = map[Engine]*Dialect{
 		// the transaction as snapshot, where SKIP LOCKED still works.
 		DefaultIsolation: IsoReadCommitted,
 		BulkCopy:         true,
+		BulkCopySince:    "2025.1",
 		UUIDText:         "gen_random_uuid()::text",
 		UUIDExtension:    "pgcrypto",
 		// A sequence cache keeps id generation off the hot path of a

@@ -442,7 +442,8 @@ func (t *emulatedTx) Commit(ctx context.Context) error {
 	return &PgError{Severity: "ERROR", Code: "40003", Message: "result is ambiguous: injected by the cockroach personality " + how}
 }
 
-// CopyFrom is refused: the personalities have no COPY (Dialect.BulkCopy).
+// CopyFrom is refused: the cockroach personality, the only one that
+// injects, has no COPY (Dialect.BulkCopy).
 func (t *emulatedTx) CopyFrom(context.Context, []string, []string, CopySource) (int64, error) {
 	return 0, Usagef("this personality has no COPY: use the INSERT path")
 }

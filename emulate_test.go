@@ -92,6 +92,13 @@ func TestPersonalityFeatures(t *testing.T) {
 	if d.Notifications || d.AdvisoryLocks || d.HeldClaims || !d.BulkCopy || d.PlanCacheMode || !d.RowBoundsNotPushed || d.KeyOrderMarkers || d.UUIDExtension != "" || d.Rules() != skiplock.EngineYugabyte {
 		t.Errorf("yugabyte-snapshot personality's dialect: %+v", *d)
 	}
+	if !yb.BulkCopy() {
+		t.Error("yugabyte-snapshot 2025.1: batches do not go by COPY")
+	}
+	old := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 1, Emulate: skiplock.PersonalityYugabyte, Emulation: &skiplock.EmulateConfig{Version: "2024.2"}})
+	if old.BulkCopy() {
+		t.Error("YugabyteDB 2024.2 (PostgreSQL 11 base): batches go by COPY, which it may commit in pieces")
+	}
 	ybn := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 1, Emulate: skiplock.PersonalityYugabyte, Emulation: &skiplock.EmulateConfig{Notifications: true}})
 	if !ybn.Dialect().Notifications {
 		t.Error("yugabyte personality with Notifications: the dialect has none")

@@ -27,7 +27,7 @@ import (
 // copier is the Copier to send a's jobs through db, or nil when they take
 // the INSERT.
 func (q *Queue) copier(db skiplock.Querier, a insertParams) skiplock.Copier {
-	if !q.db.Dialect().BulkCopy || q.cfg.CopyMin < 0 || len(a.Queues) < q.cfg.CopyMin {
+	if !q.db.BulkCopy() || q.cfg.CopyMin < 0 || len(a.Queues) < q.cfg.CopyMin {
 		return nil
 	}
 	// Only in a transaction: the ids, the COPY and the notification must

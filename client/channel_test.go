@@ -3,6 +3,9 @@ package client_test
 import (
 	"context"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -13,6 +16,7 @@ import (
 	"github.com/skiplock/skiplock/internal/syncbuf"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
+	"github.com/skiplock/skiplock/ui"
 )
 
 // TestLongSchemaNameNotifies: a schema name of 63 bytes, the most
@@ -59,6 +63,20 @@ func TestLongSchemaNameNotifies(t *testing.T) {
 			}
 			pickedUp(t, ran, 3, "inserts into a schema of 63 bytes (the poll interval is an hour)")
 		})
+	}
+	// The dashboard serves the schema's queues.
+	srv, err := ui.New(ctx, db, &ui.Config{Schema: name})
+	must(t, err)
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	for _, path := range []string{"/", "/api/queues"} {
+		resp, err := http.Get(ts.URL + path)
+		must(t, err)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK || (path == "/api/queues" && !strings.Contains(string(body), `"default"`)) {
+			t.Errorf("dashboard %s on a schema of 63 bytes: %s\n%s", path, resp.Status, body)
+		}
 	}
 }
 

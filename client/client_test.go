@@ -92,13 +92,15 @@ func (d *deliveries) add(kind string, n int) {
 	d.runs[fmt.Sprintf("%s/%d", kind, n)]++
 }
 
-func (d *deliveries) check(t *testing.T, want map[string]int) {
+// check fails the test unless want's distinct jobs of each kind ran, each
+// once, or at least once with atLeastOnce.
+func (d *deliveries) check(t *testing.T, want map[string]int, atLeastOnce bool) {
 	t.Helper()
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	perKind := map[string]int{}
 	for key, runs := range d.runs {
-		if runs != 1 {
+		if runs != 1 && !(atLeastOnce && runs > 1) {
 			t.Errorf("job %s ran %d times, want once", key, runs)
 		}
 		perKind[strings.Split(key, "/")[0]]++
@@ -114,7 +116,12 @@ func (d *deliveries) check(t *testing.T, want map[string]int) {
 // one fanout queue, 16 + 8 + 4 workers in one client; every job of 1,500
 // per kind runs exactly once, the fanout kind's effect (a row written
 // through the job's transaction) exists exactly once per job, and the
-// client's counts add up.
+// client's counts add up. Under a personality whose transactions can fail
+// to commit (SERIALIZABLE, snapshot isolation, injected errors), a
+// fanout handler whose transaction was rolled back runs again, and a
+// bucketed completion whose commit was lost runs its job again (leases
+// promise at least once): there every job must run at least once, and
+// the fanout effects and completions stay exactly once.
 func TestKindsAndQueuesExactlyOnce(t *testing.T) {
 	t.Parallel()
 	const perKind = 1500
@@ -188,7 +195,7 @@ func TestKindsAndQueuesExactlyOnce(t *testing.T) {
 			count(t, db, `SELECT count(*) FROM `+skiplock.QuoteIdent(s)+`."job_queue"`) == 0
 	})
 	must(t, c.Stop(ctx))
-	d.check(t, map[string]int{"email": perKind, "report": perKind, "ledger": perKind})
+	d.check(t, map[string]int{"email": perKind, "report": perKind, "ledger": perKind}, testdb.Emulated())
 	if n := count(t, db, `SELECT count(*) FROM `+effects); n != perKind {
 		t.Errorf("%d fanout effects, want %d", n, perKind)
 	}
@@ -543,7 +550,7 @@ func TestKilledWithPrefetchedJobsLosesNone(t *testing.T) {
 	waitFor(t, "all 30 jobs Success", time.Minute, func() bool {
 		return count(t, db, `SELECT count(*) FROM `+jobs+` WHERE "status" = 'Success'`) == 30
 	})
-	d.check(t, map[string]int{"email": 30})
+	d.check(t, map[string]int{"email": 30}, false)
 }
 
 type flakyArgs struct{}

@@ -20,7 +20,7 @@ import (
 // copier is the Copier to send n jobs through db, or nil when they take
 // the INSERT.
 func (q *Queue) copier(db skiplock.Querier, n int) skiplock.Copier {
-	if !q.db.Dialect().BulkCopy || q.cfg.CopyMin < 0 || n < q.cfg.CopyMin {
+	if !q.db.BulkCopy() || q.cfg.CopyMin < 0 || n < q.cfg.CopyMin {
 		return nil
 	}
 	// Only in a transaction: the ids, the COPY and the notification must

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
 )
 
@@ -117,7 +118,7 @@ type page struct {
 
 func (s *Server) render(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {
 	p := page{Title: title, Nav: name, Base: s.cfg.BasePath, CSRF: s.csrf, ReadOnly: s.cfg.ReadOnly,
-		Schema: s.schema, Engine: s.db.Engine().String(), Data: data}
+		Schema: s.schema, Engine: engineName(s.db), Data: data}
 	var b bytes.Buffer
 	if err := s.pages[name].Execute(&b, p); err != nil {
 		s.logf("ui: render %s: %v", name, err)
@@ -233,4 +234,14 @@ func (s *Server) clientsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.render(w, r, http.StatusOK, "clients", "Clients", res)
+}
+
+// engineName is the engine the pages name: "cockroach (emulated on
+// PostgreSQL)" under a personality, so that nobody reads an emulated run
+// as the engine's own.
+func engineName(db *skiplock.DB) string {
+	if p := db.Personality(); p != skiplock.PersonalityNone {
+		return p.Engine().String() + " (emulated on PostgreSQL)"
+	}
+	return db.Engine().String()
 }

@@ -48,7 +48,7 @@ test-engines: setup
 # tests that call the layouts' claims directly and treat an ambiguous
 # commit as a failure are not in the list.
 PERSONALITIES := cockroach yugabyte yugabyte-snapshot
-EMULATED_TESTS := TestEveryJobCompletesUnderThePersonality|TestWorkerRetries|TestLeaseExpiry|TestWorkerGracefulStop|TestJobThatKillsItsWorkerEndsFailed|TestEveryJobOnceUnderThePersonality|TestPoisonJobGoesDead|TestSerializationFailureRetriesTheJob|TestKindsAndQueuesExactlyOnce|TestKilledWithPrefetchedJobsLosesNone|TestOnCompleteRecordsExactlyOnce|TestPeriodicOncePerTick|TestPeriodicSurvivesLeaderKills|TestOneLeaderActsAtATime|TestLeaderKilledHandsOver|TestRescuer|TestPruner|TestWorkerCrashes|TestPoisonJobsKillTheirWorkers
+EMULATED_TESTS := TestEveryJobCompletesUnderThePersonality|TestWorkerRetries|TestWorkerGracefulStop|TestJobThatKillsItsWorkerEndsFailed|TestEveryJobOnceUnderThePersonality|TestKindsAndQueuesExactlyOnce|TestKilledWithPrefetchedJobsLosesNone|TestOnCompleteRecordsExactlyOnce|TestPeriodicOncePerTick|TestPeriodicSurvivesLeaderKills|TestOneLeaderActsAtATime|TestLeaderKilledHandsOver|TestRescuer|TestPruner|TestWorkerCrashes|TestPoisonJobsKillTheirWorkers
 .PHONY: test-emulate
 test-emulate: setup
 	@for p in $(PERSONALITIES); do \
@@ -57,6 +57,14 @@ test-emulate: setup
 	  SKIPLOCK_TEST_EMULATE=$$p SKIPLOCK_EMULATE=$$p SKIPLOCK_EMULATE_OPTS=$$opts SKIPLOCK_TEST_SCALE=full \
 	    $(GO) test -count=1 -timeout 15m -run '^($(EMULATED_TESTS))$$' ./bucketed ./fanout ./client ./maintenance ./internal/chaos || exit 1; \
 	done
+
+# Behind PgBouncer (from the OS packages, started by the tests) in
+# transaction and session mode: pooler detection, six concurrent migrates,
+# session settings that stay in their transactions, both layouts' work
+# with every job recorded once, the client's fallback to polling.
+.PHONY: test-pooler
+test-pooler: setup
+	SKIPLOCK_POOLER=1 $(GO) test -count=1 -timeout 10m -run '^(TestPooler.*|TestMigrateThroughTransactionPooler|TestSettingsStayInTheirTransactions|TestWorkThroughPoolers|TestClientThroughTransactionPooler)$$' ./internal/chaos
 
 # The latency test of the article "Scalable Job Queue in SQL" (500 workers, 1 s jobs), scaled down to
 # 30 s, in lease mode on the embedded PostgreSQL (started if need be).

@@ -21,6 +21,8 @@ type DB struct {
 	version   string
 	owned     bool
 	emulation *emulation
+	// pooled: the DSN reaches the server through a transaction pooler.
+	pooled bool
 }
 
 // OpenConfig tunes Open. The zero value detects the engine and lets the
@@ -123,7 +125,7 @@ func open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
 	// Always ask the server first: the smart driver's load_balance must
 	// never reach a server that is not YugabyteDB (docs/design.md, "Drivers"), so a forced
 	// engine is checked, not trusted.
-	detected, version, err := probeEngine(ctx, dsn)
+	detected, version, pooled, err := probeEngine(ctx, dsn)
 	if err != nil {
 		return nil, err
 	}
@@ -135,11 +137,19 @@ func open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
 	} else if engine != detected {
 		return nil, Usagef("engine %s was asked for, but the server is %s (%s): drop --engine to detect it, or point the DSN at a %s server", engine, detected, firstWords(version, 4), engine)
 	}
+	// Through a transaction pooler a session's SET reaches whichever
+	// client gets that server session next: the settings ride with each
+	// BEGIN as SET LOCAL instead (docs/operations.md, "Behind a connection
+	// pooler").
+	connectSettings := settings
+	if pooled {
+		connectSettings = nil
+	}
 	var pool Pool
 	if engine == EngineYugabyte {
-		pool, err = openYugabyte(ctx, dsn, cfg.MaxConns, settings)
+		pool, err = openYugabyte(ctx, dsn, cfg.MaxConns, connectSettings, pooled)
 	} else {
-		pool, err = openJackc(ctx, dsn, cfg.MaxConns, settings)
+		pool, err = openJackc(ctx, dsn, cfg.MaxConns, connectSettings, pooled)
 		if jp, ok := pool.(jackcPool); ok && err == nil && cfg.PipelineBegin {
 			pool = pipelinedPool{jp}
 		}
@@ -147,7 +157,10 @@ func open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := &DB{Pool: pool, dialect: engine.Dialect(), version: version, owned: true}
+	if pooled && len(settings) > 0 {
+		pool = localSettingsPool{Pool: pool, local: localForms(settings)}
+	}
+	db := &DB{Pool: pool, dialect: engine.Dialect(), version: version, owned: true, pooled: pooled}
 	if em != nil {
 		db.emulate(em)
 	}
@@ -202,34 +215,48 @@ func (cfg *OpenConfig) emulation() (*emulation, error) {
 	return e, nil
 }
 
-// probeEngine opens one plain connection to learn the engine.
-func probeEngine(ctx context.Context, dsn string) (Engine, string, error) {
+// probeEngine opens plain connections to learn the engine, and whether a
+// transaction pooler stands in front of it.
+func probeEngine(ctx context.Context, dsn string) (Engine, string, bool, error) {
 	cc, err := pgx.ParseConfig(dsn)
 	if err != nil {
-		return "", "", dsnParseError(dsn, func(s string) error { _, err := pgx.ParseConfig(s); return err })
+		return "", "", false, dsnParseError(dsn, func(s string) error { _, err := pgx.ParseConfig(s); return err })
 	}
 	return probeEngineConfig(ctx, cc, dsn)
 }
 
 // probeEngineConfig is probeEngine over a parsed config.
-func probeEngineConfig(ctx context.Context, cc *pgx.ConnConfig, dsn string) (Engine, string, error) {
+func probeEngineConfig(ctx context.Context, cc *pgx.ConnConfig, dsn string) (Engine, string, bool, error) {
 	dropSmartDriverParams(cc.RuntimeParams)
+	// No named prepared statements: behind a transaction pooler the server
+	// session may hold another client's under the same name (42P05).
+	cc.DefaultQueryExecMode = pgx.QueryExecModeExec
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
-		return "", "", fmt.Errorf("connect: %w: check that the server is running and the DSN is right", err)
+		return "", "", false, fmt.Errorf("connect: %w: check that the server is running and the DSN is right", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var version string
 	if err := conn.QueryRow(ctx, "SELECT version()").Scan(&version); err != nil {
-		return "", "", fmt.Errorf("detect engine: %w", err)
+		return "", "", false, fmt.Errorf("detect engine: %w", err)
 	}
-	return EngineFromVersion(version), version, nil
+	engine := EngineFromVersion(version)
+	pooled := false
+	if engine != EngineCockroach { // no pg_backend_pid session to share there
+		if pooled, err = transactionPooled(ctx, cc, conn); err != nil {
+			return "", "", false, fmt.Errorf("detect a connection pooler: %w", err)
+		}
+	}
+	return engine, version, pooled, nil
 }
 
-func openJackc(ctx context.Context, dsn string, maxConns int32, settings []string) (Pool, error) {
+func openJackc(ctx context.Context, dsn string, maxConns int32, settings []string, pooled bool) (Pool, error) {
 	pc, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, dsnParseError(dsn, func(s string) error { _, err := pgxpool.ParseConfig(s); return err })
+	}
+	if pooled {
+		pc.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeExec
 	}
 	if maxConns > 0 {
 		pc.MaxConns = maxConns
@@ -252,10 +279,13 @@ func openJackc(ctx context.Context, dsn string, maxConns int32, settings []strin
 	return newJackcPool(p), nil
 }
 
-func openYugabyte(ctx context.Context, dsn string, maxConns int32, settings []string) (Pool, error) {
+func openYugabyte(ctx context.Context, dsn string, maxConns int32, settings []string, pooled bool) (Pool, error) {
 	pc, err := ybpgxpool.ParseConfig(withLoadBalance(dsn))
 	if err != nil {
 		return nil, dsnParseError(dsn, func(s string) error { _, err := ybpgxpool.ParseConfig(withLoadBalance(s)); return err })
+	}
+	if pooled {
+		pc.ConnConfig.DefaultQueryExecMode = ybpgx.QueryExecModeExec
 	}
 	if maxConns > 0 {
 		pc.MaxConns = maxConns
@@ -341,7 +371,7 @@ func NewYugabyteDB(ctx context.Context, pool *ybpgxpool.Pool) (*DB, error) {
 		yc := pc.ConnConfig
 		cc.Host, cc.Port, cc.Database, cc.User, cc.Password, cc.TLSConfig = yc.Host, yc.Port, yc.Database, yc.User, yc.Password, yc.TLSConfig
 		cc.Fallbacks = nil
-		engine, version, err = probeEngineConfig(ctx, cc, connString)
+		engine, version, _, err = probeEngineConfig(ctx, cc, connString)
 	} else {
 		engine, version, err = DetectEngine(ctx, newYBPool(pool))
 	}
@@ -388,6 +418,16 @@ func wrapPool(ctx context.Context, p Pool, engine Engine) (*DB, error) {
 	}
 	return &DB{Pool: p, dialect: engine.Dialect(), version: version}, nil
 }
+
+// TransactionPooled reports whether the DSN reaches the server through a
+// pooler that hands out server sessions per transaction (PgBouncer's
+// transaction or statement mode), as Open found: two client connections
+// were served by one server session, or one connection by two. Such a DB
+// prepares no named statements, sends its session settings with each
+// BEGIN (SET LOCAL), and takes the migration lock as a lease row; LISTEN
+// hears nothing there, so clients poll (docs/operations.md, "Behind a
+// connection pooler").
+func (db *DB) TransactionPooled() bool { return db.pooled }
 
 // Engine is the engine the DB talks to.
 func (db *DB) Engine() Engine { return db.dialect.Engine }

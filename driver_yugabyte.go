@@ -28,10 +28,10 @@ func ybBegin(ctx context.Context, b interface {
 	BeginTx(context.Context, pgx.TxOptions) (pgx.Tx, error)
 }, opts TxOptions) (Tx, error) {
 	o := pgx.TxOptions{IsoLevel: pgx.TxIsoLevel(opts.Isolation)}
-	if opts.GenericPlans {
+	if stmts := beginStatements(opts); len(stmts) > 1 {
 		// pgx sends a BeginQuery without arguments by the simple protocol,
 		// which takes several statements in one message: one round trip.
-		o.BeginQuery = strings.Join(beginStatements(opts), "; ")
+		o.BeginQuery = strings.Join(stmts, "; ")
 	}
 	tx, err := b.BeginTx(ctx, o)
 	if err != nil {

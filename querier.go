@@ -51,6 +51,11 @@ type TxOptions struct {
 	// otherwise plan anew at each call once its statistics made a custom
 	// plan look cheaper (docs/design.md, "Planning a prepared claim").
 	GenericPlans bool
+
+	// local are SET LOCAL statements sent with BEGIN: the pool's session
+	// settings, where a transaction pooler would leak a session's SET to
+	// other clients (localSettingsPool).
+	local []string
 }
 
 // Beginner starts transactions.
@@ -119,6 +124,7 @@ func beginStatements(opts TxOptions) []string {
 	if opts.GenericPlans {
 		out = append(out, genericPlansSQL)
 	}
+	out = append(out, opts.local...)
 	return out
 }
 

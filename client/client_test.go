@@ -199,14 +199,21 @@ func TestKindsAndQueuesExactlyOnce(t *testing.T) {
 	if n := count(t, db, `SELECT count(*) FROM `+effects); n != perKind {
 		t.Errorf("%d fanout effects, want %d", n, perKind)
 	}
+	// A completion whose commit came back ambiguous (the cockroach
+	// personality injects them) committed or not; the client counts
+	// neither, so under a personality the counts may fall short of the
+	// jobs, never exceed them.
+	wrongCount := func(got, want int64) bool {
+		return got > want || (got < want && !testdb.Emulated())
+	}
 	for q, want := range map[string]int64{"mail": perKind, "reports": perKind, "ledger": perKind} {
 		st, ok := c.QueueStats(q)
-		if !ok || st.Completed != want || st.Failed != 0 {
+		if !ok || wrongCount(st.Completed, want) || st.Failed != 0 {
 			t.Errorf("queue %s: stats %+v, want %d completed", q, st, want)
 		}
 	}
 	for _, q := range []string{"mail", "reports", "ledger"} {
-		if n := len(after[q]); n != perKind {
+		if n := len(after[q]); wrongCount(int64(n), perKind) {
 			t.Errorf("AfterComplete heard %d jobs of queue %s, want %d", n, q, perKind)
 		}
 		for id, n := range after[q] {
@@ -218,8 +225,15 @@ func TestKindsAndQueuesExactlyOnce(t *testing.T) {
 	if n := badTimes.Load(); n > 0 {
 		t.Errorf("AfterComplete got %d calls whose asked, claimed and now were out of order", n)
 	}
-	if n := count(t, db, `SELECT count(*) FROM `+skiplock.QuoteIdent(s)+`."jobs" WHERE "kind" = 'email' AND "queue" = 'mail' AND "attempts" = 1`); n != perKind {
-		t.Errorf("%d email jobs stored with their kind and queue and one attempt, want %d", n, perKind)
+	// A claim whose commit came back ambiguous after committing leaves its
+	// jobs leased to nobody until the lease ends: under a personality a
+	// job may then take a second attempt.
+	attempts := `"attempts" = 1`
+	if testdb.Emulated() {
+		attempts = `"attempts" >= 1`
+	}
+	if n := count(t, db, `SELECT count(*) FROM `+skiplock.QuoteIdent(s)+`."jobs" WHERE "kind" = 'email' AND "queue" = 'mail' AND `+attempts); n != perKind {
+		t.Errorf("%d email jobs stored with their kind and queue and %s, want %d", n, attempts, perKind)
 	}
 }
 

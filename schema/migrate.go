@@ -55,7 +55,10 @@ func Migrate(ctx context.Context, db *skiplock.DB, cfg *MigrateConfig) ([]Migrat
 
 	d := db.Dialect()
 	var lock migrationLock
-	if d.AdvisoryLocks && !cfg.forceLockRow {
+	// A session advisory lock needs one server session from lock to
+	// unlock, which a transaction pooler does not give: the lease row
+	// then, as on the distributed engines.
+	if d.AdvisoryLocks && !cfg.forceLockRow && !db.TransactionPooled() {
 		lock = &advisoryLock{db: db, key: lockKey(opts.Schema)}
 	} else {
 		// The lock row lives in the schema, which must exist first. The
@@ -64,7 +67,7 @@ func Migrate(ctx context.Context, db *skiplock.DB, cfg *MigrateConfig) ([]Migrat
 		if err := runBootstrap(ctx, db, d, opts.Schema); err != nil {
 			return nil, err
 		}
-		lock = newRowLock(db, opts.Schema)
+		lock = newRowLock(db, opts.Schema, logf)
 	}
 	conn, err := lock.acquire(ctx)
 	if err != nil {
@@ -416,13 +419,18 @@ type rowLock struct {
 	conn   skiplock.Conn
 	table  string
 	holder string
+	logf   func(format string, args ...any)
 	stop   chan struct{}
 	done   chan struct{}
 }
 
+// lockWaitNotice is how long acquire waits for another holder before it
+// says whom it waits for.
+const lockWaitNotice = 2 * time.Second
+
 const rowLockLease = 60 * time.Second
 
-func newRowLock(db *skiplock.DB, schemaName string) *rowLock {
+func newRowLock(db *skiplock.DB, schemaName string, logf func(string, ...any)) *rowLock {
 	var b [8]byte
 	rand.Read(b[:]) //nolint:errcheck // crypto/rand does not fail on Linux
 	host, _ := os.Hostname()
@@ -430,7 +438,20 @@ func newRowLock(db *skiplock.DB, schemaName string) *rowLock {
 		db:     db,
 		table:  skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(LockTable),
 		holder: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:])),
+		logf:   logf,
 	}
+}
+
+// heldBy says who holds the migration lock and until when, for a wait's
+// log line or error; "" when that cannot be read.
+func (l *rowLock) heldBy(ctx context.Context) string {
+	var holder string
+	var until time.Time
+	err := l.db.QueryRow(ctx, fmt.Sprintf(`SELECT "holder", "expires_at" FROM %s WHERE "name" = 'migrate'`, l.table)).Scan(&holder, &until)
+	if err != nil {
+		return ""
+	}
+	return fmt.Sprintf("held by %s (host/pid/token) until %s unless renewed", holder, until.Format(time.RFC3339))
 }
 
 func (l *rowLock) acquire(ctx context.Context) (skiplock.Conn, error) {
@@ -438,6 +459,7 @@ func (l *rowLock) acquire(ctx context.Context) (skiplock.Conn, error) {
 ON CONFLICT ("name") DO UPDATE SET "holder" = excluded."holder", "expires_at" = excluded."expires_at"
 WHERE l."expires_at" < now()`, l.table, int(rowLockLease.Seconds()))
 	wait := 10 * time.Millisecond
+	started, noticed := time.Now(), false
 	for {
 		n, err := l.db.Exec(ctx, take, l.holder)
 		if err == nil && n == 1 {
@@ -446,7 +468,16 @@ WHERE l."expires_at" < now()`, l.table, int(rowLockLease.Seconds()))
 		if err != nil && !racyDDLError(err) {
 			return nil, err
 		}
+		if !noticed && time.Since(started) > lockWaitNotice {
+			noticed = true
+			if by := l.heldBy(ctx); by != "" && l.logf != nil {
+				l.logf("waiting for the migration lock, %s", by)
+			}
+		}
 		if err := retry.Sleep(ctx, wait); err != nil {
+			if by := l.heldBy(context.WithoutCancel(ctx)); by != "" {
+				return nil, fmt.Errorf("%w (the lock is %s)", err, by)
+			}
 			return nil, err
 		}
 		wait = min(wait*2, time.Second)

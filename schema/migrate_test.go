@@ -149,3 +149,48 @@ func TestReadSettingsOnEmptySchemaSaysMigrate(t *testing.T) {
 }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
+
+// TestMigrateSaysWhoHoldsTheLock: a migrate that waits for the lock row
+// says whom it waits for, once, and its error names the holder when it
+// gives up.
+func TestMigrateSaysWhoHoldsTheLock(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, nil)
+	name := testdb.Schema(t, db)
+	ctx := context.Background()
+	first := &MigrateConfig{Options: Options{Schema: name}}
+	ForceLockRow(first)
+	if _, err := Migrate(ctx, db, first); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(ctx, `INSERT INTO `+skiplock.QuoteIdent(name)+`.`+skiplock.QuoteIdent(LockTable)+` ("name", "holder", "expires_at")
+VALUES ('migrate', 'other-host/4242/cafe', now() + interval '10 minutes')
+ON CONFLICT ("name") DO UPDATE SET "holder" = excluded."holder", "expires_at" = excluded."expires_at"`); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var lines []string
+	cfg := &MigrateConfig{Options: Options{Schema: name}, Logf: func(format string, args ...any) {
+		mu.Lock()
+		defer mu.Unlock()
+		lines = append(lines, fmt.Sprintf(format, args...))
+	}}
+	ForceLockRow(cfg)
+	wctx, cancel := context.WithTimeout(ctx, 4*time.Second)
+	defer cancel()
+	_, err := Migrate(wctx, db, cfg)
+	if err == nil || !strings.Contains(err.Error(), "held by other-host/4242/cafe") {
+		t.Errorf("a migrate that gave up: %v, want the holder named", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	waits := 0
+	for _, l := range lines {
+		if strings.Contains(l, "waiting for the migration lock, held by other-host/4242/cafe") {
+			waits++
+		}
+	}
+	if waits != 1 {
+		t.Errorf("%d lines say whom it waits for, want 1: %q", waits, lines)
+	}
+}

@@ -2,7 +2,8 @@
 # Installs what a fresh machine lacks to build and test skiplock: the
 # PostgreSQL server binaries (initdb, pg_ctl) and pgbench, and, as root,
 # Debian's chromium for the dashboard's browser tests (package ui; they
-# skip without it). Does nothing where they are present.
+# skip without it) and pgbouncer for the pooler tests (make test-pooler).
+# Does nothing where they are present.
 set -euo pipefail
 
 have_server() {
@@ -14,6 +15,14 @@ if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" -eq 0 ] && command -v apt-get >/de
   echo "setup: installing chromium (headless) for the dashboard's browser tests"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+fi
+
+if ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer ] && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "setup: installing pgbouncer for the connection-pooler tests (make test-pooler)"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null
+  # The package starts a service of its own; the tests start theirs.
+  service pgbouncer stop >/dev/null 2>&1 || true
 fi
 
 if have_server && command -v pgbench >/dev/null 2>&1; then

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"os"
 	"slices"
@@ -166,6 +167,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	kind := fs.String("kind", "", "the jobs' kind: the worker that runs them (work --kinds); \"\" is the jobs without a kind")
 	count := fs.Int("count", 1, "how many jobs")
 	payload := fs.String("payload", "{}", "JSON payload of every job")
+	payloadFile := fs.String("payload-file", "", "read the JSON payload of every job from this file (- for standard input), for payloads too long for an argument; at most --max-payload bytes")
 	runAt := fs.String("run-at", "", "when the jobs may run: RFC 3339 time from 1970 on, or a delay such as 30s (default now)")
 	priority := fs.Int("priority", 0, "priority, lower runs first (-32768..32767)")
 	maxAttempts := fs.Int("max-attempts", 0, fmt.Sprintf("attempts before a job is dead (default %d)", skiplock.DefaultMaxAttempts))
@@ -177,6 +179,16 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	}
 	if *maxPayload < 1 || *maxPayload > skiplock.DefaultMaxPayloadBytes {
 		return skiplock.Usagef("--max-payload %d: use 1 to %d bytes", *maxPayload, skiplock.DefaultMaxPayloadBytes)
+	}
+	if *payloadFile != "" {
+		if flagSet(fs, "payload") {
+			return skiplock.Usagef("--payload and --payload-file: give the payload one way")
+		}
+		text, err := readPayload(*payloadFile, *maxPayload)
+		if err != nil {
+			return err
+		}
+		*payload = text
 	}
 	_, lc, err := layoutCLI(*layout)
 	if err != nil {
@@ -513,4 +525,26 @@ func (o *workOptions) fanoutJobTimeout(d *skiplock.Dialect) time.Duration {
 		return 0
 	}
 	return o.JobTimeout
+}
+
+// readPayload reads a payload of at most limit bytes from path (- for
+// standard input).
+func readPayload(path string, limit int) (string, error) {
+	var r io.Reader = os.Stdin
+	if path != "-" {
+		f, err := os.Open(path)
+		if err != nil {
+			return "", skiplock.Usagef("--payload-file: %v", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	b, err := io.ReadAll(io.LimitReader(r, int64(limit)+1))
+	if err != nil {
+		return "", fmt.Errorf("--payload-file %s: %w", path, err)
+	}
+	if len(b) > limit {
+		return "", skiplock.Usagef("--payload-file %s: the payload is larger than --max-payload (%d bytes); nothing was written", path, limit)
+	}
+	return string(b), nil
 }

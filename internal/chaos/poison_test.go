@@ -160,7 +160,10 @@ func TestPoisonJobsKillTheirWorkers(t *testing.T) {
 				// The claim that finds a job's attempts used up buries it
 				// without running it, and its Worker says so.
 				buried := regexp.MustCompile(`job (\S+) moved to job_dead without running`).FindAllStringSubmatch(logs, -1)
-				if len(buried) != poison {
+				// A burial whose commit came back ambiguous (the cockroach
+				// personality injects them) is in job_dead, checked below,
+				// but its worker cannot say so.
+				if len(buried) > poison || (len(buried) < poison && !testdb.Emulated()) {
 					t.Errorf("%d burial(s) of poison jobs logged; want one per poison job (%d)", len(buried), poison)
 				}
 			}

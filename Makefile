@@ -58,13 +58,17 @@ test-emulate: setup
 	    $(GO) test -count=1 -timeout 15m -run '^($(EMULATED_TESTS))$$' ./bucketed ./fanout ./client ./maintenance ./internal/chaos || exit 1; \
 	done
 
-# Behind PgBouncer (from the OS packages, started by the tests) in
-# transaction and session mode: pooler detection, six concurrent migrates,
-# session settings that stay in their transactions, both layouts' work
-# with every job recorded once, the client's fallback to polling.
-.PHONY: test-pooler
-test-pooler: setup
-	SKIPLOCK_POOLER=1 $(GO) test -count=1 -timeout 10m -run '^(TestPooler.*|TestMigrateThroughTransactionPooler|TestSettingsStayInTheirTransactions|TestWorkThroughPoolers|TestClientThroughTransactionPooler)$$' ./internal/chaos
+# Faults a deployment lives through, in a target of its own so that make
+# test gets no slower: PgBouncer (from the OS packages, started by the
+# tests) in transaction and session mode (pooler detection, six concurrent
+# migrates, session settings that stay in their transactions, both
+# layouts' work with every job recorded once, the client's fallback to
+# polling), work --until-empty through a database restart, and a failover
+# (a primary with a synchronous replica, the primary SIGKILLed and the
+# replica promoted under workers on a multi-host DSN).
+.PHONY: test-faults
+test-faults: setup
+	SKIPLOCK_FAULTS=1 $(GO) test -count=1 -timeout 10m -run '^(TestPooler.*|TestMigrateThroughTransactionPooler|TestSettingsStayInTheirTransactions|TestWorkThroughPoolers|TestClientThroughTransactionPooler|TestUntilEmptyRidesARestart|TestFailover)$$' ./internal/chaos
 
 # The latency test of the article "Scalable Job Queue in SQL" (500 workers, 1 s jobs), scaled down to
 # 30 s, in lease mode on the embedded PostgreSQL (started if need be).

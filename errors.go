@@ -1,6 +1,7 @@
 package skiplock
 
 import (
+	"context"
 	"errors"
 	"fmt"
 )
@@ -96,6 +97,33 @@ func SQLState(err error) string {
 	var s interface{ SQLState() string }
 	if errors.As(err, &s) {
 		return s.SQLState()
+	}
+	return ""
+}
+
+// ErrStandby is in the chain of the error a Worker's or a client's Start
+// returns when the server is a read-only standby: workers need the
+// primary.
+var ErrStandby = errors.New("the server is a read-only standby (pg_is_in_recovery() is true): workers need the primary: point the DSN at it, or list every host with target_session_attrs=read-write so that the driver finds the primary, also after a failover")
+
+// CheckWritable returns an error wrapping ErrStandby when the server is a
+// read-only standby. A server that cannot say (no pg_is_in_recovery)
+// passes: its writes report what is wrong.
+func (db *DB) CheckWritable(ctx context.Context) error {
+	var standby bool
+	if err := db.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&standby); err != nil || !standby {
+		return nil
+	}
+	return ErrStandby
+}
+
+// Hint is a short explanation of err for a log line, naming the likely
+// cause and the fix where its SQLSTATE says more than its text: "" for
+// other errors. A read-only transaction (25006) is a standby's, or a
+// server or role set to default_transaction_read_only.
+func Hint(err error) string {
+	if SQLState(err) == "25006" {
+		return " (the server takes no writes: a read-only standby, or default_transaction_read_only is on; point the DSN at the primary, or list every host with target_session_attrs=read-write)"
 	}
 	return ""
 }

@@ -72,7 +72,7 @@ func (w *Worker) produce(ctx context.Context) {
 	defer close(p.ready)
 	capacity := int64(w.cfg.Workers + w.cfg.Prefetch)
 	refill := int64(max(1, w.cfg.Prefetch/2))
-	idle, failing := time.Duration(0), time.Duration(0)
+	idle, failing, tripped := time.Duration(0), time.Duration(0), time.Duration(0)
 	probeFirst := false // the last wait was an idle poll's, ended by its timer
 	for {
 		select {
@@ -91,6 +91,23 @@ func (w *Worker) produce(ctx context.Context) {
 				return
 			}
 			continue
+		}
+		if w.writeFails.Load() >= breakerAfter {
+			// Results are refused: claim one job, once the jobs in hand are
+			// settled, at a growing interval, until a result goes through.
+			if p.held.Load() > 0 {
+				if ok, _ := w.pause(ctx, p.slots, nil, w.cfg.ErrorMax); !ok {
+					return
+				}
+				continue
+			}
+			tripped = workloop.Grow(tripped, w.cfg.ErrorMin, w.cfg.ErrorMax)
+			if ok, _ := w.pause(ctx, nil, nil, workloop.Jitter(tripped)); !ok {
+				return
+			}
+			want = 1
+		} else {
+			tripped = 0
 		}
 		var jobs []*skiplock.Job
 		asked := 0
@@ -114,7 +131,7 @@ func (w *Worker) produce(ctx context.Context) {
 		case err != nil:
 			failing = workloop.Grow(failing, w.cfg.ErrorMin, w.cfg.ErrorMax)
 			wait := workloop.Jitter(failing)
-			w.cfg.Logf("bucketed worker: claim from %q: %v (retrying in %v)", w.cfg.Queue, err, wait.Round(time.Millisecond))
+			w.cfg.Logf("bucketed worker: claim from %q: %v%s (retrying in %v)", w.cfg.Queue, err, skiplock.Hint(err), wait.Round(time.Millisecond))
 			idle = 0
 			if ok, _ := w.pause(ctx, nil, nil, wait); !ok {
 				return

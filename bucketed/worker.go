@@ -187,6 +187,11 @@ type Worker struct {
 	stopOnce, finishOnce sync.Once
 
 	claimed, completed, failed, released, lost, snoozed atomic.Int64
+	// writeFails counts result writes that failed in a row; at
+	// breakerAfter the producer stops claiming but for one job at a time
+	// (see produce), so that a fault that refuses every result does not
+	// run the queue's jobs again and again, spending their attempts.
+	writeFails atomic.Int64
 	backlogFlushes                                      atomic.Int64 // batches the backlog completers wrote
 }
 
@@ -331,6 +336,9 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	w.started = true
 	w.mu.Unlock()
+	if err := w.q.db.CheckWritable(ctx); err != nil {
+		return fmt.Errorf("bucketed worker: %w", err)
+	}
 	if !w.cfg.NoMaintenance {
 		svc, err := maintenance.Start(ctx, w.q.db, w.maintenanceConfig())
 		if err != nil {
@@ -681,17 +689,27 @@ func (w *Worker) writeBack(ctx context.Context, what string, o Outcome, jobs []*
 		return err
 	})
 	if err != nil {
-		w.cfg.Logf("bucketed worker: %v (the jobs run again when their leases expire)", err)
+		if w.writeFails.Add(1) == breakerAfter {
+			w.cfg.Logf("bucketed worker: %d result writes in a row failed, the last with: %v: claiming one job at a time until a result is written again", breakerAfter, err)
+		}
+		w.cfg.Logf("bucketed worker: %v%s (the jobs run again when their leases expire)", err, skiplock.Hint(err))
 		if rj := rejectedJobs(err); rj != nil {
 			lost = append(lost, rj...)
 		} else {
 			lost = jobs
 		}
 	}
+	if err == nil && w.writeFails.Swap(0) >= breakerAfter {
+		w.cfg.Logf("bucketed worker: results are written again: claiming as before")
+	}
 	w.lost.Add(int64(len(lost)))
 	w.report(jobs, lost, o)
 	return lost, err
 }
+
+// breakerAfter is how many result writes in a row must fail before the
+// producer claims one job at a time (Worker.writeFails).
+const breakerAfter = 3
 
 // logFailures logs each failed attempt FailMany recorded (those not in
 // lost) and each one it refused because the lease was lost.

@@ -255,6 +255,9 @@ func (c *Client) Start(ctx context.Context) error {
 	if len(c.queues) == 0 {
 		return skiplock.Usagef("client: no queue to work: add Queues with MaxWorkers and Workers, or use the client only to insert")
 	}
+	if err := c.db.CheckWritable(ctx); err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
 	c.started = true
 	var err error
 	if c.rec, err = c.newRecorder(); err != nil {

@@ -260,6 +260,9 @@ func (w *Worker) Start(ctx context.Context) error {
 		return errors.New("fanout worker: already started (a Worker runs once, also after Stop): make another with Queue.NewWorker")
 	}
 	q, cfg := w.q, w.cfg
+	if err := q.db.CheckWritable(ctx); err != nil {
+		return fmt.Errorf("fanout worker: %w", err)
+	}
 	need := cfg.Workers + RecorderConns(cfg.Workers)
 	if poolMax := q.db.Stats().Max; int(poolMax) < need {
 		return skiplock.Usagef("fanout: the connection pool allows %d connections; each of %d workers holds one while it processes and %d more count attempts: open the DB with OpenConfig.MaxConns of at least %d",

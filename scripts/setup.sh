@@ -2,7 +2,7 @@
 # Installs what a fresh machine lacks to build and test skiplock: the
 # PostgreSQL server binaries (initdb, pg_ctl) and pgbench, and, as root,
 # Debian's chromium for the dashboard's browser tests (package ui; they
-# skip without it) and pgbouncer for the pooler tests (make test-pooler).
+# skip without it) and pgbouncer for the pooler tests (make test-faults).
 # Does nothing where they are present.
 set -euo pipefail
 
@@ -18,7 +18,7 @@ if [ ! -x /usr/bin/chromium ] && [ "$(id -u)" -eq 0 ] && command -v apt-get >/de
 fi
 
 if ! command -v pgbouncer >/dev/null 2>&1 && [ ! -x /usr/sbin/pgbouncer ] && [ "$(id -u)" -eq 0 ] && command -v apt-get >/dev/null 2>&1; then
-  echo "setup: installing pgbouncer for the connection-pooler tests (make test-pooler)"
+  echo "setup: installing pgbouncer for the connection-pooler tests (make test-faults)"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq pgbouncer >/dev/null
   # The package starts a service of its own; the tests start theirs.

@@ -155,6 +155,7 @@ func waitLoop(ctx context.Context, e *env, handled func() int64, idle func(ctx c
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	last, lastDone := time.Now(), int64(0)
+	var away outage
 	for {
 		select {
 		case <-ctx.Done():
@@ -174,10 +175,14 @@ func waitLoop(ctx context.Context, e *env, handled func() int64, idle func(ctx c
 		case ctx.Err() != nil:
 			return bucketed.Backlog{}, nil
 		case err != nil:
+			if away.ride(e, err) {
+				continue
+			}
 			return bucketed.Backlog{}, err
 		case done:
 			return later, nil
 		}
+		away.back(e)
 	}
 }
 

@@ -79,7 +79,7 @@ func (fanoutCLI) work(ctx context.Context, e *env, db *skiplock.DB, o workOption
 		}
 		return workReport{}, err
 	}
-	waitErr := waitFanout(ctx, q, o.UntilEmpty)
+	waitErr := waitFanout(ctx, e, q, o.UntilEmpty)
 	stopCtx, cancel := context.WithTimeout(context.Background(), o.Work+30*time.Second)
 	defer cancel()
 	if err := w.Stop(stopCtx); err != nil {
@@ -109,13 +109,14 @@ func demoHandler(e *env, o workOptions) fanout.Handler {
 // waitFanout returns when ctx ends or, with untilEmpty, once the queue has
 // no job left (a job being processed still has its row, so "none left"
 // means every job finished or died).
-func waitFanout(ctx context.Context, q *fanout.Queue, untilEmpty bool) error {
+func waitFanout(ctx context.Context, e *env, q *fanout.Queue, untilEmpty bool) error {
 	if !untilEmpty {
 		<-ctx.Done()
 		return nil
 	}
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
+	var away outage
 	for {
 		select {
 		case <-ctx.Done():
@@ -123,9 +124,16 @@ func waitFanout(ctx context.Context, q *fanout.Queue, untilEmpty bool) error {
 		case <-tick.C:
 		}
 		more, err := q.HasQueued(ctx)
-		if err != nil && ctx.Err() == nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			if away.ride(e, err) {
+				continue
+			}
 			return err
 		}
+		away.back(e)
 		if !more {
 			return nil
 		}

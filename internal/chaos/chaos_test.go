@@ -133,6 +133,39 @@ func TestDatabaseRestarts(t *testing.T) {
 	}
 }
 
+// TestUntilEmptyRidesARestart: `work --until-empty` through a database
+// restart ends by itself once every job is done, exit 0, nothing lost or
+// recorded twice. Its backlog probe used to end the command with the
+// restart's 57P01 or 57P03, though the workers rode it out.
+func TestUntilEmptyRidesARestart(t *testing.T) {
+	faultsOnly(t)
+	testdb.DSN(t) // starts the harness's server unless SKIPLOCK_TEST_DSN is set
+	server := testdb.Server()
+	if server == nil {
+		t.Skip("SKIPLOCK_TEST_DSN points at an outside server: this test restarts the harness's own server")
+	}
+	for _, layout := range layouts {
+		t.Run(layout, func(t *testing.T) {
+			const jobs = 1500
+			dsn, name := setup(t, layout, jobs)
+			p := startWorker(t, dsn, append(workArgs(name, layout), "--until-empty", "--work", "5ms")...)
+			time.Sleep(700 * time.Millisecond) // into the run: the workers are busy
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			err := server.Restart(ctx)
+			cancel()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := p.wait(3 * time.Minute); err != nil {
+				t.Fatalf("work --until-empty through a restart: %v\n%s", err, tail(p.allLogs(), 30))
+			}
+			c := count(t, testdb.Open(t, nil), layout, name, jobs)
+			report(t, "until-empty-restart", layout, c, "restarts=1")
+			mustBeExact(t, c)
+		})
+	}
+}
+
 // TestConnectionFaults puts a proxy between workers and PostgreSQL that
 // cuts connections mid-statement and delays traffic, and terminates random
 // worker backends on top; ambiguous commits must resolve by the layouts'

@@ -132,6 +132,23 @@ func (w *workerProc) stop() error {
 	}
 }
 
+// wait waits up to d for the process to end by itself and keeps its log;
+// after d it kills it and says so.
+func (w *workerProc) wait(d time.Duration) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	select {
+	case err := <-w.done:
+		w.logs = append(w.logs, w.log.String())
+		return err
+	case <-time.After(d):
+		w.cmd.Process.Kill() //nolint:errcheck
+		<-w.done
+		w.logs = append(w.logs, w.log.String())
+		return fmt.Errorf("still running after %v: killed", d)
+	}
+}
+
 // allLogs is everything the process printed across its lives.
 func (w *workerProc) allLogs() string { return strings.Join(w.logs, "\n") }
 

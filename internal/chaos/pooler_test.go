@@ -21,14 +21,12 @@ import (
 )
 
 // pooler starts PgBouncer in mode in front of the test server, stopped
-// when the test ends. The pooler tests run under make test-pooler
-// (SKIPLOCK_POOLER=1), which make setup prepares by installing PgBouncer;
+// when the test ends. The pooler tests run under make test-faults
+// (SKIPLOCK_FAULTS=1), which make setup prepares by installing PgBouncer;
 // make test skips them.
 func pooler(t *testing.T, mode string) *cluster.PgBouncer {
 	t.Helper()
-	if os.Getenv("SKIPLOCK_POOLER") == "" {
-		t.Skip("PgBouncer runs: make test-pooler (SKIPLOCK_POOLER=1)")
-	}
+	faultsOnly(t)
 	b, err := cluster.StartPgBouncer(context.Background(), &cluster.PgBouncerConfig{Upstream: testdb.DSN(t), Mode: mode, PoolSize: 20})
 	if err != nil {
 		t.Fatal(err)
@@ -245,3 +243,11 @@ func TestClientThroughTransactionPooler(t *testing.T) {
 type probeArgs struct{}
 
 func (probeArgs) Kind() string { return "probe" }
+
+// faultsOnly skips a test outside make test-faults (SKIPLOCK_FAULTS=1).
+func faultsOnly(t *testing.T) {
+	t.Helper()
+	if os.Getenv("SKIPLOCK_FAULTS") == "" {
+		t.Skip("a fault run of its own: make test-faults (SKIPLOCK_FAULTS=1)")
+	}
+}

@@ -141,7 +141,7 @@ func (p *Pool) loop(w int) {
 		case err != nil && p.hardCtx.Err() == nil:
 			failing = Grow(failing, p.cfg.ErrorMin, p.cfg.ErrorMax)
 			wait = Jitter(failing)
-			p.cfg.Logf("worker %d: %v (retrying in %v)", w, err, wait.Round(time.Millisecond))
+			p.cfg.Logf("worker %d: %v%s (retrying in %v)", w, err, skiplock.Hint(err), wait.Round(time.Millisecond))
 			idle = 0
 		case err != nil:
 			return

@@ -1,0 +1,85 @@
+package bucketed_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/internal/syncbuf"
+	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/maintenance"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// TestRefusedResultsStopTheClaims: while every result write fails (here
+// OnComplete, as a dropped table would make it), a worker must not keep
+// claiming and running jobs whose results are all thrown away, spending
+// their attempts: after a few failed writes it claims one job at a time,
+// says so, and claims as before once a result goes through. The handler
+// runs are counted: a worker without the breaker claims every job again
+// as its lease runs out, all through the fault; with it, the jobs run
+// once each before it trips, then one probe at a growing interval.
+func TestRefusedResultsStopTheClaims(t *testing.T) {
+	t.Parallel()
+	const jobs = 50
+	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
+	q := queueOn(t, db, name, &bucketed.Config{VisibilityTimeout: time.Second})
+	ctx := ctxT(t)
+	mustEnqueue(t, q, nJobs(jobs, "default")...)
+	var refusing atomic.Bool
+	refusing.Store(true)
+	var runs atomic.Int64
+	var logs syncbuf.Buffer
+	w, err := q.NewWorker(&bucketed.WorkerConfig{
+		Workers: 8, IdleMin: time.Millisecond, IdleMax: 20 * time.Millisecond, ErrorMin: 50 * time.Millisecond, ErrorMax: 500 * time.Millisecond,
+		Handler: func(ctx context.Context, j *skiplock.Job) error { runs.Add(1); return nil },
+		OnComplete: func(ctx context.Context, tx skiplock.Tx, done []*skiplock.Job) error {
+			if refusing.Load() {
+				return errors.New("relation \"work_log\" does not exist (as if dropped)")
+			}
+			return nil
+		},
+		Maintenance: &maintenance.Config{RescueInterval: 100 * time.Millisecond},
+		Logf:        func(format string, args ...any) { fmt.Fprintf(&logs, format+"\n", args...) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(context.Background()) }) //nolint:errcheck // a failed test's worker
+	time.Sleep(4 * time.Second) // the fault lasts this long: a span of time, not an event to wait for
+	during := runs.Load()
+	refusing.Store(false)
+	for {
+		pending, err := q.Pending(ctx, "default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !pending && count(t, db, "SELECT count(*) FROM "+jobsTable(name)+` WHERE "status" <> 'Success'`) == 0 {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("jobs left: %d runs", runs.Load())
+		}
+		time.Sleep(50 * time.Millisecond) // polls the database's own state
+	}
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	total := runs.Load()
+	t.Logf("%d handler runs while results were refused, %d in all, for %d jobs", during, total, jobs)
+	if during > jobs+jobs/2 {
+		t.Errorf("%d handler runs in 4 s of refused results for %d jobs: the worker kept claiming", during, jobs)
+	}
+	if l := logs.String(); !strings.Contains(l, "claiming one job at a time") || !strings.Contains(l, "claiming as before") {
+		t.Errorf("the worker did not say it slowed down and resumed:\n%s", l)
+	}
+}

@@ -55,7 +55,7 @@ func TestRefusedResultsStopTheClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Stop(context.Background()) }) //nolint:errcheck // a failed test's worker
-	time.Sleep(4 * time.Second) // the fault lasts this long: a span of time, not an event to wait for
+	time.Sleep(4 * time.Second)                        // the fault lasts this long: a span of time, not an event to wait for
 	during := runs.Load()
 	refusing.Store(false)
 	for {

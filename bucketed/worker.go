@@ -191,8 +191,8 @@ type Worker struct {
 	// breakerAfter the producer stops claiming but for one job at a time
 	// (see produce), so that a fault that refuses every result does not
 	// run the queue's jobs again and again, spending their attempts.
-	writeFails atomic.Int64
-	backlogFlushes                                      atomic.Int64 // batches the backlog completers wrote
+	writeFails     atomic.Int64
+	backlogFlushes atomic.Int64 // batches the backlog completers wrote
 }
 
 // WorkerStats counts what a Worker did. The fanout layout's WorkerStats

@@ -23,6 +23,8 @@ type DB struct {
 	emulation *emulation
 	// pooled: the DSN reaches the server through a transaction pooler.
 	pooled bool
+	// listen is the pool of OpenConfig.ListenDSN; nil without one.
+	listen Pool
 }
 
 // OpenConfig tunes Open. The zero value detects the engine and lets the
@@ -59,6 +61,12 @@ type OpenConfig struct {
 	// Emulation tunes the personality (nil: its defaults, nothing
 	// injected).
 	Emulation *EmulateConfig
+	// ListenDSN, when set, is where the connections that LISTEN for new
+	// jobs go (DB.ListenPool): a direct DSN to the same server, for a DSN
+	// that goes through a transaction pooler, which hands a LISTEN's
+	// session to other clients (docs/operations.md, "Behind a connection
+	// pooler"). Two connections at most.
+	ListenDSN string
 	// StatementTimeout, when positive, is set as statement_timeout on
 	// every connection of the pool in the same way: a statement that
 	// waits (on a lock another session holds, say) or runs longer is
@@ -161,6 +169,12 @@ func open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
 		pool = localSettingsPool{Pool: pool, local: localForms(settings)}
 	}
 	db := &DB{Pool: pool, dialect: engine.Dialect(), version: version, owned: true, pooled: pooled}
+	if cfg.ListenDSN != "" {
+		if db.listen, err = openListen(ctx, cfg.ListenDSN); err != nil {
+			pool.Close()
+			return nil, RedactDSNError(err, cfg.ListenDSN)
+		}
+	}
 	if em != nil {
 		db.emulate(em)
 	}
@@ -442,7 +456,34 @@ func (db *DB) Version() string { return db.version }
 func (db *DB) Close() {
 	if db.owned {
 		db.Pool.Close()
+		if db.listen != nil {
+			db.listen.Close()
+		}
 	}
+}
+
+// ListenPool is where connections that LISTEN come from: OpenConfig's
+// ListenDSN when one was given, the DB's own pool otherwise.
+func (db *DB) ListenPool() Pool {
+	if db.listen != nil {
+		return db.listen
+	}
+	return db.Pool
+}
+
+// openListen opens the small pool of a ListenDSN, refusing one that is
+// itself transaction pooled (its LISTEN would hear nothing either).
+func openListen(ctx context.Context, dsn string) (Pool, error) {
+	cc, err := pgx.ParseConfig(dsn)
+	if err != nil {
+		return nil, dsnParseError(dsn, func(s string) error { _, err := pgx.ParseConfig(s); return err })
+	}
+	if _, _, pooled, err := probeEngineConfig(ctx, cc, dsn); err != nil {
+		return nil, fmt.Errorf("listen DSN: %w", err)
+	} else if pooled {
+		return nil, Usagef("the listen DSN goes through a transaction pooler too, where LISTEN hears nothing: give a direct DSN to the server, or leave it out to poll")
+	}
+	return openJackc(ctx, dsn, 2, nil, false)
 }
 
 // ServerMaxConnections reads the server's max_connections setting, for the

@@ -69,7 +69,7 @@ func (l *listener) run(ctx context.Context) {
 // worked queue is woken once it listens, for what was inserted while it
 // did not.
 func (l *listener) session(ctx context.Context) error {
-	conn, err := l.c.db.Acquire(ctx)
+	conn, err := l.c.db.ListenPool().Acquire(ctx)
 	if err != nil {
 		return err
 	}
@@ -104,7 +104,7 @@ const probeWait = 2 * time.Second
 // that are not the ones the client holds. Listeners of other clients hear
 // the token and ignore it: it names no queue.
 func probeNotifications(ctx context.Context, db *skiplock.DB, channel string) error {
-	conn, err := db.Acquire(ctx)
+	conn, err := db.ListenPool().Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("take a connection to listen on: %w", err)
 	}

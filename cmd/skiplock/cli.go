@@ -50,6 +50,7 @@ type globals struct {
 	engine      string
 	emulate     string
 	emulateOpts string
+	listenDSN   string
 	schema      string
 	json        bool
 }
@@ -57,6 +58,7 @@ type globals struct {
 func (g *globals) bind(fs *flag.FlagSet) {
 	fs.StringVar(&g.dsn, "dsn", g.dsn, "database URL (else $SKIPLOCK_DSN, else $DATABASE_URL, else the embedded PostgreSQL)")
 	fs.StringVar(&g.engine, "engine", g.engine, "engine: auto, postgres, yugabyte or cockroach")
+	fs.StringVar(&g.listenDSN, "listen-dsn", g.listenDSN, "a direct DSN to the same server for the connection that LISTENs for new jobs, when --dsn goes through a transaction pooler (else $SKIPLOCK_LISTEN_DSN; without one the workers poll there)")
 	fs.StringVar(&g.emulate, "emulate", g.emulate, "run on PostgreSQL under another engine's rules: cockroach, yugabyte or yugabyte-snapshot (else $SKIPLOCK_EMULATE); takes precedence over --engine; the DDL stays PostgreSQL's")
 	fs.StringVar(&g.emulateOpts, "emulate-opts", g.emulateOpts, "the personality's options, comma-separated: read-committed (CockroachDB's READ COMMITTED setting on), notify (YugabyteDB's LISTEN/NOTIFY on), version=24.1 (the release it reports), inject=RETRY/AMBIGUOUS (shares of statements answered 40001 and of commits answered 40003, CockroachDB) (else $SKIPLOCK_EMULATE_OPTS)")
 	fs.StringVar(&g.schema, "schema", g.schema, "schema that holds skiplock's tables")
@@ -151,7 +153,11 @@ func (e *env) openConfig(maxConns int32) (*skiplock.OpenConfig, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &skiplock.OpenConfig{Engine: engine, MaxConns: maxConns, Emulate: p, Emulation: em}, nil
+	listen := e.listenDSN
+	if listen == "" {
+		listen = os.Getenv("SKIPLOCK_LISTEN_DSN")
+	}
+	return &skiplock.OpenConfig{Engine: engine, MaxConns: maxConns, Emulate: p, Emulation: em, ListenDSN: listen}, nil
 }
 
 // emulation parses --emulate and --emulate-opts (or their variables).

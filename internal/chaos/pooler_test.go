@@ -190,12 +190,28 @@ func recorded(t *testing.T, db *skiplock.DB, s string) int64 {
 // TestClientThroughTransactionPooler: LISTEN hears nothing through a
 // transaction pooler (the server session that listens goes back to the
 // pool); the client finds that out at start, says so once, and polls, and
-// its jobs run. Through a session pooler notifications work.
+// its jobs run. With a direct listen DSN (OpenConfig.ListenDSN) it hears
+// the inserts' notifications through the pooler, and so it does through a
+// session pooler: there it polls once an hour and still picks jobs up.
 func TestClientThroughTransactionPooler(t *testing.T) {
-	for mode, wantLine := range map[string]int{"transaction": 1, "session": 0} {
-		b := pooler(t, mode)
+	for _, tc := range []struct {
+		mode     string
+		direct   bool
+		wantLine int
+	}{{"transaction", false, 1}, {"transaction", true, 0}, {"session", false, 0}} {
+		b := pooler(t, tc.mode)
+		mode, wantLine := tc.mode, tc.wantLine
+		poll := 100 * time.Millisecond
+		oc := &skiplock.OpenConfig{MaxConns: 12}
+		if wantLine == 0 {
+			poll = time.Hour
+		}
+		if tc.direct {
+			oc.ListenDSN = testdb.DSN(t)
+			mode += " with a direct listen DSN"
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		db, err := skiplock.Open(ctx, b.DSN(), &skiplock.OpenConfig{MaxConns: 12})
+		db, err := skiplock.Open(ctx, b.DSN(), oc)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -209,7 +225,7 @@ func TestClientThroughTransactionPooler(t *testing.T) {
 		}), nil); err != nil {
 			t.Fatal(err)
 		}
-		c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, FetchPollInterval: 100 * time.Millisecond,
+		c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, FetchPollInterval: poll,
 			Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 2}}, NoMaintenance: true,
 			Logf: func(format string, args ...any) { fmt.Fprintf(&logs, format+"\n", args...) }})
 		if err != nil {
@@ -218,8 +234,15 @@ func TestClientThroughTransactionPooler(t *testing.T) {
 		if err := c.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
+		// Another client's inserts: only a notification (or a poll) tells
+		// this one.
+		inserter, err := client.New(ctx, db, &client.Config{Schema: s})
+		if err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond) // the worker is idle: its first claims found nothing
 		for range 3 {
-			if _, err := c.Insert(ctx, probeArgs{}, nil); err != nil {
+			if _, err := inserter.Insert(ctx, probeArgs{}, nil); err != nil {
 				t.Fatal(err)
 			}
 		}

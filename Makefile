@@ -86,6 +86,7 @@ bench: setup build
 .PHONY: test-chaos
 test-chaos: setup
 	SKIPLOCK_CHAOS=full $(GO) test -count=1 -timeout 30m -v ./internal/chaos 2>&1 | grep -E '^(chaos:|--- |ok|FAIL|PASS|panic)'
+	SKIPLOCK_CHAOS=full SKIPLOCK_FAULTS=1 $(GO) test -count=1 -timeout 30m -run '^(TestWorkThroughPoolers|TestFailover)$$' -v ./internal/chaos 2>&1 | grep -E '^(chaos:|--- |ok|FAIL|PASS|panic)'
 	SKIPLOCK_CHAOS=full $(GO) test -count=1 -timeout 30m -run 'TestExactlyOnce' -v ./fanout 2>&1 | grep -E '^(\s+fanout_test|--- |ok|FAIL|PASS|panic)'
 	$(GO) test -run '^$$' -fuzz FuzzSchemaPrint -fuzztime 30s ./cmd/skiplock
 	$(GO) test -run '^$$' -fuzz FuzzParseRunAt -fuzztime 15s ./cmd/skiplock

@@ -11,36 +11,46 @@ import (
 // server through a transaction pooler. conn is one such connection,
 // open. In session mode, and on a direct connection, a client connection
 // keeps one server session (one backend pid) for its life, and two open
-// client connections never share one; a transaction pooler gives a
+// client connections never share one. A transaction pooler gives a
 // connection whichever server session is free for each transaction, the
-// one just released first (PgBouncer's default LIFO), so a second client
-// connection's first statement runs on the session the first one's just
-// used.
+// one just released first (PgBouncer's default LIFO): alternating
+// statements of two connections then land on one session, and under other
+// clients' load each connection's statements move between sessions.
+// Either is proof; poolingRounds rounds make missing both unlikely however
+// busy the pooler is.
 func transactionPooled(ctx context.Context, cc *pgx.ConnConfig, conn *pgx.Conn) (bool, error) {
 	pid := func(c *pgx.Conn) (int64, error) {
 		var p int64
 		err := c.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&p)
 		return p, err
 	}
-	first, err := pid(conn)
-	if err != nil {
-		return false, err
-	}
 	other, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
 		return false, err
 	}
 	defer other.Close(context.WithoutCancel(ctx))
-	second, err := pid(other)
-	if err != nil {
-		return false, err
+	var first, second int64
+	for round := range poolingRounds {
+		a, err := pid(conn)
+		if err != nil {
+			return false, err
+		}
+		b, err := pid(other)
+		if err != nil {
+			return false, err
+		}
+		if round == 0 {
+			first, second = a, b
+		}
+		if a == b || a != first || b != second {
+			return true, nil
+		}
 	}
-	again, err := pid(conn)
-	if err != nil {
-		return false, err
-	}
-	return second == first || again != first, nil
+	return false, nil
 }
+
+// poolingRounds is how many statement pairs transactionPooled sends.
+const poolingRounds = 5
 
 // localSettingsPool sends a pool's session settings with each BEGIN, as
 // SET LOCAL in the same message (no round trip of their own), where a

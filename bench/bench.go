@@ -261,6 +261,9 @@ type Config struct {
 	// personality and say the run was emulated.
 	Emulate   skiplock.Personality
 	Emulation *skiplock.EmulateConfig
+	// ListenDSN is the listener's direct DSN when DSN goes through a
+	// transaction pooler (skiplock.OpenConfig.ListenDSN).
+	ListenDSN string
 	// Schema is the bench's own schema (emptied and refilled!); "" is
 	// DefaultSchema. Run creates it and marks it as the bench's; it refuses
 	// an existing schema without that mark, which may hold real queues.
@@ -866,5 +869,5 @@ var ErrQueueDry = errors.New("the queue ran dry before the end of the run: raise
 // openConfig is how the bench opens a pool of maxConns connections on the
 // configured engine or personality.
 func (c *Config) openConfig(maxConns int32) *skiplock.OpenConfig {
-	return &skiplock.OpenConfig{Engine: c.Engine, Emulate: c.Emulate, Emulation: c.Emulation, MaxConns: maxConns, PipelineBegin: !c.SeparateBegin}
+	return &skiplock.OpenConfig{Engine: c.Engine, Emulate: c.Emulate, Emulation: c.Emulation, ListenDSN: c.ListenDSN, MaxConns: maxConns, PipelineBegin: !c.SeparateBegin}
 }

@@ -130,6 +130,11 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if cfg.Emulate, cfg.Emulation, err = e.emulation(); err != nil {
 		return err
 	}
+	oc, err := e.openConfig(0)
+	if err != nil {
+		return err
+	}
+	cfg.ListenDSN = oc.ListenDSN
 	cfg.Out = e.stderr
 	cfg.Logf = e.logf
 	// Check the flags before starting a server.

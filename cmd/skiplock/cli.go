@@ -248,7 +248,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "skiplock %s: %v\n", name, err)
 		return exitUsage
 	default:
-		fmt.Fprintf(stderr, "skiplock %s: %v\n", name, err)
+		fmt.Fprintf(stderr, "skiplock %s: %v%s\n", name, err, skiplock.Hint(err))
 		return exitError
 	}
 }

@@ -60,7 +60,10 @@ func TestFailover(t *testing.T) {
 	admin.Close()
 	multi := strings.Replace(primary.DSN(), fmt.Sprintf("127.0.0.1:%d", primary.Port()), fmt.Sprintf("127.0.0.1:%d,127.0.0.1:%d", primary.Port(), standby.Port()), 1) + "&target_session_attrs=read-write"
 
-	const jobs = 3000
+	jobs := 3000
+	if os.Getenv("SKIPLOCK_CHAOS") == "full" {
+		jobs = 20000
+	}
 	var procs []*workerProc
 	for _, layout := range layouts {
 		s := "failover_" + layout
@@ -96,7 +99,7 @@ func TestFailover(t *testing.T) {
 		if !strings.Contains(logs, "retrying in") && !strings.Contains(logs, "not answering") {
 			t.Errorf("%s: nothing in the worker's log says it met the failover (it finished before the kill?):\n%s", layout, tail(logs, 20))
 		}
-		c := count(t, after, layout, "failover_"+layout, jobs)
+		c := count(t, after, layout, "failover_"+layout, int64(jobs))
 		report(t, "failover", layout, c, "primary=SIGKILL standby=promoted")
 		mustBeExact(t, c)
 	}

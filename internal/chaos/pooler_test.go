@@ -156,7 +156,10 @@ func TestWorkThroughPoolers(t *testing.T) {
 			t.Run(mode+"/"+layout, func(t *testing.T) {
 				db := testdb.Open(t, nil)
 				s := testdb.Schema(t, db)
-				const jobs = 600
+				jobs := int64(600)
+				if os.Getenv("SKIPLOCK_CHAOS") == "full" {
+					jobs = 5000
+				}
 				cli(t, b.DSN(), "--schema", s, "migrate")
 				cli(t, b.DSN(), "--schema", s, "enqueue", "--layout", layout, "--count", fmt.Sprint(jobs))
 				for range 6 {

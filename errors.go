@@ -3,8 +3,8 @@ package skiplock
 import (
 	"context"
 	"errors"
-	"strings"
 	"fmt"
+	"strings"
 )
 
 // Errors every layout shares. Compare with errors.Is.

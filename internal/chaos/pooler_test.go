@@ -146,9 +146,10 @@ func TestSettingsStayInTheirTransactions(t *testing.T) {
 	}
 }
 
-// TestWorkThroughPoolers: both layouts through PgBouncer in transaction
-// and session mode, the default DSN (no exec mode asked for), a fifth of
-// the attempts failing: every job completed and recorded once.
+// TestWorkThroughPoolers: both layouts, and a client working a queue of
+// each, through PgBouncer in transaction and session mode, the default
+// DSN (no exec mode asked for), a fifth of the attempts failing: every
+// job completed and recorded once.
 func TestWorkThroughPoolers(t *testing.T) {
 	for _, mode := range []string{"transaction", "session"} {
 		b := pooler(t, mode)
@@ -177,6 +178,28 @@ func TestWorkThroughPoolers(t *testing.T) {
 				}
 			})
 		}
+		// The client: a bucketed and a fanout queue worked by one client.Client.
+		t.Run(mode+"/client", func(t *testing.T) {
+			db := testdb.Open(t, nil)
+			s := testdb.Schema(t, db)
+			const each = 300
+			cli(t, b.DSN(), "--schema", s, "migrate")
+			cli(t, b.DSN(), "--schema", s, "enqueue", "--layout", "bucketed", "--queue", "a", "--count", fmt.Sprint(each))
+			cli(t, b.DSN(), "--schema", s, "enqueue", "--layout", "fanout", "--queue", "b", "--count", fmt.Sprint(each))
+			for range 6 {
+				cli(t, b.DSN(), "--schema", s, "work", "--queues", "a=4,b=4:fanout", "--fail", "0.2", "--retry-backoff", "50ms", "--until-empty", "--record")
+				if recorded(t, db, s) >= 2*each {
+					break
+				}
+			}
+			var rows, distinct int64
+			if err := db.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT "job_id") FROM `+skiplock.QuoteIdent(s)+`."work_log"`).Scan(&rows, &distinct); err != nil {
+				t.Fatal(err)
+			}
+			if rows != 2*each || distinct != 2*each {
+				t.Errorf("work_log: %d rows for %d jobs, want %d of each", rows, distinct, 2*each)
+			}
+		})
 	}
 }
 

@@ -166,7 +166,7 @@ func open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
 		return nil, err
 	}
 	if pooled && len(settings) > 0 {
-		pool = localSettingsPool{Pool: pool, local: localForms(settings)}
+		pool = beginHookPool{Pool: pool, begin: withLocal(localForms(settings))}
 	}
 	db := &DB{Pool: pool, dialect: engine.Dialect(), version: version, owned: true, pooled: pooled}
 	if cfg.ListenDSN != "" {
@@ -183,7 +183,7 @@ func open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
 
 // emulate puts db under em's rules.
 func (db *DB) emulate(em *emulation) {
-	db.Pool, db.dialect, db.emulation = emulatedPool{Pool: db.Pool, e: em}, em.dialect(), em
+	db.Pool, db.dialect, db.emulation = beginHookPool{Pool: db.Pool, begin: em.begin}, em.dialect(), em
 }
 
 // Emulating returns a DB over db's pool that runs under personality p's

@@ -338,36 +338,9 @@ func (db *DB) EmulationSkipped() []string {
 	return db.emulation.skipped()
 }
 
-// emulatedPool runs a pool's transactions under a personality: each BEGIN
-// at the level the engine would give it, and, for the cockroach
-// personality, injected retry errors and ambiguous commits.
-type emulatedPool struct {
-	Pool
-	e *emulation
-}
-
-func (p emulatedPool) Begin(ctx context.Context, opts TxOptions) (Tx, error) {
-	return p.e.begin(ctx, p.Pool, opts)
-}
-
-func (p emulatedPool) Acquire(ctx context.Context) (Conn, error) {
-	c, err := p.Pool.Acquire(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return emulatedConn{Conn: c, e: p.e}, nil
-}
-
-// emulatedConn is an acquired connection of an emulatedPool.
-type emulatedConn struct {
-	Conn
-	e *emulation
-}
-
-func (c emulatedConn) Begin(ctx context.Context, opts TxOptions) (Tx, error) {
-	return c.e.begin(ctx, c.Conn, opts)
-}
-
+// begin begins a transaction under the personality (a beginHookPool's
+// hook): at the level the engine would give it, and, for the cockroach
+// personality, with injected retry errors and ambiguous commits.
 func (e *emulation) begin(ctx context.Context, b Beginner, opts TxOptions) (Tx, error) {
 	opts.Isolation = e.isolation(opts.Isolation)
 	tx, err := b.Begin(ctx, opts)

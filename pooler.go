@@ -52,36 +52,46 @@ func transactionPooled(ctx context.Context, cc *pgx.ConnConfig, conn *pgx.Conn) 
 // poolingRounds is how many statement pairs transactionPooled sends.
 const poolingRounds = 5
 
-// localSettingsPool sends a pool's session settings with each BEGIN, as
-// SET LOCAL in the same message (no round trip of their own), where a
-// transaction pooler would hand a connection-wide SET to other clients.
-type localSettingsPool struct {
+// beginHookPool runs every transaction of a pool, and of the connections
+// it hands out, through begin, which begins it on b (the pool or the
+// connection underneath): the one seam for what a DB adds to its BEGINs
+// (a personality's isolation and injected errors, a pooler's SET LOCAL).
+type beginHookPool struct {
 	Pool
-	local []string
+	begin func(ctx context.Context, b Beginner, opts TxOptions) (Tx, error)
 }
 
-func (p localSettingsPool) Begin(ctx context.Context, opts TxOptions) (Tx, error) {
-	opts.local = append(opts.local, p.local...)
-	return p.Pool.Begin(ctx, opts)
+func (p beginHookPool) Begin(ctx context.Context, opts TxOptions) (Tx, error) {
+	return p.begin(ctx, p.Pool, opts)
 }
 
-func (p localSettingsPool) Acquire(ctx context.Context) (Conn, error) {
+func (p beginHookPool) Acquire(ctx context.Context) (Conn, error) {
 	c, err := p.Pool.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return localSettingsConn{Conn: c, local: p.local}, nil
+	return beginHookConn{Conn: c, begin: p.begin}, nil
 }
 
-// localSettingsConn is an acquired connection of a localSettingsPool.
-type localSettingsConn struct {
+// beginHookConn is an acquired connection of a beginHookPool.
+type beginHookConn struct {
 	Conn
-	local []string
+	begin func(ctx context.Context, b Beginner, opts TxOptions) (Tx, error)
 }
 
-func (c localSettingsConn) Begin(ctx context.Context, opts TxOptions) (Tx, error) {
-	opts.local = append(opts.local, c.local...)
-	return c.Conn.Begin(ctx, opts)
+func (c beginHookConn) Begin(ctx context.Context, opts TxOptions) (Tx, error) {
+	return c.begin(ctx, c.Conn, opts)
+}
+
+// withLocal is a beginHookPool hook that sends local (SET LOCAL
+// statements) with each BEGIN, in the same message: a pool's session
+// settings where a transaction pooler would hand a connection-wide SET to
+// other clients.
+func withLocal(local []string) func(context.Context, Beginner, TxOptions) (Tx, error) {
+	return func(ctx context.Context, b Beginner, opts TxOptions) (Tx, error) {
+		opts.local = append(opts.local, local...)
+		return b.Begin(ctx, opts)
+	}
 }
 
 // localForms turns sessionSettings' SET statements into SET LOCAL.

@@ -54,7 +54,7 @@ type TxOptions struct {
 
 	// local are SET LOCAL statements sent with BEGIN: the pool's session
 	// settings, where a transaction pooler would leak a session's SET to
-	// other clients (localSettingsPool).
+	// other clients (withLocal).
 	local []string
 }
 

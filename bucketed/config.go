@@ -85,8 +85,7 @@ type Config struct {
 	// DeleteCompleted deletes completed jobs in the completion's own
 	// statement instead of keeping them as Success until the pruner's
 	// retention age: one row version and two index entries less per job
-	// (a 1,000-worker burn-down 7-15% faster here, docs/design.md,
-	// "Writes per job"), at the price of their history: Lookup, the admin listings
+	// (docs/design.md, "Writes per job"; docs/benchmarks.md), at the price of their history: Lookup, the admin listings
 	// and the dashboard find no completed job, and retention of completed
 	// jobs has nothing left to do. Failed and canceled jobs are kept as
 	// before.

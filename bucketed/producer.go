@@ -178,9 +178,7 @@ func (w *Worker) produce(ctx context.Context) {
 // at least minClaimChunk jobs each (fewer wanted: one claim, as before).
 // Each starts at its own bucket (the Queue rotates the start), so they
 // mostly lock different rows. Fewer, larger claims do better than many
-// small ones (a burn-down of 100,000 no-op jobs by 1,000 workers, four
-// alternating rounds: chunks of at least 512, 33,900-40,000 jobs/s; of at
-// least 128, 27,600-32,900).
+// small ones (docs/benchmarks.md, "Parallel claims").
 const (
 	maxParallelClaims = 4
 	minClaimChunk     = 512

@@ -519,10 +519,8 @@ func (w *Worker) step(ctx context.Context, _ int) (bool, error) {
 // signal on it: a completer whose batch filled to FlushSize signals, since
 // results are then arriving faster than the steady completers write
 // them. Fewer completers write bigger batches, and a completion costs
-// much per statement (a burn-down of 200,000 no-op jobs by 1,000 workers,
-// three rounds: 4 completers 47,554-49,179 jobs/s, 2 50,897-52,185), while
-// 10,000 workers' results need the extra ones (4: 57,434-60,443, 2:
-// 53,279-55,490).
+// much per statement, while many workers' results need the extra ones
+// (docs/benchmarks.md, "Completers").
 func (w *Worker) complete(ctx context.Context, gate <-chan struct{}) {
 	if gate == nil {
 		defer w.flushers.Done()

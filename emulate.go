@@ -107,6 +107,38 @@ type EmulateConfig struct {
 	Version string
 }
 
+// ParseEmulateOptions reads a personality's options, comma-separated:
+// read-committed (EmulateConfig.ReadCommitted), notify (Notifications),
+// version=RELEASE (Version) and inject=RETRY/AMBIGUOUS (RetryErrorRate and
+// AmbiguousCommitRate), as the CLI's --emulate-opts takes them. Open
+// checks the values against the personality.
+func ParseEmulateOptions(opts string) (*EmulateConfig, error) {
+	cfg := &EmulateConfig{}
+	for _, o := range strings.Split(opts, ",") {
+		k, v, _ := strings.Cut(strings.TrimSpace(o), "=")
+		switch k {
+		case "":
+		case "read-committed":
+			cfg.ReadCommitted = true
+		case "notify":
+			cfg.Notifications = true
+		case "version":
+			cfg.Version = v
+		case "inject":
+			r, a, ok := strings.Cut(v, "/")
+			var err1, err2 error
+			cfg.RetryErrorRate, err1 = strconv.ParseFloat(r, 64)
+			cfg.AmbiguousCommitRate, err2 = strconv.ParseFloat(a, 64)
+			if !ok || err1 != nil || err2 != nil {
+				return nil, Usagef("inject=%s: give two shares, RETRY/AMBIGUOUS, such as inject=0.01/0.001", v)
+			}
+		default:
+			return nil, Usagef("unknown option %q: use read-committed, notify, version=RELEASE or inject=RETRY/AMBIGUOUS", k)
+		}
+	}
+	return cfg, nil
+}
+
 // DefaultEmulatedRelease is the release each personality reports unless
 // EmulateConfig.Version says otherwise.
 var DefaultEmulatedRelease = map[Engine]string{EngineCockroach: "25.2", EngineYugabyte: "2025.1"}

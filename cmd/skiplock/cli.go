@@ -9,7 +9,6 @@ import (
 	"io"
 	"os"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -179,28 +178,9 @@ func (e *env) emulation() (skiplock.Personality, *skiplock.EmulateConfig, error)
 		}
 		return p, nil, nil
 	}
-	cfg := &skiplock.EmulateConfig{}
-	for _, o := range strings.Split(opts, ",") {
-		k, v, _ := strings.Cut(strings.TrimSpace(o), "=")
-		switch k {
-		case "":
-		case "read-committed":
-			cfg.ReadCommitted = true
-		case "notify":
-			cfg.Notifications = true
-		case "version":
-			cfg.Version = v
-		case "inject":
-			r, a, ok := strings.Cut(v, "/")
-			var err1, err2 error
-			cfg.RetryErrorRate, err1 = strconv.ParseFloat(r, 64)
-			cfg.AmbiguousCommitRate, err2 = strconv.ParseFloat(a, 64)
-			if !ok || err1 != nil || err2 != nil {
-				return "", nil, skiplock.Usagef("--emulate-opts inject=%s: give two shares, RETRY/AMBIGUOUS, such as inject=0.01/0.001", v)
-			}
-		default:
-			return "", nil, skiplock.Usagef("--emulate-opts: unknown option %q: use read-committed, notify, version=RELEASE or inject=RETRY/AMBIGUOUS", k)
-		}
+	cfg, err := skiplock.ParseEmulateOptions(opts)
+	if err != nil {
+		return "", nil, fmt.Errorf("--emulate-opts: %w", err)
 	}
 	return p, cfg, nil
 }

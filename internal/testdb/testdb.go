@@ -5,8 +5,9 @@
 // SKIPLOCK_TEST_EMULATE=cockroach|yugabyte|yugabyte-snapshot runs every DB
 // the package opens under that engine's personality (skiplock.Personality);
 // the cockroach personality then injects retry errors and ambiguous
-// commits at the rates SKIPLOCK_TEST_INJECT gives ("RETRY,AMBIGUOUS",
-// shares of statements and of commits; default "0.005,0.001"; "0,0" for
+// commits at the rates SKIPLOCK_TEST_INJECT gives ("RETRY/AMBIGUOUS", as
+// --emulate-opts inject= takes them: shares of statements and of
+// commits; default "0.005/0.001"; "0/0" for
 // none).
 //
 // A test binary that uses it has a TestMain:
@@ -96,14 +97,11 @@ func Emulation() (skiplock.Personality, *skiplock.EmulateConfig) {
 	if p == skiplock.PersonalityCockroach {
 		rates := os.Getenv("SKIPLOCK_TEST_INJECT")
 		if rates == "" {
-			rates = "0.005,0.001"
+			rates = "0.005/0.001"
 		}
-		r, a, ok := strings.Cut(rates, ",")
-		var err1, err2 error
-		cfg.RetryErrorRate, err1 = strconv.ParseFloat(strings.TrimSpace(r), 64)
-		cfg.AmbiguousCommitRate, err2 = strconv.ParseFloat(strings.TrimSpace(a), 64)
-		if !ok || err1 != nil || err2 != nil {
-			panic(fmt.Sprintf("testdb: SKIPLOCK_TEST_INJECT=%q: give two shares, RETRY,AMBIGUOUS, such as 0.005,0.001", rates))
+		var err error
+		if cfg, err = skiplock.ParseEmulateOptions("inject=" + rates); err != nil {
+			panic("testdb: SKIPLOCK_TEST_INJECT: " + err.Error())
 		}
 	}
 	return p, cfg

@@ -19,6 +19,13 @@ import (
 // retried after --retry-backoff when it is set.
 func demoWork(ctx context.Context, e *env, o workOptions, job *skiplock.Job) error {
 	crashOn(e, o.CrashOn, job)
+	err := demoOutcome(ctx, o, job)
+	o.Runs.note(e, job, err)
+	return err
+}
+
+// demoOutcome sleeps --work and decides whether this attempt fails.
+func demoOutcome(ctx context.Context, o workOptions, job *skiplock.Job) error {
 	if err := retry.Sleep(ctx, o.Work); err != nil {
 		return err
 	}
@@ -32,6 +39,40 @@ func demoWork(ctx context.Context, e *env, o workOptions, job *skiplock.Job) err
 	}
 	return err
 }
+
+// runsLog is --runs-log: a file that gets one line per handler run,
+// "<job id> <attempt> ok|failed", so that a test counts every run of every
+// process, killed ones included, against what the database recorded.
+type runsLog struct {
+	f *os.File
+}
+
+// openRunsLog opens path for appending, creating it.
+func openRunsLog(path string) (*runsLog, error) {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("--runs-log: %w", err)
+	}
+	return &runsLog{f: f}, nil
+}
+
+// note appends one run's line; on a nil log it does nothing. One write per
+// line: O_APPEND keeps the lines of concurrent writers and processes whole.
+func (r *runsLog) note(e *env, job *skiplock.Job, err error) {
+	if r == nil {
+		return
+	}
+	outcome := "ok"
+	if err != nil {
+		outcome = "failed"
+	}
+	if _, werr := r.f.WriteString(job.ID + " " + strconv.Itoa(job.Attempts) + " " + outcome + "\n"); werr != nil {
+		e.logf("--runs-log: %v", werr)
+	}
+}
+
+// close closes the file.
+func (r *runsLog) close() { r.f.Close() } //nolint:errcheck // appends are unbuffered: nothing is lost at close
 
 // recorder writes --record's rows: one per completed job into
 // <schema>.work_log, always through the transaction that completes the

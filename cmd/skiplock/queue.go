@@ -92,6 +92,8 @@ type workOptions struct {
 	RetryBackoff time.Duration
 	// MetricsAddr, when set, is where /metrics is served (metrics_http.go).
 	MetricsAddr string
+	// Runs, when set (--runs-log), gets one line per demo handler run.
+	Runs *runsLog
 }
 
 // workReport is what a work run did.
@@ -148,7 +150,7 @@ func init() {
 	})
 	register(&command{
 		name:    "work",
-		usage:   "work --layout L {--workers N | --queues Q=N[:LAYOUT],...} [--kinds K,...] [--work D] [--fail P] [--retry-backoff D] [--until-empty] [--mode lease|tx] [--visibility-timeout D] [--job-timeout D] [--record] [--rescue-interval D] [--crash-on-payload TEXT] [--metrics-addr HOST:PORT]",
+		usage:   "work --layout L {--workers N | --queues Q=N[:LAYOUT],...} [--kinds K,...] [--work D] [--fail P] [--retry-backoff D] [--until-empty] [--mode lease|tx] [--visibility-timeout D] [--job-timeout D] [--record] [--rescue-interval D] [--crash-on-payload TEXT] [--runs-log FILE] [--metrics-addr HOST:PORT]",
 		summary: "run the built-in demo handler with N workers, or on several queues with one client",
 		run:     runWork,
 	})
@@ -320,6 +322,7 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	fs.Float64Var(&o.Fail, "fail", 0, "for tests and demos: the handler fails this fraction (0 to 1) of attempts, never a job's last")
 	fs.DurationVar(&o.RetryBackoff, "retry-backoff", 0, "wait before running a job again after --fail failed its attempt (default: the layout's exponential backoff from 1s)")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, such as 127.0.0.1:9090 (default: none)")
+	runsPath := fs.String("runs-log", "", "for tests and demos: append one line per handler run to this file (job id, attempt, ok or failed), written as the handler returns, so that runs are counted across processes and kills")
 	if err := parse(fs, args); err != nil {
 		return err
 	}
@@ -356,6 +359,14 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	}
 	o.Schema = e.schema
 	o.Kinds = kinds.list()
+	if *runsPath != "" {
+		runs, err := openRunsLog(*runsPath)
+		if err != nil {
+			return err
+		}
+		defer runs.close()
+		o.Runs = runs
+	}
 	if o.Queues != "" || len(o.Kinds) > 1 || !flagSet(fs, "batch") {
 		// One client.Client works every queue (work_client.go); --batch
 		// asks for the layout's own worker, which claims in batches.

@@ -18,7 +18,9 @@ import (
 // started here; workers on a multi-host DSN with
 // target_session_attrs=read-write run `work --until-empty` on both layouts
 // while the primary is SIGKILLed and the replica promoted. Every job ends
-// done and recorded exactly once, and each command exits 0 by itself.
+// done and recorded exactly once, each command exits 0 by itself, and the
+// handlers' runs (--runs-log) account for every recorded job; bucketed
+// runs never outnumber the attempts their claims counted.
 // Before that, a worker pointed at the replica alone refuses to start and
 // says the server is a standby.
 func TestFailover(t *testing.T) {
@@ -65,7 +67,9 @@ func TestFailover(t *testing.T) {
 		jobs = 20000
 	}
 	var procs []*workerProc
+	runsLogs := map[string]string{}
 	for _, layout := range layouts {
+		runsLogs[layout] = filepath.Join(t.TempDir(), layout+"-runs")
 		s := "failover_" + layout
 		cli(t, multi, "--schema", s, "migrate")
 		cli(t, multi, "--schema", s, "enqueue", "--layout", layout, "--count", fmt.Sprint(jobs))
@@ -76,7 +80,7 @@ func TestFailover(t *testing.T) {
 				t.Errorf("work on the standby: %v, want a refusal naming it a standby:\n%s", err, out)
 			}
 		}
-		procs = append(procs, startWorker(t, multi, append(workArgs(s, layout), "--until-empty", "--work", "10ms")...))
+		procs = append(procs, startWorker(t, multi, append(workArgs(s, layout), "--until-empty", "--work", "10ms", "--runs-log", runsLogs[layout])...))
 	}
 	time.Sleep(time.Second) // into the run: the workers are busy
 	if err := primary.Kill(ctx); err != nil {
@@ -100,7 +104,11 @@ func TestFailover(t *testing.T) {
 			t.Errorf("%s: nothing in the worker's log says it met the failover (it finished before the kill?):\n%s", layout, tail(logs, 20))
 		}
 		c := count(t, after, layout, "failover_"+layout, int64(jobs))
-		report(t, "failover", layout, c, "primary=SIGKILL standby=promoted")
+		runs := readRuns(t, runsLogs[layout])
+		report(t, "failover", layout, c, "primary=SIGKILL standby=promoted "+runs.String())
 		mustBeExact(t, c)
+		// A run whose commit the failover took may run again: counted,
+		// not refused.
+		checkRuns(t, after, layout, "failover_"+layout, runs, int64(jobs), false)
 	}
 }

@@ -203,3 +203,107 @@ func mustBeExact(t *testing.T, c tally) {
 		t.Fatalf("jobs lost or recorded twice: %s", c)
 	}
 }
+
+// handlerRuns is what the demo handlers wrote to a --runs-log: per job,
+// the runs that returned ok and those that failed.
+type handlerRuns struct {
+	ok, failed map[string]int
+}
+
+// readRuns reads a --runs-log file ("<job id> <attempt> ok|failed" lines).
+func readRuns(t *testing.T, path string) handlerRuns {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("the handlers' runs log: %v", err)
+	}
+	r := handlerRuns{ok: map[string]int{}, failed: map[string]int{}}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 3 && f[2] == "ok":
+			r.ok[f[0]]++
+		case len(f) == 3 && f[2] == "failed":
+			r.failed[f[0]]++
+		default:
+			t.Fatalf("runs log line %q: want \"<job id> <attempt> ok|failed\"", line)
+		}
+	}
+	return r
+}
+
+// total is every handler run the log holds.
+func (r handlerRuns) total() int { return sumValues(r.ok) + sumValues(r.failed) }
+
+func (r handlerRuns) String() string {
+	return fmt.Sprintf("handler_runs=%d ok=%d failed=%d jobs_run_ok=%d", r.total(), sumValues(r.ok), sumValues(r.failed), len(r.ok))
+}
+
+// checkRuns holds the handlers' runs against the database: every job
+// recorded in work_log had a run that returned ok, every job run is one
+// the schema holds, and (exact) no job's successful run was repeated.
+// Bucketed jobs also ran no more often than they were claimed: every run
+// follows a claim that counted an attempt.
+func checkRuns(t *testing.T, db *skiplock.DB, layout, schemaName string, r handlerRuns, jobs int64, exact bool) {
+	t.Helper()
+	ctx := context.Background()
+	s := skiplock.QuoteIdent(schemaName)
+	rows, err := db.Query(ctx, `SELECT "job_id"::TEXT FROM `+s+`."work_log"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	recorded := map[string]bool{}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		recorded[id] = true
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for id := range recorded {
+		if r.ok[id] == 0 {
+			t.Errorf("job %s is recorded done, but no handler run of it returned ok (%s)", id, r)
+			break
+		}
+	}
+	if int64(len(r.ok)) != jobs {
+		t.Errorf("%d jobs had a successful handler run, want %d (%s)", len(r.ok), jobs, r)
+	}
+	if exact && int64(sumValues(r.ok)) != jobs {
+		t.Errorf("%d successful handler runs for %d jobs: succeeded work ran again with no fault to explain it (%s)", sumValues(r.ok), jobs, r)
+	}
+	if layout != "bucketed" {
+		return
+	}
+	attempts := map[string]int{}
+	rows, err = db.Query(ctx, `SELECT "id"::TEXT, "attempts" FROM `+s+`."jobs"`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		var n int
+		if err := rows.Scan(&id, &n); err != nil {
+			t.Fatal(err)
+		}
+		attempts[id] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for id, n := range r.ok {
+		if runs := n + r.failed[id]; runs > attempts[id] {
+			t.Errorf("bucketed job %s: %d handler runs for %d counted attempts (a run without a claim)", id, runs, attempts[id])
+			return
+		}
+	}
+	for id := range r.failed {
+		if _, ok := attempts[id]; !ok {
+			t.Errorf("a handler ran job %s, which the schema does not hold", id)
+			return
+		}
+	}
+}

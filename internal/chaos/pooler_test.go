@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -149,7 +150,8 @@ func TestSettingsStayInTheirTransactions(t *testing.T) {
 // TestWorkThroughPoolers: both layouts, and a client working a queue of
 // each, through PgBouncer in transaction and session mode, the default
 // DSN (no exec mode asked for), a fifth of the attempts failing: every
-// job completed and recorded once.
+// job completed and recorded once, and every handler run counted (the
+// processes' --runs-log): one successful run per job, none repeated.
 func TestWorkThroughPoolers(t *testing.T) {
 	for _, mode := range []string{"transaction", "session"} {
 		b := pooler(t, mode)
@@ -163,8 +165,9 @@ func TestWorkThroughPoolers(t *testing.T) {
 				}
 				cli(t, b.DSN(), "--schema", s, "migrate")
 				cli(t, b.DSN(), "--schema", s, "enqueue", "--layout", layout, "--count", fmt.Sprint(jobs))
+				runsLog := filepath.Join(t.TempDir(), "runs")
 				for range 6 {
-					cli(t, b.DSN(), "--schema", s, "work", "--layout", layout, "--workers", "8", "--fail", "0.2", "--retry-backoff", "50ms", "--until-empty", "--record")
+					cli(t, b.DSN(), "--schema", s, "work", "--layout", layout, "--workers", "8", "--fail", "0.2", "--retry-backoff", "50ms", "--until-empty", "--record", "--runs-log", runsLog)
 					if recorded(t, db, s) >= jobs {
 						break
 					}
@@ -176,6 +179,10 @@ func TestWorkThroughPoolers(t *testing.T) {
 				if rows != jobs || distinct != jobs {
 					t.Errorf("work_log: %d rows for %d jobs, want %d of each", rows, distinct, jobs)
 				}
+				runs := readRuns(t, runsLog)
+				checkRuns(t, db, layout, s, runs, jobs, true)
+				mustHaveFailed(t, runs)
+				t.Logf("%s pooling, %s: %d jobs, %s", mode, layout, jobs, runs)
 			})
 		}
 		// The client: a bucketed and a fanout queue worked by one client.Client.
@@ -186,8 +193,9 @@ func TestWorkThroughPoolers(t *testing.T) {
 			cli(t, b.DSN(), "--schema", s, "migrate")
 			cli(t, b.DSN(), "--schema", s, "enqueue", "--layout", "bucketed", "--queue", "a", "--count", fmt.Sprint(each))
 			cli(t, b.DSN(), "--schema", s, "enqueue", "--layout", "fanout", "--queue", "b", "--count", fmt.Sprint(each))
+			runsLog := filepath.Join(t.TempDir(), "runs")
 			for range 6 {
-				cli(t, b.DSN(), "--schema", s, "work", "--queues", "a=4,b=4:fanout", "--fail", "0.2", "--retry-backoff", "50ms", "--until-empty", "--record")
+				cli(t, b.DSN(), "--schema", s, "work", "--queues", "a=4,b=4:fanout", "--fail", "0.2", "--retry-backoff", "50ms", "--until-empty", "--record", "--runs-log", runsLog)
 				if recorded(t, db, s) >= 2*each {
 					break
 				}
@@ -199,7 +207,20 @@ func TestWorkThroughPoolers(t *testing.T) {
 			if rows != 2*each || distinct != 2*each {
 				t.Errorf("work_log: %d rows for %d jobs, want %d of each", rows, distinct, 2*each)
 			}
+			runs := readRuns(t, runsLog)
+			checkRuns(t, db, "both layouts", s, runs, 2*each, true)
+			mustHaveFailed(t, runs)
+			t.Logf("%s pooling, client: %d jobs, %s", mode, 2*each, runs)
 		})
+	}
+}
+
+// mustHaveFailed fails a --fail run in which no handler run failed: the
+// retries it means to put through the pooler did not happen.
+func mustHaveFailed(t *testing.T, r handlerRuns) {
+	t.Helper()
+	if len(r.failed) == 0 {
+		t.Errorf("no handler run failed under --fail 0.2 (%s)", r)
 	}
 }
 

@@ -90,7 +90,7 @@ test-chaos: setup
 	SKIPLOCK_CHAOS=full $(GO) test -count=1 -timeout 30m -run 'TestExactlyOnce' -v ./fanout 2>&1 | grep -E '^(\s+fanout_test|--- |ok|FAIL|PASS|panic)'
 	$(GO) test -run '^$$' -fuzz FuzzSchemaPrint -fuzztime 30s ./cmd/skiplock
 	$(GO) test -run '^$$' -fuzz FuzzParseRunAt -fuzztime 15s ./cmd/skiplock
-	$(GO) test -run '^$$' -fuzz FuzzQuoteIdent -fuzztime 15s .
+	$(GO) test -run '^$$' -fuzz FuzzQuote -fuzztime 15s ./internal/sqlident
 	$(GO) test -run '^$$' -fuzz FuzzRedactDSN -fuzztime 30s .
 
 # Every module of the repository: the library and its tool modules.

@@ -28,9 +28,3 @@ func (e *StateError) Error() string {
 	}
 	return msg
 }
-
-// NoJobError is the error for an action on an id no job has: it wraps
-// ErrNoJob and names the id.
-func NoJobError(action, id string) error {
-	return fmt.Errorf("cannot %s job %s: %w with that id (it never existed, or it was deleted)", action, id, ErrNoJob)
-}

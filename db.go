@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/skiplock/skiplock/internal/usage"
 	ybpgx "github.com/yugabyte/pgx/v5"
 	ybpgxpool "github.com/yugabyte/pgx/v5/pgxpool"
 )
@@ -84,9 +85,9 @@ func (cfg *OpenConfig) sessionSettings() ([]string, error) {
 	}{{"idle_in_transaction_session_timeout", cfg.IdleInTransactionTimeout}, {"statement_timeout", cfg.StatementTimeout}} {
 		switch {
 		case s.v < 0:
-			return nil, Usagef("%s %v is negative: use 0 to leave the server's setting, or a positive duration", s.name, s.v)
+			return nil, usage.Errorf("%s %v is negative: use 0 to leave the server's setting, or a positive duration", s.name, s.v)
 		case s.v > 0 && s.v < time.Millisecond:
-			return nil, Usagef("%s %v is under the server's unit of 1ms: use at least 1ms", s.name, s.v)
+			return nil, usage.Errorf("%s %v is under the server's unit of 1ms: use at least 1ms", s.name, s.v)
 		case s.v > 0:
 			out = append(out, fmt.Sprintf("SET %s = '%dms'", s.name, s.v.Milliseconds()))
 		}
@@ -124,7 +125,7 @@ func open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
 		engine = EnginePostgres // Emulate takes precedence over Engine
 	}
 	if cfg.MaxConns < 0 {
-		return nil, Usagef("pool size %d is negative: use 0 for the driver's default or a positive count", cfg.MaxConns)
+		return nil, usage.Errorf("pool size %d is negative: use 0 for the driver's default or a positive count", cfg.MaxConns)
 	}
 	settings, err := cfg.sessionSettings()
 	if err != nil {
@@ -138,12 +139,12 @@ func open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
 		return nil, err
 	}
 	if em != nil && detected != EnginePostgres {
-		return nil, Usagef("emulating %s needs a PostgreSQL server, but the server is %s (%s): drop --emulate to run on its own rules", em.personality, detected, firstWords(version, 4))
+		return nil, usage.Errorf("emulating %s needs a PostgreSQL server, but the server is %s (%s): drop --emulate to run on its own rules", em.personality, detected, firstWords(version, 4))
 	}
 	if engine == EngineAuto {
 		engine = detected
 	} else if engine != detected {
-		return nil, Usagef("engine %s was asked for, but the server is %s (%s): drop --engine to detect it, or point the DSN at a %s server", engine, detected, firstWords(version, 4), engine)
+		return nil, usage.Errorf("engine %s was asked for, but the server is %s (%s): drop --engine to detect it, or point the DSN at a %s server", engine, detected, firstWords(version, 4), engine)
 	}
 	// Through a transaction pooler a session's SET reaches whichever
 	// client gets that server session next: the settings ride with each
@@ -196,10 +197,10 @@ func (db *DB) Emulating(p Personality, cfg *EmulateConfig) (*DB, error) {
 		return nil, err
 	}
 	if em == nil {
-		return nil, Usagef("Emulating: name a personality: cockroach, yugabyte or yugabyte-snapshot")
+		return nil, usage.Errorf("Emulating: name a personality: cockroach, yugabyte or yugabyte-snapshot")
 	}
 	if db.emulation != nil || db.dialect.Engine != EnginePostgres {
-		return nil, Usagef("emulating %s needs a PostgreSQL server without a personality, but this DB is %s (%s)", p, db.dialect.Rules(), firstWords(db.EngineVersion(), 4))
+		return nil, usage.Errorf("emulating %s needs a PostgreSQL server without a personality, but this DB is %s (%s)", p, db.dialect.Rules(), firstWords(db.EngineVersion(), 4))
 	}
 	out := &DB{Pool: db.Pool, dialect: db.dialect, version: db.version}
 	out.emulate(em)
@@ -211,7 +212,7 @@ func (cfg *OpenConfig) emulation() (*emulation, error) {
 	p, err := ParsePersonality(string(cfg.Emulate))
 	if err != nil || p == PersonalityNone {
 		if err == nil && cfg.Emulation != nil {
-			return nil, Usagef("emulation settings were given without a personality: set Emulate (--emulate) to cockroach, yugabyte or yugabyte-snapshot")
+			return nil, usage.Errorf("emulation settings were given without a personality: set Emulate (--emulate) to cockroach, yugabyte or yugabyte-snapshot")
 		}
 		return nil, err
 	}
@@ -360,13 +361,13 @@ func NewDB(ctx context.Context, pool *pgxpool.Pool, engine Engine) (*DB, error) 
 // it asks the server which engine it is rather than trusting the driver:
 // a pool whose DSN turns the smart driver's load balancing on
 // (load_balance, topology_keys) must reach YugabyteDB, and gets a
-// UsageError otherwise. With load balancing off the smart driver is plain
+// usage error otherwise. With load balancing off the smart driver is plain
 // pgx, and the DB uses whatever engine the server is (the tests run the
 // YugabyteDB adapter over PostgreSQL that way). Close on the DB does not
 // close the caller's pool.
 func NewYugabyteDB(ctx context.Context, pool *ybpgxpool.Pool) (*DB, error) {
 	if pool == nil {
-		return nil, Usagef("NewYugabyteDB: pool is nil: pass the smart driver pool to wrap, or use skiplock.Open")
+		return nil, usage.Errorf("NewYugabyteDB: pool is nil: pass the smart driver pool to wrap, or use skiplock.Open")
 	}
 	pc := pool.Config()
 	connString := pc.ConnString()
@@ -380,7 +381,7 @@ func NewYugabyteDB(ctx context.Context, pool *ybpgxpool.Pool) (*DB, error) {
 		// connection with the pool's settings asks instead, as in Open.
 		cc, perr := pgx.ParseConfig(connString)
 		if perr != nil {
-			return nil, RedactDSNError(Usagef("NewYugabyteDB: the pool's DSN does not parse: %v", perr), connString)
+			return nil, RedactDSNError(usage.Errorf("NewYugabyteDB: the pool's DSN does not parse: %v", perr), connString)
 		}
 		yc := pc.ConnConfig
 		cc.Host, cc.Port, cc.Database, cc.User, cc.Password, cc.TLSConfig = yc.Host, yc.Port, yc.Database, yc.User, yc.Password, yc.TLSConfig
@@ -393,7 +394,7 @@ func NewYugabyteDB(ctx context.Context, pool *ybpgxpool.Pool) (*DB, error) {
 		return nil, RedactDSNError(err, connString)
 	}
 	if balancing && engine != EngineYugabyte {
-		return nil, Usagef("NewYugabyteDB: the pool's DSN turns on the smart driver's load balancing, but the server is %s (%s), not YugabyteDB: drop load_balance and topology_keys from the DSN, or open it with skiplock.Open, which picks the driver for the engine", engine, firstWords(version, 4))
+		return nil, usage.Errorf("NewYugabyteDB: the pool's DSN turns on the smart driver's load balancing, but the server is %s (%s), not YugabyteDB: drop load_balance and topology_keys from the DSN, or open it with skiplock.Open, which picks the driver for the engine", engine, firstWords(version, 4))
 	}
 	return &DB{Pool: newYBPool(pool), dialect: engine.Dialect(), version: version}, nil
 }
@@ -481,7 +482,7 @@ func openListen(ctx context.Context, dsn string) (Pool, error) {
 	if _, _, pooled, err := probeEngineConfig(ctx, cc, dsn); err != nil {
 		return nil, fmt.Errorf("listen DSN: %w", err)
 	} else if pooled {
-		return nil, Usagef("the listen DSN goes through a transaction pooler too, where LISTEN hears nothing: give a direct DSN to the server, or leave it out to poll")
+		return nil, usage.Errorf("the listen DSN goes through a transaction pooler too, where LISTEN hears nothing: give a direct DSN to the server, or leave it out to poll")
 	}
 	return openJackc(ctx, dsn, 2, nil, false)
 }
@@ -522,7 +523,7 @@ func (db *DB) BulkCopy() bool {
 func (db *DB) CopyFrom(ctx context.Context, table []string, columns []string, src CopySource) (int64, error) {
 	c, ok := db.Pool.(Copier)
 	if !ok {
-		return 0, Usagef("this pool's driver cannot COPY: use the INSERT path")
+		return 0, usage.Errorf("this pool's driver cannot COPY: use the INSERT path")
 	}
 	return c.CopyFrom(ctx, table, columns, src)
 }

@@ -1,10 +1,7 @@
 package skiplock
 
 import (
-	"fmt"
-	"hash/fnv"
 	"time"
-	"unicode/utf8"
 )
 
 // Dialect is the one seam for engine differences: capability facts and the
@@ -282,29 +279,3 @@ var dialects = map[Engine]*Dialect{
 		Now:          "now()",
 	},
 }
-
-// NotifyChannel is the LISTEN/NOTIFY channel of a schema's queues: an
-// insert notifies it with the queue's name, and clients listen on it.
-// It is "skiplock." and the schema's name where that fits in a channel
-// name (under 64 bytes: pg_notify refuses a longer one, and LISTEN cuts
-// it short without a word, so the two would not meet). For a longer
-// schema name it is "skiplock.", the name's head cut at a character's
-// edge, "~" and a hash of the whole name: at most 63 bytes, the same in
-// every process, and different for schemas that share a head.
-func NotifyChannel(schemaName string) string {
-	ch := "skiplock." + schemaName
-	if len(ch) <= maxChannel {
-		return ch
-	}
-	h := fnv.New64a()
-	h.Write([]byte(schemaName)) //nolint:errcheck // a hash does not fail
-	tail := fmt.Sprintf("~%016x", h.Sum64())
-	head := ch[:maxChannel-len(tail)]
-	for !utf8.ValidString(head) {
-		head = head[:len(head)-1]
-	}
-	return head + tail
-}
-
-// maxChannel is the longest channel name in bytes: NAMEDATALEN - 1.
-const maxChannel = 63

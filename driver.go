@@ -1,6 +1,10 @@
 package skiplock
 
-import "context"
+import (
+	"context"
+
+	"github.com/skiplock/skiplock/internal/usage"
+)
 
 // The two pgx drivers have the same method shapes over different types. The
 // generic adapter below is written once and instantiated for each, so the
@@ -65,5 +69,5 @@ func (a adapt[Tag, R, RW, Q]) CopyFrom(ctx context.Context, table []string, colu
 			return n, err
 		}
 	}
-	return 0, Usagef("this connection's driver cannot COPY: use the INSERT path")
+	return 0, usage.Errorf("this connection's driver cannot COPY: use the INSERT path")
 }

@@ -7,6 +7,7 @@ import (
 	jackcpgx "github.com/jackc/pgx/v5"
 	jackcpgconn "github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/puddle/v2"
+	"github.com/skiplock/skiplock/internal/usage"
 	ybpgx "github.com/yugabyte/pgx/v5"
 	ybpgconn "github.com/yugabyte/pgx/v5/pgconn"
 )
@@ -111,7 +112,7 @@ func (t interpretedTx) Rollback(ctx context.Context) error { return interpretErr
 func (t interpretedTx) CopyFrom(ctx context.Context, table []string, columns []string, src CopySource) (int64, error) {
 	c, ok := t.tx.(Copier)
 	if !ok {
-		return 0, Usagef("this transaction cannot COPY: use the INSERT path")
+		return 0, usage.Errorf("this transaction cannot COPY: use the INSERT path")
 	}
 	n, err := c.CopyFrom(ctx, table, columns, src)
 	return n, interpretError(err)

@@ -14,7 +14,9 @@ import (
 	ybpgxpool "github.com/yugabyte/pgx/v5/pgxpool"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // TestDriverErrorsAreMapped: every error crossing either adapter, from a
@@ -27,7 +29,7 @@ func TestDriverErrorsAreMapped(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		db := d.Open(t, nil)
-		s := skiplock.QuoteIdent(testdb.Schema(t, db))
+		s := sqlident.Quote(testdb.Schema(t, db))
 		if _, err := db.Exec(ctx, "CREATE SCHEMA "+s); err != nil {
 			t.Fatal(err)
 		}
@@ -156,7 +158,7 @@ func TestNewYugabyteDBChecksTheEngine(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := skiplock.NewYugabyteDB(ctx, nil); !skiplock.IsUsage(err) {
+	if _, err := skiplock.NewYugabyteDB(ctx, nil); !usage.Is(err) {
 		t.Fatalf("nil pool: %v, want a usage error", err)
 	}
 	db := testdb.Drivers()[1].Open(t, nil)

@@ -7,6 +7,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // Personality names a distributed engine whose rules a PostgreSQL server
@@ -58,7 +60,7 @@ func ParsePersonality(s string) (Personality, error) {
 	case "yugabyte-snapshot", "yb-snapshot", "yugabytedb-snapshot":
 		return PersonalityYugabyteSnapshot, nil
 	}
-	return "", Usagef("unknown personality %q to emulate: use cockroach, yugabyte or yugabyte-snapshot", s)
+	return "", usage.Errorf("unknown personality %q to emulate: use cockroach, yugabyte or yugabyte-snapshot", s)
 }
 
 // Engine is the engine whose rules the personality follows.
@@ -130,10 +132,10 @@ func ParseEmulateOptions(opts string) (*EmulateConfig, error) {
 			cfg.RetryErrorRate, err1 = strconv.ParseFloat(r, 64)
 			cfg.AmbiguousCommitRate, err2 = strconv.ParseFloat(a, 64)
 			if !ok || err1 != nil || err2 != nil {
-				return nil, Usagef("inject=%s: give two shares, RETRY/AMBIGUOUS, such as inject=0.01/0.001", v)
+				return nil, usage.Errorf("inject=%s: give two shares, RETRY/AMBIGUOUS, such as inject=0.01/0.001", v)
 			}
 		default:
-			return nil, Usagef("unknown option %q: use read-committed, notify, version=RELEASE or inject=RETRY/AMBIGUOUS", k)
+			return nil, usage.Errorf("unknown option %q: use read-committed, notify, version=RELEASE or inject=RETRY/AMBIGUOUS", k)
 		}
 	}
 	return cfg, nil
@@ -150,21 +152,21 @@ func (c *EmulateConfig) validate(p Personality) error {
 		v    float64
 	}{{"retry error rate", c.RetryErrorRate}, {"ambiguous commit rate", c.AmbiguousCommitRate}} {
 		if r.v < 0 || r.v > 1 || r.v != r.v {
-			return Usagef("emulation: %s %v is out of range: use a share from 0 to 1", r.name, r.v)
+			return usage.Errorf("emulation: %s %v is out of range: use a share from 0 to 1", r.name, r.v)
 		}
 		if r.v > 0 && p != PersonalityCockroach {
-			return Usagef("emulation: the %s is CockroachDB's behaviour: use it with the cockroach personality, not %s", r.name, p)
+			return usage.Errorf("emulation: the %s is CockroachDB's behaviour: use it with the cockroach personality, not %s", r.name, p)
 		}
 	}
 	if c.ReadCommitted && p != PersonalityCockroach {
-		return Usagef("emulation: ReadCommitted is CockroachDB's cluster setting: YugabyteDB's READ COMMITTED is the yugabyte personality, its snapshot isolation yugabyte-snapshot")
+		return usage.Errorf("emulation: ReadCommitted is CockroachDB's cluster setting: YugabyteDB's READ COMMITTED is the yugabyte personality, its snapshot isolation yugabyte-snapshot")
 	}
 	if c.Notifications && p.Engine() != EngineYugabyte {
-		return Usagef("emulation: Notifications turns on YugabyteDB's LISTEN/NOTIFY; CockroachDB has none")
+		return usage.Errorf("emulation: Notifications turns on YugabyteDB's LISTEN/NOTIFY; CockroachDB has none")
 	}
 	if c.Version != "" {
 		if _, ok := parseRelease(c.Version); !ok {
-			return Usagef("emulation: version %q does not parse: give a release such as 24.1 or v24.1.3 (CockroachDB), 2025.1 (YugabyteDB)", c.Version)
+			return usage.Errorf("emulation: version %q does not parse: give a release such as 24.1 or v24.1.3 (CockroachDB), 2025.1 (YugabyteDB)", c.Version)
 		}
 	}
 	return nil
@@ -450,7 +452,7 @@ func (t *emulatedTx) Commit(ctx context.Context) error {
 // CopyFrom is refused: the cockroach personality, the only one that
 // injects, has no COPY (Dialect.BulkCopy).
 func (t *emulatedTx) CopyFrom(context.Context, []string, []string, CopySource) (int64, error) {
-	return 0, Usagef("this personality has no COPY: use the INSERT path")
+	return 0, usage.Errorf("this personality has no COPY: use the INSERT path")
 }
 
 // errRow is a Row whose Scan returns err.

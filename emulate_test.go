@@ -7,7 +7,9 @@ import (
 	"testing"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/retry"
 )
 
@@ -113,7 +115,7 @@ func TestPersonalityFeatures(t *testing.T) {
 		{Emulate: skiplock.PersonalityCockroach, Emulation: &skiplock.EmulateConfig{Version: "latest"}},
 		{Emulation: &skiplock.EmulateConfig{}},
 	} {
-		if db, err := skiplock.Open(ctx, testdb.DSN(t), cfg); err == nil || !skiplock.IsUsage(err) {
+		if db, err := skiplock.Open(ctx, testdb.DSN(t), cfg); err == nil || !usage.Is(err) {
 			if db != nil {
 				db.Close()
 			}
@@ -148,7 +150,7 @@ func TestPersonalityInjects(t *testing.T) {
 
 	amb := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 2, Emulate: skiplock.PersonalityCockroach, Emulation: &skiplock.EmulateConfig{AmbiguousCommitRate: 1}})
 	s := testdb.Schema(t, amb)
-	if _, err := amb.Exec(ctx, "CREATE SCHEMA "+skiplock.QuoteIdent(s)+"; CREATE TABLE "+skiplock.QuoteIdent(s)+".t (n int)"); err != nil {
+	if _, err := amb.Exec(ctx, "CREATE SCHEMA "+sqlident.Quote(s)+"; CREATE TABLE "+sqlident.Quote(s)+".t (n int)"); err != nil {
 		t.Fatal(err)
 	}
 	const commits = 40
@@ -157,7 +159,7 @@ func TestPersonalityInjects(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := tx.Exec(ctx, "INSERT INTO "+skiplock.QuoteIdent(s)+".t VALUES ($1)", i); err != nil {
+		if _, err := tx.Exec(ctx, "INSERT INTO "+sqlident.Quote(s)+".t VALUES ($1)", i); err != nil {
 			t.Fatal(err)
 		}
 		err = tx.Commit(ctx)
@@ -166,7 +168,7 @@ func TestPersonalityInjects(t *testing.T) {
 		}
 	}
 	var n int
-	if err := amb.QueryRow(ctx, "SELECT count(*) FROM "+skiplock.QuoteIdent(s)+".t").Scan(&n); err != nil {
+	if err := amb.QueryRow(ctx, "SELECT count(*) FROM "+sqlident.Quote(s)+".t").Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	if n == 0 || n == commits {

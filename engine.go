@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // Engine names a SQL engine that skiplock runs on.
@@ -35,7 +37,7 @@ func ParseEngine(s string) (Engine, error) {
 	case "cockroach", "cockroachdb", "crdb":
 		return EngineCockroach, nil
 	}
-	return "", &UsageError{Msg: fmt.Sprintf("unknown engine %q: use auto, postgres, yugabyte or cockroach", s)}
+	return "", &usage.Error{Msg: fmt.Sprintf("unknown engine %q: use auto, postgres, yugabyte or cockroach", s)}
 }
 
 // EngineFromVersion classifies the text of SELECT version(). YugabyteDB

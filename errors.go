@@ -3,8 +3,9 @@ package skiplock
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
+
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // Errors every layout shares. Compare with errors.Is.
@@ -14,7 +15,7 @@ var (
 	// must drop the job without reporting a result.
 	ErrLeaseLost = errors.New("skiplock: lease lost: the job has since been claimed by another worker or finished; the result was not recorded")
 	// ErrNoJob says a lookup found no job with that id.
-	ErrNoJob = errors.New("skiplock: no such job")
+	ErrNoJob = usage.ErrNoJob
 	// ErrClosed says the queue or worker was used after Close or Stop.
 	ErrClosed = errors.New("skiplock: closed")
 	// ErrTxClosed says a statement, COMMIT or ROLLBACK was sent on a
@@ -69,27 +70,6 @@ func (e *PgError) SQLState() string { return e.Code }
 
 // Unwrap returns the driver's error.
 func (e *PgError) Unwrap() error { return e.Err }
-
-// UsageError is bad input from a caller: a flag, an option, a name. Nothing
-// was changed. The CLI exits with code 2 on it.
-type UsageError struct {
-	// Msg says what was wrong and what is allowed.
-	Msg string
-}
-
-// Error returns the message.
-func (e *UsageError) Error() string { return e.Msg }
-
-// Usagef builds a UsageError from a format.
-func Usagef(format string, args ...any) error {
-	return &UsageError{Msg: fmt.Sprintf(format, args...)}
-}
-
-// IsUsage reports whether err is, or wraps, a UsageError.
-func IsUsage(err error) bool {
-	var u *UsageError
-	return errors.As(err, &u)
-}
 
 // SQLState returns the SQLSTATE code of the first error in err's chain that
 // has one, from either pgx driver or anything else that offers a

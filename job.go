@@ -7,6 +7,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // Status is where a job is in its lifecycle (the YugabyteDB job-queue data model's JobStatus enum).
@@ -123,7 +125,7 @@ type NewJob struct {
 // (0 means DefaultMaxPayloadBytes) and against what the columns can hold:
 // a payload jsonb accepts, priority and max attempts within SMALLINT and
 // INTEGER, a run time from MinRunAt to MaxRunAt, a unique key of valid
-// UTF-8 without NUL. It returns a UsageError naming the field at fault.
+// UTF-8 without NUL. It returns a usage error naming the field at fault.
 // Both layouts call it for every job before they write any.
 func (j *NewJob) Normalize(maxPayload int) error {
 	if maxPayload <= 0 {
@@ -139,19 +141,19 @@ func (j *NewJob) Normalize(maxPayload int) error {
 		j.Payload = json.RawMessage("null")
 	}
 	if len(j.Payload) > maxPayload {
-		return Usagef("payload is %d bytes: the limit is %d; store large data elsewhere and enqueue a reference", len(j.Payload), maxPayload)
+		return usage.Errorf("payload is %d bytes: the limit is %d; store large data elsewhere and enqueue a reference", len(j.Payload), maxPayload)
 	}
 	if !json.Valid(j.Payload) {
-		return Usagef("payload is not valid JSON: %s", truncate(string(j.Payload), 60))
+		return usage.Errorf("payload is not valid JSON: %s", truncate(string(j.Payload), 60))
 	}
 	if err := checkPayload(j.Payload); err != nil {
 		return err
 	}
 	if j.Priority < MinPriority || j.Priority > MaxPriority {
-		return Usagef("priority %d is out of range: use %d to %d (lower runs first)", j.Priority, MinPriority, MaxPriority)
+		return usage.Errorf("priority %d is out of range: use %d to %d (lower runs first)", j.Priority, MinPriority, MaxPriority)
 	}
 	if j.MaxAttempts < 0 || j.MaxAttempts > MaxMaxAttempts {
-		return Usagef("max attempts %d is out of range: use 0 for the default (%d) or a count up to %d", j.MaxAttempts, DefaultMaxAttempts, MaxMaxAttempts)
+		return usage.Errorf("max attempts %d is out of range: use 0 for the default (%d) or a count up to %d", j.MaxAttempts, DefaultMaxAttempts, MaxMaxAttempts)
 	}
 	if j.MaxAttempts == 0 {
 		j.MaxAttempts = DefaultMaxAttempts
@@ -178,13 +180,13 @@ func (j *NewJob) Normalize(maxPayload int) error {
 func ValidateQueueName(q string) error {
 	switch {
 	case q == "":
-		return Usagef("queue name is empty: use a name such as %q", DefaultQueue)
+		return usage.Errorf("queue name is empty: use a name such as %q", DefaultQueue)
 	case len(q) > MaxQueueNameLen:
-		return Usagef("queue name %q is %d bytes: the limit is %d", truncate(q, 40), len(q), MaxQueueNameLen)
+		return usage.Errorf("queue name %q is %d bytes: the limit is %d", truncate(q, 40), len(q), MaxQueueNameLen)
 	case !utf8.ValidString(q):
-		return Usagef("queue name %q is not valid UTF-8", q)
+		return usage.Errorf("queue name %q is not valid UTF-8", q)
 	case strings.IndexFunc(q, unicode.IsControl) >= 0:
-		return Usagef("queue name %q contains a control character", q)
+		return usage.Errorf("queue name %q contains a control character", q)
 	}
 	return nil
 }

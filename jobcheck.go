@@ -8,6 +8,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // Range limits of job fields: what the columns can hold. Normalize refuses
@@ -50,7 +52,7 @@ const (
 func checkPayload(p []byte) error {
 	if !utf8.Valid(p) {
 		i := invalidUTF8At(p)
-		return Usagef("payload is not valid UTF-8 (byte %d): send text as UTF-8, binary data as base64", i)
+		return usage.Errorf("payload is not valid UTF-8 (byte %d): send text as UTF-8, binary data as base64", i)
 	}
 	inString := false
 	for i := 0; i < len(p); i++ {
@@ -68,15 +70,15 @@ func checkPayload(p []byte) error {
 				i += 4
 				switch {
 				case r == 0:
-					return Usagef(`payload has the escape \u0000 at byte %d: PostgreSQL's jsonb cannot store the NUL character; drop it or encode the data (base64)`, i-5)
+					return usage.Errorf(`payload has the escape \u0000 at byte %d: PostgreSQL's jsonb cannot store the NUL character; drop it or encode the data (base64)`, i-5)
 				case r >= 0xDC00 && r <= 0xDFFF:
-					return Usagef(`payload has a lone UTF-16 low surrogate escape \u%04x at byte %d: PostgreSQL's jsonb accepts surrogates only as a high-low pair`, r, i-5)
+					return usage.Errorf(`payload has a lone UTF-16 low surrogate escape \u%04x at byte %d: PostgreSQL's jsonb accepts surrogates only as a high-low pair`, r, i-5)
 				case r >= 0xD800 && r <= 0xDBFF:
 					if i+6 >= len(p) || p[i+1] != '\\' || p[i+2] != 'u' {
-						return Usagef(`payload has a lone UTF-16 high surrogate escape \u%04x at byte %d: PostgreSQL's jsonb accepts surrogates only as a high-low pair`, r, i-5)
+						return usage.Errorf(`payload has a lone UTF-16 high surrogate escape \u%04x at byte %d: PostgreSQL's jsonb accepts surrogates only as a high-low pair`, r, i-5)
 					}
 					if lo := hex4(p[i+3 : i+7]); lo < 0xDC00 || lo > 0xDFFF {
-						return Usagef(`payload has a UTF-16 high surrogate escape \u%04x at byte %d not followed by a low one: PostgreSQL's jsonb accepts surrogates only as a high-low pair`, r, i-5)
+						return usage.Errorf(`payload has a UTF-16 high surrogate escape \u%04x at byte %d not followed by a low one: PostgreSQL's jsonb accepts surrogates only as a high-low pair`, r, i-5)
 					}
 					i += 6
 				}
@@ -92,7 +94,7 @@ func checkPayload(p []byte) error {
 				j++
 			}
 			if err := checkNumber(string(p[i:j])); err != nil {
-				return Usagef("payload number at byte %d: %v", i, err)
+				return usage.Errorf("payload number at byte %d: %v", i, err)
 			}
 			i = j - 1
 		}
@@ -171,11 +173,11 @@ func invalidUTF8At(p []byte) int {
 func checkUniqueKey(k string) error {
 	switch {
 	case len(k) > MaxUniqueKeyLen:
-		return Usagef("unique key is %d bytes: the limit is %d", len(k), MaxUniqueKeyLen)
+		return usage.Errorf("unique key is %d bytes: the limit is %d", len(k), MaxUniqueKeyLen)
 	case !utf8.ValidString(k):
-		return Usagef("unique key %q is not valid UTF-8 (byte %d)", k, invalidUTF8At([]byte(k)))
+		return usage.Errorf("unique key %q is not valid UTF-8 (byte %d)", k, invalidUTF8At([]byte(k)))
 	case strings.IndexByte(k, 0) >= 0:
-		return Usagef("unique key %q contains a NUL byte, which PostgreSQL text cannot hold", k)
+		return usage.Errorf("unique key %q contains a NUL byte, which PostgreSQL text cannot hold", k)
 	}
 	return nil
 }
@@ -192,11 +194,11 @@ const MaxErrorHistory = 20
 func checkKind(k string) error {
 	switch {
 	case len(k) > MaxKindLen:
-		return Usagef("kind is %d bytes: the limit is %d", len(k), MaxKindLen)
+		return usage.Errorf("kind is %d bytes: the limit is %d", len(k), MaxKindLen)
 	case !utf8.ValidString(k):
-		return Usagef("kind %q is not valid UTF-8 (byte %d)", k, invalidUTF8At([]byte(k)))
+		return usage.Errorf("kind %q is not valid UTF-8 (byte %d)", k, invalidUTF8At([]byte(k)))
 	case strings.IndexFunc(k, unicode.IsControl) >= 0:
-		return Usagef("kind %q contains a control character: use a name such as \"send_email\"", k)
+		return usage.Errorf("kind %q contains a control character: use a name such as \"send_email\"", k)
 	}
 	return nil
 }
@@ -205,11 +207,11 @@ func checkKind(k string) error {
 // accepts.
 func checkMetadata(m json.RawMessage) error {
 	if len(m) > DefaultMaxPayloadBytes {
-		return Usagef("metadata is %d bytes: the limit is %d", len(m), DefaultMaxPayloadBytes)
+		return usage.Errorf("metadata is %d bytes: the limit is %d", len(m), DefaultMaxPayloadBytes)
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal(m, &obj); err != nil || obj == nil {
-		return Usagef("metadata is not a JSON object: %s", truncate(string(m), 60))
+		return usage.Errorf("metadata is not a JSON object: %s", truncate(string(m), 60))
 	}
 	return checkPayload(m)
 }
@@ -220,6 +222,6 @@ func checkRunAt(t time.Time) error {
 	if t.IsZero() || !t.Before(MinRunAt) && !t.After(MaxRunAt) {
 		return nil
 	}
-	return Usagef("run at %s is out of range: use a time from %s to %s, or the zero time for now",
+	return usage.Errorf("run at %s is out of range: use a time from %s to %s, or the zero time for now",
 		t.Format(time.RFC3339Nano), MinRunAt.Format(time.RFC3339), MaxRunAt.Format(time.RFC3339))
 }

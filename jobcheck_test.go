@@ -10,6 +10,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // TestNormalizeAgreesWithJSONB: every payload Normalize accepts, the
@@ -31,7 +32,7 @@ func TestNormalizeAgreesWithJSONB(t *testing.T) {
 	} {
 		j := skiplock.NewJob{Payload: json.RawMessage(p)}
 		ours := j.Normalize(0)
-		if ours != nil && !skiplock.IsUsage(ours) {
+		if ours != nil && !usage.Is(ours) {
 			t.Errorf("%.40q: not a usage error: %v", p, ours)
 		}
 		var s string
@@ -60,7 +61,7 @@ func TestNormalizeRangeChecks(t *testing.T) {
 		"unique key too long":       {skiplock.NewJob{UniqueKey: strings.Repeat("k", 513)}, "513 bytes"},
 	} {
 		err := tc.job.Normalize(0)
-		if !skiplock.IsUsage(err) || !strings.Contains(err.Error(), tc.want) {
+		if !usage.Is(err) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: got %v, want a usage error with %q", name, err, tc.want)
 		}
 	}
@@ -113,7 +114,7 @@ func TestNormalizeKindAndMetadata(t *testing.T) {
 		"metadata  ": {Metadata: json.RawMessage(`{"a":`)},
 	} {
 		err := j.Normalize(0)
-		if !skiplock.IsUsage(err) || !strings.Contains(err.Error(), strings.TrimSpace(name)) {
+		if !usage.Is(err) || !strings.Contains(err.Error(), strings.TrimSpace(name)) {
 			t.Errorf("%+v: want a usage error about the %s, got %v", j, strings.TrimSpace(name), err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 )
 
@@ -21,8 +22,8 @@ func TestPipelinedBeginBehavesLikeBegin(t *testing.T) {
 	ctx := context.Background()
 	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 4, PipelineBegin: true})
 	name := testdb.Schema(t, db)
-	table := skiplock.QuoteIdent(name) + ".t"
-	if _, err := db.Exec(ctx, "CREATE SCHEMA "+skiplock.QuoteIdent(name)); err != nil {
+	table := sqlident.Quote(name) + ".t"
+	if _, err := db.Exec(ctx, "CREATE SCHEMA "+sqlident.Quote(name)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Exec(ctx, "CREATE TABLE "+table+" (v int PRIMARY KEY)"); err != nil {
@@ -169,8 +170,8 @@ func TestPipelinedBeginHoldsLocksUntilCommit(t *testing.T) {
 	ctx := context.Background()
 	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 4, PipelineBegin: true})
 	name := testdb.Schema(t, db)
-	table := skiplock.QuoteIdent(name) + ".t"
-	for _, sql := range []string{"CREATE SCHEMA " + skiplock.QuoteIdent(name), "CREATE TABLE " + table + " (v int PRIMARY KEY)", "INSERT INTO " + table + " VALUES (1)"} {
+	table := sqlident.Quote(name) + ".t"
+	for _, sql := range []string{"CREATE SCHEMA " + sqlident.Quote(name), "CREATE TABLE " + table + " (v int PRIMARY KEY)", "INSERT INTO " + table + " VALUES (1)"} {
 		if _, err := db.Exec(ctx, sql); err != nil {
 			t.Fatal(err)
 		}

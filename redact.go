@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // How a DSN is shown when it cannot be shown safely.
@@ -242,7 +243,7 @@ func RedactDSNError(err error, dsn string) error {
 	if v.trusted {
 		return &redactedError{msg: scrub(err.Error(), v.secrets), err: err}
 	}
-	if IsUsage(err) {
+	if usage.Is(err) {
 		// Ours, and never built from the DSN (see dsnParseError).
 		return err
 	}
@@ -273,12 +274,12 @@ func RedactDSNError(err error, dsn string) error {
 func dsnParseError(dsn string, parse func(string) error) error {
 	v := inspectDSN(dsn)
 	if v.shown == "" {
-		return Usagef("DSN does not parse, and it is not shown, as any part of it could be its password: %s", dsnHint(v.url))
+		return usage.Errorf("DSN does not parse, and it is not shown, as any part of it could be its password: %s", dsnHint(v.url))
 	}
 	if err := parse(v.shown); err != nil {
-		return Usagef("DSN does not parse: %s", scrub(err.Error(), v.secrets))
+		return usage.Errorf("DSN does not parse: %s", scrub(err.Error(), v.secrets))
 	}
-	return Usagef("DSN does not parse: its password does not: %s", dsnHint(v.url))
+	return usage.Errorf("DSN does not parse: its password does not: %s", dsnHint(v.url))
 }
 
 // dsnHint says how to write a DSN that parses unambiguously.

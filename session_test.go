@@ -7,6 +7,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // TestOpenSessionTimeouts: every connection of a pool opened with
@@ -47,7 +48,7 @@ func TestOpenSessionTimeouts(t *testing.T) {
 		t.Fatalf("a 3 s statement under a 700 ms statement_timeout: %v, want SQLSTATE 57014", err)
 	}
 	for _, bad := range []skiplock.OpenConfig{{IdleInTransactionTimeout: -time.Second}, {StatementTimeout: time.Microsecond}} {
-		if _, err := skiplock.Open(ctx, testdb.DSN(t), &bad); !skiplock.IsUsage(err) {
+		if _, err := skiplock.Open(ctx, testdb.DSN(t), &bad); !usage.Is(err) {
 			t.Fatalf("Open with %+v: %v, want a usage error", bad, err)
 		}
 	}

@@ -15,7 +15,9 @@ import (
 	ybpgconn "github.com/yugabyte/pgx/v5/pgconn"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 func TestParseEngine(t *testing.T) {
@@ -29,7 +31,7 @@ func TestParseEngine(t *testing.T) {
 		}
 	}
 	_, err := skiplock.ParseEngine("mysql")
-	if !skiplock.IsUsage(err) || !strings.Contains(err.Error(), `"mysql"`) || !strings.Contains(err.Error(), "postgres, yugabyte or cockroach") {
+	if !usage.Is(err) || !strings.Contains(err.Error(), `"mysql"`) || !strings.Contains(err.Error(), "postgres, yugabyte or cockroach") {
 		t.Errorf("ParseEngine(mysql) error %v should name the value and what is allowed", err)
 	}
 }
@@ -98,8 +100,8 @@ func TestOpenDetectsPostgresAndRunsQueries(t *testing.T) {
 	}
 	// The seam: Exec counts rows, Query iterates, a transaction rolls back.
 	name := testdb.Schema(t, db)
-	table := skiplock.QuoteIdent(name) + ".t"
-	if _, err := db.Exec(ctx, "CREATE SCHEMA "+skiplock.QuoteIdent(name)); err != nil {
+	table := sqlident.Quote(name) + ".t"
+	if _, err := db.Exec(ctx, "CREATE SCHEMA "+sqlident.Quote(name)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := db.Exec(ctx, "CREATE TABLE "+table+" (v int)"); err != nil {
@@ -191,7 +193,7 @@ func TestOpenForcedYugabyteOnPostgresFailsCleanly(t *testing.T) {
 	defer cancel()
 	before := backends(t, db)
 	_, err := skiplock.Open(ctx, testdb.DSN(t), &skiplock.OpenConfig{Engine: skiplock.EngineYugabyte, MaxConns: 2})
-	if !skiplock.IsUsage(err) || !strings.Contains(err.Error(), "the server is postgres") {
+	if !usage.Is(err) || !strings.Contains(err.Error(), "the server is postgres") {
 		t.Fatalf("want a usage error naming the real engine, got %v", err)
 	}
 	if after := backends(t, db); after > before+1 {
@@ -299,22 +301,6 @@ func TestRedactDSN(t *testing.T) {
 	}
 }
 
-func TestQuoteIdentNeverEndsEarly(t *testing.T) {
-	t.Parallel()
-	for in, want := range map[string]string{
-		`plain`:               `"plain"`,
-		`a"b`:                 `"a""b"`,
-		`x"; DROP TABLE y;--`: `"x""; DROP TABLE y;--"`,
-	} {
-		if got := skiplock.QuoteIdent(in); got != want {
-			t.Errorf("QuoteIdent(%q) = %s, want %s", in, got, want)
-		}
-	}
-	if got := skiplock.QuoteLiteral(`it's`); got != `'it''s'` {
-		t.Errorf("QuoteLiteral = %s", got)
-	}
-}
-
 // TestQuotedIdentifiersRoundTrip creates and reads back tables whose names
 // are hostile, proving QuoteIdent against the real parser.
 func TestQuotedIdentifiersRoundTrip(t *testing.T) {
@@ -322,52 +308,17 @@ func TestQuotedIdentifiersRoundTrip(t *testing.T) {
 	db := testdb.Open(t, nil)
 	ctx := context.Background()
 	name := testdb.Schema(t, db)
-	if _, err := db.Exec(ctx, "CREATE SCHEMA "+skiplock.QuoteIdent(name)); err != nil {
+	if _, err := db.Exec(ctx, "CREATE SCHEMA "+sqlident.Quote(name)); err != nil {
 		t.Fatal(err)
 	}
 	for _, table := range []string{`a"b`, `x"; DROP SCHEMA public; --`, `ünï cödé`, `Upper`} {
-		q := skiplock.QuoteIdent(name) + "." + skiplock.QuoteIdent(table)
+		q := sqlident.Quote(name) + "." + sqlident.Quote(table)
 		if _, err := db.Exec(ctx, "CREATE TABLE "+q+" (v int)"); err != nil {
 			t.Fatalf("%q: %v", table, err)
 		}
 		var got string
 		if err := db.QueryRow(ctx, "SELECT tablename FROM pg_tables WHERE schemaname = $1 AND tablename = $2", name, table).Scan(&got); err != nil {
 			t.Fatalf("%q not created under its own name: %v", table, err)
-		}
-	}
-}
-
-func FuzzQuoteIdent(f *testing.F) {
-	for _, s := range []string{"a", `"`, `a""b`, "x\x00y", "ü"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		q := skiplock.QuoteIdent(s)
-		if len(q) < 2 || q[0] != '"' || q[len(q)-1] != '"' {
-			t.Fatalf("not wrapped: %s", q)
-		}
-		inner := q[1 : len(q)-1]
-		// Inside, every quote must be doubled: removing pairs leaves none.
-		if strings.Contains(strings.ReplaceAll(inner, `""`, ""), `"`) {
-			t.Fatalf("lone quote in %s", q)
-		}
-		if strings.ContainsRune(q, 0) {
-			t.Fatalf("NUL in %q", q)
-		}
-	})
-}
-
-func TestValidateIdent(t *testing.T) {
-	t.Parallel()
-	for _, ok := range []string{"skiplock", "_x", "a1$", "ünï", strings.Repeat("a", 63)} {
-		if err := skiplock.ValidateIdent("schema", ok); err != nil {
-			t.Errorf("%q: %v", ok, err)
-		}
-	}
-	for _, bad := range []string{"", "1a", "a-b", "a b", `a"b`, "a;b", strings.Repeat("a", 64), "pg_temp", "\xff"} {
-		err := skiplock.ValidateIdent("schema", bad)
-		if !skiplock.IsUsage(err) {
-			t.Errorf("%q: want a usage error, got %v", bad, err)
 		}
 	}
 }
@@ -391,7 +342,7 @@ func TestNewJobNormalize(t *testing.T) {
 		"bad utf8 queue":   {Queue: "\xff"},
 	} {
 		err := bad.Normalize(100)
-		if !skiplock.IsUsage(err) {
+		if !usage.Is(err) {
 			t.Errorf("%s: want a usage error, got %v", name, err)
 		}
 	}

@@ -19,7 +19,9 @@ import (
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/sqltext"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -33,7 +35,7 @@ func init() {
 }
 
 func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
-	q := func(t string) string { return skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(t) }
+	q := func(t string) string { return sqlident.Quote(schemaName) + "." + sqlident.Quote(t) }
 	vars := map[string]string{
 		"jobs": q(schema.JobsTable), "job_queue": q(schema.JobQueueTable),
 		"job_dead": q(schema.DeadJobTable), "job_attempt": q(schema.JobAttemptTable),
@@ -116,7 +118,7 @@ func New(ctx context.Context, db *skiplock.DB, schemaName string) (*Admin, error
 	if schemaName == "" {
 		schemaName = schema.DefaultSchema
 	}
-	if err := skiplock.ValidateIdent("schema", schemaName); err != nil {
+	if err := sqlident.Validate("schema", schemaName); err != nil {
 		return nil, err
 	}
 	stmts, err := sqlFile.Render(sqlVars(db.Dialect(), schemaName))
@@ -142,7 +144,7 @@ func New(ctx context.Context, db *skiplock.DB, schemaName string) (*Admin, error
 		}
 	}
 	if !a.has[schema.LayoutBucketed] && !a.has[schema.LayoutFanout] {
-		return nil, skiplock.Usagef("schema %q has no job layout: run skiplock migrate", schemaName)
+		return nil, usage.Errorf("schema %q has no job layout: run skiplock migrate", schemaName)
 	}
 	return a, nil
 }
@@ -188,11 +190,11 @@ func (a *Admin) List(ctx context.Context, f Filter) ([]Job, error) {
 		f.Limit = 50
 	}
 	if f.Limit < 0 || f.Limit > MaxLimit {
-		return nil, skiplock.Usagef("limit %d: use 1 to %d", f.Limit, MaxLimit)
+		return nil, usage.Errorf("limit %d: use 1 to %d", f.Limit, MaxLimit)
 	}
 	state := strings.ToLower(f.State)
 	if state != "" && !slices.Contains(States, state) {
-		return nil, skiplock.Usagef("state %q: use one of %s", f.State, strings.Join(States, ", "))
+		return nil, usage.Errorf("state %q: use one of %s", f.State, strings.Join(States, ", "))
 	}
 	layouts := []schema.Layout{schema.LayoutBucketed, schema.LayoutFanout}
 	if f.Layout != "" {
@@ -253,7 +255,7 @@ func (a *Admin) listBucketed(ctx context.Context, f Filter, state string, status
 	if after != "" {
 		var err error
 		if below, err = strconv.ParseInt(after, 10, 64); err != nil {
-			return nil, skiplock.Usagef("the page's start (--after) %q is not a job id", after)
+			return nil, usage.Errorf("the page's start (--after) %q is not a job id", after)
 		}
 		if state != "" && state != "running" {
 			// Queued and finished jobs are listed by more than the id.
@@ -285,7 +287,7 @@ func (a *Admin) listBucketed(ctx context.Context, f Filter, state string, status
 		ft := time.Date(9999, 12, 31, 0, 0, 0, 0, time.UTC) // after every job
 		if cur != nil {
 			if cur.FinishedAt == nil {
-				return nil, skiplock.Usagef("the page's start (--after) %s is no longer finished (it is %s): list from the first page", after, cur.State)
+				return nil, usage.Errorf("the page's start (--after) %s is no longer finished (it is %s): list from the first page", after, cur.State)
 			}
 			ft = *cur.FinishedAt
 		}
@@ -411,7 +413,7 @@ var prefixLo, prefixHi = func() ([]string, []string) {
 // its two-digit prefix.
 func fanoutKey(id string) (string, error) {
 	if len(id) < 3 {
-		return "", skiplock.Usagef("the page's start (--after) %q is not a job id", id)
+		return "", usage.Errorf("the page's start (--after) %q is not a job id", id)
 	}
 	return fanoutKeyOf(id), nil
 }
@@ -443,7 +445,7 @@ func statesOf(l schema.Layout, state string) ([]string, bool) {
 func (a *Admin) Show(ctx context.Context, id string) (*Job, error) {
 	l := LayoutOf(id)
 	if !a.has[l] {
-		return nil, skiplock.NoJobError("show", id)
+		return nil, usage.NoJob("show", id)
 	}
 	sql := a.sql["show_fanout"]
 	var arg any = id
@@ -460,7 +462,7 @@ func (a *Admin) Show(ctx context.Context, id string) (*Job, error) {
 		return nil, fmt.Errorf("admin: show job %s: %w", id, err)
 	}
 	if len(jobs) == 0 {
-		return nil, skiplock.NoJobError("show", id)
+		return nil, usage.NoJob("show", id)
 	}
 	return &jobs[0], nil
 }
@@ -507,7 +509,7 @@ const (
 func (a *Admin) Do(ctx context.Context, action Action, id string) error {
 	l := LayoutOf(id)
 	if !a.has[l] {
-		return skiplock.NoJobError(string(action), id)
+		return usage.NoJob(string(action), id)
 	}
 	if l == schema.LayoutBucketed {
 		n, _ := strconv.ParseInt(id, 10, 64)
@@ -529,7 +531,7 @@ func (a *Admin) Do(ctx context.Context, action Action, id string) error {
 			return a.fq.DeleteJob(ctx, id)
 		}
 	}
-	return skiplock.Usagef("action %q: use retry, cancel or delete", action)
+	return usage.Errorf("action %q: use retry, cancel or delete", action)
 }
 
 // Outcome is what Do did to one job of a bulk action.
@@ -883,7 +885,7 @@ func (a *Admin) SetPaused(ctx context.Context, queue string, paused bool) error 
 	}
 	if !paused && a.db.Dialect().Notifications {
 		// The clients' listeners wake the queue's producers.
-		a.db.Exec(ctx, "SELECT pg_notify($1, $2)", skiplock.NotifyChannel(a.schema), queue) //nolint:errcheck // polling finds the jobs anyway
+		a.db.Exec(ctx, "SELECT pg_notify($1, $2)", sqlident.Channel(a.schema), queue) //nolint:errcheck // polling finds the jobs anyway
 	}
 	return nil
 }

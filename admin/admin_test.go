@@ -13,7 +13,9 @@ import (
 	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/client"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -50,7 +52,7 @@ func TestListPagesAcrossLayouts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, j := range jobs {
-		if _, err := db.Exec(ctx, `UPDATE `+skiplock.QuoteIdent(s)+`."jobs" SET "max_attempts" = 1 WHERE "id" = $1`, mustID(t, j)); err != nil {
+		if _, err := db.Exec(ctx, `UPDATE `+sqlident.Quote(s)+`."jobs" SET "max_attempts" = 1 WHERE "id" = $1`, mustID(t, j)); err != nil {
 			t.Fatal(err)
 		}
 		j.MaxAttempts = 1
@@ -58,8 +60,8 @@ func TestListPagesAcrossLayouts(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := db.Exec(ctx, `UPDATE `+skiplock.QuoteIdent(s)+`."job_queue" SET "max_attempts" = 1
-WHERE "id" IN (SELECT "id" FROM `+skiplock.QuoteIdent(s)+`."job_queue" ORDER BY "id" LIMIT 5)`); err != nil {
+	if _, err := db.Exec(ctx, `UPDATE `+sqlident.Quote(s)+`."job_queue" SET "max_attempts" = 1
+WHERE "id" IN (SELECT "id" FROM `+sqlident.Quote(s)+`."job_queue" ORDER BY "id" LIMIT 5)`); err != nil {
 		t.Fatal(err)
 	}
 	for range 5 {
@@ -125,7 +127,7 @@ WHERE "id" IN (SELECT "id" FROM `+skiplock.QuoteIdent(s)+`."job_queue" ORDER BY 
 			t.Errorf("%+v: %d jobs (%v), want %d", tc.f, len(got), err, tc.want)
 		}
 	}
-	if _, err := a.List(ctx, admin.Filter{State: "sleeping"}); !skiplock.IsUsage(err) {
+	if _, err := a.List(ctx, admin.Filter{State: "sleeping"}); !usage.Is(err) {
 		t.Errorf("an unknown state: want a usage error, got %v", err)
 	}
 	failed, _ := a.List(ctx, admin.Filter{State: "failed", Layout: schema.LayoutBucketed, Limit: 1})
@@ -154,7 +156,7 @@ func mustID(t *testing.T, j *skiplock.Job) int64 {
 
 func deadCount(t *testing.T, db *skiplock.DB, s string) int {
 	var n int
-	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM `+skiplock.QuoteIdent(s)+`."job_dead"`).Scan(&n); err != nil {
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM `+sqlident.Quote(s)+`."job_dead"`).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -12,6 +12,7 @@ import (
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
 	"github.com/skiplock/skiplock/client"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -39,7 +40,7 @@ func TestActionsRaceWorkers(t *testing.T) {
 	defer cancel()
 	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 60})
 	db, s := testdb.MigratedOn(t, db, nil)
-	sch := skiplock.QuoteIdent(s)
+	sch := sqlident.Quote(s)
 	if _, err := db.Exec(ctx, `CREATE TABLE `+sch+`."effects" ("n" INT PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
 	"github.com/skiplock/skiplock/client"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/schema"
@@ -25,7 +26,7 @@ func TestRollupsByQueueAndTime(t *testing.T) {
 	t0 := time.Now().UTC().Truncate(time.Minute).Add(-time.Hour)
 	for i := range 3 {
 		for _, q := range []string{"b", "a"} {
-			_, err := db.Exec(ctx, `INSERT INTO `+skiplock.QuoteIdent(s)+`."skiplock_rollup"
+			_, err := db.Exec(ctx, `INSERT INTO `+sqlident.Quote(s)+`."skiplock_rollup"
 ("queue", "minute", "completed", "failed", "wait_p50_us", "wait_p95_us", "wait_p99_us", "run_p50_us", "run_p95_us", "run_p99_us")
 VALUES ($1, $2, $3, $4, 1000, 2000, 3000, 20000, 40000, 80000)`, q, t0.Add(time.Duration(i)*time.Minute), 10+i, i)
 			if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -65,7 +66,7 @@ func scansOf(n planNode, limited bool) []tableScan {
 // makes them), then vacuums and analyzes the tables.
 func loadJobs(ctx context.Context, t *testing.T, db *skiplock.DB, s string, bucketedN, fanoutN int) {
 	t.Helper()
-	qs := skiplock.QuoteIdent(s)
+	qs := sqlident.Quote(s)
 	id := `lpad(to_hex((g % 64) * 4), 2, '0') || lpad(to_hex(((extract(epoch FROM now()) - (N - g) * 0.1) * 1000000)::INT8), 14, '0') || substr(md5(g::TEXT), 1, 16)`
 	for _, sql := range []string{
 		`INSERT INTO ` + qs + `."jobs" ("queue", "kind", "status", "priority", "bucket", "create_ts", "run_at", "finished_at")
@@ -97,7 +98,7 @@ FROM generate_series(1, $1::INT / 5) AS g`,
 		if (tbl == schema.JobsTable && bucketedN == 0) || (tbl != schema.JobsTable && fanoutN == 0) {
 			continue
 		}
-		if _, err := db.Exec(ctx, "VACUUM ANALYZE "+qs+"."+skiplock.QuoteIdent(tbl)); err != nil {
+		if _, err := db.Exec(ctx, "VACUUM ANALYZE "+qs+"."+sqlident.Quote(tbl)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -131,7 +132,7 @@ func TestQueriesAreIndexBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var cursor string
-	if err := db.QueryRow(ctx, `SELECT "id" FROM `+skiplock.QuoteIdent(s)+`."job_queue" ORDER BY substr("id", 3) DESC LIMIT 1 OFFSET 500`).Scan(&cursor); err != nil {
+	if err := db.QueryRow(ctx, `SELECT "id" FROM `+sqlident.Quote(s)+`."job_queue" ORDER BY substr("id", 3) DESC LIMIT 1 OFFSET 500`).Scan(&cursor); err != nil {
 		t.Fatal(err)
 	}
 	lo, hi := admin.PrefixBounds()
@@ -144,11 +145,11 @@ func TestQueriesAreIndexBounded(t *testing.T) {
 		id     int64
 		finish time.Time
 	}
-	if err := db.QueryRow(ctx, `SELECT "queue", "priority", "run_at", "id" FROM `+skiplock.QuoteIdent(s)+`."jobs"
+	if err := db.QueryRow(ctx, `SELECT "queue", "priority", "run_at", "id" FROM `+sqlident.Quote(s)+`."jobs"
 WHERE "status" = 'Queued' ORDER BY "queue", "priority", "run_at", "id" LIMIT 1 OFFSET 300`).Scan(&cur.queue, &cur.prio, &cur.runAt, &cur.id); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.QueryRow(ctx, `SELECT max("finished_at") - INTERVAL '1 hour' FROM `+skiplock.QuoteIdent(s)+`."jobs"`).Scan(&cur.finish); err != nil {
+	if err := db.QueryRow(ctx, `SELECT max("finished_at") - INTERVAL '1 hour' FROM `+sqlident.Quote(s)+`."jobs"`).Scan(&cur.finish); err != nil {
 		t.Fatal(err)
 	}
 	one := []int16{0}
@@ -227,7 +228,7 @@ func TestQueuesCapped(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	db, s := testdb.Migrated(t, nil)
-	qs := skiplock.QuoteIdent(s)
+	qs := sqlident.Quote(s)
 	a, err := admin.New(ctx, db, s)
 	if err != nil {
 		t.Fatal(err)
@@ -367,7 +368,7 @@ func TestFanoutPagesAcrossPrefixes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	db, s := testdb.Migrated(t, nil, schema.LayoutFanout)
-	qs := skiplock.QuoteIdent(s)
+	qs := sqlident.Quote(s)
 	loadJobs(ctx, t, db, s, 0, 600)
 	if _, err := db.Exec(ctx, `INSERT INTO `+qs+`."job_queue" ("id", "queue", "kind")
 SELECT '40' || lpad(to_hex(((extract(epoch FROM now()) + g) * 1000000)::INT8), 14, '0') || substr(md5(g::TEXT), 1, 16), 'f1', 'k1'
@@ -435,7 +436,7 @@ func TestBucketedPagesByState(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	db, s := testdb.Migrated(t, nil, schema.LayoutBucketed)
-	qs := skiplock.QuoteIdent(s)
+	qs := sqlident.Quote(s)
 	loadJobs(ctx, t, db, s, 3000, 0)
 	// Ties: finished jobs of one minute share their finished_at.
 	if _, err := db.Exec(ctx, `UPDATE `+qs+`."jobs" SET "finished_at" = date_trunc('minute', "finished_at") WHERE "finished_at" IS NOT NULL`); err != nil {

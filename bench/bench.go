@@ -86,6 +86,8 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/sqlident"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -295,7 +297,7 @@ func (c *Config) withDefaults() (Config, error) {
 	switch o.Scenario {
 	case ScenarioLatency, ScenarioLock, ScenarioThroughput, ScenarioTombstones:
 		if o.Samples != 0 || o.Gap != 0 || o.PollInterval != 0 || o.NoNotify || o.SameClient {
-			return o, skiplock.Usagef("--samples, --gap, --poll-interval, --no-notify and --same-client are the pickup scenario's: leave them out of %s", o.Scenario)
+			return o, usage.Errorf("--samples, --gap, --poll-interval, --no-notify and --same-client are the pickup scenario's: leave them out of %s", o.Scenario)
 		}
 	case ScenarioPickup:
 		if err := o.pickupDefaults(); err != nil {
@@ -308,13 +310,13 @@ func (c *Config) withDefaults() (Config, error) {
 	case ScenarioEnqueue:
 		return o.enqueueDefaults() // all of its defaults (enqueue.go)
 	default:
-		return o, skiplock.Usagef("unknown scenario %q: use latency, lock, throughput or tombstones (the load tests), pickup (idle workers picking up one job), soak (enqueue and work at once, over time) or enqueue (inserts alone)", o.Scenario)
+		return o, usage.Errorf("unknown scenario %q: use latency, lock, throughput or tombstones (the load tests), pickup (idle workers picking up one job), soak (enqueue and work at once, over time) or enqueue (inserts alone)", o.Scenario)
 	}
 	if err := o.soakOnly(); err != nil {
 		return o, err
 	}
 	if o.RTT < 0 {
-		return o, skiplock.Usagef("--rtt %v cannot be negative: use 0 (no proxy) or a round trip such as 2ms", o.RTT)
+		return o, usage.Errorf("--rtt %v cannot be negative: use 0 (no proxy) or a round trip such as 2ms", o.RTT)
 	}
 	if o.Layout != "" {
 		l, err := schema.ParseLayout(string(o.Layout))
@@ -326,12 +328,12 @@ func (c *Config) withDefaults() (Config, error) {
 	switch o.Mode {
 	case "", ModeLease, ModeTx:
 	default:
-		return o, skiplock.Usagef("--mode %q: use lease (bucketed) or tx (fanout)", o.Mode)
+		return o, usage.Errorf("--mode %q: use lease (bucketed) or tx (fanout)", o.Mode)
 	}
 	if o.Scenario == ScenarioLock {
 		// The scalable-job-queue article's lock test reads the fanout table; there is no lease.
 		if o.Layout == schema.LayoutBucketed || o.Mode == ModeLease {
-			return o, skiplock.Usagef("the lock scenario is the scalable-job-queue article's lock-only test on the fanout table: use --layout fanout (or leave --layout and --mode out)")
+			return o, usage.Errorf("the lock scenario is the scalable-job-queue article's lock-only test on the fanout table: use --layout fanout (or leave --layout and --mode out)")
 		}
 		o.Layout, o.Mode = schema.LayoutFanout, ModeTx
 	}
@@ -344,21 +346,21 @@ func (c *Config) withDefaults() (Config, error) {
 		o.Mode = map[schema.Layout]string{schema.LayoutBucketed: ModeLease, schema.LayoutFanout: ModeTx}[o.Layout]
 	}
 	if want := map[schema.Layout]string{schema.LayoutBucketed: ModeLease, schema.LayoutFanout: ModeTx}[o.Layout]; o.Mode != want {
-		return o, skiplock.Usagef("--layout %s works in --mode %s, not %s: the bucketed layout leases jobs, the fanout layout processes them inside the claiming transaction", o.Layout, want, o.Mode)
+		return o, usage.Errorf("--layout %s works in --mode %s, not %s: the bucketed layout leases jobs, the fanout layout processes them inside the claiming transaction", o.Layout, want, o.Mode)
 	}
 	if o.Scenario == ScenarioTombstones {
 		// One claimer on one connection: the index statistics read per
 		// window are then its claims' alone.
 		switch {
 		case o.Workers > 1:
-			return o, skiplock.Usagef("--workers %d: the tombstones scenario claims on one connection, so that the index statistics it reads are its claims' alone; leave --workers out", o.Workers)
+			return o, usage.Errorf("--workers %d: the tombstones scenario claims on one connection, so that the index statistics it reads are its claims' alone; leave --workers out", o.Workers)
 		case o.Duration != 0 || o.Work != 0:
-			return o, skiplock.Usagef("the tombstones scenario burns down --jobs with no-op jobs: leave --duration and --work out")
+			return o, usage.Errorf("the tombstones scenario burns down --jobs with no-op jobs: leave --duration and --work out")
 		case o.Baseline:
-			return o, skiplock.Usagef("the tombstones scenario has no pgbench baseline: leave --baseline out")
+			return o, usage.Errorf("the tombstones scenario has no pgbench baseline: leave --baseline out")
 		}
 		if o.Conns > 1 {
-			return o, skiplock.Usagef("--conns %d: the tombstones scenario claims on one connection; leave --conns out", o.Conns)
+			return o, usage.Errorf("--conns %d: the tombstones scenario claims on one connection; leave --conns out", o.Conns)
 		}
 		o.Workers = 1
 	}
@@ -372,13 +374,13 @@ func (c *Config) withDefaults() (Config, error) {
 		}
 	}
 	if o.Workers < 1 {
-		return o, skiplock.Usagef("--workers %d: use at least 1", o.Workers)
+		return o, usage.Errorf("--workers %d: use at least 1", o.Workers)
 	}
 	if o.Work < 0 || o.Duration < 0 || o.Jobs < 0 || o.Batch < 0 || o.Conns < 0 {
-		return o, skiplock.Usagef("--work, --duration, --jobs, --batch and --conns cannot be negative")
+		return o, usage.Errorf("--work, --duration, --jobs, --batch and --conns cannot be negative")
 	}
 	if o.Workers > MaxWorkers || o.Conns > MaxWorkers || o.Batch > MaxBatch {
-		return o, skiplock.Usagef("--workers %d, --conns %d, --batch %d: the limits are %d workers and connections, and %d jobs per claim", o.Workers, o.Conns, o.Batch, MaxWorkers, MaxBatch)
+		return o, usage.Errorf("--workers %d, --conns %d, --batch %d: the limits are %d workers and connections, and %d jobs per claim", o.Workers, o.Conns, o.Batch, MaxWorkers, MaxBatch)
 	}
 	if o.Scenario == ScenarioLatency && o.Work == 0 {
 		o.Work = time.Second
@@ -421,7 +423,7 @@ func (c *Config) withDefaults() (Config, error) {
 		}
 	}
 	if o.Batch > 1 && o.Mode == ModeTx {
-		return o, skiplock.Usagef("--batch %d: tx mode (fanout) processes one job per transaction; leave --batch out or use --mode lease", o.Batch)
+		return o, usage.Errorf("--batch %d: tx mode (fanout) processes one job per transaction; leave --batch out or use --mode lease", o.Batch)
 	}
 	need := o.Workers
 	if o.Mode == ModeTx && o.Scenario != ScenarioLock {
@@ -442,7 +444,7 @@ func (c *Config) withDefaults() (Config, error) {
 			need = o.Conns
 		}
 	} else if o.Conns > 0 && o.Conns < need {
-		return o, skiplock.Usagef("--conns %d with %d workers: %s holds one connection per worker (fanout: and one more to count attempts); use --conns %d or more, or --mode lease", o.Conns, o.Workers, o.what(), need)
+		return o, usage.Errorf("--conns %d with %d workers: %s holds one connection per worker (fanout: and one more to count attempts); use --conns %d or more, or --mode lease", o.Conns, o.Workers, o.what(), need)
 	}
 	o.Conns = need
 	if o.Scenario == ScenarioPickup {
@@ -463,7 +465,7 @@ func (o *Config) commonDefaults() error {
 	if o.Schema == "" {
 		o.Schema = DefaultSchema
 	}
-	if err := skiplock.ValidateIdent("schema", o.Schema); err != nil {
+	if err := sqlident.Validate("schema", o.Schema); err != nil {
 		return err
 	}
 	if o.Logf == nil {
@@ -605,7 +607,7 @@ func (r *recorder) fill(rep *Report, secs float64, window time.Duration, counter
 }
 
 // Run runs one bench and returns its report. Usage problems are
-// skiplock.UsageErrors; a server with too few connections for the run is
+// usage errors; a server with too few connections for the run is
 // refused before anything starts.
 func Run(ctx context.Context, cfg *Config) (*Report, error) {
 	c, err := cfg.withDefaults()
@@ -613,7 +615,7 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 		return nil, err
 	}
 	if c.DSN == "" {
-		return nil, skiplock.Usagef("bench: no DSN: pass one, or let the CLI start the embedded PostgreSQL")
+		return nil, usage.Errorf("bench: no DSN: pass one, or let the CLI start the embedded PostgreSQL")
 	}
 	if c.RTT > 0 {
 		proxy, dsn, err := startRTTProxy(c.DSN, c.RTT)
@@ -709,7 +711,7 @@ func ownSchema(ctx context.Context, admin *skiplock.DB, c *Config) error {
 	if exists {
 		settings, err := schema.ReadSettings(ctx, admin, c.Schema)
 		if settings[ownerSetting] == "" && (c.Schema != DefaultSchema || err != nil) {
-			return skiplock.Usagef("schema %q was not created by skiplock bench, and a bench empties the schema it runs in (jobs, dead jobs, work_log): "+
+			return usage.Errorf("schema %q was not created by skiplock bench, and a bench empties the schema it runs in (jobs, dead jobs, work_log): "+
 				"run it in a schema of its own: leave --schema out (the bench then uses %s) or name a schema that does not exist yet, such as --schema %s",
 				c.Schema, DefaultSchema, benchName(c.Schema))
 		}
@@ -726,7 +728,7 @@ func ownSchema(ctx context.Context, admin *skiplock.DB, c *Config) error {
 
 // benchName suggests a schema name for a bench next to name.
 func benchName(name string) string {
-	if len(name)+len("_bench") > skiplock.MaxIdentLen {
+	if len(name)+len("_bench") > sqlident.MaxLen {
 		return DefaultSchema
 	}
 	return name + "_bench"
@@ -757,10 +759,10 @@ func checkConnections(ctx context.Context, db *skiplock.DB, c *Config, baseline 
 			what = fmt.Sprintf("--mode lease with --conns %d", c.Conns)
 			fix = "raise max_connections or lower --conns"
 		}
-		return skiplock.Usagef("server allows %d connections%s; %s needs %d: %s", allowed, busy, what, need, fix)
+		return usage.Errorf("server allows %d connections%s; %s needs %d: %s", allowed, busy, what, need, fix)
 	}
 	if clients := c.baselineClients(); baseline && clients+SpareConns > allowed-others {
-		return skiplock.Usagef("server allows %d connections%s; --baseline runs pgbench with %d clients, which needs %d: raise max_connections or drop --baseline",
+		return usage.Errorf("server allows %d connections%s; --baseline runs pgbench with %d clients, which needs %d: raise max_connections or drop --baseline",
 			allowed, busy, clients, clients+SpareConns)
 	}
 	return nil
@@ -814,7 +816,7 @@ func cmpErr(a, b error) error {
 
 // table is a bench table's quoted name.
 func table(c *Config, name string) string {
-	return skiplock.QuoteIdent(c.Schema) + "." + skiplock.QuoteIdent(name)
+	return sqlident.Quote(c.Schema) + "." + sqlident.Quote(name)
 }
 
 // empty removes every job from the bench schema's queue tables, with

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // Statement counting: the workers' pool is wrapped in a decorator at the
@@ -205,7 +206,7 @@ func (t *countingTx) Rollback(ctx context.Context) error {
 func (c counted) CopyFrom(ctx context.Context, table []string, columns []string, src skiplock.CopySource) (int64, error) {
 	cp, ok := c.q.(skiplock.Copier)
 	if !ok {
-		return 0, skiplock.Usagef("this connection cannot COPY")
+		return 0, usage.Errorf("this connection cannot COPY")
 	}
 	c.s.add(ctx)
 	c.s.add(ctx)

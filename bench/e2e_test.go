@@ -10,10 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bench"
 	"github.com/skiplock/skiplock/internal/syncbuf"
 	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 func TestMain(m *testing.M) { testdb.Main(m) }
@@ -229,7 +229,7 @@ func TestTooFewConnections(t *testing.T) {
 	t.Parallel()
 	c, _ := config(t, bench.Config{Scenario: bench.ScenarioLatency, Mode: bench.ModeTx, Workers: bench.MaxWorkers, Duration: time.Second})
 	_, err := bench.Run(context.Background(), c)
-	if !skiplock.IsUsage(err) || !strings.Contains(err.Error(), "--mode tx with 10000 workers needs 10014: raise max_connections or use --mode lease") ||
+	if !usage.Is(err) || !strings.Contains(err.Error(), "--mode tx with 10000 workers needs 10014: raise max_connections or use --mode lease") ||
 		!strings.Contains(err.Error(), "server allows ") {
 		t.Fatalf("err = %v", err)
 	}

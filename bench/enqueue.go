@@ -11,6 +11,7 @@ import (
 	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/client"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -50,13 +51,13 @@ func (c Config) enqueueDefaults() (Config, error) {
 		o.EnqueueMode = EnqueueBulk
 	case EnqueueBulk, EnqueueSingle:
 	default:
-		return o, skiplock.Usagef("--mode %q: the enqueue scenario's modes are bulk (the layout's bulk API) and single (one job per Insert)", o.EnqueueMode)
+		return o, usage.Errorf("--mode %q: the enqueue scenario's modes are bulk (the layout's bulk API) and single (one job per Insert)", o.EnqueueMode)
 	}
 	if o.Samples != 0 || o.Gap != 0 || o.PollInterval != 0 || o.NoNotify || o.SameClient || o.Baseline || o.Duration != 0 || o.Work != 0 {
-		return o, skiplock.Usagef("the enqueue scenario takes --mode, --jobs, --clients, --batch, --layout, --conns, --rtt and --separate-begin: leave the other scenarios' flags out")
+		return o, usage.Errorf("the enqueue scenario takes --mode, --jobs, --clients, --batch, --layout, --conns, --rtt and --separate-begin: leave the other scenarios' flags out")
 	}
 	if o.Jobs < 0 || o.Workers < 0 || o.Batch < 0 || o.Conns < 0 {
-		return o, skiplock.Usagef("--jobs, --clients, --batch and --conns cannot be negative")
+		return o, usage.Errorf("--jobs, --clients, --batch and --conns cannot be negative")
 	}
 	if o.Layout == "" {
 		o.Layout = schema.LayoutBucketed

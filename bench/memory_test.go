@@ -11,6 +11,7 @@ import (
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bench"
 	"github.com/skiplock/skiplock/client"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
@@ -42,7 +43,7 @@ func BenchmarkClientInFlightMemory(b *testing.B) {
 	defer cancel()
 	var rss, hwm, heap, goroutines float64
 	for range b.N {
-		if _, err := db.Exec(ctx, "DELETE FROM "+skiplock.QuoteIdent(sch)+"."+skiplock.QuoteIdent(schema.JobsTable)); err != nil {
+		if _, err := db.Exec(ctx, "DELETE FROM "+sqlident.Quote(sch)+"."+sqlident.Quote(schema.JobsTable)); err != nil {
 			b.Fatal(err)
 		}
 		inserter, err := client.New(ctx, db, &client.Config{Schema: sch, NoMaintenance: true})

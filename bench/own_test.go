@@ -6,9 +6,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bench"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -19,17 +20,17 @@ func TestRunsOnlyInItsOwnSchema(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	db, name := testdb.Migrated(t, nil)
-	if _, err := db.Exec(ctx, `INSERT INTO `+skiplock.QuoteIdent(name)+`."jobs" ("payload") SELECT '{}' FROM generate_series(1, 10)`); err != nil {
+	if _, err := db.Exec(ctx, `INSERT INTO `+sqlident.Quote(name)+`."jobs" ("payload") SELECT '{}' FROM generate_series(1, 10)`); err != nil {
 		t.Fatal(err)
 	}
 	c, _ := config(t, bench.Config{Scenario: bench.ScenarioThroughput, Workers: 2, Jobs: 20})
 	c.Schema = name
 	_, err := bench.Run(ctx, c)
-	if !skiplock.IsUsage(err) || !strings.Contains(err.Error(), "was not created by skiplock bench") || !strings.Contains(err.Error(), "--schema "+name+"_bench") {
+	if !usage.Is(err) || !strings.Contains(err.Error(), "was not created by skiplock bench") || !strings.Contains(err.Error(), "--schema "+name+"_bench") {
 		t.Fatalf("bench in a queue schema: %v", err)
 	}
 	var n int
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM `+skiplock.QuoteIdent(name)+`."jobs"`).Scan(&n); err != nil || n != 10 {
+	if err := db.QueryRow(ctx, `SELECT count(*) FROM `+sqlident.Quote(name)+`."jobs"`).Scan(&n); err != nil || n != 10 {
 		t.Fatalf("%d of 10 jobs left (%v)", n, err)
 	}
 	settings, err := schema.ReadSettings(ctx, db, name)

@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/scripts"
 )
 
@@ -122,7 +123,7 @@ func (r *pgbenchRun) Run(ctx context.Context) (pgbenchResult, *Histogram, error)
 	}
 	cmd := exec.CommandContext(ctx, r.Path, append(r.args(script, filepath.Join(dir, "log")), conninfo)...)
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "PGOPTIONS=-c search_path="+skiplock.QuoteIdent(r.Schema), "PGAPPNAME=skiplock-bench-baseline")
+	cmd.Env = append(os.Environ(), "PGOPTIONS=-c search_path="+sqlident.Quote(r.Schema), "PGAPPNAME=skiplock-bench-baseline")
 	if password != "" {
 		cmd.Env = append(cmd.Env, "PGPASSWORD="+password)
 	}

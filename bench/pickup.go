@@ -9,6 +9,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/client"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/maintenance"
 )
 
@@ -260,13 +261,13 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 func (o *Config) pickupDefaults() error {
 	switch {
 	case o.Duration != 0 || o.Work != 0 || o.Jobs != 0 || o.Batch != 0:
-		return skiplock.Usagef("the pickup scenario times --samples single jobs on idle workers: leave --duration, --work, --jobs and --batch out")
+		return usage.Errorf("the pickup scenario times --samples single jobs on idle workers: leave --duration, --work, --jobs and --batch out")
 	case o.Baseline:
-		return skiplock.Usagef("the pickup scenario has no pgbench baseline: leave --baseline out")
+		return usage.Errorf("the pickup scenario has no pgbench baseline: leave --baseline out")
 	case o.Conns != 0:
-		return skiplock.Usagef("--conns %d: the pickup scenario sizes the working client's pool as client.Config.Connections says; leave --conns out", o.Conns)
+		return usage.Errorf("--conns %d: the pickup scenario sizes the working client's pool as client.Config.Connections says; leave --conns out", o.Conns)
 	case o.Samples < 0 || o.Gap < 0 || o.PollInterval < 0:
-		return skiplock.Usagef("--samples, --gap and --poll-interval cannot be negative")
+		return usage.Errorf("--samples, --gap and --poll-interval cannot be negative")
 	}
 	if o.Samples == 0 {
 		o.Samples = DefaultPickupSamples

@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/faultproxy"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // startRTTProxy starts a loopback proxy to dsn's server that adds rtt/2 in
@@ -22,7 +22,7 @@ func startRTTProxy(dsn string, rtt time.Duration) (*faultproxy.Proxy, string, er
 	cc, err := pgconn.ParseConfig(dsn)
 	if err != nil {
 		// pgconn's parse errors show the DSN with its password blanked.
-		return nil, "", skiplock.Usagef("--rtt: the DSN does not parse: %v", err)
+		return nil, "", usage.Errorf("--rtt: the DSN does not parse: %v", err)
 	}
 	target := net.JoinHostPort(cc.Host, strconv.Itoa(int(cc.Port)))
 	if strings.HasPrefix(cc.Host, "/") {

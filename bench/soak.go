@@ -14,6 +14,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/client"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
@@ -128,17 +129,17 @@ type soakHooks struct {
 func (o *Config) soakDefaults() error {
 	switch {
 	case o.Samples != 0 || o.Gap != 0 || o.PollInterval != 0 || o.NoNotify || o.SameClient:
-		return skiplock.Usagef("--samples, --gap, --poll-interval, --no-notify and --same-client are the pickup scenario's: leave them out of soak")
+		return usage.Errorf("--samples, --gap, --poll-interval, --no-notify and --same-client are the pickup scenario's: leave them out of soak")
 	case o.Work != 0 || o.Jobs != 0 || o.Batch != 0:
-		return skiplock.Usagef("the soak scenario enqueues no-op jobs while it works them, with no preload: leave --work, --jobs and --batch out")
+		return usage.Errorf("the soak scenario enqueues no-op jobs while it works them, with no preload: leave --work, --jobs and --batch out")
 	case o.Baseline:
-		return skiplock.Usagef("the soak scenario has no pgbench baseline: leave --baseline out")
+		return usage.Errorf("the soak scenario has no pgbench baseline: leave --baseline out")
 	case o.Rate < 0 || math.IsNaN(o.Rate) || math.IsInf(o.Rate, 0):
-		return skiplock.Usagef("--rate %v: use a positive jobs/s, or max", o.Rate)
+		return usage.Errorf("--rate %v: use a positive jobs/s, or max", o.Rate)
 	case o.Producers < 0 || o.Window < 0 || o.Duration < 0:
-		return skiplock.Usagef("--producers, --window and --duration cannot be negative")
+		return usage.Errorf("--producers, --window and --duration cannot be negative")
 	case o.Producers > MaxSoakProducers:
-		return skiplock.Usagef("--producers %d: the limit is %d (each holds a connection)", o.Producers, MaxSoakProducers)
+		return usage.Errorf("--producers %d: the limit is %d (each holds a connection)", o.Producers, MaxSoakProducers)
 	}
 	if o.Duration == 0 {
 		o.Duration = DefaultSoakDuration
@@ -147,7 +148,7 @@ func (o *Config) soakDefaults() error {
 		o.Window = DefaultSoakWindow
 	}
 	if o.Window > o.Duration {
-		return skiplock.Usagef("--window %v is longer than --duration %v: use a window of at most the run (a minute by default), e.g. --duration 6s --window 2s", o.Window, o.Duration)
+		return usage.Errorf("--window %v is longer than --duration %v: use a window of at most the run (a minute by default), e.g. --duration 6s --window 2s", o.Window, o.Duration)
 	}
 	if o.Producers == 0 {
 		o.Producers = DefaultSoakProducers
@@ -161,7 +162,7 @@ func (o *Config) soakDefaults() error {
 // soakOnly refuses the soak scenario's settings in the others.
 func (o *Config) soakOnly() error {
 	if o.Scenario != ScenarioSoak && (o.Rate != 0 || o.Producers != 0 || o.Window != 0) {
-		return skiplock.Usagef("--rate, --producers and --window are the soak scenario's: leave them out of %s", o.Scenario)
+		return usage.Errorf("--rate, --producers and --window are the soak scenario's: leave them out of %s", o.Scenario)
 	}
 	return nil
 }

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -158,7 +158,7 @@ func TestSoakUsage(t *testing.T) {
 		{Scenario: ScenarioThroughput, Producers: 2},
 		{Scenario: ScenarioLatency, Window: time.Second},
 	} {
-		if _, err := c.withDefaults(); !skiplock.IsUsage(err) {
+		if _, err := c.withDefaults(); !usage.Is(err) {
 			t.Errorf("%+v: %v, want a usage error", c, err)
 		}
 	}

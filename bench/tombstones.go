@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -312,7 +313,7 @@ const freshTableSuffix = "_fresh"
 func freshTable(ctx context.Context, c *Config, admin, pool *skiplock.DB, mk newDriver, name string) (side claimSide, drop func(), err error) {
 	fc := *c
 	fc.Schema = c.Schema + freshTableSuffix
-	if err := skiplock.ValidateIdent("fresh table's schema", fc.Schema); err != nil {
+	if err := sqlident.Validate("fresh table's schema", fc.Schema); err != nil {
 		return side, nil, err
 	}
 	if _, err := schema.Migrate(ctx, admin, &schema.MigrateConfig{Options: schema.Options{Schema: fc.Schema}}); err != nil {
@@ -321,7 +322,7 @@ func freshTable(ctx context.Context, c *Config, admin, pool *skiplock.DB, mk new
 	drop = func() {
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
-		if _, err := admin.Exec(dctx, "DROP SCHEMA "+skiplock.QuoteIdent(fc.Schema)+" CASCADE"); err != nil {
+		if _, err := admin.Exec(dctx, "DROP SCHEMA "+sqlident.Quote(fc.Schema)+" CASCADE"); err != nil {
 			c.Logf("leaving the fresh table's schema %s behind: %v", fc.Schema, err)
 		}
 	}

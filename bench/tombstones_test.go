@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 )
 
@@ -26,9 +26,9 @@ func TestSnapshotHolderKeepsDeadTuples(t *testing.T) {
 	defer cancel()
 	db := testdb.Open(t, nil)
 	sch := testdb.Schema(t, db)
-	tbl := skiplock.QuoteIdent(sch) + `."held"`
+	tbl := sqlident.Quote(sch) + `."held"`
 	for _, sql := range []string{
-		"CREATE SCHEMA " + skiplock.QuoteIdent(sch),
+		"CREATE SCHEMA " + sqlident.Quote(sch),
 		"CREATE TABLE " + tbl + " (id int PRIMARY KEY)",
 		"INSERT INTO " + tbl + " SELECT generate_series(1, 500)",
 	} {

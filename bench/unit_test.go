@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -249,7 +250,7 @@ func TestConfigDefaultsAndUsage(t *testing.T) {
 		{Scenario: ScenarioThroughput, Batch: 1 << 62},
 		{Scenario: ScenarioLatency, Schema: "information_schema"},
 	} {
-		if _, err := bad.withDefaults(); !skiplock.IsUsage(err) {
+		if _, err := bad.withDefaults(); !usage.Is(err) {
 			t.Errorf("%+v: err = %v, want a usage error", bad, err)
 		}
 	}

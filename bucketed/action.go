@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // CancelJob cancels the job with this id, without holding its lease: a
@@ -41,7 +42,7 @@ func (q *Queue) byID(ctx context.Context, action, sql string, id int64, allowed 
 		n, err := tx.Exec(ctx, sql, id)
 		if err != nil {
 			if skiplock.SQLState(err) == "23505" {
-				return skiplock.Usagef("cannot %s job %s: another Queued or Running job has its unique key; wait for that one to finish, or delete this one", action, ids)
+				return usage.Errorf("cannot %s job %s: another Queued or Running job has its unique key; wait for that one to finish, or delete this one", action, ids)
 			}
 			return err
 		}
@@ -54,7 +55,7 @@ func (q *Queue) byID(ctx context.Context, action, sql string, id int64, allowed 
 		}
 		defer rows.Close()
 		if !rows.Next() {
-			stateErr = skiplock.NoJobError(action, ids)
+			stateErr = usage.NoJob(action, ids)
 			return rows.Err()
 		}
 		var status string
@@ -65,7 +66,7 @@ func (q *Queue) byID(ctx context.Context, action, sql string, id int64, allowed 
 		return rows.Err()
 	})
 	if err != nil {
-		if skiplock.IsUsage(err) {
+		if usage.Is(err) {
 			return err
 		}
 		return fmt.Errorf("bucketed: %s job %s: %w", action, ids, err)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // TestActionsByID: cancel, retry and delete by id, without a lease, in the
@@ -105,7 +106,7 @@ func TestActionsByID(t *testing.T) {
 		t.Fatal(err)
 	}
 	enq("k") // the key is free again: a new live job takes it
-	if err := q.RetryJob(ctx, first); !skiplock.IsUsage(err) || !strings.Contains(err.Error(), "unique key") {
+	if err := q.RetryJob(ctx, first); !usage.Is(err) || !strings.Contains(err.Error(), "unique key") {
 		t.Fatalf("retry into a held unique key: %v", err)
 	}
 	if s := status(first); s != "Canceled" {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // DefaultDeleteBatch is how many rows one retention DELETE removes when
@@ -20,10 +21,10 @@ const DefaultDeleteBatch = 1000
 // returns how many it deleted.
 func (q *Queue) DeleteFinished(ctx context.Context, olderThan time.Duration, batch int) (int64, error) {
 	if olderThan < 0 {
-		return 0, skiplock.Usagef("retention age %v is negative: use 0 (every finished job) or more", olderThan)
+		return 0, usage.Errorf("retention age %v is negative: use 0 (every finished job) or more", olderThan)
 	}
 	if batch < 0 {
-		return 0, skiplock.Usagef("retention batch %d is negative: use 0 for the default (%d)", batch, DefaultDeleteBatch)
+		return 0, usage.Errorf("retention batch %d is negative: use 0 for the default (%d)", batch, DefaultDeleteBatch)
 	}
 	if batch == 0 {
 		batch = DefaultDeleteBatch

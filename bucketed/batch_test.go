@@ -9,6 +9,8 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/internal/sqlident"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // TestEnqueueManyAllOrNothing: a bad last job is refused before anything
@@ -25,7 +27,7 @@ func TestEnqueueManyAllOrNothing(t *testing.T) {
 	}
 	jobs[5999].Payload = []byte(`{"n":`)
 	_, err := q.EnqueueMany(ctx, jobs)
-	if !skiplock.IsUsage(err) || !strings.Contains(err.Error(), "job 5999") {
+	if !usage.Is(err) || !strings.Contains(err.Error(), "job 5999") {
 		t.Fatalf("a bad last job: %v, want a usage error naming job 5999", err)
 	}
 	if n := count(t, db, "SELECT count(*) FROM "+jobsTable(name)); n != 0 {
@@ -56,7 +58,7 @@ func TestEnqueueManyAllOrNothing(t *testing.T) {
 // Running) passes.
 func poison(t *testing.T, q *bucketed.Queue, name string) {
 	t.Helper()
-	fn := skiplock.QuoteIdent(name) + `."poison"`
+	fn := sqlident.Quote(name) + `."poison"`
 	for _, s := range []string{
 		`CREATE FUNCTION ` + fn + `() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN

@@ -11,6 +11,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -87,7 +88,7 @@ func BenchmarkDequeueLatency(b *testing.B) {
 				for done := 0; done < n; done += 250000 {
 					k := min(250000, n-done)
 					if _, err := db.Exec(ctx, `INSERT INTO `+tbl+` ("status", "payload", "finished_at", "attempts")
-						SELECT $1::TEXT::`+skiplock.QuoteIdent(name)+`."job_status", '{}', CASE WHEN $1 = 'Success' THEN now() END, CASE WHEN $1 = 'Success' THEN 1 ELSE 0 END
+						SELECT $1::TEXT::`+sqlident.Quote(name)+`."job_status", '{}', CASE WHEN $1 = 'Success' THEN now() END, CASE WHEN $1 = 'Success' THEN 1 ELSE 0 END
 						FROM generate_series(1, $2::INT)`, status, k); err != nil {
 						b.Fatal(err)
 					}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/internal/watermark"
 )
 
@@ -160,7 +161,7 @@ func (q *Queue) claimSetup(ctx context.Context, queue string, n int, owner strin
 		return claimParams{}, err
 	}
 	if n < 1 || n > MaxClaim {
-		return claimParams{}, skiplock.Usagef("dequeue of %d jobs: use 1 to %d", n, MaxClaim)
+		return claimParams{}, usage.Errorf("dequeue of %d jobs: use 1 to %d", n, MaxClaim)
 	}
 	q.recheckLayout(ctx)
 	start := q.hints.Start()

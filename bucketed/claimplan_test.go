@@ -6,6 +6,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -35,7 +36,7 @@ func TestDequeueUsesGenericPlan(t *testing.T) {
 	if _, err := q.EnqueueMany(ctx, jobs); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(ctx, "ANALYZE "+skiplock.QuoteIdent(name)+"."+skiplock.QuoteIdent(schema.JobsTable)); err != nil {
+	if _, err := db.Exec(ctx, "ANALYZE "+sqlident.Quote(name)+"."+sqlident.Quote(schema.JobsTable)); err != nil {
 		t.Fatal(err)
 	}
 	claimed, calls := 0, 0

@@ -15,6 +15,7 @@ import (
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -430,7 +431,7 @@ func TestRetention(t *testing.T) {
 	if got := count(t, db, "SELECT count(*) FROM "+jobsTable(name)); got != 5 {
 		t.Fatalf("%d rows left, want 5 (2 Running, 2 Queued, 1 recent)", got)
 	}
-	if _, err := q.DeleteFinished(ctx, -time.Second, 0); !skiplock.IsUsage(err) {
+	if _, err := q.DeleteFinished(ctx, -time.Second, 0); !usage.Is(err) {
 		t.Fatalf("negative age: %v", err)
 	}
 }

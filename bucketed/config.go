@@ -7,6 +7,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/queuecfg"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/retry"
 )
 
@@ -121,17 +122,17 @@ func (c *Config) withDefaults(d *skiplock.Dialect) (Config, error) {
 		{"retry max", &out.RetryMax, DefaultRetryMax},
 	} {
 		if *f.v < 0 {
-			return out, skiplock.Usagef("%s %v is negative: use 0 for the default (%v) or a positive duration", f.name, *f.v, f.def)
+			return out, usage.Errorf("%s %v is negative: use 0 for the default (%v) or a positive duration", f.name, *f.v, f.def)
 		}
 		if *f.v == 0 {
 			*f.v = f.def
 		}
 	}
 	if out.VisibilityTimeout < time.Millisecond {
-		return out, skiplock.Usagef("visibility timeout %v is too short: use at least 1ms (default %v)", out.VisibilityTimeout, DefaultVisibilityTimeout)
+		return out, usage.Errorf("visibility timeout %v is too short: use at least 1ms (default %v)", out.VisibilityTimeout, DefaultVisibilityTimeout)
 	}
 	if out.RetryMax < out.RetryBase {
-		return out, skiplock.Usagef("retry max %v is below retry base %v: raise it", out.RetryMax, out.RetryBase)
+		return out, usage.Errorf("retry max %v is below retry base %v: raise it", out.RetryMax, out.RetryBase)
 	}
 	if out.HintMaxAge == 0 {
 		out.HintMaxAge = DefaultHintMaxAge

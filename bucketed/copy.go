@@ -10,6 +10,7 @@ import (
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/copyrows"
 	"github.com/skiplock/skiplock/internal/queryrows"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -55,7 +56,7 @@ func (q *Queue) copyJobs(ctx context.Context, tx skiplock.Querier, c skiplock.Co
 	var ids []int64
 	if withIDs {
 		var err error
-		ids, err = queryrows.Int64s(ctx, tx, q.sql.reserveIDs, skiplock.QuoteIdent(q.cfg.Schema)+"."+skiplock.QuoteIdent(schema.JobsTable), n)
+		ids, err = queryrows.Int64s(ctx, tx, q.sql.reserveIDs, sqlident.Quote(q.cfg.Schema)+"."+sqlident.Quote(schema.JobsTable), n)
 		if err != nil {
 			return nil, fmt.Errorf("reserve %d job ids: %w", n, err)
 		}

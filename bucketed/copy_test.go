@@ -10,6 +10,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -251,7 +252,7 @@ func TestCopyNotifies(t *testing.T) {
 	}
 	defer conn.Release()
 	channel := "skiplock_copy_test"
-	if _, err := conn.Exec(ctx, "LISTEN "+skiplock.QuoteIdent(channel)); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+sqlident.Quote(channel)); err != nil {
 		t.Fatal(err)
 	}
 	tx, err := db.Begin(ctx, skiplock.TxOptions{})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/schema"
@@ -38,7 +39,7 @@ func TestHelperCrashingWorker(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	starts := skiplock.QuoteIdent(s) + `."starts"`
+	starts := sqlident.Quote(s) + `."starts"`
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
 		Workers: 1, Prefetch: -1, HeldClaims: os.Getenv("CRASH_HELPER_HELD") != "", Heartbeat: 300 * time.Millisecond, IdleMin: 5 * time.Millisecond, IdleMax: 50 * time.Millisecond,
 		Maintenance: &maintenance.Config{LeaseTTL: time.Second, RescueInterval: 100 * time.Millisecond},
@@ -82,7 +83,7 @@ func testJobThatKillsItsWorker(t *testing.T, held bool) {
 	db, s := testdb.Migrated(t, nil, schema.LayoutBucketed)
 	ctx := ctxT(t)
 	q := queueOn(t, db, s, nil)
-	if _, err := db.Exec(ctx, `CREATE TABLE `+skiplock.QuoteIdent(s)+`."starts" ("job_id" TEXT NOT NULL)`); err != nil {
+	if _, err := db.Exec(ctx, `CREATE TABLE `+sqlident.Quote(s)+`."starts" ("job_id" TEXT NOT NULL)`); err != nil {
 		t.Fatal(err)
 	}
 	const maxAttempts = 3
@@ -134,7 +135,7 @@ func testJobThatKillsItsWorker(t *testing.T, held bool) {
 		}
 	}
 	rows, err := db.Query(ctx, `SELECT j."status"::TEXT, j."attempts", COALESCE(j."last_error", ''), count(st."job_id")
-FROM `+jobsTable(s)+` j LEFT JOIN `+skiplock.QuoteIdent(s)+`."starts" st ON st."job_id" = j."id"::TEXT
+FROM `+jobsTable(s)+` j LEFT JOIN `+sqlident.Quote(s)+`."starts" st ON st."job_id" = j."id"::TEXT
 WHERE j."payload" = '"poison"' GROUP BY j."id", j."status", j."attempts", j."last_error"`)
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/errtext"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/retry"
 )
 
@@ -235,10 +236,10 @@ func heldServerVersion(version string) error {
 	if _, err := fmt.Sscanf(version, "PostgreSQL %d", &major); err != nil || major >= 13 {
 		return nil
 	}
-	return skiplock.Usagef("bucketed worker: held claims need PostgreSQL 13 or later (pg_current_xact_id), and this server is %d: turn HeldClaims off or upgrade", major)
+	return usage.Errorf("bucketed worker: held claims need PostgreSQL 13 or later (pg_current_xact_id), and this server is %d: turn HeldClaims off or upgrade", major)
 }
 
 // errHeldUnsupported explains why a Worker refuses HeldClaims.
 func errHeldUnsupported(d *skiplock.Dialect) error {
-	return skiplock.Usagef("bucketed worker: held claims (WorkerConfig.HeldClaims) need PostgreSQL; %s keeps the lease claim: turn HeldClaims off", d.Rules())
+	return usage.Errorf("bucketed worker: held claims (WorkerConfig.HeldClaims) need PostgreSQL; %s keeps the lease claim: turn HeldClaims off", d.Rules())
 }

@@ -13,13 +13,14 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/schema"
 )
 
 func holdTable(name string) string {
-	return skiplock.QuoteIdent(name) + "." + skiplock.QuoteIdent(schema.JobHoldTable)
+	return sqlident.Quote(name) + "." + sqlident.Quote(schema.JobHoldTable)
 }
 
 // Held claims, many workers at once: three Workers (as three processes

@@ -12,6 +12,7 @@ import (
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -151,7 +152,7 @@ func TestWorkerHelperCounts(t *testing.T) {
 	q, _ := newQueue(t, nil)
 	h := func(context.Context, *skiplock.Job) error { return nil }
 	for _, c := range []bucketed.WorkerConfig{{Handler: h, Prefetch: 100001}, {Handler: h, Completers: 1001}, {Handler: h, PollInterval: -1}} {
-		if _, err := q.NewWorker(&c); !skiplock.IsUsage(err) {
+		if _, err := q.NewWorker(&c); !usage.Is(err) {
 			t.Fatalf("%+v: want a usage error, got %v", c, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/queryrows"
 	"github.com/skiplock/skiplock/internal/queuecfg"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -40,7 +41,7 @@ type Queue struct {
 // schema.LayoutBucketed; its bucket count is read from there.
 func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Queue, error) {
 	if db == nil {
-		return nil, skiplock.Usagef("bucketed.New: db is nil: open one with skiplock.Open")
+		return nil, usage.Errorf("bucketed.New: db is nil: open one with skiplock.Open")
 	}
 	c, err := cfg.withDefaults(db.Dialect())
 	if err != nil {
@@ -154,7 +155,7 @@ func (e Enqueued) JobID() string {
 
 // Enqueue adds one job. With a UniqueKey that a Queued or Running job of
 // the same queue already holds, it adds nothing and says so in
-// Enqueued.Duplicate. Bad input returns a skiplock.UsageError and changes
+// Enqueued.Duplicate. Bad input returns a usage error and changes
 // nothing.
 func (q *Queue) Enqueue(ctx context.Context, job skiplock.NewJob) (Enqueued, error) {
 	args, err := q.insertArgs([]skiplock.NewJob{job}, 0)
@@ -189,7 +190,7 @@ func (q *Queue) Enqueue(ctx context.Context, job skiplock.NewJob) (Enqueued, err
 // each) or per COPY (Config.CopyMin), all in one transaction: either every job is added or none is.
 // It returns how many it added: fewer than len(jobs) when unique keys
 // deduplicate. Every job is validated before anything is written, and bad
-// input returns a skiplock.UsageError naming the job's index.
+// input returns a usage error naming the job's index.
 func (q *Queue) EnqueueMany(ctx context.Context, jobs []skiplock.NewJob) (int, error) {
 	batches := make([]insertParams, 0, len(jobs)/q.cfg.EnqueueBatch+1)
 	for i := 0; i < len(jobs); i += q.cfg.EnqueueBatch {
@@ -236,7 +237,7 @@ func (q *Queue) EnqueueMany(ctx context.Context, jobs []skiplock.NewJob) (int, e
 // to retry. It returns how many jobs it added (unique keys may skip some).
 func (q *Queue) EnqueueTx(ctx context.Context, tx skiplock.Tx, jobs ...skiplock.NewJob) (int, error) {
 	if tx == nil {
-		return 0, skiplock.Usagef("bucketed.EnqueueTx: tx is nil: pass the transaction the jobs belong to")
+		return 0, usage.Errorf("bucketed.EnqueueTx: tx is nil: pass the transaction the jobs belong to")
 	}
 	ids, err := q.EnqueueIn(ctx, tx, jobs...)
 	return len(ids), err
@@ -260,7 +261,7 @@ func (q *Queue) EnqueueIn(ctx context.Context, db skiplock.Querier, jobs ...skip
 // for engines whose Dialect.Notifications is true.
 func (q *Queue) EnqueueNotify(ctx context.Context, db skiplock.Querier, channel string, jobs ...skiplock.NewJob) ([]string, error) {
 	if db == nil {
-		return nil, skiplock.Usagef("bucketed.EnqueueIn: db is nil: pass the pool or the transaction the jobs belong to")
+		return nil, usage.Errorf("bucketed.EnqueueIn: db is nil: pass the pool or the transaction the jobs belong to")
 	}
 	args, err := q.insertArgs(jobs, 0)
 	if err != nil {
@@ -323,7 +324,7 @@ func (q *Queue) insertArgs(jobs []skiplock.NewJob, first int) (insertParams, err
 			j.Queue = q.cfg.Queue
 		}
 		if err := j.Normalize(q.cfg.MaxPayloadBytes); err != nil {
-			return insertParams{}, skiplock.Usagef("job %d: %v", first+i, err)
+			return insertParams{}, usage.Errorf("job %d: %v", first+i, err)
 		}
 		q.hints.enqueued(j.Queue, j.Priority, j.RunAt)
 		queues[i], payloads[i] = j.Queue, string(j.Payload)
@@ -349,12 +350,12 @@ func execCount(ctx context.Context, q skiplock.Querier, sql string, args ...any)
 // FormatID is a bucketed id as skiplock.Job.ID carries it: decimal text.
 func FormatID(id int64) string { return strconv.FormatInt(id, 10) }
 
-// ParseID is the bucketed id in a skiplock.Job.ID, or a UsageError when
+// ParseID is the bucketed id in a skiplock.Job.ID, or a usage error when
 // the text is not one.
 func ParseID(id string) (int64, error) {
 	n, err := strconv.ParseInt(id, 10, 64)
 	if err != nil {
-		return 0, skiplock.Usagef("job id %q is not a bucketed job id (a decimal integer)", id)
+		return 0, usage.Errorf("job id %q is not a bucketed job id (a decimal integer)", id)
 	}
 	return n, nil
 }
@@ -362,7 +363,7 @@ func ParseID(id string) (int64, error) {
 // JobID returns the bucketed id of a job this package returned.
 func JobID(job *skiplock.Job) (int64, error) {
 	if job == nil {
-		return 0, skiplock.Usagef("job is nil")
+		return 0, usage.Errorf("job is nil")
 	}
 	return ParseID(job.ID)
 }

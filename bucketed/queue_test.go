@@ -12,7 +12,9 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -51,7 +53,7 @@ func queueOn(t testing.TB, db *skiplock.DB, name string, cfg *bucketed.Config) *
 }
 
 func jobsTable(name string) string {
-	return skiplock.QuoteIdent(name) + "." + skiplock.QuoteIdent(schema.JobsTable)
+	return sqlident.Quote(name) + "." + sqlident.Quote(schema.JobsTable)
 }
 
 func count(t testing.TB, db *skiplock.DB, sql string, args ...any) int64 {
@@ -161,7 +163,7 @@ func TestConfigValidation(t *testing.T) {
 		if c.Schema == "" {
 			c.Schema = name
 		}
-		if _, err := bucketed.New(ctxT(t), db, &c); !skiplock.IsUsage(err) {
+		if _, err := bucketed.New(ctxT(t), db, &c); !usage.Is(err) {
 			t.Errorf("%+v: want a usage error, got %v", c, err)
 		}
 	}
@@ -172,13 +174,13 @@ func TestConfigValidation(t *testing.T) {
 	if q.Buckets() != schema.DefaultBuckets {
 		t.Errorf("buckets = %d, want %d from the schema", q.Buckets(), schema.DefaultBuckets)
 	}
-	if _, err := q.Dequeue(ctxT(t), "default", 0); !skiplock.IsUsage(err) {
+	if _, err := q.Dequeue(ctxT(t), "default", 0); !usage.Is(err) {
 		t.Errorf("Dequeue n=0: %v", err)
 	}
-	if _, err := q.Enqueue(ctxT(t), skiplock.NewJob{Payload: json.RawMessage("{bad")}); !skiplock.IsUsage(err) {
+	if _, err := q.Enqueue(ctxT(t), skiplock.NewJob{Payload: json.RawMessage("{bad")}); !usage.Is(err) {
 		t.Errorf("bad payload: %v", err)
 	}
-	if n, err := q.EnqueueMany(ctxT(t), []skiplock.NewJob{{}, {Priority: 99999}}); !skiplock.IsUsage(err) || n != 0 {
+	if n, err := q.EnqueueMany(ctxT(t), []skiplock.NewJob{{}, {Priority: 99999}}); !usage.Is(err) || n != 0 {
 		t.Errorf("bad priority in a batch: added %d, %v", n, err)
 	}
 	if got := count(t, db, "SELECT count(*) FROM "+jobsTable(name)); got != 0 {
@@ -228,7 +230,7 @@ func testLifecycle(t *testing.T, d testdb.Driver) {
 	if got, err := q.LookupJob(ctx, j.ID); err != nil || got.ID != j.ID || e.JobID() != j.ID {
 		t.Fatalf("LookupJob(%q): %+v %v; Enqueued.JobID %q", j.ID, got, err, e.JobID())
 	}
-	if _, err := q.LookupJob(ctx, "not-a-number"); !skiplock.IsUsage(err) {
+	if _, err := q.LookupJob(ctx, "not-a-number"); !usage.Is(err) {
 		t.Fatalf("LookupJob of a fanout-style id: %v, want a usage error", err)
 	}
 	if _, err := q.LookupJob(ctx, "999999999"); !errors.Is(err, skiplock.ErrNoJob) {
@@ -298,7 +300,7 @@ func TestEnqueueTxRollsBackWithCaller(t *testing.T) {
 		q, name := newQueueOn(t, d, &bucketed.Config{Queue: "mail"})
 		db := q.DB()
 		ctx := ctxT(t)
-		if _, err := q.EnqueueTx(ctx, nil, nJobs(1, "")...); !skiplock.IsUsage(err) {
+		if _, err := q.EnqueueTx(ctx, nil, nJobs(1, "")...); !usage.Is(err) {
 			t.Fatalf("nil tx: %v, want a usage error", err)
 		}
 		tx := d.Begin(t) // the caller's own driver transaction

@@ -11,6 +11,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -47,7 +48,7 @@ func TestWorkerSeesSchemaMigratedAgain(t *testing.T) {
 	}
 	defer w.Stop(context.Background()) //nolint:errcheck // the counts are checked
 	time.Sleep(300 * time.Millisecond)
-	if _, err := db.Exec(ctx, "DROP SCHEMA "+skiplock.QuoteIdent(name)+" CASCADE"); err != nil {
+	if _, err := db.Exec(ctx, "DROP SCHEMA "+sqlident.Quote(name)+" CASCADE"); err != nil {
 		t.Fatal(err)
 	}
 	mc := &schema.MigrateConfig{Layouts: []schema.Layout{schema.LayoutBucketed}}

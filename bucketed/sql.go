@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/sqltext"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -70,21 +71,21 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 	if d.ShardedIndexFansOut {
 		bucketPred = ""
 	}
-	table := skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.JobsTable)
+	table := sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobsTable)
 	vars := map[string]string{
 		"table":            table,
 		"queued_exists":    queuedExists(d, table, ""),
 		"due_exists":       queuedExists(d, table, `"run_at" <= now()`),
-		"status_type":      skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.StatusType),
+		"status_type":      sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.StatusType),
 		"job_columns":      jobColumns,
 		"unique_conflict":  uniqueConflict(),
 		"bucket_predicate": bucketPred,
 		"push_error":       sqltext.PushError("j", `j."attempts"`),
 		"push_error_held":  sqltext.PushError("j", `j."attempts" + 1`),
-		"hold":             skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.JobHoldTable),
+		"hold":             sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobHoldTable),
 		// A dead holder's hold row (alias k).
 		"hold_dead":  sqltext.HoldDead("k"),
-		"not_paused": sqltext.NotPaused(skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.QueueStateTable)),
+		"not_paused": sqltext.NotPaused(sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.QueueStateTable)),
 	}
 	// The claims' best-priority CTE is a block of its own, rendered once
 	// into both claims (claim, claim_held) that share it.

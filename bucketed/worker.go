@@ -10,6 +10,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/errtext"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/internal/workloop"
 	"github.com/skiplock/skiplock/maintenance"
 )
@@ -62,10 +63,6 @@ type WorkerConfig struct {
 	// Deprecated: one producer claims for every goroutine (see Prefetch);
 	// Batch > 1 with Prefetch 0 sets Prefetch to Workers*(Batch-1).
 	Batch int
-	// Claimers bounded the claim statements in flight at once.
-	//
-	// Deprecated: one producer claims for every goroutine; ignored.
-	Claimers int
 	// Completers is how many goroutines write results as they arrive; 0
 	// means an eighth of the queue's pool, at least 1 and at most 2. As
 	// many again write while results back up (a batch filled to
@@ -119,13 +116,6 @@ type WorkerConfig struct {
 	// for the schema. Some process must: without the rescuer, a job whose
 	// worker died on its last attempt stays Running.
 	NoMaintenance bool
-	// Retention, when positive, is how long the maintenance leader keeps
-	// Success, Canceled and Failed jobs (it overrides Maintenance's
-	// Retention for those three).
-	//
-	// Deprecated: set Maintenance.Retention, which has an age per state
-	// and defaults that keep the table bounded.
-	Retention time.Duration
 	// IdleMin is the first wait after an empty claim (0 means 10 ms);
 	// IdleMax is the old name of PollInterval, used when that is 0.
 	// ErrorMin and ErrorMax bound the backoff while the database fails (0
@@ -226,7 +216,7 @@ type result struct {
 // NewWorker checks cfg and returns a Worker; Start runs it.
 func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 	if cfg == nil || cfg.Handler == nil {
-		return nil, skiplock.Usagef("bucketed worker: Handler is required")
+		return nil, usage.Errorf("bucketed worker: Handler is required")
 	}
 	c := *cfg
 	if c.Queue == "" {
@@ -245,7 +235,7 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 			continue
 		}
 		if *f.v < 0 || *f.v > f.max {
-			return nil, skiplock.Usagef("bucketed worker: %s %d is out of range: use 1 to %d (0 for the default %d)", f.name, *f.v, f.max, f.def)
+			return nil, usage.Errorf("bucketed worker: %s %d is out of range: use 1 to %d (0 for the default %d)", f.name, *f.v, f.max, f.def)
 		}
 		if *f.v == 0 {
 			*f.v = f.def
@@ -260,7 +250,7 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 		c.Prefetch = min(256, max(1, c.Workers/4))
 	}
 	if c.PollInterval < 0 || c.IdleMin < 0 || c.IdleMax < 0 || c.ErrorMin < 0 || c.ErrorMax < 0 {
-		return nil, skiplock.Usagef("bucketed worker: poll interval and idle and error waits cannot be negative")
+		return nil, usage.Errorf("bucketed worker: poll interval and idle and error waits cannot be negative")
 	}
 	if c.PollInterval == 0 {
 		c.PollInterval = c.IdleMax
@@ -289,20 +279,20 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 		def  int
 	}{{"completers", &c.Completers, min(2, max(1, poolMax/8))}} {
 		if *f.v < 0 || *f.v > 1000 {
-			return nil, skiplock.Usagef("bucketed worker: %s %d is out of range: use 1 to 1000 (0 for the default, %d here)", f.name, *f.v, f.def)
+			return nil, usage.Errorf("bucketed worker: %s %d is out of range: use 1 to 1000 (0 for the default, %d here)", f.name, *f.v, f.def)
 		}
 		if *f.v == 0 {
 			*f.v = f.def
 		}
 	}
-	if c.Heartbeat < 0 || c.Retention < 0 {
-		return nil, skiplock.Usagef("bucketed worker: heartbeat %v and retention %v cannot be negative", c.Heartbeat, c.Retention)
+	if c.Heartbeat < 0 {
+		return nil, usage.Errorf("bucketed worker: heartbeat %v cannot be negative", c.Heartbeat)
 	}
 	if c.Heartbeat == 0 {
 		c.Heartbeat = q.cfg.VisibilityTimeout / 3
 	}
 	if c.Heartbeat >= q.cfg.VisibilityTimeout {
-		return nil, skiplock.Usagef("bucketed worker: heartbeat %v is not shorter than the visibility timeout %v: leases would lapse between beats", c.Heartbeat, q.cfg.VisibilityTimeout)
+		return nil, usage.Errorf("bucketed worker: heartbeat %v is not shorter than the visibility timeout %v: leases would lapse between beats", c.Heartbeat, q.cfg.VisibilityTimeout)
 	}
 	if c.Owner == "" {
 		c.Owner = q.cfg.Owner
@@ -320,7 +310,7 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 	}
 	if c.HeldClaims && poolMax < 2 {
 		// A held claim holds one connection and records itself on another.
-		return nil, skiplock.Usagef("bucketed worker: held claims need a pool of at least 2 connections (this one has %d): raise OpenConfig.MaxConns", poolMax)
+		return nil, usage.Errorf("bucketed worker: held claims need a pool of at least 2 connections (this one has %d): raise OpenConfig.MaxConns", poolMax)
 	}
 	return &Worker{q: q, cfg: c, inHand: map[*skiplock.Job]context.CancelFunc{}, leases: map[*skiplock.Job]time.Time{},
 		held: map[*skiplock.Job]*heldRun{}}, nil
@@ -426,9 +416,6 @@ func (w *Worker) maintenanceConfig() *maintenance.Config {
 	c.Schema = w.q.cfg.Schema
 	if c.Logf == nil {
 		c.Logf = w.cfg.Logf
-	}
-	if r := w.cfg.Retention; r > 0 {
-		c.Retention.Completed, c.Retention.Canceled, c.Retention.Failed = r, r, r
 	}
 	return &c
 }

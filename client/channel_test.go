@@ -13,6 +13,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/client"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/syncbuf"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
@@ -38,7 +39,7 @@ func TestLongSchemaNameNotifies(t *testing.T) {
 		t.Fatalf("schema name of %d bytes, want 63", len(name))
 	}
 	t.Cleanup(func() {
-		db.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+skiplock.QuoteIdent(name)+" CASCADE") //nolint:errcheck // cleanup
+		db.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+sqlident.Quote(name)+" CASCADE") //nolint:errcheck // cleanup
 	})
 	if _, err := schema.Migrate(ctx, db, &schema.MigrateConfig{Options: schema.Options{Schema: name}}); err != nil {
 		t.Fatal(err)
@@ -93,8 +94,8 @@ func TestRefusedNotifyFallsBackToPolling(t *testing.T) {
 	shadow := testdb.Schema(t, admin)
 	ctx := ctxT(t)
 	for _, stmt := range []string{
-		"CREATE SCHEMA " + skiplock.QuoteIdent(shadow),
-		"CREATE FUNCTION " + skiplock.QuoteIdent(shadow) + `.pg_notify(text, text) RETURNS void LANGUAGE plpgsql AS $$BEGIN
+		"CREATE SCHEMA " + sqlident.Quote(shadow),
+		"CREATE FUNCTION " + sqlident.Quote(shadow) + `.pg_notify(text, text) RETURNS void LANGUAGE plpgsql AS $$BEGIN
   RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'creating internal objects for LISTEN/NOTIFY, please try after a few seconds', DETAIL = 'yb_system.pg_yb_notifications does not exist yet (injected)';
 END$$`,
 	} {

@@ -14,6 +14,8 @@ import (
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/sqlident"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -76,7 +78,7 @@ func (r *queueRunner) wakeUp() {
 // asked of a server that refuses LISTEN. Nothing runs until Start.
 func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 	if db == nil {
-		return nil, skiplock.Usagef("client.New: db is nil: open one with skiplock.Open")
+		return nil, usage.Errorf("client.New: db is nil: open one with skiplock.Open")
 	}
 	c, err := cfg.withDefaults()
 	if err != nil {
@@ -89,7 +91,7 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 	case NotifyOn:
 		cl.notify = true
 	}
-	cl.channel = skiplock.NotifyChannel(c.Schema)
+	cl.channel = sqlident.Channel(c.Schema)
 	if cl.notify && c.Notify == NotifyAuto {
 		// The engine says it has LISTEN/NOTIFY; a notification that comes
 		// back proves it (YugabyteDB's flag may be on a tserver but not on
@@ -117,11 +119,11 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 			need = c.minConnections(cl.notify)
 		}
 		if max := int(db.Stats().Max); max < need {
-			return nil, skiplock.Usagef("client: the pool allows %d connections and these queues need %d (client.Config.Connections): open the DB with skiplock.OpenConfig.MaxConns of at least %d", max, need, need)
+			return nil, usage.Errorf("client: the pool allows %d connections and these queues need %d (client.Config.Connections): open the DB with skiplock.OpenConfig.MaxConns of at least %d", max, need, need)
 		}
 		allowed, err := db.ServerMaxConnections(ctx)
 		if err == nil && allowed < need+fanout.SpareConns {
-			return nil, skiplock.Usagef("client: the server allows %d connections (max_connections) and this client needs %d, plus %d spare: raise max_connections, or lower the fanout queues' MaxWorkers (each fanout worker holds a connection while it works)", allowed, need, fanout.SpareConns)
+			return nil, usage.Errorf("client: the server allows %d connections (max_connections) and this client needs %d, plus %d spare: raise max_connections, or lower the fanout queues' MaxWorkers (each fanout worker holds a connection while it works)", allowed, need, fanout.SpareConns)
 		}
 	}
 	bq, err := bucketed.New(ctx, db, &bucketed.Config{Schema: c.Schema, VisibilityTimeout: c.VisibilityTimeout, Retry: c.Retry, Owner: c.Owner,
@@ -253,7 +255,7 @@ func (c *Client) Start(ctx context.Context) error {
 		return errors.New("client: already started (a Client runs once, also after Stop): make another with New")
 	}
 	if len(c.queues) == 0 {
-		return skiplock.Usagef("client: no queue to work: add Queues with MaxWorkers and Workers, or use the client only to insert")
+		return usage.Errorf("client: no queue to work: add Queues with MaxWorkers and Workers, or use the client only to insert")
 	}
 	if err := c.db.CheckWritable(ctx); err != nil {
 		return fmt.Errorf("client: %w", err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/client"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/syncbuf"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/maintenance"
@@ -127,7 +128,7 @@ func TestKindsAndQueuesExactlyOnce(t *testing.T) {
 	const perKind = 1500
 	db, s := openDB(t)
 	ctx := ctxT(t)
-	effects := skiplock.QuoteIdent(s) + `."effects"`
+	effects := sqlident.Quote(s) + `."effects"`
 	if _, err := db.Exec(ctx, `CREATE TABLE `+effects+` ("n" INT PRIMARY KEY)`); err != nil {
 		t.Fatal(err)
 	}
@@ -191,8 +192,8 @@ func TestKindsAndQueuesExactlyOnce(t *testing.T) {
 		t.Fatalf("%d results; first three %+v %+v %+v", len(res), res[0], res[1], res[2])
 	}
 	waitFor(t, "every job done", time.Minute, func() bool {
-		return count(t, db, `SELECT count(*) FROM `+skiplock.QuoteIdent(s)+`."jobs" WHERE "status" <> 'Success'`)+
-			count(t, db, `SELECT count(*) FROM `+skiplock.QuoteIdent(s)+`."job_queue"`) == 0
+		return count(t, db, `SELECT count(*) FROM `+sqlident.Quote(s)+`."jobs" WHERE "status" <> 'Success'`)+
+			count(t, db, `SELECT count(*) FROM `+sqlident.Quote(s)+`."job_queue"`) == 0
 	})
 	must(t, c.Stop(ctx))
 	d.check(t, map[string]int{"email": perKind, "report": perKind, "ledger": perKind}, testdb.Emulated())
@@ -232,7 +233,7 @@ func TestKindsAndQueuesExactlyOnce(t *testing.T) {
 	if testdb.Emulated() {
 		attempts = `"attempts" >= 1`
 	}
-	if n := count(t, db, `SELECT count(*) FROM `+skiplock.QuoteIdent(s)+`."jobs" WHERE "kind" = 'email' AND "queue" = 'mail' AND `+attempts); n != perKind {
+	if n := count(t, db, `SELECT count(*) FROM `+sqlident.Quote(s)+`."jobs" WHERE "kind" = 'email' AND "queue" = 'mail' AND `+attempts); n != perKind {
 		t.Errorf("%d email jobs stored with their kind and queue and %s, want %d", n, attempts, perKind)
 	}
 }
@@ -265,7 +266,7 @@ func TestUnknownKindFailsTheJob(t *testing.T) {
 	must(t, err)
 	_, err = c.Insert(ctx, emailArgs{N: 1}, nil)
 	must(t, err)
-	jobs := skiplock.QuoteIdent(s) + `."jobs"`
+	jobs := sqlident.Quote(s) + `."jobs"`
 	waitFor(t, "the ghost job Failed", 30*time.Second, func() bool {
 		return count(t, db, `SELECT count(*) FROM `+jobs+` WHERE "kind" = 'ghost' AND "status" = 'Failed'
   AND "last_error" LIKE '%no worker for kind "ghost"%client.AddWorker%'`) == 1
@@ -281,7 +282,7 @@ func TestTimeoutSnoozeAndBackoff(t *testing.T) {
 	t.Parallel()
 	db, s := openDB(t)
 	ctx := ctxT(t)
-	jobs := skiplock.QuoteIdent(s) + `."jobs"`
+	jobs := sqlident.Quote(s) + `."jobs"`
 	ws := client.NewWorkers()
 	// email: snoozes twice (10 ms), then succeeds.
 	must(t, client.AddWorker(ws, client.WorkFunc[emailArgs](func(ctx context.Context, j *client.Job[emailArgs]) error {
@@ -456,7 +457,7 @@ func TestStopGivesPrefetchedJobsBack(t *testing.T) {
 	must(t, c.Start(ctx))
 	<-started
 	<-started
-	jobs := skiplock.QuoteIdent(s) + `."jobs"`
+	jobs := sqlident.Quote(s) + `."jobs"`
 	waitFor(t, "2 running and 5 prefetched", 10*time.Second, func() bool {
 		return count(t, db, `SELECT count(*) FROM `+jobs+` WHERE "status" = 'Running'`) == 7
 	})
@@ -542,7 +543,7 @@ func TestKilledWithPrefetchedJobsLosesNone(t *testing.T) {
 	cmd.Env = append(os.Environ(), "SKIPLOCK_TEST_DSN="+testdb.DSN(t), "PREFETCH_HELPER_SCHEMA="+s)
 	must(t, cmd.Start())
 	defer cmd.Process.Kill() //nolint:errcheck // killed below; this is for early failures
-	jobs := skiplock.QuoteIdent(s) + `."jobs"`
+	jobs := sqlident.Quote(s) + `."jobs"`
 	waitFor(t, "2 running and 10 prefetched in the helper", 30*time.Second, func() bool {
 		return count(t, db, `SELECT count(*) FROM `+jobs+` WHERE "status" = 'Running'`) == 12
 	})
@@ -593,7 +594,7 @@ func TestErrorHistory(t *testing.T) {
 		_, err := c.Insert(ctx, flakyArgs{}, &client.InsertOpts{Queue: q, MaxAttempts: attempts})
 		must(t, err)
 	}
-	sch := skiplock.QuoteIdent(s)
+	sch := sqlident.Quote(s)
 	history := func(table string) string {
 		return `SELECT count(*) FROM ` + sch + `.` + table + ` WHERE jsonb_array_length("errors") = ` + fmt.Sprint(skiplock.MaxErrorHistory) + `
   AND ("errors"->0->>'attempt')::int = 6 AND "errors"->0->>'error' = 'boom 6'
@@ -616,7 +617,7 @@ func TestOnCompleteRecordsExactlyOnce(t *testing.T) {
 	t.Parallel()
 	db, s := openDB(t)
 	ctx := ctxT(t)
-	log := skiplock.QuoteIdent(s) + `."work_log"`
+	log := sqlident.Quote(s) + `."work_log"`
 	ws := client.NewWorkers()
 	must(t, client.AddWorker(ws, client.WorkFunc[emailArgs](func(ctx context.Context, j *client.Job[emailArgs]) error {
 		if tx, ok := client.TxFromContext(ctx); ok {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/sqlident"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/metrics"
 	"github.com/skiplock/skiplock/retry"
@@ -205,12 +207,12 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.Schema == "" {
 		out.Schema = schema.DefaultSchema
 	}
-	if err := skiplock.ValidateIdent("schema", out.Schema); err != nil {
+	if err := sqlident.Validate("schema", out.Schema); err != nil {
 		return out, err
 	}
 	switch {
 	case out.FetchPollInterval < 0:
-		return out, skiplock.Usagef("client: FetchPollInterval %v is negative: use a positive interval, or 0 for %v", out.FetchPollInterval, DefaultFetchPollInterval)
+		return out, usage.Errorf("client: FetchPollInterval %v is negative: use a positive interval, or 0 for %v", out.FetchPollInterval, DefaultFetchPollInterval)
 	case out.FetchPollInterval == 0:
 		out.FetchPollInterval = DefaultFetchPollInterval
 	}
@@ -219,28 +221,28 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	switch {
 	case out.MaxSnoozes < 0:
-		return out, skiplock.Usagef("client: MaxSnoozes %d is negative: use 0 for the default (%d)", out.MaxSnoozes, DefaultMaxSnoozes)
+		return out, usage.Errorf("client: MaxSnoozes %d is negative: use 0 for the default (%d)", out.MaxSnoozes, DefaultMaxSnoozes)
 	case out.MaxSnoozes == 0:
 		out.MaxSnoozes = DefaultMaxSnoozes
 	}
 	switch {
 	case out.PeriodicCatchUp < 0:
-		return out, skiplock.Usagef("client: PeriodicCatchUp %d is negative: use 0 for the default (%d)", out.PeriodicCatchUp, DefaultPeriodicCatchUp)
+		return out, usage.Errorf("client: PeriodicCatchUp %d is negative: use 0 for the default (%d)", out.PeriodicCatchUp, DefaultPeriodicCatchUp)
 	case out.PeriodicCatchUp == 0:
 		out.PeriodicCatchUp = DefaultPeriodicCatchUp
 	}
 	if len(out.PeriodicJobs) > 0 && out.NoMaintenance {
-		return out, skiplock.Usagef("client: PeriodicJobs need the maintenance leader: leave NoMaintenance off")
+		return out, usage.Errorf("client: PeriodicJobs need the maintenance leader: leave NoMaintenance off")
 	}
 	if out.Notify < NotifyAuto || out.Notify > NotifyOn {
-		return out, skiplock.Usagef("client: Notify %d is not a Notify setting", out.Notify)
+		return out, usage.Errorf("client: Notify %d is not a Notify setting", out.Notify)
 	}
 	if out.Logf == nil {
 		out.Logf = func(string, ...any) {}
 	}
 	switch {
 	case out.MetricsSampleInterval < 0:
-		return out, skiplock.Usagef("client: MetricsSampleInterval %v is negative: use 0 for the default (%v)", out.MetricsSampleInterval, DefaultMetricsSampleInterval)
+		return out, usage.Errorf("client: MetricsSampleInterval %v is negative: use 0 for the default (%v)", out.MetricsSampleInterval, DefaultMetricsSampleInterval)
 	case out.MetricsSampleInterval == 0:
 		out.MetricsSampleInterval = DefaultMetricsSampleInterval
 	}
@@ -255,19 +257,19 @@ func (c *Config) withDefaults() (Config, error) {
 			q.Layout = schema.LayoutBucketed
 		case schema.LayoutBucketed, schema.LayoutFanout:
 		default:
-			return out, skiplock.Usagef("client: queue %q: layout %q: use %q or %q", name, q.Layout, schema.LayoutBucketed, schema.LayoutFanout)
+			return out, usage.Errorf("client: queue %q: layout %q: use %q or %q", name, q.Layout, schema.LayoutBucketed, schema.LayoutFanout)
 		}
 		if q.MaxWorkers == 0 {
 			q.MaxWorkers = DefaultMaxWorkers
 		}
 		if q.MaxWorkers > 100000 {
-			return out, skiplock.Usagef("client: queue %q: MaxWorkers %d: use at most 100000", name, q.MaxWorkers)
+			return out, usage.Errorf("client: queue %q: MaxWorkers %d: use at most 100000", name, q.MaxWorkers)
 		}
 		if q.Layout == schema.LayoutFanout && q.HeldClaims {
-			return out, skiplock.Usagef("client: queue %q: HeldClaims is for bucketed queues (a fanout job is already claimed in the transaction that works it): leave it off", name)
+			return out, usage.Errorf("client: queue %q: HeldClaims is for bucketed queues (a fanout job is already claimed in the transaction that works it): leave it off", name)
 		}
 		if q.Layout == schema.LayoutFanout && q.Prefetch > 0 {
-			return out, skiplock.Usagef("client: queue %q: fanout queues cannot prefetch (a job is claimed in the transaction that works it): leave Prefetch at 0", name)
+			return out, usage.Errorf("client: queue %q: fanout queues cannot prefetch (a job is claimed in the transaction that works it): leave Prefetch at 0", name)
 		}
 		queues[name] = q
 	}
@@ -275,7 +277,7 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.Workers == nil {
 		for name, q := range queues {
 			if q.MaxWorkers > 0 {
-				return out, skiplock.Usagef("client: queue %q has MaxWorkers %d but the client has no Workers: register workers with client.AddWorker, or give the queue a negative MaxWorkers to only insert", name, q.MaxWorkers)
+				return out, usage.Errorf("client: queue %q has MaxWorkers %d but the client has no Workers: register workers with client.AddWorker, or give the queue a negative MaxWorkers to only insert", name, q.MaxWorkers)
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -50,7 +51,7 @@ func (c *Client) Insert(ctx context.Context, args Args, opts *InsertOpts) (*Inse
 // rolls back. It does not retry: that is tx's owner's business.
 func (c *Client) InsertTx(ctx context.Context, tx skiplock.Tx, args Args, opts *InsertOpts) (*InsertResult, error) {
 	if tx == nil {
-		return nil, skiplock.Usagef("client.InsertTx: tx is nil: pass the transaction the job belongs to")
+		return nil, usage.Errorf("client.InsertTx: tx is nil: pass the transaction the job belongs to")
 	}
 	res, err := c.insert(ctx, tx, []InsertParams{{Args: args, Opts: opts}}, false)
 	if err != nil {
@@ -77,7 +78,7 @@ func (c *Client) InsertMany(ctx context.Context, params []InsertParams) ([]*Inse
 // InsertManyTx adds jobs in the caller's transaction.
 func (c *Client) InsertManyTx(ctx context.Context, tx skiplock.Tx, params []InsertParams) ([]*InsertResult, error) {
 	if tx == nil {
-		return nil, skiplock.Usagef("client.InsertManyTx: tx is nil: pass the transaction the jobs belong to")
+		return nil, usage.Errorf("client.InsertManyTx: tx is nil: pass the transaction the jobs belong to")
 	}
 	return c.insert(ctx, tx, params, false)
 }
@@ -87,7 +88,7 @@ func (c *Client) InsertManyTx(ctx context.Context, tx skiplock.Tx, params []Inse
 // after (db commits on its own).
 func (c *Client) insert(ctx context.Context, db skiplock.Querier, params []InsertParams, wake bool) ([]*InsertResult, error) {
 	if len(params) == 0 {
-		return nil, skiplock.Usagef("client: no jobs to insert")
+		return nil, usage.Errorf("client: no jobs to insert")
 	}
 	jobs := make([]*skiplock.NewJob, len(params))
 	for i, p := range params {
@@ -125,12 +126,12 @@ func (c *Client) insert(ctx context.Context, db skiplock.Querier, params []Inser
 // args' own over the kind's.
 func (c *Client) newJob(p InsertParams) (*skiplock.NewJob, error) {
 	if p.Args == nil {
-		return nil, skiplock.Usagef("Args is nil: pass a value of your args type")
+		return nil, usage.Errorf("Args is nil: pass a value of your args type")
 	}
 	kind := p.Args.Kind()
 	payload, err := json.Marshal(p.Args)
 	if err != nil {
-		return nil, skiplock.Usagef("encode the args of kind %q as JSON: %v", kind, err)
+		return nil, usage.Errorf("encode the args of kind %q as JSON: %v", kind, err)
 	}
 	j := &skiplock.NewJob{Kind: kind, Payload: payload}
 	if k := c.cfg.Workers.lookup(kind); k != nil {
@@ -199,7 +200,7 @@ func (c *Client) write(ctx context.Context, db skiplock.Querier, jobs []*skiploc
 			// A fanout queue is a declared one: New made its Queue.
 			ids, err = c.fq[q].EnqueueNotify(ctx, db, channel, batch...)
 		} else if c.bq == nil {
-			err = skiplock.Usagef("the schema %q has no bucketed layout: run skiplock migrate --layout bucketed", c.cfg.Schema)
+			err = usage.Errorf("the schema %q has no bucketed layout: run skiplock migrate --layout bucketed", c.cfg.Schema)
 		} else {
 			ids, err = c.bq.EnqueueNotify(ctx, db, channel, batch...)
 		}

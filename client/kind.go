@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // Args is a job's arguments: a Go type, JSON-encoded into the job's
@@ -93,7 +94,7 @@ func NewWorkers() *Workers { return &Workers{kinds: map[string]*kind{}} }
 // opts may be nil.
 func AddWorker[T Args](ws *Workers, w Worker[T], opts *KindOptions) error {
 	if ws == nil || w == nil {
-		return skiplock.Usagef("client.AddWorker: workers and worker are required")
+		return usage.Errorf("client.AddWorker: workers and worker are required")
 	}
 	name, err := kindOf[T]()
 	if err != nil {
@@ -114,7 +115,7 @@ func AddWorker[T Args](ws *Workers, w Worker[T], opts *KindOptions) error {
 // Enqueue). opts may be nil.
 func AddRawWorker(ws *Workers, name string, work func(ctx context.Context, job *skiplock.Job) error, opts *KindOptions) error {
 	if ws == nil || work == nil {
-		return skiplock.Usagef("client.AddRawWorker: workers and work are required")
+		return usage.Errorf("client.AddRawWorker: workers and work are required")
 	}
 	return ws.add("client.AddRawWorker", &kind{name: name, work: work}, opts)
 }
@@ -122,7 +123,7 @@ func AddRawWorker(ws *Workers, name string, work func(ctx context.Context, job *
 // add registers k with opts, checking the kind and its defaults.
 func (ws *Workers) add(caller string, k *kind, opts *KindOptions) error {
 	if _, dup := ws.kinds[k.name]; dup {
-		return skiplock.Usagef("%s: kind %q is registered twice: register each kind once", caller, k.name)
+		return usage.Errorf("%s: kind %q is registered twice: register each kind once", caller, k.name)
 	}
 	if opts != nil {
 		k.opts = *opts
@@ -139,12 +140,12 @@ func kindOf[T Args]() (name string, err error) {
 	var zero T
 	defer func() {
 		if r := recover(); r != nil {
-			err = skiplock.Usagef("client: %T's Kind method panics on the zero value (%v): give Kind a value receiver on a struct type", zero, r)
+			err = usage.Errorf("client: %T's Kind method panics on the zero value (%v): give Kind a value receiver on a struct type", zero, r)
 		}
 	}()
 	name = zero.Kind()
 	if name == "" {
-		return "", skiplock.Usagef("client: %T's Kind() is empty: return a name such as \"send_email\"", zero)
+		return "", usage.Errorf("client: %T's Kind() is empty: return a name such as \"send_email\"", zero)
 	}
 	return name, nil
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/workloop"
 )
 
@@ -74,7 +75,7 @@ func (l *listener) session(ctx context.Context) error {
 		return err
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "LISTEN "+skiplock.QuoteIdent(l.c.channel)); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+sqlident.Quote(l.c.channel)); err != nil {
 		return err
 	}
 	l.setReady(true)
@@ -109,10 +110,10 @@ func probeNotifications(ctx context.Context, db *skiplock.DB, channel string) er
 		return fmt.Errorf("take a connection to listen on: %w", err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "LISTEN "+skiplock.QuoteIdent(channel)); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+sqlident.Quote(channel)); err != nil {
 		return fmt.Errorf("LISTEN: %w", err)
 	}
-	defer conn.Exec(context.WithoutCancel(ctx), "UNLISTEN "+skiplock.QuoteIdent(channel)) //nolint:errcheck // the connection goes back to the pool either way
+	defer conn.Exec(context.WithoutCancel(ctx), "UNLISTEN "+sqlident.Quote(channel)) //nolint:errcheck // the connection goes back to the pool either way
 	var b [8]byte
 	rand.Read(b[:]) //nolint:errcheck // crypto/rand does not fail on Linux
 	token := "skiplock probe " + hex.EncodeToString(b[:])

@@ -13,6 +13,7 @@ import (
 	"github.com/skiplock/skiplock/admin"
 	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/sqltext"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/metrics"
@@ -42,7 +43,7 @@ func init() {
 }
 
 func metricsSQLVars(_ *skiplock.Dialect, schemaName string) map[string]string {
-	q := func(t string) string { return skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(t) }
+	q := func(t string) string { return sqlident.Quote(schemaName) + "." + sqlident.Quote(t) }
 	return map[string]string{"jobs": q(schema.JobsTable), "job_queue": q(schema.JobQueueTable), "setting": q(schema.SettingTable)}
 }
 

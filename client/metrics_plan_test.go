@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -25,7 +26,7 @@ func TestMetricsSamplePlan(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	jobs := skiplock.QuoteIdent(name) + `."jobs"`
+	jobs := sqlident.Quote(name) + `."jobs"`
 	for _, sql := range []string{
 		`INSERT INTO ` + jobs + ` ("queue", "status", "finished_at") SELECT 'a', 'Success', now() FROM generate_series(1, 50000)`,
 		`INSERT INTO ` + jobs + ` ("queue", "status", "run_at") SELECT 'a', 'Queued', now() - g * INTERVAL '1 second' FROM generate_series(1, 300) AS g`,

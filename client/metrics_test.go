@@ -19,6 +19,7 @@ import (
 	"github.com/skiplock/skiplock/admin"
 	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/client"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/metrics"
 	"github.com/skiplock/skiplock/retry"
@@ -108,7 +109,7 @@ func TestMetrics(t *testing.T) {
 	const nOK, nFlaky, nDoomed, nSleepy, nIdleDue, nIdleLater = 20, 5, 3, 4, 4, 3
 	db, s := openDB(t)
 	ctx := ctxT(t)
-	qs := skiplock.QuoteIdent(s)
+	qs := sqlident.Quote(s)
 
 	var mu sync.Mutex
 	snoozed := map[string]bool{}
@@ -247,7 +248,7 @@ func TestMetrics(t *testing.T) {
 		return name + "{" + strings.Join(ls, ",") + "}"
 	}
 	dbCount := func(table, queue, status string) float64 {
-		sql := `SELECT count(*) FROM ` + qs + `.` + skiplock.QuoteIdent(table) + ` WHERE "queue" = '` + queue + `'`
+		sql := `SELECT count(*) FROM ` + qs + `.` + sqlident.Quote(table) + ` WHERE "queue" = '` + queue + `'`
 		if status != "" {
 			sql += ` AND "status" = '` + status + `'`
 		}

@@ -11,7 +11,9 @@ import (
 	"github.com/robfig/cron/v3"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/sqltext"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -57,7 +59,7 @@ func init() {
 }
 
 func sqlVars(_ *skiplock.Dialect, schemaName string) map[string]string {
-	return map[string]string{"periodic": skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.PeriodicTable)}
+	return map[string]string{"periodic": sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.PeriodicTable)}
 }
 
 // schedule is a periodic job's parsed schedule.
@@ -74,19 +76,19 @@ func parsePeriodic(jobs []PeriodicJob) ([]schedule, error) {
 	for i, p := range jobs {
 		switch {
 		case p.Name == "":
-			return nil, skiplock.Usagef("client: periodic job %d has no Name: give each a stable, unique name", i)
+			return nil, usage.Errorf("client: periodic job %d has no Name: give each a stable, unique name", i)
 		case seen[p.Name]:
-			return nil, skiplock.Usagef("client: periodic job %q is named twice: names must be unique", p.Name)
+			return nil, usage.Errorf("client: periodic job %q is named twice: names must be unique", p.Name)
 		case p.Args == nil:
-			return nil, skiplock.Usagef("client: periodic job %q has no Args", p.Name)
+			return nil, usage.Errorf("client: periodic job %q has no Args", p.Name)
 		case (p.Every > 0) == (p.Cron != ""):
-			return nil, skiplock.Usagef("client: periodic job %q: set either Every (a positive interval) or Cron", p.Name)
+			return nil, usage.Errorf("client: periodic job %q: set either Every (a positive interval) or Cron", p.Name)
 		}
 		seen[p.Name] = true
 		s := schedule{job: p}
 		if p.Every > 0 {
 			if p.Every < 100*time.Millisecond {
-				return nil, skiplock.Usagef("client: periodic job %q: Every %v is shorter than 100ms", p.Name, p.Every)
+				return nil, usage.Errorf("client: periodic job %q: Every %v is shorter than 100ms", p.Name, p.Every)
 			}
 			every := p.Every
 			s.next = func(t time.Time) time.Time { return t.Truncate(every).Add(every) }
@@ -94,7 +96,7 @@ func parsePeriodic(jobs []PeriodicJob) ([]schedule, error) {
 		} else {
 			sched, err := cron.ParseStandard(p.Cron)
 			if err != nil {
-				return nil, skiplock.Usagef("client: periodic job %q: cron %q: %v", p.Name, p.Cron, err)
+				return nil, usage.Errorf("client: periodic job %q: cron %q: %v", p.Name, p.Cron, err)
 			}
 			s.next = func(t time.Time) time.Time { return sched.Next(t.UTC()) }
 			s.text = "cron " + p.Cron
@@ -179,7 +181,7 @@ func (c *Client) periodicParams(p PeriodicJob, tick time.Time) (InsertParams, er
 	meta := map[string]json.RawMessage{}
 	if len(o.Metadata) > 0 {
 		if err := json.Unmarshal(o.Metadata, &meta); err != nil {
-			return InsertParams{}, skiplock.Usagef("periodic job %q: Opts.Metadata is not a JSON object", p.Name)
+			return InsertParams{}, usage.Errorf("periodic job %q: Opts.Metadata is not a JSON object", p.Name)
 		}
 	}
 	meta["periodic"], _ = json.Marshal(p.Name)

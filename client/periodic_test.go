@@ -12,6 +12,7 @@ import (
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
 	"github.com/skiplock/skiplock/client"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/maintenance"
 )
@@ -46,7 +47,7 @@ func periodicClient(t testing.TB, ctx context.Context, db *skiplock.DB, s, holde
 // once and the schedule's ticks follow one another without a gap.
 func checkTicks(t *testing.T, db *skiplock.DB, s string, period time.Duration) int {
 	t.Helper()
-	rows, err := db.Query(context.Background(), `SELECT ("metadata"->>'tick')::timestamptz, count(*) FROM `+skiplock.QuoteIdent(s)+`."jobs"
+	rows, err := db.Query(context.Background(), `SELECT ("metadata"->>'tick')::timestamptz, count(*) FROM `+sqlident.Quote(s)+`."jobs"
 WHERE "metadata"->>'periodic' = 'heartbeat' GROUP BY 1 ORDER BY 1`)
 	if err != nil {
 		t.Fatal(err)
@@ -99,7 +100,7 @@ func TestPeriodicOncePerTick(t *testing.T) {
 	n := checkTicks(t, db, s, period)
 	t.Logf("%d ticks, each once", n)
 	var sched string
-	if err := db.QueryRow(ctx, `SELECT "schedule" FROM `+skiplock.QuoteIdent(s)+`."skiplock_periodic" WHERE "name" = 'heartbeat'`).Scan(&sched); err != nil || sched != "every 100ms" {
+	if err := db.QueryRow(ctx, `SELECT "schedule" FROM `+sqlident.Quote(s)+`."skiplock_periodic" WHERE "name" = 'heartbeat'`).Scan(&sched); err != nil || sched != "every 100ms" {
 		t.Fatalf("schedule record %q, %v", sched, err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/hist"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/sqltext"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/schema"
@@ -42,7 +43,7 @@ func init() {
 }
 
 func rollupVars(_ *skiplock.Dialect, schemaName string) map[string]string {
-	q := func(t string) string { return skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(t) }
+	q := func(t string) string { return sqlident.Quote(schemaName) + "." + sqlident.Quote(t) }
 	return map[string]string{"stat": q(schema.StatTable), "rollup": q(schema.RollupTable), "clients": q(schema.ClientTable)}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/skiplock/skiplock/admin"
 	"github.com/skiplock/skiplock/client"
 	"github.com/skiplock/skiplock/internal/hist"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/schema"
@@ -115,7 +116,7 @@ func TestRollupsCountEveryAttempt(t *testing.T) {
 	}
 	_, err = c.InsertMany(ctx, params)
 	must(t, err)
-	q := skiplock.QuoteIdent(s)
+	q := sqlident.Quote(s)
 	waitFor(t, "every job finished", time.Minute, func() bool {
 		return count(t, db, `SELECT count(*) FROM `+q+`."jobs" WHERE "status" IN ('Queued', 'Running')`)+
 			count(t, db, `SELECT count(*) FROM `+q+`."job_queue"`) == 0
@@ -191,7 +192,7 @@ func partialRow(t *testing.T, db *skiplock.DB, s, queue string, minute time.Time
 	for _, d := range run {
 		h.Add(d)
 	}
-	_, err := db.Exec(context.Background(), `INSERT INTO `+skiplock.QuoteIdent(s)+`."skiplock_stat"
+	_, err := db.Exec(context.Background(), `INSERT INTO `+sqlident.Quote(s)+`."skiplock_stat"
 ("id", "queue", "minute", "client_id", "completed", "failed", "wait_hist", "run_hist")
 VALUES (md5(random()::TEXT), $1, $2, 'test', $3, $4, '{}', $5::JSONB)`, queue, minute, completed, failed, h.String())
 	must(t, err)
@@ -203,7 +204,7 @@ func rollupRow(t *testing.T, db *skiplock.DB, s, queue string, minute time.Time)
 	t.Helper()
 	var us int64
 	var js string
-	err := db.QueryRow(context.Background(), `SELECT "completed", "failed", "run_p50_us", "run_hist"::TEXT FROM `+skiplock.QuoteIdent(s)+`."skiplock_rollup"
+	err := db.QueryRow(context.Background(), `SELECT "completed", "failed", "run_p50_us", "run_hist"::TEXT FROM `+sqlident.Quote(s)+`."skiplock_rollup"
 WHERE "queue" = $1 AND "minute" = $2`, queue, minute).Scan(&completed, &failed, &us, &js)
 	must(t, err)
 	must(t, json.Unmarshal([]byte(js), &h))
@@ -220,7 +221,7 @@ func TestRollupFoldAddsLatePartials(t *testing.T) {
 	t.Parallel()
 	db, s := openDB(t)
 	ctx := ctxT(t)
-	q := skiplock.QuoteIdent(s)
+	q := sqlident.Quote(s)
 	idleClient(t, ctx, db, s)
 	minute := time.Now().UTC().Truncate(time.Minute).Add(-10 * time.Minute)
 	folded := func() bool {
@@ -286,12 +287,12 @@ func TestRollupsWithWorkerGrants(t *testing.T) {
 	owner, s := openDB(t)
 	ctx := ctxT(t)
 	role := "w_" + s
-	_, err := owner.Exec(ctx, "CREATE ROLE "+skiplock.QuoteIdent(role)+" LOGIN PASSWORD 'workerpw'")
+	_, err := owner.Exec(ctx, "CREATE ROLE "+sqlident.Quote(role)+" LOGIN PASSWORD 'workerpw'")
 	must(t, err)
 	t.Cleanup(func() {
 		ctx := context.Background()
-		owner.Exec(ctx, "DROP SCHEMA IF EXISTS "+skiplock.QuoteIdent(s)+" CASCADE")                                    //nolint:errcheck // cleanup
-		owner.Exec(ctx, "DROP OWNED BY "+skiplock.QuoteIdent(role)+"; DROP ROLE IF EXISTS "+skiplock.QuoteIdent(role)) //nolint:errcheck // cleanup
+		owner.Exec(ctx, "DROP SCHEMA IF EXISTS "+sqlident.Quote(s)+" CASCADE")                               //nolint:errcheck // cleanup
+		owner.Exec(ctx, "DROP OWNED BY "+sqlident.Quote(role)+"; DROP ROLE IF EXISTS "+sqlident.Quote(role)) //nolint:errcheck // cleanup
 	})
 	grants, err := schema.WorkerGrants(owner.Dialect(), s, role, schema.Layouts)
 	must(t, err)
@@ -321,7 +322,7 @@ func TestRollupsWithWorkerGrants(t *testing.T) {
 		_, err := c.Insert(ctx, fastArgs{N: i}, nil)
 		must(t, err)
 	}
-	q := skiplock.QuoteIdent(s)
+	q := sqlident.Quote(s)
 	waitFor(t, "five jobs counted in the rollups", 30*time.Second, func() bool {
 		return count(t, owner, `SELECT coalesce(sum("completed"), 0) FROM `+q+`."skiplock_rollup" WHERE "queue" = 'b'`) == 5
 	})

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/sqltext"
 )
 
@@ -135,7 +136,7 @@ var (
 )
 
 func crdbRangesVars(schemaName, table string) map[string]string {
-	return map[string]string{"table": skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(table)}
+	return map[string]string{"table": sqlident.Quote(schemaName) + "." + sqlident.Quote(table)}
 }
 
 // crdbRangesSQL counts a table's ranges (with its indexes') by

@@ -16,6 +16,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/sqltext"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -122,7 +123,7 @@ func TestConfigValidation(t *testing.T) {
 		{Engine: skiplock.EngineYugabyte, Nodes: -1},
 		{Engine: skiplock.EngineCockroach, Nodes: MaxNodes + 1},
 	} {
-		if _, err := NewMultiNode(&cfg); !skiplock.IsUsage(err) {
+		if _, err := NewMultiNode(&cfg); !usage.Is(err) {
 			t.Errorf("%+v: got %v, want a usage error", cfg, err)
 		}
 	}
@@ -470,7 +471,7 @@ func TestMissingBinarySaysWhatToInstall(t *testing.T) {
 			t.Fatal(err)
 		}
 		err = c.Up(context.Background())
-		if !skiplock.IsUsage(err) || !strings.Contains(err.Error(), want) {
+		if !usage.Is(err) || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: got %v, want a usage error saying %q", engine, err, want)
 		}
 		if _, serr := os.Stat(c.BaseDir()); !errors.Is(serr, os.ErrNotExist) {
@@ -478,7 +479,7 @@ func TestMissingBinarySaysWhatToInstall(t *testing.T) {
 		}
 	}
 	c, _ := NewMultiNode(&MultiNodeConfig{Engine: skiplock.EngineCockroach, Bin: "/nonexistent/cockroach"})
-	if err := c.Up(context.Background()); !skiplock.IsUsage(err) || !strings.Contains(err.Error(), "--bin /nonexistent/cockroach is not an executable file") {
+	if err := c.Up(context.Background()); !usage.Is(err) || !strings.Contains(err.Error(), "--bin /nonexistent/cockroach is not an executable file") {
 		t.Errorf("got %v", err)
 	}
 }

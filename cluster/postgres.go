@@ -20,7 +20,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // PostgresConfig says where and how the embedded PostgreSQL runs. The zero
@@ -433,9 +433,9 @@ func mkdirOwned(dir string, owner *user.User) error {
 	}
 	switch {
 	case isLink:
-		return skiplock.Usagef("%s is a symbolic link: refusing to put a server in (and hand over) the directory it points to; set SKIPLOCK_LOCAL_DIR to the real path, or to a path that does not exist yet", dir)
+		return usage.Errorf("%s is a symbolic link: refusing to put a server in (and hand over) the directory it points to; set SKIPLOCK_LOCAL_DIR to the real path, or to a path that does not exist yet", dir)
 	case errors.Is(err, syscall.ENOTDIR):
-		return skiplock.Usagef("%s is not a directory: set SKIPLOCK_LOCAL_DIR to a directory, or to a path that does not exist yet", dir)
+		return usage.Errorf("%s is not a directory: set SKIPLOCK_LOCAL_DIR to a directory, or to a path that does not exist yet", dir)
 	case err != nil:
 		return fmt.Errorf("open %s: %w", dir, err)
 	}
@@ -453,7 +453,7 @@ func mkdirOwned(dir string, owner *user.User) error {
 		ownerUID, _ = strconv.Atoi(owner.Uid)
 	}
 	if uid != os.Geteuid() && uid != ownerUID {
-		return skiplock.Usagef("%s belongs to another user (uid %d): refusing to take it over; set SKIPLOCK_LOCAL_DIR to a directory of your own, or to a path that does not exist yet", dir, uid)
+		return usage.Errorf("%s belongs to another user (uid %d): refusing to take it over; set SKIPLOCK_LOCAL_DIR to a directory of your own, or to a path that does not exist yet", dir, uid)
 	}
 	if !created {
 		names, err := f.Readdirnames(-1)
@@ -462,7 +462,7 @@ func mkdirOwned(dir string, owner *user.User) error {
 		}
 		for _, n := range names {
 			if !serverDirEntries[n] {
-				return skiplock.Usagef("%s is not empty and holds no embedded server (it has %s): refusing to take it over; set SKIPLOCK_LOCAL_DIR to an empty directory, or to a path that does not exist yet", dir, n)
+				return usage.Errorf("%s is not empty and holds no embedded server (it has %s): refusing to take it over; set SKIPLOCK_LOCAL_DIR to an empty directory, or to a path that does not exist yet", dir, n)
 			}
 		}
 	}

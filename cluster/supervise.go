@@ -18,6 +18,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // MultiNodeConfig says which local cluster to run and where. The zero value
@@ -169,20 +171,20 @@ func NewMultiNode(cfg *MultiNodeConfig) (*MultiNode, error) {
 	case skiplock.EngineCockroach:
 		spec = cockroachSpec{}
 	default:
-		return nil, skiplock.Usagef("--engine %q: a local cluster is yugabyte or cockroach (the embedded PostgreSQL is `skiplock local`)", c.Engine)
+		return nil, usage.Errorf("--engine %q: a local cluster is yugabyte or cockroach (the embedded PostgreSQL is `skiplock local`)", c.Engine)
 	}
 	if c.Nodes == 0 {
 		c.Nodes = 3
 	}
 	if c.Nodes < 1 || c.Nodes > MaxNodes {
-		return nil, skiplock.Usagef("--nodes %d: use 1 to %d (3 gives replication factor 3)", c.Nodes, MaxNodes)
+		return nil, usage.Errorf("--nodes %d: use 1 to %d (3 gives replication factor 3)", c.Nodes, MaxNodes)
 	}
 	if c.BaseDir == "" {
 		c.BaseDir = DefaultClusterDir(c.Engine)
 	}
 	abs, err := filepath.Abs(c.BaseDir)
 	if err != nil {
-		return nil, skiplock.Usagef("--base-dir %q: %v", c.BaseDir, err)
+		return nil, usage.Errorf("--base-dir %q: %v", c.BaseDir, err)
 	}
 	c.BaseDir = abs
 	if c.GOOS == "" {
@@ -278,19 +280,19 @@ func (c *MultiNode) DownCommands() []Command {
 func (c *MultiNode) findBinary() error {
 	if c.cfg.Bin != "" {
 		if fi, err := os.Stat(c.cfg.Bin); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-			return skiplock.Usagef("--bin %s is not an executable file: %s", c.cfg.Bin, c.spec.installHint())
+			return usage.Errorf("--bin %s is not an executable file: %s", c.cfg.Bin, c.spec.installHint())
 		}
 		// Absolute, so that down and status work from any directory.
 		abs, err := filepath.Abs(c.cfg.Bin)
 		if err != nil {
-			return skiplock.Usagef("--bin %s: %v", c.cfg.Bin, err)
+			return usage.Errorf("--bin %s: %v", c.cfg.Bin, err)
 		}
 		c.bin = abs
 		return nil
 	}
 	p, err := exec.LookPath(c.spec.binary())
 	if err != nil {
-		return skiplock.Usagef("%s not found on PATH: %s", c.spec.binary(), c.spec.installHint())
+		return usage.Errorf("%s not found on PATH: %s", c.spec.binary(), c.spec.installHint())
 	}
 	c.bin = p
 	return nil
@@ -334,7 +336,7 @@ func (c *MultiNode) Adopt() (bool, error) {
 		return false, err
 	}
 	if st.Engine != c.cfg.Engine {
-		return false, skiplock.Usagef("%s holds a %s cluster, not %s: use --engine %s or another --base-dir", c.cfg.BaseDir, st.Engine, c.cfg.Engine, st.Engine)
+		return false, usage.Errorf("%s holds a %s cluster, not %s: use --engine %s or another --base-dir", c.cfg.BaseDir, st.Engine, c.cfg.Engine, st.Engine)
 	}
 	if st.Nodes >= 1 && st.Nodes <= MaxNodes {
 		c.cfg.Nodes = st.Nodes
@@ -751,7 +753,7 @@ type TableShards struct {
 // cluster for its members and the shards of the tables in schemaName.
 // Call Adopt first.
 func (c *MultiNode) Status(ctx context.Context, schemaName string) (*MultiNodeStatus, error) {
-	if err := skiplock.ValidateIdent("schema", schemaName); err != nil {
+	if err := sqlident.Validate("schema", schemaName); err != nil {
 		return nil, err
 	}
 	st := &MultiNodeStatus{Engine: c.cfg.Engine, BaseDir: c.cfg.BaseDir}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/retry"
 )
 
@@ -47,7 +48,7 @@ func (q *Queue) DeleteJob(ctx context.Context, id string) error {
 // why maps where the job is to the state and hint the error shows.
 func (q *Queue) byID(ctx context.Context, action, sql, id, allowed string, why map[string][2]string) error {
 	if id == "" {
-		return skiplock.Usagef("cannot %s a job without an id", action)
+		return usage.Errorf("cannot %s a job without an id", action)
 	}
 	var stateErr error
 	err := retry.Run(ctx, q.db, q.cfg.Retry, func(ctx context.Context, tx skiplock.Tx) error {
@@ -62,7 +63,7 @@ func (q *Queue) byID(ctx context.Context, action, sql, id, allowed string, why m
 		}
 		defer rows.Close()
 		if !rows.Next() {
-			stateErr = skiplock.NoJobError(action, id)
+			stateErr = usage.NoJob(action, id)
 			return rows.Err()
 		}
 		var where string

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -85,7 +86,7 @@ func TestActionsByID(t *testing.T) {
 	if err := q.DeleteJob(ctx, "gone"); !errors.Is(err, skiplock.ErrNoJob) {
 		t.Fatalf("second delete: %v", err)
 	}
-	if err := q.RetryJob(ctx, ""); !skiplock.IsUsage(err) {
+	if err := q.RetryJob(ctx, ""); !usage.Is(err) {
 		t.Fatalf("empty id: %v", err)
 	}
 }

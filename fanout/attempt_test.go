@@ -62,7 +62,7 @@ func waitEmpty(t *testing.T, q *fanout.Queue, limit time.Duration, state func() 
 func TestHandlerRunsAtMostMaxAttempts(t *testing.T) {
 	t.Parallel()
 	const n, maxAttempts, workers = 200, 3, 8
-	// The smallest pool StartWorker accepts: one connection per worker
+	// The smallest pool NewWorker accepts: one connection per worker
 	// and the ones that count attempts, which must never wait for theirs.
 	q, db, s := setup(t, int32(workers+fanout.RecorderConns(workers)), &fanout.Config{RetryBase: time.Millisecond, RetryMax: 4 * time.Millisecond})
 	ctx := context.Background()
@@ -76,7 +76,7 @@ func TestHandlerRunsAtMostMaxAttempts(t *testing.T) {
 	}
 	var runs runCounter
 	var total, lost atomic.Int64
-	w, err := q.StartWorker(ctx, &fanout.WorkerConfig{
+	w := startWorker(t, ctx, q, &fanout.WorkerConfig{
 		Workers: workers,
 		Handler: func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
 			runs.add(job.ID)
@@ -95,14 +95,11 @@ func TestHandlerRunsAtMostMaxAttempts(t *testing.T) {
 		IdleMin: time.Millisecond, IdleMax: 5 * time.Millisecond,
 		Logf: t.Logf,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	waitEmpty(t, q, 2*time.Minute, func() string { return fmtCounts(w.Counts(), total.Load()) })
+	waitEmpty(t, q, 2*time.Minute, func() string { return fmtCounts(w.Stats(), total.Load()) })
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c := w.Counts()
+	c := w.Stats()
 	for _, id := range ids {
 		if got := runs.get(id); got != maxAttempts {
 			t.Errorf("job %s: handler ran %d times, want %d", id, got, maxAttempts)
@@ -135,8 +132,8 @@ func TestHandlerRunsAtMostMaxAttempts(t *testing.T) {
 	t.Logf("%s; %d buried by a later claim", fmtCounts(c, total.Load()), lost.Load())
 }
 
-func fmtCounts(c fanout.WorkerCounts, runs int64) string {
-	return fmt.Sprintf("handler runs %d, handled %d, failed %d, dead %d, errors %d", runs, c.Handled, c.Failed, c.Dead, c.Errors)
+func fmtCounts(c fanout.WorkerStats, runs int64) string {
+	return fmt.Sprintf("handler runs %d, handled %d, failed %d, dead %d, errors %d", runs, c.Completed, c.Failed, c.Dead, c.Errors)
 }
 
 // TestBackoff: a failed job is not claimed while it waits out its backoff,

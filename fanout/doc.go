@@ -218,8 +218,7 @@
 // Dead, Errors). WorkerConfig.Queue picks the queue ("" is Config.Queue)
 // and Workers the goroutines (0 is [DefaultWorkers]). A handler's panic
 // fails the attempt as a *skiplock.PanicError ([Result.HandlerErr]), and
-// its stack is kept in last_error. Queue.StartWorker and Worker.Counts
-// remain as deprecated wrappers.
+// its stack is kept in last_error.
 //
 // A handler gets the job's transaction as a skiplock.Tx. Follow-up jobs
 // enqueued through it ([Queue.EnqueueIn], [Queue.EnqueueTx], or the

@@ -9,6 +9,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // TestEnqueueManyAllOrNothing: a bad last job of 6,000 is refused before
@@ -21,7 +22,7 @@ func TestEnqueueManyAllOrNothing(t *testing.T) {
 	defer cancel()
 	in := jobs(6000)
 	in[5999].Payload = []byte(`{"n":`)
-	if _, err := q.EnqueueMany(ctx, in); !skiplock.IsUsage(err) || !strings.Contains(err.Error(), "5999") {
+	if _, err := q.EnqueueMany(ctx, in); !usage.Is(err) || !strings.Contains(err.Error(), "5999") {
 		t.Fatalf("a bad last job: %v, want a usage error naming job 5999", err)
 	}
 	if n := count(t, db, "SELECT count(*) FROM "+table(s, "job_queue")); n != 0 {

@@ -14,7 +14,9 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -58,7 +60,7 @@ func count(t *testing.T, db skiplock.Querier, sql string, args ...any) int64 {
 }
 
 func table(schemaName, name string) string {
-	return skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(name)
+	return sqlident.Quote(schemaName) + "." + sqlident.Quote(name)
 }
 
 func jobs(n int) []skiplock.NewJob {
@@ -97,7 +99,7 @@ func TestStatementsQuoteTheSchema(t *testing.T) {
 func TestConfigValidation(t *testing.T) {
 	t.Parallel()
 	db := testdb.Open(t, nil)
-	if _, err := fanout.New(nil, nil); !skiplock.IsUsage(err) {
+	if _, err := fanout.New(nil, nil); !usage.Is(err) {
 		t.Errorf("nil db: want a usage error, got %v", err)
 	}
 	for _, c := range []fanout.Config{
@@ -109,7 +111,7 @@ func TestConfigValidation(t *testing.T) {
 		{RetryMax: -time.Second},
 		{RetryBase: time.Minute, RetryMax: time.Second},
 	} {
-		if _, err := fanout.New(db, &c); !skiplock.IsUsage(err) {
+		if _, err := fanout.New(db, &c); !usage.Is(err) {
 			t.Errorf("%+v: want a usage error, got %v", c, err)
 		}
 	}
@@ -135,11 +137,11 @@ func TestEnqueueRefusesBadInputAndAddsNothing(t *testing.T) {
 		"negative max":  {MaxAttempts: -1},
 	} {
 		_, err := q.EnqueueMany(ctx, []skiplock.NewJob{good, bad})
-		if !skiplock.IsUsage(err) {
+		if !usage.Is(err) {
 			t.Errorf("%s: want a usage error, got %v", name, err)
 		}
 	}
-	if _, err := q.EnqueueMany(ctx, nil); !skiplock.IsUsage(err) {
+	if _, err := q.EnqueueMany(ctx, nil); !usage.Is(err) {
 		t.Errorf("no jobs: want a usage error, got %v", err)
 	}
 	if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)); n != 0 {
@@ -190,7 +192,7 @@ func TestEnqueueTxFollowsTheCallersTransaction(t *testing.T) {
 	testdb.ForEachDriver(t, func(t *testing.T, d testdb.Driver) {
 		q, db, s := setupOn(t, d, 0, nil)
 		ctx := context.Background()
-		if _, err := q.EnqueueTx(ctx, nil, jobs(1)...); !skiplock.IsUsage(err) {
+		if _, err := q.EnqueueTx(ctx, nil, jobs(1)...); !usage.Is(err) {
 			t.Errorf("nil tx: %v, want a usage error", err)
 		}
 		for _, commit := range []bool{false, true} {
@@ -433,10 +435,10 @@ func explainClaim(t *testing.T, db *skiplock.DB, q *fanout.Queue, planMode strin
 		for _, p := range v.([]string) {
 			parts = append(parts, `"`+p+`"`) // "" for an empty bound
 		}
-		return skiplock.QuoteLiteral("{" + strings.Join(parts, ",") + "}")
+		return sqlident.QuoteLiteral("{" + strings.Join(parts, ",") + "}")
 	}
 	rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF, SUMMARY OFF) EXECUTE "+stmt+"("+
-		lit(args[0])+", "+lit(args[1])+", "+lit(args[2])+", "+skiplock.QuoteLiteral(q.Name())+")")
+		lit(args[0])+", "+lit(args[1])+", "+lit(args[2])+", "+sqlident.QuoteLiteral(q.Name())+")")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -775,7 +777,7 @@ func TestWorkerChecksConnections(t *testing.T) {
 	}
 	for _, workers := range []int{4, 5} {
 		want := fmt.Sprintf("MaxConns of at least %d", workers+fanout.RecorderConns(workers))
-		if err := start(&fanout.WorkerConfig{Workers: workers, Handler: h}); !skiplock.IsUsage(err) ||
+		if err := start(&fanout.WorkerConfig{Workers: workers, Handler: h}); !usage.Is(err) ||
 			!strings.Contains(err.Error(), want) {
 			t.Errorf("pool of 4, %d workers (and the attempt recorder): want %q, got %v", workers, want, err)
 		}
@@ -791,18 +793,17 @@ func TestWorkerChecksConnections(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Workers 0 means DefaultWorkers, as in the bucketed layout.
-	if err := start(&fanout.WorkerConfig{Handler: h}); !skiplock.IsUsage(err) ||
+	if err := start(&fanout.WorkerConfig{Handler: h}); !usage.Is(err) ||
 		!strings.Contains(err.Error(), fmt.Sprintf("MaxConns of at least %d", fanout.DefaultWorkers+fanout.RecorderConns(fanout.DefaultWorkers))) {
 		t.Errorf("pool of 4, default workers: %v", err)
 	}
 	for _, bad := range []fanout.WorkerConfig{{Workers: 1}, {Workers: -1, Handler: h}, {Queue: "bad\nqueue", Handler: h}} {
-		if _, err := q.NewWorker(&bad); !skiplock.IsUsage(err) {
+		if _, err := q.NewWorker(&bad); !usage.Is(err) {
 			t.Errorf("%+v: %v, want a usage error", bad, err)
 		}
 	}
-	// The deprecated StartWorker checks the same.
-	if _, err := q.StartWorker(ctx, &fanout.WorkerConfig{Workers: 5, Handler: h}); !skiplock.IsUsage(err) {
-		t.Errorf("StartWorker, pool of 4, 5 workers: %v", err)
+	if _, err := q.NewWorker(&fanout.WorkerConfig{Workers: 5, Handler: h}); !usage.Is(err) {
+		t.Errorf("NewWorker, pool of 4, 5 workers: %v", err)
 	}
 	w, err := q.NewWorker(&fanout.WorkerConfig{Workers: 1, Handler: h})
 	if err != nil {
@@ -873,34 +874,27 @@ func TestStop(t *testing.T) {
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c := w.Counts() // the deprecated names still count
-	if st := w.Stats(); st.Completed != c.Handled || st.Failed != c.Failed || st.Errors != c.Errors {
-		t.Errorf("Stats %+v disagrees with Counts %+v", st, c)
-	}
-	if c.Handled == 0 || c.Failed != 0 || c.Errors != 0 {
+	c := w.Stats()
+	if c.Completed == 0 || c.Failed != 0 || c.Errors != 0 {
 		t.Errorf("graceful stop: %+v", c)
 	}
 	logged := count(t, db, "SELECT count(*) FROM "+table(s, schema.WorkLogTable))
 	left := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable))
-	if logged != c.Handled || left != 20-c.Handled {
-		t.Errorf("graceful stop: handled %d, logged %d, left %d", c.Handled, logged, left)
+	if logged != c.Completed || left != 20-c.Completed {
+		t.Errorf("graceful stop: completed %d, logged %d, left %d", c.Completed, logged, left)
 	}
 
 	for len(started) > 0 {
 		<-started
 	}
-	// The deprecated StartWorker still starts one.
-	w, err = q.StartWorker(ctx, &fanout.WorkerConfig{Workers: 4, Handler: slow, Logf: t.Logf})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w = startWorker(t, ctx, q, &fanout.WorkerConfig{Workers: 4, Handler: slow, Logf: t.Logf})
 	waitStarted(t, started)
 	expired, cancel := context.WithCancel(ctx)
 	cancel()
 	if err := w.Stop(expired); !errors.Is(err, context.Canceled) {
 		t.Errorf("hard stop: %v", err)
 	}
-	c2 := w.Counts()
+	c2 := w.Stats()
 	if c2.Failed != 0 {
 		t.Errorf("hard stop counted failures: %+v", c2)
 	}
@@ -915,8 +909,8 @@ func TestStop(t *testing.T) {
 	if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobAttemptTable)); n == 0 {
 		t.Errorf("hard stop left no job_attempt row: were the stopped jobs counted at all?")
 	}
-	if got := count(t, db, "SELECT count(*) FROM "+table(s, schema.WorkLogTable)); got != c.Handled+c2.Handled {
-		t.Errorf("after hard stop: logged %d, handled %d", got, c.Handled+c2.Handled)
+	if got := count(t, db, "SELECT count(*) FROM "+table(s, schema.WorkLogTable)); got != c.Completed+c2.Completed {
+		t.Errorf("after hard stop: logged %d, handled %d", got, c.Completed+c2.Completed)
 	}
 }
 
@@ -1178,4 +1172,18 @@ func TestDurableLocksStatementScopesTheHoldingTransaction(t *testing.T) {
 	if err == nil || called {
 		t.Fatalf("a failing durable-locks statement: Process = %v, handler called %v; want an error and no handler", err, called)
 	}
+}
+
+// startWorker makes a worker of q and starts it, failing the test on an
+// error.
+func startWorker(t testing.TB, ctx context.Context, q *fanout.Queue, cfg *fanout.WorkerConfig) *fanout.Worker {
+	t.Helper()
+	w, err := q.NewWorker(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return w
 }

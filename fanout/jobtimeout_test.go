@@ -8,6 +8,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // TestJobTimeout: a handler that outlives WorkerConfig.JobTimeout has its
@@ -18,7 +19,7 @@ func TestJobTimeout(t *testing.T) {
 	q, db, s := setup(t, 0, nil)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if _, err := q.NewWorker(&fanout.WorkerConfig{JobTimeout: -time.Second, Handler: func(context.Context, skiplock.Tx, *skiplock.Job) error { return nil }}); !skiplock.IsUsage(err) {
+	if _, err := q.NewWorker(&fanout.WorkerConfig{JobTimeout: -time.Second, Handler: func(context.Context, skiplock.Tx, *skiplock.Job) error { return nil }}); !usage.Is(err) {
 		t.Fatalf("a negative JobTimeout: %v, want a usage error", err)
 	}
 	if _, err := q.Enqueue(ctx, skiplock.NewJob{}); err != nil {

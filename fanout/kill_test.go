@@ -51,7 +51,7 @@ func TestHelperProcess(t *testing.T) {
 	}
 	record := recordHandler(s)
 	start := "INSERT INTO " + table(s, "kill_start") + " (job_id, attempt) VALUES ($1, $2)"
-	w, err := q.StartWorker(ctx, &fanout.WorkerConfig{
+	w := startWorker(t, ctx, q, &fanout.WorkerConfig{
 		Workers: 1,
 		Handler: func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
 			if !strings.Contains(string(job.Payload), "poison") {
@@ -66,9 +66,6 @@ func TestHelperProcess(t *testing.T) {
 		IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond,
 		Logf: t.Logf,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	deadline := time.Now().Add(time.Minute)
 	for time.Now().Before(deadline) {
 		more, err := q.HasQueued(ctx)
@@ -83,7 +80,7 @@ func TestHelperProcess(t *testing.T) {
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("helper %d: %+v", os.Getpid(), w.Counts())
+	t.Logf("helper %d: %+v", os.Getpid(), w.Stats())
 }
 
 // TestPoisonJobsKillTheirWorkers: jobs whose handler SIGKILLs its worker

@@ -82,7 +82,7 @@ func runRetriedJobs(t *testing.T, cfg *skiplock.OpenConfig, n, workers, failEver
 	var total, afterSuccess atomic.Int64
 	var succeeded sync.Map
 	record := recordHandler(s)
-	w, err := q.StartWorker(ctx, &fanout.WorkerConfig{
+	w := startWorker(t, ctx, q, &fanout.WorkerConfig{
 		Workers: workers,
 		Handler: func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
 			total.Add(1)
@@ -102,12 +102,9 @@ func runRetriedJobs(t *testing.T, cfg *skiplock.OpenConfig, n, workers, failEver
 		IdleMin: time.Millisecond, IdleMax: 5 * time.Millisecond,
 		Logf: t.Logf,
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Cleanup(func() { w.Stop(context.Background()) }) //nolint:errcheck // a failed test's worker
 	waitEmpty(t, q, 10*time.Minute, func() string {
-		return fmt.Sprintf("%s; %d jobs left", fmtCounts(w.Counts(), total.Load()), count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)))
+		return fmt.Sprintf("%s; %d jobs left", fmtCounts(w.Stats(), total.Load()), count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)))
 	})
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
@@ -125,7 +122,7 @@ func runRetriedJobs(t *testing.T, cfg *skiplock.OpenConfig, n, workers, failEver
 	for _, id := range ids {
 		most = max(most, runs.get(id))
 	}
-	t.Logf("%s: %s; most runs of one job %d", db.EngineVersion(), fmtCounts(w.Counts(), total.Load()), most)
+	t.Logf("%s: %s; most runs of one job %d", db.EngineVersion(), fmtCounts(w.Stats(), total.Load()), most)
 }
 
 // TestCockroachReleaseGate: fanout's claims take SKIP LOCKED over durable

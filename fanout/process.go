@@ -10,6 +10,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/errtext"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/internal/workloop"
 	"github.com/skiplock/skiplock/retry"
 )
@@ -121,7 +122,7 @@ func (q *Queue) Process(ctx context.Context, h Handler) (Result, error) {
 // process is Process for the jobs of queue, counting attempts through c.
 func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter) (Result, error) {
 	if h == nil {
-		return Result{}, skiplock.Usagef("fanout: Process needs a handler")
+		return Result{}, usage.Errorf("fanout: Process needs a handler")
 	}
 	res := Result{Started: time.Now()}
 	err := retry.Run(ctx, q.holding, q.cfg.Retry, func(ctx context.Context, tx skiplock.Tx) (err error) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/queuecfg"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/internal/watermark"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
@@ -102,7 +103,7 @@ func (c *Config) withDefaults(d *skiplock.Dialect) (Config, error) {
 		{"retry max", &out.RetryMax, DefaultRetryMax},
 	} {
 		if *f.v < 0 {
-			return out, skiplock.Usagef("%s %v is negative: use 0 for the default (%v) or a positive duration", f.name, *f.v, f.def)
+			return out, usage.Errorf("%s %v is negative: use 0 for the default (%v) or a positive duration", f.name, *f.v, f.def)
 		}
 		if *f.v == 0 {
 			*f.v = f.def
@@ -112,7 +113,7 @@ func (c *Config) withDefaults(d *skiplock.Dialect) (Config, error) {
 		out.HintMaxAge = DefaultHintMaxAge
 	}
 	if out.RetryMax < out.RetryBase {
-		return out, skiplock.Usagef("retry max %v is below retry base %v: raise it", out.RetryMax, out.RetryBase)
+		return out, usage.Errorf("retry max %v is below retry base %v: raise it", out.RetryMax, out.RetryBase)
 	}
 	return out, nil
 }
@@ -165,7 +166,7 @@ func (b durableLocksBeginner) Begin(ctx context.Context, opts skiplock.TxOptions
 // first.
 func New(db *skiplock.DB, cfg *Config) (*Queue, error) {
 	if db == nil {
-		return nil, skiplock.Usagef("fanout.New: db is nil: open one with skiplock.Open")
+		return nil, usage.Errorf("fanout.New: db is nil: open one with skiplock.Open")
 	}
 	c, err := cfg.withDefaults(db.Dialect())
 	if err != nil {
@@ -232,7 +233,7 @@ func (q *Queue) EnqueueMany(ctx context.Context, jobs []skiplock.NewJob) ([]stri
 // stay the caller's business.
 func (q *Queue) EnqueueTx(ctx context.Context, tx skiplock.Tx, jobs ...skiplock.NewJob) ([]string, error) {
 	if tx == nil {
-		return nil, skiplock.Usagef("fanout.EnqueueTx: tx is nil: pass the transaction the jobs belong to")
+		return nil, usage.Errorf("fanout.EnqueueTx: tx is nil: pass the transaction the jobs belong to")
 	}
 	return q.EnqueueIn(ctx, tx, jobs...)
 }
@@ -243,7 +244,7 @@ func (q *Queue) EnqueueTx(ctx context.Context, tx skiplock.Tx, jobs ...skiplock.
 // attempt fails).
 func (q *Queue) EnqueueIn(ctx context.Context, db skiplock.Querier, jobs ...skiplock.NewJob) ([]string, error) {
 	if db == nil {
-		return nil, skiplock.Usagef("fanout.EnqueueIn: db is nil: pass the transaction the jobs belong to")
+		return nil, usage.Errorf("fanout.EnqueueIn: db is nil: pass the transaction the jobs belong to")
 	}
 	cols, err := q.columns(jobs)
 	if err != nil {
@@ -269,7 +270,7 @@ type jobColumnsIn struct {
 func (q *Queue) columns(jobs []skiplock.NewJob) (jobColumnsIn, error) {
 	var c jobColumnsIn
 	if len(jobs) == 0 {
-		return c, skiplock.Usagef("no jobs to enqueue")
+		return c, usage.Errorf("no jobs to enqueue")
 	}
 	now := time.Now()
 	c.queues = make([]string, len(jobs))
@@ -285,13 +286,13 @@ func (q *Queue) columns(jobs []skiplock.NewJob) (jobColumnsIn, error) {
 		}
 		switch {
 		case j.RunAt.After(now):
-			return c, skiplock.Usagef("job %d: run at %s: fanout runs every job as soon as a worker is free; use the bucketed layout for scheduled jobs", i, j.RunAt.Format(time.RFC3339))
+			return c, usage.Errorf("job %d: run at %s: fanout runs every job as soon as a worker is free; use the bucketed layout for scheduled jobs", i, j.RunAt.Format(time.RFC3339))
 		case j.Priority != 0:
-			return c, skiplock.Usagef("job %d: priority %d: fanout has no priorities (workers start at random points); use the bucketed layout, or a separate queue", i, j.Priority)
+			return c, usage.Errorf("job %d: priority %d: fanout has no priorities (workers start at random points); use the bucketed layout, or a separate queue", i, j.Priority)
 		case j.UniqueKey != "":
-			return c, skiplock.Usagef("job %d: unique key %q: fanout has no unique keys; use the bucketed layout", i, j.UniqueKey)
+			return c, usage.Errorf("job %d: unique key %q: fanout has no unique keys; use the bucketed layout", i, j.UniqueKey)
 		case j.MaxAttempts > 1<<31-1:
-			return c, skiplock.Usagef("job %d: max attempts %d is too large", i, j.MaxAttempts)
+			return c, usage.Errorf("job %d: max attempts %d is too large", i, j.MaxAttempts)
 		}
 		c.queues[i], c.payloads[i], c.maxAttempts[i] = j.Queue, string(j.Payload), int32(j.MaxAttempts)
 		c.kinds[i], c.metadata[i] = j.Kind, string(j.Metadata)
@@ -305,7 +306,7 @@ func (q *Queue) columns(jobs []skiplock.NewJob) (jobColumnsIn, error) {
 // for engines whose Dialect.Notifications is true.
 func (q *Queue) EnqueueNotify(ctx context.Context, db skiplock.Querier, channel string, jobs ...skiplock.NewJob) ([]string, error) {
 	if db == nil {
-		return nil, skiplock.Usagef("fanout.EnqueueNotify: db is nil: pass the pool or the transaction the jobs belong to")
+		return nil, usage.Errorf("fanout.EnqueueNotify: db is nil: pass the pool or the transaction the jobs belong to")
 	}
 	cols, err := q.columns(jobs)
 	if err != nil {

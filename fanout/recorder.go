@@ -64,7 +64,7 @@ func (p poolCounter) withConn(ctx context.Context, fn func(context.Context, skip
 		if ctx.Err() != nil {
 			return err
 		}
-		return fmt.Errorf("no connection of the pool (%d at most) came free within %v to count the attempt while the job's transaction holds another: goroutines that call Process need a pool of one more connection than there are of them (or use StartWorker, which reserves it): %w",
+		return fmt.Errorf("no connection of the pool (%d at most) came free within %v to count the attempt while the job's transaction holds another: goroutines that call Process need a pool of one more connection than there are of them (a Worker reserves it): %w",
 			p.q.db.Stats().Max, poolCountWait, err)
 	}
 	defer c.Release()

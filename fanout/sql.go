@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/sqltext"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -60,15 +61,15 @@ var (
 // engine (the dialect chooses among the rendered blocks, in render), so
 // the dialect is not consulted.
 func sqlVars(_ *skiplock.Dialect, schemaName string) map[string]string {
-	s := skiplock.QuoteIdent(schemaName)
+	s := sqlident.Quote(schemaName)
 	vars := map[string]string{
-		"queue_table":   s + "." + skiplock.QuoteIdent(schema.JobQueueTable),
-		"dead_table":    s + "." + skiplock.QuoteIdent(schema.DeadJobTable),
-		"attempt_table": s + "." + skiplock.QuoteIdent(schema.JobAttemptTable),
+		"queue_table":   s + "." + sqlident.Quote(schema.JobQueueTable),
+		"dead_table":    s + "." + sqlident.Quote(schema.DeadJobTable),
+		"attempt_table": s + "." + sqlident.Quote(schema.JobAttemptTable),
 		"job_columns":   jobColumns,
 		"id_default":    schema.FanoutIDDefault,
 		"push_error":    sqltext.PushError(`"j"`, `greatest("j"."attempts", $3::int)`),
-		"not_paused":    sqltext.NotPaused(skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.QueueStateTable)),
+		"not_paused":    sqltext.NotPaused(sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.QueueStateTable)),
 		// bury_lost's lost attempt is max_attempts, not the row's count.
 		"max_error_history": strconv.Itoa(skiplock.MaxErrorHistory),
 		// A branch block rendered alone is its union's first branch.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/errtext"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/internal/workloop"
 	"github.com/skiplock/skiplock/maintenance"
 )
@@ -167,21 +168,6 @@ type WorkerStats struct {
 	Snoozed int64
 }
 
-// WorkerCounts are what a Worker has done so far.
-//
-// Deprecated: use Worker.Stats and WorkerStats, whose Completed is
-// Handled here.
-type WorkerCounts struct {
-	// Handled counts jobs processed and deleted.
-	Handled int64
-	// Failed counts handler failures (each rolled back and recorded).
-	Failed int64
-	// Dead counts failures that moved a job to job_dead (also in Failed).
-	Dead int64
-	// Errors counts Process calls that failed on the database.
-	Errors int64
-}
-
 type workerKey struct{}
 
 // WorkerIndex returns the 0-based number of the Worker goroutine running a
@@ -195,7 +181,7 @@ func WorkerIndex(ctx context.Context) (w int, ok bool) {
 // touch the database.
 func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 	if cfg == nil || cfg.Handler == nil {
-		return nil, skiplock.Usagef("fanout worker: Handler is required")
+		return nil, usage.Errorf("fanout worker: Handler is required")
 	}
 	c := *cfg
 	if c.Queue == "" {
@@ -205,16 +191,16 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 		return nil, err
 	}
 	if c.Workers < 0 || c.Workers > 100000 {
-		return nil, skiplock.Usagef("fanout worker: workers %d is out of range: use 1 to 100000 (0 for the default %d)", c.Workers, DefaultWorkers)
+		return nil, usage.Errorf("fanout worker: workers %d is out of range: use 1 to 100000 (0 for the default %d)", c.Workers, DefaultWorkers)
 	}
 	if c.Workers == 0 {
 		c.Workers = DefaultWorkers
 	}
 	if c.JobTimeout < 0 {
-		return nil, skiplock.Usagef("fanout worker: job timeout %v is negative: use 0 for the default (%v) or a positive duration", c.JobTimeout, DefaultJobTimeout)
+		return nil, usage.Errorf("fanout worker: job timeout %v is negative: use 0 for the default (%v) or a positive duration", c.JobTimeout, DefaultJobTimeout)
 	}
 	if c.HoldLimit < 0 {
-		return nil, skiplock.Usagef("fanout worker: hold limit %v is negative: use 0 for the engine's, or the cluster's kv.closed_timestamp.target_duration", c.HoldLimit)
+		return nil, usage.Errorf("fanout worker: hold limit %v is negative: use 0 for the engine's, or the cluster's kv.closed_timestamp.target_duration", c.HoldLimit)
 	}
 	hold := cmp.Or(c.HoldLimit, q.db.Dialect().HoldLimit)
 	switch {
@@ -223,7 +209,7 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 	case c.JobTimeout == 0:
 		c.JobTimeout = DefaultJobTimeout
 	case hold > 0 && c.JobTimeout > hold*4/5:
-		return nil, skiplock.Usagef("fanout worker: job timeout %v is longer than this engine lets a job's transaction stay open (%v, four fifths of its closed-timestamp target %v, kv.closed_timestamp.target_duration): its commit would fail at every try. Use a job timeout of at most %v, set WorkerConfig.HoldLimit to the cluster's setting if it is longer, or run such jobs on the bucketed layout, whose leases hold no transaction open",
+		return nil, usage.Errorf("fanout worker: job timeout %v is longer than this engine lets a job's transaction stay open (%v, four fifths of its closed-timestamp target %v, kv.closed_timestamp.target_duration): its commit would fail at every try. Use a job timeout of at most %v, set WorkerConfig.HoldLimit to the cluster's setting if it is longer, or run such jobs on the bucketed layout, whose leases hold no transaction open",
 			c.JobTimeout, hold*4/5, hold, hold*4/5)
 	}
 	if c.Logf == nil {
@@ -265,7 +251,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	}
 	need := cfg.Workers + RecorderConns(cfg.Workers)
 	if poolMax := q.db.Stats().Max; int(poolMax) < need {
-		return skiplock.Usagef("fanout: the connection pool allows %d connections; each of %d workers holds one while it processes and %d more count attempts: open the DB with OpenConfig.MaxConns of at least %d",
+		return usage.Errorf("fanout: the connection pool allows %d connections; each of %d workers holds one while it processes and %d more count attempts: open the DB with OpenConfig.MaxConns of at least %d",
 			poolMax, cfg.Workers, need-cfg.Workers, need)
 	}
 	allowed, err := q.db.ServerMaxConnections(ctx)
@@ -362,21 +348,6 @@ func (w *Worker) logFailure(res *Result) {
 	w.cfg.Logf("%s", msg)
 }
 
-// StartWorker is NewWorker followed by Start.
-//
-// Deprecated: use Queue.NewWorker and Worker.Start, the bucketed layout's
-// names. Unlike before, Workers 0 means DefaultWorkers.
-func (q *Queue) StartWorker(ctx context.Context, cfg *WorkerConfig) (*Worker, error) {
-	w, err := q.NewWorker(cfg)
-	if err != nil {
-		return nil, err
-	}
-	if err := w.Start(ctx); err != nil {
-		return nil, err
-	}
-	return w, nil
-}
-
 // running is the started pool, or an error for a Worker never started.
 func (w *Worker) running() (*workloop.Pool, error) {
 	w.mu.Lock()
@@ -418,14 +389,6 @@ func (w *Worker) Wait() {
 // Stats reports what the workers have done so far.
 func (w *Worker) Stats() WorkerStats {
 	return WorkerStats{Completed: w.completed.Load(), Failed: w.failed.Load(), Dead: w.dead.Load(), Errors: w.errored.Load(), Snoozed: w.snoozed.Load()}
-}
-
-// Counts reports what the workers have done so far.
-//
-// Deprecated: use Stats.
-func (w *Worker) Counts() WorkerCounts {
-	s := w.Stats()
-	return WorkerCounts{Handled: s.Completed, Failed: s.Failed, Dead: s.Dead, Errors: s.Errors}
 }
 
 // idleProbe is the check an idle goroutine makes before it claims, with

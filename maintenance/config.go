@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -96,7 +98,7 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.Schema == "" {
 		out.Schema = schema.DefaultSchema
 	}
-	if err := skiplock.ValidateIdent("schema", out.Schema); err != nil {
+	if err := sqlident.Validate("schema", out.Schema); err != nil {
 		return out, err
 	}
 	if out.Holder == "" {
@@ -105,14 +107,14 @@ func (c *Config) withDefaults() (Config, error) {
 	for name, d := range map[string]time.Duration{"lease TTL": out.LeaseTTL, "elect interval": out.ElectInterval,
 		"rescue interval": out.RescueInterval, "prune interval": out.PruneInterval} {
 		if d < 0 {
-			return out, skiplock.Usagef("maintenance: %s %v is negative: use 0 for the default or a positive duration", name, d)
+			return out, usage.Errorf("maintenance: %s %v is negative: use 0 for the default or a positive duration", name, d)
 		}
 	}
 	if out.LeaseTTL == 0 {
 		out.LeaseTTL = DefaultLeaseTTL
 	}
 	if out.LeaseTTL < 100*time.Millisecond {
-		return out, skiplock.Usagef("maintenance: lease TTL %v is too short to renew: use 100ms or more", out.LeaseTTL)
+		return out, usage.Errorf("maintenance: lease TTL %v is too short to renew: use 100ms or more", out.LeaseTTL)
 	}
 	if out.ElectInterval == 0 {
 		out.ElectInterval = out.LeaseTTL / 3
@@ -124,7 +126,7 @@ func (c *Config) withDefaults() (Config, error) {
 		out.PruneInterval = DefaultPruneInterval
 	}
 	if out.BatchSize < 0 || out.MaxBatches < 0 {
-		return out, skiplock.Usagef("maintenance: batch size %d and max batches %d cannot be negative: use 0 for the defaults", out.BatchSize, out.MaxBatches)
+		return out, usage.Errorf("maintenance: batch size %d and max batches %d cannot be negative: use 0 for the defaults", out.BatchSize, out.MaxBatches)
 	}
 	if out.BatchSize == 0 {
 		out.BatchSize = DefaultBatchSize
@@ -143,12 +145,12 @@ func (c *Config) withDefaults() (Config, error) {
 		case *f.v == 0:
 			*f.v = f.def
 		case *f.v < 0 && *f.v != KeepForever:
-			return out, skiplock.Usagef("maintenance: retention of %s jobs %v is negative: use a positive age, 0 for the default or KeepForever", f.name, *f.v)
+			return out, usage.Errorf("maintenance: retention of %s jobs %v is negative: use a positive age, 0 for the default or KeepForever", f.name, *f.v)
 		}
 	}
 	for _, h := range out.Hooks {
 		if h.Name == "" || h.Run == nil || h.Interval <= 0 {
-			return out, skiplock.Usagef("maintenance: hook %q needs a name, a Run function and a positive interval", h.Name)
+			return out, usage.Errorf("maintenance: hook %q needs a name, a Run function and a positive interval", h.Name)
 		}
 	}
 	return out, nil

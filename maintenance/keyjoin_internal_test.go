@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -36,8 +36,8 @@ func TestKeyJoinStatementsOnPostgres(t *testing.T) {
 			t.Errorf("%s_key_join is left among the statements", name)
 		}
 	}
-	jobs := skiplock.QuoteIdent(s) + `."jobs"`
-	dead := skiplock.QuoteIdent(s) + `."job_dead"`
+	jobs := sqlident.Quote(s) + `."jobs"`
+	dead := sqlident.Quote(s) + `."job_dead"`
 	exec := func(q string, args ...any) int64 {
 		t.Helper()
 		n, err := db.Exec(ctx, q, args...)
@@ -94,7 +94,7 @@ FROM (VALUES (1, -1), (1, -1), (1, -1), (2, -1), (2, -1), (3, -1), (3, -1), (1, 
 	}
 
 	exec(`INSERT INTO ` + jobs + ` ("status", "finished_at")
-SELECT st::` + skiplock.QuoteIdent(s) + `."job_status", now() - h * INTERVAL '1 hour'
+SELECT st::` + sqlident.Quote(s) + `."job_status", now() - h * INTERVAL '1 hour'
 FROM unnest(ARRAY['Success', 'Canceled']) AS st, unnest(ARRAY[1, 48]) AS h, generate_series(1, 5)`)
 	total := int64(0)
 	for range 10 {

@@ -14,7 +14,9 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -25,7 +27,7 @@ func TestMain(m *testing.M) { testdb.Main(m) }
 // round's fenced transaction.
 func createAudit(t *testing.T, db *skiplock.DB, s string) string {
 	t.Helper()
-	table := skiplock.QuoteIdent(s) + `."audit"`
+	table := sqlident.Quote(s) + `."audit"`
 	if _, err := db.Exec(context.Background(), `CREATE TABLE `+table+` (
   "holder" TEXT NOT NULL, "started" TIMESTAMPTZ NOT NULL, "ended" TIMESTAMPTZ NOT NULL)`); err != nil {
 		t.Fatal(err)
@@ -152,7 +154,7 @@ func TestHelperProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := os.Getenv("MAINT_HELPER_SCHEMA")
-	table := skiplock.QuoteIdent(s) + `."audit"`
+	table := sqlident.Quote(s) + `."audit"`
 	svc, err := maintenance.Start(ctx, db, &maintenance.Config{
 		Schema: s, Holder: holder, LeaseTTL: time.Second, ElectInterval: 100 * time.Millisecond,
 		Hooks: []maintenance.Hook{auditHook(table, holder, 20*time.Millisecond, func() time.Duration { return 10 * time.Millisecond })},
@@ -262,7 +264,7 @@ func TestRescuer(t *testing.T) {
 		t.Fatalf("dequeue: %d jobs, %v", len(held), err)
 	}
 	// The worker "dies": its leases run out.
-	jobs := skiplock.QuoteIdent(s) + `."jobs"`
+	jobs := sqlident.Quote(s) + `."jobs"`
 	if _, err := db.Exec(ctx, `UPDATE `+jobs+` SET "lease_expires_at" = now() - INTERVAL '1 second'`); err != nil {
 		t.Fatal(err)
 	}
@@ -303,11 +305,11 @@ func TestPruner(t *testing.T) {
 	t.Parallel()
 	db, s := testdb.Migrated(t, nil, schema.LayoutBucketed, schema.LayoutFanout)
 	ctx := context.Background()
-	jobs := skiplock.QuoteIdent(s) + `."jobs"`
-	dead := skiplock.QuoteIdent(s) + `."job_dead"`
+	jobs := sqlident.Quote(s) + `."jobs"`
+	dead := sqlident.Quote(s) + `."job_dead"`
 	// 5 of each (status, age in hours): ages 1 h and 48 h.
 	if _, err := db.Exec(ctx, `INSERT INTO `+jobs+` ("status", "finished_at")
-SELECT st::`+skiplock.QuoteIdent(s)+`."job_status", now() - h * INTERVAL '1 hour'
+SELECT st::`+sqlident.Quote(s)+`."job_status", now() - h * INTERVAL '1 hour'
 FROM unnest(ARRAY['Success', 'Canceled', 'Failed']) AS st, unnest(ARRAY[1, 48]) AS h, generate_series(1, 5)`); err != nil {
 		t.Fatal(err)
 	}
@@ -321,8 +323,8 @@ SELECT gen_random_uuid()::TEXT, now() - h * INTERVAL '1 hour' FROM unnest(ARRAY[
 	// fanout attempt counts: a live job's, and those of jobs gone from the
 	// queue (their workers died before dropping them), three old and one
 	// just written.
-	queue := skiplock.QuoteIdent(s) + `."job_queue"`
-	attempt := skiplock.QuoteIdent(s) + `."job_attempt"`
+	queue := sqlident.Quote(s) + `."job_queue"`
+	attempt := sqlident.Quote(s) + `."job_attempt"`
 	if _, err := db.Exec(ctx, `INSERT INTO `+queue+` ("id") VALUES ('live')`); err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +386,7 @@ func TestConfigErrors(t *testing.T) {
 		"hook without run":   {Schema: s, Hooks: []maintenance.Hook{{Name: "x", Interval: time.Second}}},
 		"bad schema":         {Schema: "no such schema"},
 	} {
-		if _, err := maintenance.Start(ctx, db, &cfg); !skiplock.IsUsage(err) {
+		if _, err := maintenance.Start(ctx, db, &cfg); !usage.Is(err) {
 			t.Errorf("%s: err = %v, want a usage error", name, err)
 		}
 	}

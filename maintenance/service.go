@@ -13,6 +13,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/queryrows"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/sqltext"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
@@ -39,7 +40,7 @@ var ErrNotLeader = errors.New("maintenance: this process is not the leader (anot
 // templateValues are the placeholder values of maintenance.sql for a
 // schema.
 func templateValues(schemaName string) map[string]string {
-	q := func(table string) string { return skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(table) }
+	q := func(table string) string { return sqlident.Quote(schemaName) + "." + sqlident.Quote(table) }
 	return map[string]string{
 		"leader":  q(schema.LeaderTable),
 		"jobs":    q(schema.JobsTable),

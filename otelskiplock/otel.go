@@ -24,6 +24,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/client"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // MetadataKey is the key of the job metadata object that carries the
@@ -113,7 +114,7 @@ func withCarrier(m json.RawMessage, carrier propagation.MapCarrier) (json.RawMes
 	obj := map[string]json.RawMessage{}
 	if len(m) > 0 {
 		if err := json.Unmarshal(m, &obj); err != nil || obj == nil {
-			return nil, skiplock.Usagef("otelskiplock: the job's metadata is not a JSON object: %s", m)
+			return nil, usage.Errorf("otelskiplock: the job's metadata is not a JSON object: %s", m)
 		}
 	}
 	if len(carrier) == 0 {

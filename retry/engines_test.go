@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/sqltext"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/retry"
@@ -75,7 +76,7 @@ func TestCockroachInjectedRetries(t *testing.T) {
 	t.Parallel()
 	db := engineDB(t, skiplock.EngineCockroach)
 	ctx := context.Background()
-	sql := cockroachSQL(t, skiplock.QuoteIdent(testdb.Schema(t, db)))
+	sql := cockroachSQL(t, sqlident.Quote(testdb.Schema(t, db)))
 	mustExec(t, db, sql["create_schema"])
 	mustExec(t, db, sql["create_table"])
 	conn, err := db.Acquire(ctx)
@@ -137,7 +138,7 @@ func TestYugabyteRetries(t *testing.T) {
 	t.Parallel()
 	db := engineDB(t, skiplock.EngineYugabyte)
 	ctx := context.Background()
-	s := skiplock.QuoteIdent(testdb.Schema(t, db))
+	s := sqlident.Quote(testdb.Schema(t, db))
 	mustExec(t, db, "CREATE SCHEMA "+s)
 	mustExec(t, db, "CREATE TABLE "+s+".q (id int PRIMARY KEY, n int NOT NULL)")
 	mustExec(t, db, "INSERT INTO "+s+".q VALUES (1, 0), (2, 0)")

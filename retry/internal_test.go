@@ -13,6 +13,7 @@ import (
 	ybpgconn "github.com/yugabyte/pgx/v5/pgconn"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 func TestBackoffFullJitterBounds(t *testing.T) {
@@ -57,7 +58,7 @@ func TestOptionsValidation(t *testing.T) {
 		{BaseDelay: time.Second, MaxDelay: time.Millisecond},
 	}
 	for _, o := range bad {
-		if _, err := o.withDefaults(); !skiplock.IsUsage(err) {
+		if _, err := o.withDefaults(); !usage.Is(err) {
 			t.Errorf("%+v: got %v, want a usage error", o, err)
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // Defaults for the zero Options.
@@ -57,15 +58,15 @@ func (o *Options) withDefaults() (Options, error) {
 	switch out.Isolation {
 	case skiplock.IsoDefault, skiplock.IsoReadCommitted, skiplock.IsoRepeatableRead, skiplock.IsoSerializable:
 	default:
-		return out, skiplock.Usagef("retry: isolation level %q is not one of %q, %q, %q or \"\" (the server's default)",
+		return out, usage.Errorf("retry: isolation level %q is not one of %q, %q, %q or \"\" (the server's default)",
 			out.Isolation, skiplock.IsoReadCommitted, skiplock.IsoRepeatableRead, skiplock.IsoSerializable)
 	}
 	if out.MaxAttempts < 0 || out.BaseDelay < 0 || out.MaxDelay < 0 {
-		return out, skiplock.Usagef("retry: negative option (MaxAttempts %d, BaseDelay %v, MaxDelay %v): use 0 for the default or a positive value",
+		return out, usage.Errorf("retry: negative option (MaxAttempts %d, BaseDelay %v, MaxDelay %v): use 0 for the default or a positive value",
 			out.MaxAttempts, out.BaseDelay, out.MaxDelay)
 	}
 	if out.BaseDelay > 0 && out.MaxDelay > 0 && out.BaseDelay > out.MaxDelay {
-		return out, skiplock.Usagef("retry: BaseDelay %v is larger than MaxDelay %v: the first backoff cannot exceed the cap", out.BaseDelay, out.MaxDelay)
+		return out, usage.Errorf("retry: BaseDelay %v is larger than MaxDelay %v: the first backoff cannot exceed the cap", out.BaseDelay, out.MaxDelay)
 	}
 	if out.MaxAttempts == 0 {
 		out.MaxAttempts = DefaultMaxAttempts
@@ -158,7 +159,7 @@ func (c *Counters) ended(class Class, exhausted bool) {
 // itself. A permanent error is returned as it is; an ambiguous commit as
 // [*AmbiguousCommitError], never retried; running out of attempts or
 // context returns an error that wraps the last cause (and the context's
-// error) with %w. Bad options return a [skiplock.UsageError] before
+// error) with %w. Bad options return a usage error (nothing changed) before
 // anything is sent.
 func Run(ctx context.Context, b skiplock.Beginner, opts *Options, fn func(ctx context.Context, tx skiplock.Tx) error) error {
 	o, err := opts.withDefaults()
@@ -166,7 +167,7 @@ func Run(ctx context.Context, b skiplock.Beginner, opts *Options, fn func(ctx co
 		return err
 	}
 	if b == nil || fn == nil {
-		return skiplock.Usagef("retry: Run needs a Beginner (a *skiplock.DB, a Conn) and a function")
+		return usage.Errorf("retry: Run needs a Beginner (a *skiplock.DB, a Conn) and a function")
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("retry: not started: %w", err)

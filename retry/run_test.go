@@ -15,7 +15,9 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/faultproxy"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/retry"
 )
 
@@ -41,7 +43,7 @@ func setupOn(t *testing.T, d testdb.Driver) (*skiplock.DB, string) {
 	if db.Engine() != skiplock.EnginePostgres {
 		t.Skipf("PostgreSQL-only test (uses PL/pgSQL and pg_terminate_backend); the server is %s", db.Engine())
 	}
-	s := skiplock.QuoteIdent(testdb.Schema(t, db))
+	s := sqlident.Quote(testdb.Schema(t, db))
 	mustExec(t, db, "CREATE SCHEMA "+s)
 	return db, s
 }
@@ -168,7 +170,7 @@ func TestLostUpdateRetried(t *testing.T) { testdb.ForEachDriver(t, testLostUpdat
 
 func testLostUpdateRetried(t *testing.T, d testdb.Driver) {
 	db := d.Open(t, &skiplock.OpenConfig{MaxConns: 8})
-	s := skiplock.QuoteIdent(testdb.Schema(t, db))
+	s := sqlident.Quote(testdb.Schema(t, db))
 	mustExec(t, db, "CREATE SCHEMA "+s)
 	mustExec(t, db, "CREATE TABLE "+s+".counter (id int PRIMARY KEY, n int NOT NULL)")
 	mustExec(t, db, "INSERT INTO "+s+".counter VALUES (1, 0)")
@@ -766,11 +768,11 @@ func TestBadOptionsSendNothing(t *testing.T) {
 			t.Error("fn ran with bad options")
 			return nil
 		})
-		if !skiplock.IsUsage(err) {
+		if !usage.Is(err) {
 			t.Errorf("%+v: Run = %v, want a usage error", o, err)
 		}
 	}
-	if err := retry.Run(context.Background(), db, nil, nil); !skiplock.IsUsage(err) {
+	if err := retry.Run(context.Background(), db, nil, nil); !usage.Is(err) {
 		t.Errorf("nil fn: Run = %v, want a usage error", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/usage"
 	. "github.com/skiplock/skiplock/schema"
 )
 
@@ -147,11 +148,11 @@ func TestOptionsRejectBadInput(t *testing.T) {
 		{Buckets: MaxBuckets + 1},
 		{Tablets: -3},
 	} {
-		if _, err := DDL(skiplock.EnginePostgres.Dialect(), LayoutBucketed, &o); !skiplock.IsUsage(err) {
+		if _, err := DDL(skiplock.EnginePostgres.Dialect(), LayoutBucketed, &o); !usage.Is(err) {
 			t.Errorf("%+v: want a usage error, got %v", o, err)
 		}
 	}
-	if _, err := ParseLayout("queue"); !skiplock.IsUsage(err) || !strings.Contains(err.Error(), "bucketed or fanout") {
+	if _, err := ParseLayout("queue"); !usage.Is(err) || !strings.Contains(err.Error(), "bucketed or fanout") {
 		t.Errorf("ParseLayout: %v", err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 	. "github.com/skiplock/skiplock/schema"
 )
@@ -60,7 +61,7 @@ func catalog(t *testing.T, db *skiplock.DB, schemaName string) []string {
 	for _, q := range catalogQueries {
 		read(q.what, q.sql, schemaName)
 	}
-	read("setting", fmt.Sprintf(`SELECT "name" || '=' || "value" FROM %s.%s`, skiplock.QuoteIdent(schemaName), skiplock.QuoteIdent(SettingTable)))
+	read("setting", fmt.Sprintf(`SELECT "name" || '=' || "value" FROM %s.%s`, sqlident.Quote(schemaName), sqlident.Quote(SettingTable)))
 	slices.Sort(lines)
 	return lines
 }
@@ -204,13 +205,13 @@ func TestUpgradeThroughFitVersions(t *testing.T) {
 		}
 		stmts = append(stmts, up...)
 		stmts = append(stmts, fmt.Sprintf(`INSERT INTO %s."skiplock_migration" ("layout", "version", "name") VALUES (%s, %d, %s)`,
-			skiplock.QuoteIdent(name), skiplock.QuoteLiteral(string(m.Layout)), m.Version, skiplock.QuoteLiteral(m.Name)))
+			sqlident.Quote(name), sqlident.QuoteLiteral(string(m.Layout)), m.Version, sqlident.QuoteLiteral(m.Name)))
 		old = append(old, m)
 	}
 	if !slices.ContainsFunc(stmts, func(s string) bool { return strings.Contains(s, "EXCEPTION WHEN duplicate_object") }) {
 		t.Fatal("the released bucketed/001 no longer renders its exception block: this test no longer builds an old schema")
 	}
-	stmts = append(stmts, fmt.Sprintf(`INSERT INTO %s."jobs" ("queue") SELECT 'q' || (i %% 3) FROM generate_series(1, 100) AS i`, skiplock.QuoteIdent(name)))
+	stmts = append(stmts, fmt.Sprintf(`INSERT INTO %s."jobs" ("queue") SELECT 'q' || (i %% 3) FROM generate_series(1, 100) AS i`, sqlident.Quote(name)))
 	for _, s := range stmts {
 		if _, err := db.Exec(ctx, s); err != nil {
 			t.Fatalf("old schema: %v\n%s", err, s)
@@ -232,7 +233,7 @@ func TestUpgradeThroughFitVersions(t *testing.T) {
 		t.Fatalf("a second Migrate applied %v, %v", again, err)
 	}
 	var jobs int
-	if err := db.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %s."jobs"`, skiplock.QuoteIdent(name))).Scan(&jobs); err != nil || jobs != 100 {
+	if err := db.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %s."jobs"`, sqlident.Quote(name))).Scan(&jobs); err != nil || jobs != 100 {
 		t.Fatalf("jobs after the upgrade: %d, %v", jobs, err)
 	}
 	if msg := catalogDiff(catalog(t, db, name), catalog(t, db, modelSchema(t, db, Options{}, nil))); msg != "" {

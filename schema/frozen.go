@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/schema/internal/frozen"
 )
 
@@ -164,7 +165,7 @@ func currentStatements(d *skiplock.Dialect, layout Layout, o Options) ([]string,
 // file may use, for the dialect's engine and options (defaults already
 // filled in):
 //
-//   - schema: the schema name, quoted by [skiplock.QuoteIdent].
+//   - schema: the schema name, quoted as an identifier (internal/sqlident).
 //   - buckets: the bucketed layout's bucket count, in decimal.
 //   - tablets: the fanout layout's tablet count, in decimal.
 //   - split_values: the fanout table's split points for the tablet count
@@ -179,14 +180,14 @@ func TemplateValues(d *skiplock.Dialect, o Options) map[string]string {
 	points := UUIDSplitPoints(o.Tablets)
 	values := make([]string, len(points))
 	for i, p := range points {
-		values[i] = "(" + skiplock.QuoteLiteral(p) + ")"
+		values[i] = "(" + sqlident.QuoteLiteral(p) + ")"
 	}
 	sep := ", "
 	if d.SplitInCreate {
 		sep = ",\n  "
 	}
 	return map[string]string{
-		"schema":       skiplock.QuoteIdent(o.Schema),
+		"schema":       sqlident.Quote(o.Schema),
 		"buckets":      strconv.Itoa(o.Buckets),
 		"tablets":      strconv.Itoa(o.Tablets),
 		"split_values": strings.Join(values, sep),

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // WorkerGrants renders the statements an owner runs so that role can
@@ -15,14 +17,14 @@ import (
 // lead. The role cannot migrate, create or drop anything, nor
 // pause a queue.
 func WorkerGrants(d *skiplock.Dialect, schemaName, role string, layouts []Layout) ([]string, error) {
-	if err := skiplock.ValidateIdent("schema", schemaName); err != nil {
+	if err := sqlident.Validate("schema", schemaName); err != nil {
 		return nil, err
 	}
-	if err := skiplock.ValidateIdent("role", role); err != nil {
+	if err := sqlident.Validate("role", role); err != nil {
 		return nil, err
 	}
-	s, r := skiplock.QuoteIdent(schemaName), skiplock.QuoteIdent(role)
-	table := func(name string) string { return s + "." + skiplock.QuoteIdent(name) }
+	s, r := sqlident.Quote(schemaName), sqlident.Quote(role)
+	table := func(name string) string { return s + "." + sqlident.Quote(name) }
 	stmts := []string{
 		fmt.Sprintf("GRANT USAGE ON SCHEMA %s TO %s", s, r),
 		fmt.Sprintf("GRANT SELECT ON %s, %s TO %s", table(SettingTable), table(MigrationTable), r),
@@ -43,7 +45,7 @@ func WorkerGrants(d *skiplock.Dialect, schemaName, role string, layouts []Layout
 		case LayoutFanout:
 			stmts = append(stmts, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s, %s, %s TO %s", table(JobQueueTable), table(DeadJobTable), table(JobAttemptTable), r))
 		default:
-			return nil, skiplock.Usagef("unknown layout %q: use bucketed or fanout", l)
+			return nil, usage.Errorf("unknown layout %q: use bucketed or fanout", l)
 		}
 	}
 	return stmts, nil

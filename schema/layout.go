@@ -5,6 +5,8 @@ import (
 	"strings"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // Layout names a queue layout.
@@ -27,7 +29,7 @@ func ParseLayout(s string) (Layout, error) {
 	case LayoutBucketed, LayoutFanout:
 		return l, nil
 	}
-	return "", skiplock.Usagef("unknown layout %q: use bucketed or fanout", s)
+	return "", usage.Errorf("unknown layout %q: use bucketed or fanout", s)
 }
 
 // ParseLayouts parses a comma-separated list such as "bucketed,fanout".
@@ -121,20 +123,20 @@ func (o *Options) withDefaults() (Options, error) {
 	if out.Schema == "" {
 		out.Schema = DefaultSchema
 	}
-	if err := skiplock.ValidateIdent("schema", out.Schema); err != nil {
+	if err := sqlident.Validate("schema", out.Schema); err != nil {
 		return out, err
 	}
 	if out.Buckets == 0 {
 		out.Buckets = DefaultBuckets
 	}
 	if out.Buckets < 1 || out.Buckets > MaxBuckets {
-		return out, skiplock.Usagef("buckets %d is out of range: use 1 to %d (default %d)", out.Buckets, MaxBuckets, DefaultBuckets)
+		return out, usage.Errorf("buckets %d is out of range: use 1 to %d (default %d)", out.Buckets, MaxBuckets, DefaultBuckets)
 	}
 	if out.Tablets == 0 {
 		out.Tablets = DefaultTablets
 	}
 	if out.Tablets < 1 || out.Tablets > MaxTablets {
-		return out, skiplock.Usagef("tablets %d is out of range: use 1 to %d (default %d)", out.Tablets, MaxTablets, DefaultTablets)
+		return out, usage.Errorf("tablets %d is out of range: use 1 to %d (default %d)", out.Tablets, MaxTablets, DefaultTablets)
 	}
 	return out, nil
 }
@@ -490,9 +492,9 @@ func UUIDSplitPoints(n int) []string {
 func createStatusType(d *skiplock.Dialect, schemaName string) string {
 	labels := make([]string, len(skiplock.Statuses))
 	for i, s := range skiplock.Statuses {
-		labels[i] = skiplock.QuoteLiteral(string(s))
+		labels[i] = sqlident.QuoteLiteral(string(s))
 	}
-	name := skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(StatusType)
+	name := sqlident.Quote(schemaName) + "." + sqlident.Quote(StatusType)
 	create := fmt.Sprintf("CREATE TYPE %s AS ENUM (%s)", name, strings.Join(labels, ", "))
 	if d.CreateTypeIfNotExists {
 		return strings.Replace(create, "CREATE TYPE ", "CREATE TYPE IF NOT EXISTS ", 1)
@@ -504,6 +506,6 @@ func createStatusType(d *skiplock.Dialect, schemaName string) string {
 	// is a single-quoted literal, not $$: a schema name may hold $ but
 	// never a quote. Migrations hold the migration lock, so nothing creates
 	// the type between the look and the CREATE.
-	body := fmt.Sprintf("BEGIN IF to_regtype(%s) IS NULL THEN %s; END IF; END", skiplock.QuoteLiteral(name), create)
-	return "DO " + skiplock.QuoteLiteral(body)
+	body := fmt.Sprintf("BEGIN IF to_regtype(%s) IS NULL THEN %s; END IF; END", sqlident.QuoteLiteral(name), create)
+	return "DO " + sqlident.QuoteLiteral(body)
 }

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/retry"
 )
 
@@ -173,7 +175,7 @@ func DryRun(ctx context.Context, db *skiplock.DB, cfg *MigrateConfig) (*Plan, er
 // transactional, statement by statement (each idempotent) elsewhere.
 func apply(ctx context.Context, conn skiplock.Conn, d *skiplock.Dialect, opts Options, m Migration) error {
 	record := fmt.Sprintf(`INSERT INTO %s.%s ("layout", "version", "name") VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
-		skiplock.QuoteIdent(opts.Schema), skiplock.QuoteIdent(MigrationTable))
+		sqlident.Quote(opts.Schema), sqlident.Quote(MigrationTable))
 	stmts, err := m.Up(d, opts)
 	if err != nil {
 		return fmt.Errorf("migrate %s/%d %s: %w", m.Layout, m.Version, m.Name, err)
@@ -253,7 +255,7 @@ func racyDDLError(err error) bool {
 
 func appliedVersions(ctx context.Context, q skiplock.Querier, schemaName string) (map[Layout]int, error) {
 	rows, err := q.Query(ctx, fmt.Sprintf(`SELECT "layout", max("version") FROM %s.%s GROUP BY "layout"`,
-		skiplock.QuoteIdent(schemaName), skiplock.QuoteIdent(MigrationTable)))
+		sqlident.Quote(schemaName), sqlident.Quote(MigrationTable)))
 	if err != nil {
 		return nil, fmt.Errorf("migrate: read applied migrations: %w", err)
 	}
@@ -296,7 +298,7 @@ func checkSettings(ctx context.Context, q skiplock.Querier, opts *Options, asked
 			return fmt.Errorf("setting %s in schema %q is %q, not a number: fix the row in %s", s.name, opts.Schema, have, SettingTable)
 		}
 		if s.asked != 0 && s.asked != n {
-			return skiplock.Usagef("schema %q was created with %s %d; migrate cannot change it to %d: drop the %s flag, or use a new schema", opts.Schema, s.flag, n, s.asked, s.flag)
+			return usage.Errorf("schema %q was created with %s %d; migrate cannot change it to %d: drop the %s flag, or use a new schema", opts.Schema, s.flag, n, s.asked, s.flag)
 		}
 		*s.value = n
 	}
@@ -307,7 +309,7 @@ func checkSettings(ctx context.Context, q skiplock.Querier, opts *Options, asked
 // tablet counts). A schema that was never migrated is an error that says
 // to run migrate.
 func ReadSettings(ctx context.Context, q skiplock.Querier, schemaName string) (map[string]string, error) {
-	rows, err := q.Query(ctx, fmt.Sprintf(`SELECT "name", "value" FROM %s.%s`, skiplock.QuoteIdent(schemaName), skiplock.QuoteIdent(SettingTable)))
+	rows, err := q.Query(ctx, fmt.Sprintf(`SELECT "name", "value" FROM %s.%s`, sqlident.Quote(schemaName), sqlident.Quote(SettingTable)))
 	if err != nil {
 		if skiplock.SQLState(err) == "42P01" || skiplock.SQLState(err) == "3F000" {
 			return nil, fmt.Errorf("schema %q has no skiplock tables: run `skiplock migrate --schema %s` first: %w", schemaName, schemaName, err)
@@ -352,7 +354,7 @@ func intSetting(ctx context.Context, q skiplock.Querier, schemaName, name string
 // AppliedMigrations lists what skiplock_migration records, oldest first.
 func AppliedMigrations(ctx context.Context, q skiplock.Querier, schemaName string) ([]Applied, error) {
 	rows, err := q.Query(ctx, fmt.Sprintf(`SELECT "layout", "version", "name", "applied_at" FROM %s.%s ORDER BY "applied_at", "layout", "version"`,
-		skiplock.QuoteIdent(schemaName), skiplock.QuoteIdent(MigrationTable)))
+		sqlident.Quote(schemaName), sqlident.Quote(MigrationTable)))
 	if err != nil {
 		return nil, fmt.Errorf("read applied migrations of schema %q: %w", schemaName, err)
 	}
@@ -436,7 +438,7 @@ func newRowLock(db *skiplock.DB, schemaName string, logf func(string, ...any)) *
 	host, _ := os.Hostname()
 	return &rowLock{
 		db:     db,
-		table:  skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(LockTable),
+		table:  sqlident.Quote(schemaName) + "." + sqlident.Quote(LockTable),
 		holder: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:])),
 		logf:   logf,
 	}

@@ -9,8 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/internal/usage"
 	. "github.com/skiplock/skiplock/schema"
 )
 
@@ -65,7 +66,7 @@ func TestMigrateConcurrently(t *testing.T) {
 			// The tables exist and take rows.
 			for _, table := range []string{JobsTable, JobQueueTable, DeadJobTable, WorkLogTable} {
 				var c int
-				if err := db.QueryRow(ctx, "SELECT count(*) FROM "+skiplock.QuoteIdent(name)+"."+skiplock.QuoteIdent(table)).Scan(&c); err != nil {
+				if err := db.QueryRow(ctx, "SELECT count(*) FROM "+sqlident.Quote(name)+"."+sqlident.Quote(table)).Scan(&c); err != nil {
 					t.Errorf("table %s: %v", table, err)
 				}
 			}
@@ -93,7 +94,7 @@ func TestMigrateRecordsSettingsAndRefusesChanges(t *testing.T) {
 		t.Fatalf("Tablets = %d, %v; want 3", n, err)
 	}
 	_, err := Migrate(ctx, db, &MigrateConfig{Options: Options{Schema: name, Buckets: 6}})
-	if !skiplock.IsUsage(err) {
+	if !usage.Is(err) {
 		t.Fatalf("changing buckets: want a usage error, got %v", err)
 	}
 	if b, _ := Buckets(ctx, db, name); b != 5 {
@@ -163,7 +164,7 @@ func TestMigrateSaysWhoHoldsTheLock(t *testing.T) {
 	if _, err := Migrate(ctx, db, first); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(ctx, `INSERT INTO `+skiplock.QuoteIdent(name)+`.`+skiplock.QuoteIdent(LockTable)+` ("name", "holder", "expires_at")
+	if _, err := db.Exec(ctx, `INSERT INTO `+sqlident.Quote(name)+`.`+sqlident.Quote(LockTable)+` ("name", "holder", "expires_at")
 VALUES ('migrate', 'other-host/4242/cafe', now() + interval '10 minutes')
 ON CONFLICT ("name") DO UPDATE SET "holder" = excluded."holder", "expires_at" = excluded."expires_at"`); err != nil {
 		t.Fatal(err)

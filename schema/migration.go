@@ -6,6 +6,8 @@ import (
 	"strconv"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // Migration is one numbered schema change for a layout, applied from a
@@ -59,14 +61,14 @@ func ModelStatements(d *skiplock.Dialect, layout Layout, o *Options) ([]string, 
 			// Only where the server lacks gen_random_uuid: YugabyteDB
 			// 2025.1 and later have it in core (PostgreSQL 15), and
 			// creating pgcrypto needs superuser or yb_extension there.
-			stmts = append(stmts, "DO "+skiplock.QuoteLiteral("BEGIN IF to_regproc('gen_random_uuid') IS NULL THEN CREATE EXTENSION IF NOT EXISTS "+skiplock.QuoteIdent(d.UUIDExtension)+"; END IF; END"))
+			stmts = append(stmts, "DO "+sqlident.QuoteLiteral("BEGIN IF to_regproc('gen_random_uuid') IS NULL THEN CREATE EXTENSION IF NOT EXISTS "+sqlident.Quote(d.UUIDExtension)+"; END IF; END"))
 		}
 		stmts = append(stmts, JobQueueTableDef(opts.Tablets).Create(d, opts.Schema)...)
 		stmts = append(stmts, DeadJobTableDef().Create(d, opts.Schema)...)
 		stmts = append(stmts, upsertSetting(opts.Schema, SettingTablets, strconv.Itoa(opts.Tablets)))
 		stmts = append(stmts, JobAttemptTableDef().Create(d, opts.Schema)...)
 	default:
-		return nil, skiplock.Usagef("unknown layout %q: use core, bucketed or fanout", layout)
+		return nil, usage.Errorf("unknown layout %q: use core, bucketed or fanout", layout)
 	}
 	return stmts, nil
 }
@@ -80,7 +82,7 @@ const (
 
 // bootstrap renders the bookkeeping tables every migration run needs.
 func bootstrap(d *skiplock.Dialect, schemaName string) []string {
-	q := skiplock.QuoteIdent(schemaName)
+	q := sqlident.Quote(schemaName)
 	return []string{
 		"CREATE SCHEMA IF NOT EXISTS " + q,
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
@@ -89,22 +91,22 @@ func bootstrap(d *skiplock.Dialect, schemaName string) []string {
   "name" TEXT NOT NULL,
   "applied_at" %s NOT NULL DEFAULT %s,
   PRIMARY KEY ("layout", "version")
-)`, q, skiplock.QuoteIdent(MigrationTable), d.Timestamp, d.Now),
+)`, q, sqlident.Quote(MigrationTable), d.Timestamp, d.Now),
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
   "name" TEXT NOT NULL PRIMARY KEY,
   "value" TEXT NOT NULL
-)`, q, skiplock.QuoteIdent(SettingTable)),
+)`, q, sqlident.Quote(SettingTable)),
 		fmt.Sprintf(`CREATE TABLE IF NOT EXISTS %s.%s (
   "name" TEXT NOT NULL PRIMARY KEY,
   "holder" TEXT NOT NULL,
   "expires_at" %s NOT NULL
-)`, q, skiplock.QuoteIdent(LockTable), d.Timestamp),
+)`, q, sqlident.Quote(LockTable), d.Timestamp),
 	}
 }
 
 func upsertSetting(schemaName, name, value string) string {
 	return fmt.Sprintf(`INSERT INTO %s.%s ("name", "value") VALUES (%s, %s) ON CONFLICT ("name") DO UPDATE SET "value" = excluded."value"`,
-		skiplock.QuoteIdent(schemaName), skiplock.QuoteIdent(SettingTable), skiplock.QuoteLiteral(name), skiplock.QuoteLiteral(value))
+		sqlident.Quote(schemaName), sqlident.Quote(SettingTable), sqlident.QuoteLiteral(name), sqlident.QuoteLiteral(value))
 }
 
 // pending returns the migrations of layouts (core always included) that

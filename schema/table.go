@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 )
 
 // Table describes one table for every engine.
@@ -100,7 +101,7 @@ type IndexColumn struct {
 }
 
 func (t *Table) qualified(schemaName string) string {
-	return skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(t.Name)
+	return sqlident.Quote(schemaName) + "." + sqlident.Quote(t.Name)
 }
 
 // Create renders the statements that create t in schemaName on the
@@ -118,7 +119,7 @@ func (t *Table) Create(d *skiplock.Dialect, schemaName string) []string {
 	if len(t.SplitAt) > 0 && d.RangeSplits {
 		values := make([]string, len(t.SplitAt))
 		for i, v := range t.SplitAt {
-			values[i] = "(" + skiplock.QuoteLiteral(v) + ")"
+			values[i] = "(" + sqlident.QuoteLiteral(v) + ")"
 		}
 		if d.SplitInCreate {
 			stmts = append(stmts, create+" SPLIT AT VALUES (\n  "+strings.Join(values, ",\n  ")+"\n)")
@@ -137,7 +138,7 @@ func (t *Table) Create(d *skiplock.Dialect, schemaName string) []string {
 func (t *Table) primaryKey(d *skiplock.Dialect) string {
 	keys := make([]string, len(t.PrimaryKey))
 	for i, k := range t.PrimaryKey {
-		keys[i] = skiplock.QuoteIdent(k)
+		keys[i] = sqlident.Quote(k)
 		if t.RangeKey && d.KeyOrderMarkers {
 			keys[i] += " ASC"
 		}
@@ -165,11 +166,11 @@ func (c Column) render(d *skiplock.Dialect, schemaName string) string {
 	case TypeTimestamp:
 		typ = d.Timestamp
 	case TypeStatus:
-		typ = skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(StatusType)
+		typ = sqlident.Quote(schemaName) + "." + sqlident.Quote(StatusType)
 	default:
 		panic("schema: unknown column type " + string(c.Type))
 	}
-	s := skiplock.QuoteIdent(c.Name) + " " + typ
+	s := sqlident.Quote(c.Name) + " " + typ
 	if c.NotNull {
 		s += " NOT NULL"
 	}
@@ -195,18 +196,18 @@ func (ix Index) render(d *skiplock.Dialect, schemaName string, t *Table) string 
 		case c.Spread && !d.KeyOrderMarkers:
 			continue
 		case (c.ShardKey || c.Spread || c.Hash) && d.KeyOrderMarkers:
-			keys = append(keys, skiplock.QuoteIdent(c.Name)+" HASH")
+			keys = append(keys, sqlident.Quote(c.Name)+" HASH")
 		case d.KeyOrderMarkers:
-			keys = append(keys, skiplock.QuoteIdent(c.Name)+" ASC")
+			keys = append(keys, sqlident.Quote(c.Name)+" ASC")
 		default:
-			keys = append(keys, skiplock.QuoteIdent(c.Name))
+			keys = append(keys, sqlident.Quote(c.Name))
 		}
 	}
 	unique := ""
 	if ix.Unique {
 		unique = "UNIQUE "
 	}
-	s := fmt.Sprintf("CREATE %sINDEX IF NOT EXISTS %s ON %s (%s)", unique, skiplock.QuoteIdent(ix.Name), t.qualified(schemaName), strings.Join(keys, ", "))
+	s := fmt.Sprintf("CREATE %sINDEX IF NOT EXISTS %s ON %s (%s)", unique, sqlident.Quote(ix.Name), t.qualified(schemaName), strings.Join(keys, ", "))
 	// CockroachDB's order: USING HASH, STORING, WITH (bucket_count), WHERE.
 	if sharded {
 		s += " USING HASH"
@@ -214,7 +215,7 @@ func (ix Index) render(d *skiplock.Dialect, schemaName string, t *Table) string 
 	var inc []string
 	for _, c := range ix.Include {
 		if !(d.CoveringRefusesKey && slices.Contains(t.PrimaryKey, c)) {
-			inc = append(inc, skiplock.QuoteIdent(c))
+			inc = append(inc, sqlident.Quote(c))
 		}
 	}
 	if len(inc) > 0 {
@@ -240,7 +241,7 @@ func (ix Index) ConflictTarget() string {
 	}
 	keys := make([]string, len(ix.Columns))
 	for i, c := range ix.Columns {
-		keys[i] = skiplock.QuoteIdent(c.Name)
+		keys[i] = sqlident.Quote(c.Name)
 	}
 	s := "(" + strings.Join(keys, ", ") + ")"
 	if ix.Where != "" {

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/metrics"
 	"github.com/skiplock/skiplock/schema"
@@ -184,7 +184,7 @@ func filter(r *http.Request) (admin.Filter, error) {
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil {
-			return f, skiplock.Usagef("limit %q: use a number from 1 to %d", l, admin.MaxLimit)
+			return f, usage.Errorf("limit %q: use a number from 1 to %d", l, admin.MaxLimit)
 		}
 		f.Limit = n
 	}
@@ -317,13 +317,13 @@ func jobAction(w http.ResponseWriter, r *http.Request) (admin.Action, bool) {
 func readBody(w http.ResponseWriter, r *http.Request, v any) error {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, 1<<20))
 	if err != nil {
-		return skiplock.Usagef("read the request body: %v", err)
+		return usage.Errorf("read the request body: %v", err)
 	}
 	if len(body) == 0 {
 		return nil
 	}
 	if err := json.Unmarshal(body, v); err != nil {
-		return skiplock.Usagef("the request body is not the JSON expected: %v", err)
+		return usage.Errorf("the request body is not the JSON expected: %v", err)
 	}
 	return nil
 }
@@ -375,7 +375,7 @@ func (s *Server) apiJobsAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if len(req.IDs) == 0 || len(req.IDs) > admin.MaxLimit {
-		s.fail(w, r, skiplock.Usagef(`send {"ids": [...]} with 1 to %d job ids`, admin.MaxLimit))
+		s.fail(w, r, usage.Errorf(`send {"ids": [...]} with 1 to %d job ids`, admin.MaxLimit))
 		return
 	}
 	out := s.admin.DoAll(r.Context(), action, req.IDs)

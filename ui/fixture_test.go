@@ -17,6 +17,7 @@ import (
 	"github.com/skiplock/skiplock/admin"
 	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/ui"
 )
@@ -131,7 +132,7 @@ func seed(t *testing.T) *fixture {
 // that the charts have something to draw and to be checked against.
 func seedRollups(ctx context.Context, t *testing.T, db *skiplock.DB, s string) {
 	t.Helper()
-	_, err := db.Exec(ctx, `INSERT INTO `+skiplock.QuoteIdent(s)+`."skiplock_rollup"
+	_, err := db.Exec(ctx, `INSERT INTO `+sqlident.Quote(s)+`."skiplock_rollup"
 		("queue", "minute", "completed", "failed", "wait_p50_us", "wait_p95_us", "wait_p99_us", "run_p50_us", "run_p95_us", "run_p99_us")
 	SELECT q, date_trunc('minute', now()) - m * INTERVAL '1 minute',
 		(40 + 30 * sin(m / 9.0) + (m % 7))::INT8, (m % 11 = 0)::INT::INT8 * (1 + m % 3),
@@ -165,7 +166,7 @@ func (f *fixture) adm(t *testing.T) *admin.Admin {
 // without package admin: "queue/state" -> count.
 func (f *fixture) sqlCounts(t *testing.T) map[string]int64 {
 	t.Helper()
-	q := skiplock.QuoteIdent(f.schema)
+	q := sqlident.Quote(f.schema)
 	rows, err := f.db.Query(context.Background(), `SELECT "queue", lower("status"::TEXT), count(*) FROM `+q+`."jobs" GROUP BY 1, 2
 UNION ALL SELECT "queue", 'queued', count(*) FROM `+q+`."job_queue" GROUP BY 1
 UNION ALL SELECT "queue", 'dead', count(*) FROM `+q+`."job_dead" GROUP BY 1`)
@@ -192,7 +193,7 @@ UNION ALL SELECT "queue", 'dead', count(*) FROM `+q+`."job_dead" GROUP BY 1`)
 // case, or fanout's queued (job_queue) or dead (job_dead); "" when gone.
 func (f *fixture) state(t *testing.T, id string) string {
 	t.Helper()
-	q := skiplock.QuoteIdent(f.schema)
+	q := sqlident.Quote(f.schema)
 	var st string
 	var err error
 	if admin.LayoutOf(id) == "bucketed" {
@@ -213,7 +214,7 @@ UNION ALL SELECT 'dead' FROM `+q+`."job_dead" WHERE "id" = $1`, id).Scan(&st)
 // paused reads a queue's pause row: nil when it has none.
 func (f *fixture) paused(t *testing.T, queue string) *bool {
 	t.Helper()
-	rows, err := f.db.Query(context.Background(), `SELECT "paused" FROM `+skiplock.QuoteIdent(f.schema)+`."skiplock_queue" WHERE "name" = $1`, queue)
+	rows, err := f.db.Query(context.Background(), `SELECT "paused" FROM `+sqlident.Quote(f.schema)+`."skiplock_queue" WHERE "name" = $1`, queue)
 	if err != nil {
 		t.Fatal(err)
 	}

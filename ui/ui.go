@@ -52,6 +52,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/metrics"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -133,14 +134,14 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Server, error) {
 		c.QueuesTTL = 2 * time.Second
 	}
 	if c.Auth.User == "" && c.Auth.Password != "" {
-		return nil, skiplock.Usagef("ui: Auth.Password is set without Auth.User: set both for basic auth")
+		return nil, usage.Errorf("ui: Auth.Password is set without Auth.User: set both for basic auth")
 	}
 	if c.Auth.User != "" && c.Auth.Password == "" {
-		return nil, skiplock.Usagef("ui: Auth.User %q has no password: set Auth.Password", c.Auth.User)
+		return nil, usage.Errorf("ui: Auth.User %q has no password: set Auth.Password", c.Auth.User)
 	}
 	c.BasePath = strings.TrimRight(c.BasePath, "/")
 	if c.BasePath != "" && !strings.HasPrefix(c.BasePath, "/") {
-		return nil, skiplock.Usagef("ui: BasePath %q must start with /", c.BasePath)
+		return nil, usage.Errorf("ui: BasePath %q must start with /", c.BasePath)
 	}
 	a, err := admin.New(ctx, db, c.Schema)
 	if err != nil {
@@ -158,7 +159,7 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Server, error) {
 	}))
 	for _, o := range c.TrustedOrigins {
 		if err := s.cop.AddTrustedOrigin(o); err != nil {
-			return nil, skiplock.Usagef("ui: TrustedOrigins: %v", err)
+			return nil, usage.Errorf("ui: TrustedOrigins: %v", err)
 		}
 	}
 	if s.pages, err = parsePages(); err != nil {
@@ -303,7 +304,7 @@ func status(err error) int {
 		return http.StatusNotFound
 	case errors.As(err, &se):
 		return http.StatusConflict
-	case skiplock.IsUsage(err):
+	case usage.Is(err):
 		return http.StatusBadRequest
 	case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusServiceUnavailable

@@ -16,6 +16,7 @@ import (
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
 	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/metrics"
 	"github.com/skiplock/skiplock/ui"
@@ -312,7 +313,7 @@ func TestAuth(t *testing.T) {
 	if code != http.StatusForbidden || f.state(t, f.failed[0]) != "failed" {
 		t.Errorf("POST with the bearer token and no CSRF token: %d, job %s", code, f.state(t, f.failed[0]))
 	}
-	if _, err := ui.New(context.Background(), f.db, &ui.Config{Schema: f.schema, Auth: ui.Auth{User: "ops"}}); !skiplock.IsUsage(err) {
+	if _, err := ui.New(context.Background(), f.db, &ui.Config{Schema: f.schema, Auth: ui.Auth{User: "ops"}}); !usage.Is(err) {
 		t.Errorf("a user without a password: %v", err)
 	}
 }

@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bench"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -25,7 +25,7 @@ func init() {
 }
 
 func runBench(ctx context.Context, e *env, args []string) error {
-	usage := commands["bench"].usage
+	synopsis := commands["bench"].usage
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		fmt.Fprintf(e.stderr, "usage: skiplock [global flags] %s\n\n"+
 			"  latency     the scalable-job-queue article's test: preload jobs; W workers claim one, work D, complete (default 500 x 1s for 30s)\n"+
@@ -47,7 +47,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 			"--rtt D on any scenario sends every connection through a loopback proxy adding D/2 each way.\n"+
 			"The bench empties and refills its own schema: %s, or one --schema names that does not\n"+
 			"exist yet (the bench creates and marks it). It refuses any other schema.\n"+
-			"Run skiplock bench SCENARIO -h for the flags.\n", usage, bench.DefaultSchema)
+			"Run skiplock bench SCENARIO -h for the flags.\n", synopsis, bench.DefaultSchema)
 		if len(args) == 0 {
 			return errUsageShown
 		}
@@ -55,7 +55,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	scenario := args[0]
 	cfg := bench.Config{Scenario: scenario}
-	fs := e.flags("bench "+scenario, usage)
+	fs := e.flags("bench "+scenario, synopsis)
 	layout := fs.String("layout", "", "bucketed (lease mode) or fanout (tx mode); default by --mode, else bucketed")
 	fs.StringVar(&cfg.Mode, "mode", "", "lease (bucketed, a small pool) or tx (fanout, one connection per worker)")
 	fs.IntVar(&cfg.Workers, "workers", 0, "concurrent workers or clients (default: latency 500, lock 15, throughput 1000 on the client and 10 with --batch or --mode tx; tombstones claims on one)")
@@ -89,10 +89,10 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if *rate != "max" {
 		r, err := strconv.ParseFloat(*rate, 64)
 		if err != nil || r <= 0 {
-			return skiplock.Usagef("--rate %q: use a positive number of jobs/s, or max", *rate)
+			return usage.Errorf("--rate %q: use a positive number of jobs/s, or max", *rate)
 		}
 		if scenario != bench.ScenarioSoak {
-			return skiplock.Usagef("--rate is the soak scenario's: leave it out of %s", scenario)
+			return usage.Errorf("--rate is the soak scenario's: leave it out of %s", scenario)
 		}
 		cfg.Rate = r
 	}
@@ -103,7 +103,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 			cfg.Workers = *clients
 		}
 	} else if *clients != 0 {
-		return skiplock.Usagef("--clients is the enqueue scenario's: use --workers for %s", scenario)
+		return usage.Errorf("--clients is the enqueue scenario's: use --workers for %s", scenario)
 	}
 	if *layout != "" {
 		l, err := schema.ParseLayout(*layout)
@@ -147,7 +147,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
-			return skiplock.Usagef("--cpuprofile: %v", err)
+			return usage.Errorf("--cpuprofile: %v", err)
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {

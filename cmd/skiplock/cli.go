@@ -15,6 +15,8 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/cluster"
+	"github.com/skiplock/skiplock/internal/sqlident"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -93,7 +95,7 @@ func (e *env) printJSON(v any) error {
 func (e *env) parsedEngine() (skiplock.Engine, error) { return skiplock.ParseEngine(e.engine) }
 
 // checkSchema validates --schema before anything touches the database.
-func (e *env) checkSchema() error { return skiplock.ValidateIdent("schema", e.schema) }
+func (e *env) checkSchema() error { return sqlident.Validate("schema", e.schema) }
 
 // resolveDSN picks the DSN: --dsn, $SKIPLOCK_DSN, $DATABASE_URL, or the
 // embedded PostgreSQL, started if it is not running.
@@ -174,7 +176,7 @@ func (e *env) emulation() (skiplock.Personality, *skiplock.EmulateConfig, error)
 	}
 	if p == skiplock.PersonalityNone {
 		if strings.TrimSpace(opts) != "" && e.emulateOpts != "" {
-			return "", nil, skiplock.Usagef("--emulate-opts %q without --emulate: name the personality too", opts)
+			return "", nil, usage.Errorf("--emulate-opts %q without --emulate: name the personality too", opts)
 		}
 		return p, nil, nil
 	}
@@ -224,7 +226,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		return exitOK
 	case errors.Is(err, errUsageShown):
 		return exitUsage
-	case skiplock.IsUsage(err):
+	case usage.Is(err):
 		fmt.Fprintf(stderr, "skiplock %s: %v\n", name, err)
 		return exitUsage
 	default:
@@ -258,7 +260,7 @@ func parse(fs *flag.FlagSet, args []string) error {
 		return errUsageShown
 	}
 	if fs.NArg() > 0 {
-		return skiplock.Usagef("unexpected argument %q: flags start with --", fs.Arg(0))
+		return usage.Errorf("unexpected argument %q: flags start with --", fs.Arg(0))
 	}
 	return nil
 }
@@ -289,7 +291,7 @@ func countFlags(fs *flag.FlagSet, names ...string) error {
 			continue
 		}
 		if v, ok := f.Value.(flag.Getter).Get().(int); ok && v < 1 {
-			return skiplock.Usagef("--%s %d: use a count of at least 1", n, v)
+			return usage.Errorf("--%s %d: use a count of at least 1", n, v)
 		}
 	}
 	return nil
@@ -311,7 +313,7 @@ const (
 func maxFlag(fs *flag.FlagSet, name string, hi int) error {
 	f := fs.Lookup(name)
 	if v, ok := f.Value.(flag.Getter).Get().(int); ok && v > hi {
-		return skiplock.Usagef("--%s %d: the limit is %d", name, v, hi)
+		return usage.Errorf("--%s %d: the limit is %d", name, v, hi)
 	}
 	return nil
 }
@@ -323,7 +325,7 @@ func oneOf(name, v string, allowed ...string) error {
 			return nil
 		}
 	}
-	return skiplock.Usagef("--%s %q: use %s", name, v, strings.Join(allowed, " or "))
+	return usage.Errorf("--%s %q: use %s", name, v, strings.Join(allowed, " or "))
 }
 
 // flagSet reports whether the flag was given on the command line.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/cluster"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 func init() {
@@ -30,7 +31,7 @@ func runCluster(ctx context.Context, e *env, args []string) error {
 	}
 	sub := args[0]
 	if err := oneOf("subcommand", sub, "up", "down", "status", "dsn"); err != nil {
-		return skiplock.Usagef("unknown cluster subcommand %q: use up, down, status or dsn", sub)
+		return usage.Errorf("unknown cluster subcommand %q: use up, down, status or dsn", sub)
 	}
 	fs := e.flags("cluster "+sub, clusterUsage)
 	nodes := fs.Int("nodes", 3, "number of nodes (1 to 9); down, status and dsn take it from the running cluster")
@@ -47,7 +48,7 @@ func runCluster(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if engine != skiplock.EngineYugabyte && engine != skiplock.EngineCockroach {
-		return skiplock.Usagef("--engine %s: a local cluster is --engine yugabyte or --engine cockroach (the embedded PostgreSQL is `skiplock local`)", e.engine)
+		return usage.Errorf("--engine %s: a local cluster is --engine yugabyte or --engine cockroach (the embedded PostgreSQL is `skiplock local`)", e.engine)
 	}
 	c, err := cluster.NewMultiNode(&cluster.MultiNodeConfig{
 		Engine: engine, Nodes: *nodes, BaseDir: *baseDir, Bin: *bin, Logf: e.logf,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -84,7 +85,7 @@ type recorder struct {
 
 // newRecorder prepares --record's statements for schemaName.
 func newRecorder(schemaName string) *recorder {
-	table := skiplock.QuoteIdent(schemaName) + "." + skiplock.QuoteIdent(schema.WorkLogTable)
+	table := sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.WorkLogTable)
 	host, _ := os.Hostname()
 	return &recorder{
 		one:    "INSERT INTO " + table + ` ("job_id", "worker") VALUES ($1, $2)`,

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 )
 
@@ -25,7 +25,7 @@ func TestEnqueuePayloadFile(t *testing.T) {
 	}
 	cliAll(t, []string{"--schema", name, "enqueue", "--payload-file", path})
 	var n int64
-	if err := db.QueryRow(t.Context(), `SELECT count(*) FROM `+skiplock.QuoteIdent(name)+`."jobs" WHERE length("payload"::text) > 300000`).Scan(&n); err != nil || n != 1 {
+	if err := db.QueryRow(t.Context(), `SELECT count(*) FROM `+sqlident.Quote(name)+`."jobs" WHERE length("payload"::text) > 300000`).Scan(&n); err != nil || n != 1 {
 		t.Fatalf("%d jobs with the 300 KiB payload (%v), want 1", n, err)
 	}
 	for _, args := range [][]string{
@@ -37,7 +37,7 @@ func TestEnqueuePayloadFile(t *testing.T) {
 			t.Errorf("%v: exit %d %q, want a usage error", args[3:], code, errs)
 		}
 	}
-	if err := db.QueryRow(t.Context(), `SELECT count(*) FROM `+skiplock.QuoteIdent(name)+`."jobs"`).Scan(&n); err != nil || n != 1 {
+	if err := db.QueryRow(t.Context(), `SELECT count(*) FROM `+sqlident.Quote(name)+`."jobs"`).Scan(&n); err != nil || n != 1 {
 		t.Errorf("%d jobs after the refused ones (%v), want 1", n, err)
 	}
 }

@@ -11,14 +11,16 @@ import (
 	"testing"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/schema"
 )
 
 // jobRows counts both layouts' job rows in a schema.
 func jobRows(t *testing.T, db *skiplock.DB, name string) int64 {
 	t.Helper()
-	s := skiplock.QuoteIdent(name)
+	s := sqlident.Quote(name)
 	var n int64
 	if err := db.QueryRow(t.Context(), `SELECT (SELECT count(*) FROM `+s+`."jobs") + (SELECT count(*) FROM `+s+`."job_queue")`).Scan(&n); err != nil {
 		t.Fatal(err)
@@ -73,7 +75,7 @@ func TestOutOfRangeInputExits2AndWritesNothing(t *testing.T) {
 	// A time from 1970 on is stored as given, not as now.
 	cliAll(t, []string{"--schema", name, "enqueue", "--run-at", "1970-01-01T00:00:00Z"})
 	var runAt string
-	if err := db.QueryRow(t.Context(), `SELECT to_char("run_at" AT TIME ZONE 'UTC', 'YYYY-MM-DD') FROM `+skiplock.QuoteIdent(name)+`."jobs"`).Scan(&runAt); err != nil || runAt != "1970-01-01" {
+	if err := db.QueryRow(t.Context(), `SELECT to_char("run_at" AT TIME ZONE 'UTC', 'YYYY-MM-DD') FROM `+sqlident.Quote(name)+`."jobs"`).Scan(&runAt); err != nil || runAt != "1970-01-01" {
 		t.Fatalf("run_at %q (%v), want 1970-01-01", runAt, err)
 	}
 }
@@ -113,7 +115,7 @@ func TestLayoutsRefuseABadJobByIndexBeforeWriting(t *testing.T) {
 		for _, l := range schema.Layouts {
 			jobs := []skiplock.NewJob{{Payload: []byte(`{}`)}, {Payload: []byte(`{}`)}, bad}
 			n, err := layoutCLIs[l].enqueue(ctx, db, name, jobs)
-			if n != 0 || !skiplock.IsUsage(err) || !strings.Contains(err.Error(), "job 2: ") {
+			if n != 0 || !usage.Is(err) || !strings.Contains(err.Error(), "job 2: ") {
 				t.Errorf("%s %q: added %d, err %v; want a usage error naming job 2", l, bad.Payload, n, err)
 			}
 		}
@@ -135,7 +137,7 @@ func TestBenchRefusesAQueueSchema(t *testing.T) {
 		[]string{"--schema", name, "enqueue", "--layout", "bucketed", "--count", "1000"},
 		[]string{"--schema", name, "enqueue", "--layout", "fanout", "--count", "500"},
 	)
-	if _, err := db.Exec(t.Context(), `INSERT INTO `+skiplock.QuoteIdent(name)+`."work_log" ("job_id", "worker") VALUES ('1', 'w')`); err != nil {
+	if _, err := db.Exec(t.Context(), `INSERT INTO `+sqlident.Quote(name)+`."work_log" ("job_id", "worker") VALUES ('1', 'w')`); err != nil {
 		t.Fatal(err)
 	}
 	code, _, errs := cli(t, "--schema", name, "bench", "throughput", "--jobs", "100")

@@ -9,8 +9,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -28,7 +28,7 @@ const bulkConfirm = 100
 
 func runJobs(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 || strings.HasPrefix(args[0], "-") {
-		return skiplock.Usagef("jobs needs a subcommand: list, show, retry, cancel or delete")
+		return usage.Errorf("jobs needs a subcommand: list, show, retry, cancel or delete")
 	}
 	sub, args := args[0], args[1:]
 	switch sub {
@@ -39,7 +39,7 @@ func runJobs(ctx context.Context, e *env, args []string) error {
 	case "retry", "cancel", "delete":
 		return jobsAct(ctx, e, admin.Action(sub), args)
 	}
-	return skiplock.Usagef("jobs %s: unknown subcommand: use list, show, retry, cancel or delete", sub)
+	return usage.Errorf("jobs %s: unknown subcommand: use list, show, retry, cancel or delete", sub)
 }
 
 // jobsAdmin opens the database and the schema's admin.
@@ -65,7 +65,7 @@ func jobsList(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if f.Limit < 1 || f.Limit > admin.MaxLimit {
-		return skiplock.Usagef("--limit %d: use 1 to %d", f.Limit, admin.MaxLimit)
+		return usage.Errorf("--limit %d: use 1 to %d", f.Limit, admin.MaxLimit)
 	}
 	f.Layout = schema.Layout(layout)
 	a, err := jobsAdmin(ctx, e)
@@ -120,7 +120,7 @@ func jobsShow(ctx context.Context, e *env, args []string) error {
 		return errUsageShown
 	}
 	if fs.NArg() != 1 {
-		return skiplock.Usagef("jobs show takes one job id")
+		return usage.Errorf("jobs show takes one job id")
 	}
 	a, err := jobsAdmin(ctx, e)
 	if err != nil {
@@ -169,13 +169,13 @@ func jobsAct(ctx context.Context, e *env, action admin.Action, args []string) er
 	ids := fs.Args()
 	switch {
 	case *state == "" && len(ids) == 0:
-		return skiplock.Usagef("%s: name job ids, or --state to act on every job in a state", name)
+		return usage.Errorf("%s: name job ids, or --state to act on every job in a state", name)
 	case *state != "" && len(ids) > 0:
-		return skiplock.Usagef("%s: give ids or --state, not both", name)
+		return usage.Errorf("%s: give ids or --state, not both", name)
 	case *limit < 1 || *limit > admin.MaxLimit:
-		return skiplock.Usagef("%s: --limit %d: use 1 to %d", name, *limit, admin.MaxLimit)
+		return usage.Errorf("%s: --limit %d: use 1 to %d", name, *limit, admin.MaxLimit)
 	case *state != "" && *limit > bulkConfirm && !*yes:
-		return skiplock.Usagef("%s: --limit %d is more than %d jobs: add --yes to confirm", name, *limit, bulkConfirm)
+		return usage.Errorf("%s: --limit %d is more than %d jobs: add --yes to confirm", name, *limit, bulkConfirm)
 	}
 	a, err := jobsAdmin(ctx, e)
 	if err != nil {

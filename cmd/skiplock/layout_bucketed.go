@@ -7,6 +7,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -50,14 +51,14 @@ func bucketedPoolSize(workers int) int { return min(workers, bucketedMaxPool) + 
 // workers exceeds the server's max_connections.
 func bucketedPoolFits(workers, serverMax int) error {
 	if need := bucketedPoolSize(workers); need > serverMax {
-		return skiplock.Usagef("server allows %d connections; --workers %d in lease mode needs a pool of %d: raise max_connections or use fewer --workers", serverMax, workers, need)
+		return usage.Errorf("server allows %d connections; --workers %d in lease mode needs a pool of %d: raise max_connections or use fewer --workers", serverMax, workers, need)
 	}
 	return nil
 }
 
 func (bucketedCLI) work(ctx context.Context, e *env, small *skiplock.DB, o workOptions) (workReport, error) {
 	if o.Mode != "lease" {
-		return workReport{}, skiplock.Usagef("--mode %s: the bucketed layout works with leases (--mode lease); --mode tx belongs to --layout fanout", o.Mode)
+		return workReport{}, usage.Errorf("--mode %s: the bucketed layout works with leases (--mode lease); --mode tx belongs to --layout fanout", o.Mode)
 	}
 	need := bucketedPoolSize(o.Workers)
 	if serverMax, err := small.ServerMaxConnections(ctx); err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -34,10 +35,10 @@ const workPoolSpare = 1
 
 func (fanoutCLI) work(ctx context.Context, e *env, db *skiplock.DB, o workOptions) (workReport, error) {
 	if o.Mode != "tx" {
-		return workReport{}, skiplock.Usagef("--mode %s: the fanout layout processes each job inside its dequeue transaction (--mode tx); use --layout bucketed for leases", o.Mode)
+		return workReport{}, usage.Errorf("--mode %s: the fanout layout processes each job inside its dequeue transaction (--mode tx); use --layout bucketed for leases", o.Mode)
 	}
 	if o.Batch > 1 {
-		return workReport{}, skiplock.Usagef("--batch %d: the fanout layout claims one job per transaction; leave --batch out", o.Batch)
+		return workReport{}, usage.Errorf("--batch %d: the fanout layout claims one job per transaction; leave --batch out", o.Batch)
 	}
 	// Each worker holds a connection while it works: the shared pool is
 	// sized for short commands, so open one sized for the workers, whose
@@ -74,7 +75,7 @@ func (fanoutCLI) work(ctx context.Context, e *env, db *skiplock.DB, o workOption
 	if err := w.Start(context.WithoutCancel(ctx)); err != nil {
 		var ce *fanout.ConnLimitError
 		if errors.As(err, &ce) {
-			return workReport{}, skiplock.Usagef("server allows %d connections; --mode tx with %d workers needs %d: raise max_connections or use --mode lease",
+			return workReport{}, usage.Errorf("server allows %d connections; --mode tx with %d workers needs %d: raise max_connections or use --mode lease",
 				ce.Allowed, ce.Workers, ce.Needed)
 		}
 		return workReport{}, err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/cluster"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 func init() {
@@ -34,7 +35,7 @@ func runLocal(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if *maxConns < 10 || *maxConns > maxServerConnections {
-		return skiplock.Usagef("--max-connections %d: use 10 to %d", *maxConns, maxServerConnections)
+		return usage.Errorf("--max-connections %d: use 10 to %d", *maxConns, maxServerConnections)
 	}
 	pg := cluster.NewPostgres(&cluster.PostgresConfig{Logf: e.logf, NoFsync: *noFsync, MaxConnections: *maxConns})
 	switch sub {
@@ -71,7 +72,7 @@ func runLocal(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintln(e.stdout, pg.DSN())
 		return nil
 	}
-	return skiplock.Usagef("unknown local subcommand %q: use start, stop, status or dsn", sub)
+	return usage.Errorf("unknown local subcommand %q: use start, stop, status or dsn", sub)
 }
 
 func reportLocal(ctx context.Context, e *env, pg *cluster.Postgres) error {

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 )
 
@@ -35,7 +36,7 @@ func cliAll(t *testing.T, lines ...[]string) {
 // workLog counts a schema's work_log rows and the distinct jobs in them.
 func workLog(t *testing.T, db *skiplock.DB, schemaName string) (rows, jobs int64) {
 	t.Helper()
-	err := db.QueryRow(t.Context(), `SELECT count(*), count(DISTINCT "job_id") FROM `+skiplock.QuoteIdent(schemaName)+`."work_log"`).Scan(&rows, &jobs)
+	err := db.QueryRow(t.Context(), `SELECT count(*), count(DISTINCT "job_id") FROM `+sqlident.Quote(schemaName)+`."work_log"`).Scan(&rows, &jobs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
-	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/metrics"
 )
 
@@ -30,7 +30,7 @@ func newMetricsRegistry() (*prometheus.Registry, *metrics.Metrics, error) {
 func serveMetrics(e *env, addr string, g prometheus.Gatherer) (stop func(), err error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, skiplock.Usagef("--metrics-addr %q: %v: give a free host:port, such as 127.0.0.1:9090", addr, err)
+		return nil, usage.Errorf("--metrics-addr %q: %v: give a free host:port, such as 127.0.0.1:9090", addr, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metrics.Handler(g))

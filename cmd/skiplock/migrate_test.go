@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -75,7 +75,7 @@ func TestMigrateDryRunChangesNothing(t *testing.T) {
 		t.Fatalf("pending = %+v, want bucketed's %d versions from 1, with their statements", rep.Pending, count(schema.LayoutBucketed))
 	}
 	var rows int
-	if err := db.QueryRow(ctx, "SELECT count(*) FROM "+skiplock.QuoteIdent(name)+"."+skiplock.QuoteIdent(schema.MigrationTable)).Scan(&rows); err != nil {
+	if err := db.QueryRow(ctx, "SELECT count(*) FROM "+sqlident.Quote(name)+"."+sqlident.Quote(schema.MigrationTable)).Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
 	if want := count(schema.LayoutCore) + count(schema.LayoutFanout); rows != want {

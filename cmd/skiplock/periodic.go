@@ -6,7 +6,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 func init() {
@@ -20,7 +20,7 @@ func init() {
 
 func runPeriodic(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 || args[0] != "list" {
-		return skiplock.Usagef("periodic needs the subcommand list")
+		return usage.Errorf("periodic needs the subcommand list")
 	}
 	fs := e.flags("periodic list", "periodic list")
 	if err := parse(fs, args[1:]); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -180,11 +181,11 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if *maxPayload < 1 || *maxPayload > skiplock.DefaultMaxPayloadBytes {
-		return skiplock.Usagef("--max-payload %d: use 1 to %d bytes", *maxPayload, skiplock.DefaultMaxPayloadBytes)
+		return usage.Errorf("--max-payload %d: use 1 to %d bytes", *maxPayload, skiplock.DefaultMaxPayloadBytes)
 	}
 	if *payloadFile != "" {
 		if flagSet(fs, "payload") {
-			return skiplock.Usagef("--payload and --payload-file: give the payload one way")
+			return usage.Errorf("--payload and --payload-file: give the payload one way")
 		}
 		text, err := readPayload(*payloadFile, *maxPayload)
 		if err != nil {
@@ -203,7 +204,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if *uniqueKey != "" && *count != 1 {
-		return skiplock.Usagef("--unique-key with --count %d: a unique key dedupes, so enqueue one job at a time", *count)
+		return usage.Errorf("--unique-key with --count %d: a unique key dedupes, so enqueue one job at a time", *count)
 	}
 	at, err := parseRunAt(*runAt, time.Now())
 	if err != nil {
@@ -211,7 +212,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	}
 	job := skiplock.NewJob{Queue: *queue, Payload: json.RawMessage(*payload), Priority: *priority, RunAt: at, MaxAttempts: *maxAttempts, UniqueKey: *uniqueKey, Kind: *kind}
 	if err := job.Normalize(*maxPayload); err != nil {
-		return skiplock.Usagef("job for queue %q: %v; nothing was written", *queue, err)
+		return usage.Errorf("job for queue %q: %v; nothing was written", *queue, err)
 	}
 	db, err := e.open(ctx, 4)
 	if err != nil {
@@ -284,17 +285,17 @@ func parseRunAt(s string, now time.Time) (time.Time, error) {
 	}
 	if d, err := time.ParseDuration(s); err == nil {
 		if d < 0 {
-			return time.Time{}, skiplock.Usagef("--run-at %q: a delay cannot be negative", s)
+			return time.Time{}, usage.Errorf("--run-at %q: a delay cannot be negative", s)
 		}
 		return now.Add(d), nil
 	}
 	t, err := time.Parse(time.RFC3339, s)
 	if err != nil {
-		return time.Time{}, skiplock.Usagef("--run-at %q: use an RFC 3339 time (2026-01-02T15:04:05Z) or a delay (30s, 5m)", s)
+		return time.Time{}, usage.Errorf("--run-at %q: use an RFC 3339 time (2026-01-02T15:04:05Z) or a delay (30s, 5m)", s)
 	}
 	if t.Before(skiplock.MinRunAt) {
 		// Refused, not stored: the zero time would read as "now".
-		return time.Time{}, skiplock.Usagef("--run-at %q is before 1970: times that early are refused; leave --run-at out to run now", s)
+		return time.Time{}, usage.Errorf("--run-at %q is before 1970: times that early are refused; leave --run-at out to run now", s)
 	}
 	return t, nil
 }
@@ -332,25 +333,25 @@ func runWork(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if o.Fail < 0 || o.Fail > 1 || o.Fail != o.Fail {
-		return skiplock.Usagef("--fail %g: use a fraction from 0 (no failures) to 1 (every attempt but a job's last)", o.Fail)
+		return usage.Errorf("--fail %g: use a fraction from 0 (no failures) to 1 (every attempt but a job's last)", o.Fail)
 	}
 	if o.RetryBackoff < 0 {
-		return skiplock.Usagef("--retry-backoff %v: a duration cannot be negative", o.RetryBackoff)
+		return usage.Errorf("--retry-backoff %v: a duration cannot be negative", o.RetryBackoff)
 	}
 	if o.Work < 0 {
-		return skiplock.Usagef("--work %v: a duration cannot be negative", o.Work)
+		return usage.Errorf("--work %v: a duration cannot be negative", o.Work)
 	}
 	if o.VisibilityTimeout < time.Second {
-		return skiplock.Usagef("--visibility-timeout %v: use at least 1s", o.VisibilityTimeout)
+		return usage.Errorf("--visibility-timeout %v: use at least 1s", o.VisibilityTimeout)
 	}
 	if o.RescueInterval != 0 && (o.RescueInterval < 100*time.Millisecond || o.RescueInterval > time.Hour) {
-		return skiplock.Usagef("--rescue-interval %v: use 100ms to 1h (or leave it out for 5s)", o.RescueInterval)
+		return usage.Errorf("--rescue-interval %v: use 100ms to 1h (or leave it out for 5s)", o.RescueInterval)
 	}
 	if o.JobTimeout < time.Second {
-		return skiplock.Usagef("--job-timeout %v: use at least 1s", o.JobTimeout)
+		return usage.Errorf("--job-timeout %v: use at least 1s", o.JobTimeout)
 	}
 	if o.Batch < 0 || o.Batch > maxBatch {
-		return skiplock.Usagef("--batch %d: use 1 to %d (or leave it out)", o.Batch, maxBatch)
+		return usage.Errorf("--batch %d: use 1 to %d (or leave it out)", o.Batch, maxBatch)
 	}
 	if o.Mode != "" {
 		if err := oneOf("mode", o.Mode, "lease", "tx"); err != nil {
@@ -373,13 +374,13 @@ func runWork(ctx context.Context, e *env, args []string) error {
 		return runClientWork(ctx, e, fs, l, o)
 	}
 	if o.HeldClaims {
-		return skiplock.Usagef("--held-claims with --batch: held claims run on the client, which claims for its free workers plus a prefetch: leave --batch out")
+		return usage.Errorf("--held-claims with --batch: held claims run on the client, which claims for its free workers plus a prefetch: leave --batch out")
 	}
 	if o.MetricsAddr != "" {
-		return skiplock.Usagef("--metrics-addr with --batch: metrics come from the client, which claims for its free workers plus a prefetch: leave --batch out")
+		return usage.Errorf("--metrics-addr with --batch: metrics come from the client, which claims for its free workers plus a prefetch: leave --batch out")
 	}
 	if o.Workers < 1 || o.Workers > maxWorkers {
-		return skiplock.Usagef("--workers %d: use 1 to %d", o.Workers, maxWorkers)
+		return usage.Errorf("--workers %d: use 1 to %d", o.Workers, maxWorkers)
 	}
 	if o.Mode == "" {
 		o.Mode = lc.defaultMode()
@@ -545,7 +546,7 @@ func readPayload(path string, limit int) (string, error) {
 	if path != "-" {
 		f, err := os.Open(path)
 		if err != nil {
-			return "", skiplock.Usagef("--payload-file: %v", err)
+			return "", usage.Errorf("--payload-file: %v", err)
 		}
 		defer f.Close()
 		r = f
@@ -555,7 +556,7 @@ func readPayload(path string, limit int) (string, error) {
 		return "", fmt.Errorf("--payload-file %s: %w", path, err)
 	}
 	if len(b) > limit {
-		return "", skiplock.Usagef("--payload-file %s: the payload is larger than --max-payload (%d bytes); nothing was written", path, limit)
+		return "", usage.Errorf("--payload-file %s: the payload is larger than --max-payload (%d bytes); nothing was written", path, limit)
 	}
 	return string(b), nil
 }

@@ -10,8 +10,8 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 func init() {
@@ -25,7 +25,7 @@ func init() {
 
 func runQueues(ctx context.Context, e *env, args []string) error {
 	if len(args) == 0 {
-		return skiplock.Usagef("queues needs a subcommand: list, pause or resume")
+		return usage.Errorf("queues needs a subcommand: list, pause or resume")
 	}
 	sub, rest := args[0], args[1:]
 	fs := e.flags("queues "+sub, commands["queues"].usage)
@@ -38,12 +38,12 @@ func runQueues(ctx context.Context, e *env, args []string) error {
 	switch sub {
 	case "list":
 		if fs.NArg() > 0 {
-			return skiplock.Usagef("queues list takes no arguments")
+			return usage.Errorf("queues list takes no arguments")
 		}
 		return queuesList(ctx, e)
 	case "pause", "resume":
 		if fs.NArg() != 1 {
-			return skiplock.Usagef("queues %s takes one queue name", sub)
+			return usage.Errorf("queues %s takes one queue name", sub)
 		}
 		a, err := jobsAdmin(ctx, e)
 		if err != nil {
@@ -59,7 +59,7 @@ func runQueues(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "queue %q %s\n", fs.Arg(0), past)
 		return nil
 	}
-	return skiplock.Usagef("queues %s: unknown subcommand: use list, pause or resume", sub)
+	return usage.Errorf("queues %s: unknown subcommand: use list, pause or resume", sub)
 }
 
 // flagsFirst moves flags before the positional arguments, so that

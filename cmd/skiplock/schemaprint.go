@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -32,10 +33,10 @@ func runSchema(ctx context.Context, e *env, args []string) error {
 			fmt.Fprintf(e.stderr, "usage: skiplock %s\n       skiplock %s\n", schemaPrintUsage, schemaGrantUsage)
 			return nil
 		}
-		return skiplock.Usagef("usage: skiplock %s\n       skiplock %s", schemaPrintUsage, schemaGrantUsage)
+		return usage.Errorf("usage: skiplock %s\n       skiplock %s", schemaPrintUsage, schemaGrantUsage)
 	}
-	usage := schemaPrintUsage
-	fs := e.flags("schema print", usage)
+	synopsis := schemaPrintUsage
+	fs := e.flags("schema print", synopsis)
 	layout := fs.String("layout", "", "bucketed or fanout")
 	buckets := fs.Int("buckets", 0, fmt.Sprintf("bucketed: bucket count (default %d)", schema.DefaultBuckets))
 	tablets := fs.Int("tablets", 0, fmt.Sprintf("fanout: tablets to pre-split into (default %d)", schema.DefaultTablets))
@@ -47,7 +48,7 @@ func runSchema(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if engine == skiplock.EngineAuto {
-		return skiplock.Usagef("schema print needs --engine postgres, yugabyte or cockroach: it does not connect, so it cannot detect one")
+		return usage.Errorf("schema print needs --engine postgres, yugabyte or cockroach: it does not connect, so it cannot detect one")
 	}
 	l, err := schema.ParseLayout(*layout)
 	if err != nil {

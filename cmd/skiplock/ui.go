@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/metrics"
 	"github.com/skiplock/skiplock/ui"
 )
@@ -49,7 +49,7 @@ func runUI(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if !loopback && open {
-		return skiplock.Usagef("--addr %s is not a loopback address and no --auth is given: anyone who reaches it could retry, cancel and delete jobs. Add --auth token:SECRET (or basic:USER:PASS), or serve on 127.0.0.1 and reach it through an SSH tunnel", *addr)
+		return usage.Errorf("--addr %s is not a loopback address and no --auth is given: anyone who reaches it could retry, cancel and delete jobs. Add --auth token:SECRET (or basic:USER:PASS), or serve on 127.0.0.1 and reach it through an SSH tunnel", *addr)
 	}
 	var m *metrics.Metrics
 	if *metricsAddr != "" {
@@ -109,19 +109,19 @@ func parseAuth(v string, a *ui.Auth) error {
 	switch kind {
 	case "token":
 		if rest == "" {
-			return skiplock.Usagef("--auth token: needs a token after the colon (token:SECRET)")
+			return usage.Errorf("--auth token: needs a token after the colon (token:SECRET)")
 		}
 		a.Token = rest
 		return nil
 	case "basic":
 		user, pass, ok := strings.Cut(rest, ":")
 		if !ok || user == "" || pass == "" {
-			return skiplock.Usagef("--auth basic: needs a user and a password (basic:USER:PASS)")
+			return usage.Errorf("--auth basic: needs a user and a password (basic:USER:PASS)")
 		}
 		a.User, a.Password = user, pass
 		return nil
 	}
-	return skiplock.Usagef("--auth: use token:SECRET or basic:USER:PASS")
+	return usage.Errorf("--auth: use token:SECRET or basic:USER:PASS")
 }
 
 // isLoopback reports whether addr (host:port) binds loopback only. An
@@ -130,7 +130,7 @@ func parseAuth(v string, a *ui.Auth) error {
 func isLoopback(addr string) (bool, error) {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return false, skiplock.Usagef("--addr %q: use host:port, such as 127.0.0.1:8080", addr)
+		return false, usage.Errorf("--addr %q: use host:port, such as 127.0.0.1:8080", addr)
 	}
 	if host == "localhost" {
 		return true, nil

@@ -13,6 +13,7 @@ import (
 	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/client"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -35,31 +36,31 @@ func parseQueues(s string, def schema.Layout) ([]queueSpec, error) {
 		name, rest, ok := strings.Cut(entry, "=")
 		switch {
 		case entry == "":
-			return nil, skiplock.Usagef("--queues %q has an empty entry: %s", s, form)
+			return nil, usage.Errorf("--queues %q has an empty entry: %s", s, form)
 		case !ok:
-			return nil, skiplock.Usagef("--queues: entry %q has no =workers: %s", entry, form)
+			return nil, usage.Errorf("--queues: entry %q has no =workers: %s", entry, form)
 		case name == "":
-			return nil, skiplock.Usagef("--queues: entry %q has no queue name: %s", entry, form)
+			return nil, usage.Errorf("--queues: entry %q has no queue name: %s", entry, form)
 		}
 		if err := skiplock.ValidateQueueName(name); err != nil {
-			return nil, skiplock.Usagef("--queues: entry %q: %v", entry, err)
+			return nil, usage.Errorf("--queues: entry %q: %v", entry, err)
 		}
 		if seen[name] {
-			return nil, skiplock.Usagef("--queues: queue %q is listed twice: list each queue once", name)
+			return nil, usage.Errorf("--queues: queue %q is listed twice: list each queue once", name)
 		}
 		seen[name] = true
 		count, layout, hasLayout := strings.Cut(rest, ":")
 		n, err := strconv.Atoi(count)
 		if err != nil {
-			return nil, skiplock.Usagef("--queues: queue %q: workers %q is not a whole number: %s", name, count, form)
+			return nil, usage.Errorf("--queues: queue %q: workers %q is not a whole number: %s", name, count, form)
 		}
 		if n < 1 || n > maxWorkers {
-			return nil, skiplock.Usagef("--queues: queue %q: %d workers: use 1 to %d", name, n, maxWorkers)
+			return nil, usage.Errorf("--queues: queue %q: %d workers: use 1 to %d", name, n, maxWorkers)
 		}
 		l := def
 		if hasLayout {
 			if l, err = schema.ParseLayout(layout); err != nil || (l != schema.LayoutBucketed && l != schema.LayoutFanout) {
-				return nil, skiplock.Usagef("--queues: queue %q: layout %q: use bucketed or fanout (or leave :layout out for --layout %s)", name, layout, def)
+				return nil, usage.Errorf("--queues: queue %q: layout %q: use bucketed or fanout (or leave :layout out for --layout %s)", name, layout, def)
 			}
 		}
 		out = append(out, queueSpec{Name: name, Workers: n, Layout: l})
@@ -103,7 +104,7 @@ func runClientWork(ctx context.Context, e *env, fs *flag.FlagSet, def schema.Lay
 	if o.Queues != "" {
 		for _, f := range []string{"queue", "workers"} {
 			if flagSet(fs, f) {
-				return skiplock.Usagef("--%s with --queues: --queues names each queue and its workers (name=workers), so leave --%s out", f, f)
+				return usage.Errorf("--%s with --queues: --queues names each queue and its workers (name=workers), so leave --%s out", f, f)
 			}
 		}
 		var err error
@@ -120,14 +121,14 @@ func runClientWork(ctx context.Context, e *env, fs *flag.FlagSet, def schema.Lay
 		where = "queue(s) " + strings.Join(names, ", ")
 	} else {
 		if o.Workers < 1 || o.Workers > maxWorkers {
-			return skiplock.Usagef("--workers %d: use 1 to %d", o.Workers, maxWorkers)
+			return usage.Errorf("--workers %d: use 1 to %d", o.Workers, maxWorkers)
 		}
 		if err := skiplock.ValidateQueueName(o.Queue); err != nil {
 			return err
 		}
 	}
 	if flagSet(fs, "batch") {
-		return skiplock.Usagef("--batch with --queues or --kinds: the client claims for its free workers plus a prefetch (bucketed) or one job per transaction (fanout): leave --batch out")
+		return usage.Errorf("--batch with --queues or --kinds: the client claims for its free workers plus a prefetch (bucketed) or one job per transaction (fanout): leave --batch out")
 	}
 	for _, q := range specs {
 		mode := "lease"
@@ -135,7 +136,7 @@ func runClientWork(ctx context.Context, e *env, fs *flag.FlagSet, def schema.Lay
 			mode = "tx"
 		}
 		if o.Mode != "" && o.Mode != mode {
-			return skiplock.Usagef("--mode %s: queue %q is %s, which works with --mode %s; each queue's layout sets its mode, so leave --mode out (for leases, use --layout bucketed)", o.Mode, q.Name, q.Layout, mode)
+			return usage.Errorf("--mode %s: queue %q is %s, which works with --mode %s; each queue's layout sets its mode, so leave --mode out (for leases, use --layout bucketed)", o.Mode, q.Name, q.Layout, mode)
 		}
 	}
 
@@ -164,7 +165,7 @@ func runClientWork(ctx context.Context, e *env, fs *flag.FlagSet, def schema.Lay
 	if serverMax, err := small.ServerMaxConnections(ctx); err != nil {
 		e.logf("cannot read the server's max_connections (%v): not checking that %d connections fit", err, pool)
 	} else if pool+fanout.SpareConns > serverMax {
-		return skiplock.Usagef("server allows %d connections; these queues need a pool of %d, plus %d spare: raise max_connections, or give the queues fewer workers (each fanout worker holds a connection), or use --layout bucketed (--mode lease: no connection held while a job runs)",
+		return usage.Errorf("server allows %d connections; these queues need a pool of %d, plus %d spare: raise max_connections, or give the queues fewer workers (each fanout worker holds a connection), or use --layout bucketed (--mode lease: no connection held while a job runs)",
 			serverMax, pool, fanout.SpareConns)
 	}
 	dsn, err := e.resolveDSN(ctx)
@@ -250,7 +251,7 @@ func clientConfig(e *env, o workOptions, specs []queueSpec) (*client.Config, err
 	ws := client.NewWorkers()
 	for _, k := range o.Kinds {
 		if err := client.AddRawWorker(ws, k, handler, nil); err != nil {
-			return nil, skiplock.Usagef("--kinds %q: %v", k, err)
+			return nil, usage.Errorf("--kinds %q: %v", k, err)
 		}
 	}
 	cfg := &client.Config{

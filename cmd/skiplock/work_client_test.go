@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 )
 
@@ -54,7 +55,7 @@ func TestWorkQueuesRecord(t *testing.T) {
 		t.Fatalf("per-queue report: %+v", rep.Queues)
 	}
 	var dups int64
-	err := db.QueryRow(t.Context(), `SELECT count(*) FROM (SELECT "job_id" FROM `+skiplock.QuoteIdent(name)+`."work_log" GROUP BY "job_id" HAVING count(*) > 1) d`).Scan(&dups)
+	err := db.QueryRow(t.Context(), `SELECT count(*) FROM (SELECT "job_id" FROM `+sqlident.Quote(name)+`."work_log" GROUP BY "job_id" HAVING count(*) > 1) d`).Scan(&dups)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func TestWorkFail(t *testing.T) {
 		t.Fatalf("fanout stats: %s", out)
 	}
 	var attempts int64
-	if err := db.QueryRow(t.Context(), `SELECT sum("attempts") FROM `+skiplock.QuoteIdent(name)+`."jobs"`).Scan(&attempts); err != nil {
+	if err := db.QueryRow(t.Context(), `SELECT sum("attempts") FROM `+sqlident.Quote(name)+`."jobs"`).Scan(&attempts); err != nil {
 		t.Fatal(err)
 	}
 	if attempts <= 200 {
@@ -120,7 +121,7 @@ func TestWorkKinds(t *testing.T) {
 		[]string{"--schema", name, "enqueue", "--layout", "fanout", "--queue", "f", "--kind", "ledger", "--count", "2"},
 	)
 	var ledger int
-	if err := db.QueryRow(t.Context(), `SELECT count(*) FROM `+skiplock.QuoteIdent(name)+`."job_queue" WHERE "kind" = 'ledger'`).Scan(&ledger); err != nil || ledger != 2 {
+	if err := db.QueryRow(t.Context(), `SELECT count(*) FROM `+sqlident.Quote(name)+`."job_queue" WHERE "kind" = 'ledger'`).Scan(&ledger); err != nil || ledger != 2 {
 		t.Fatalf("fanout jobs of kind ledger: %d (%v); want 2", ledger, err)
 	}
 	if code, _, errs := cli(t, "--schema", name, "enqueue", "--kind", strings.Repeat("k", 300)); code != exitUsage || !strings.Contains(errs, "nothing was written") {
@@ -128,7 +129,7 @@ func TestWorkKinds(t *testing.T) {
 	}
 	var mail, none, other int
 	err := db.QueryRow(t.Context(), `SELECT count(*) FILTER (WHERE "kind" = 'send_email'), count(*) FILTER (WHERE "kind" = ''), count(*) FILTER (WHERE "kind" = 'other') FROM `+
-		skiplock.QuoteIdent(name)+`."jobs"`).Scan(&mail, &none, &other)
+		sqlident.Quote(name)+`."jobs"`).Scan(&mail, &none, &other)
 	if err != nil || mail != 3 || none != 2 || other != 1 {
 		t.Fatalf("kinds stored: send_email %d, \"\" %d, other %d (%v); want 3, 2, 1", mail, none, other, err)
 	}

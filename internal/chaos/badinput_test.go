@@ -16,6 +16,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/cluster"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -44,7 +45,7 @@ func try(t *testing.T, env []string, args ...string) (int, string) {
 // rows counts a layout's jobs and work_log rows.
 func rows(t *testing.T, db *skiplock.DB, name string) (jobs, queue, logged int64) {
 	t.Helper()
-	s := skiplock.QuoteIdent(name)
+	s := sqlident.Quote(name)
 	if err := db.QueryRow(context.Background(), `SELECT (SELECT count(*) FROM `+s+`."jobs"), (SELECT count(*) FROM `+s+`."job_queue"), (SELECT count(*) FROM `+s+`."work_log")`).Scan(&jobs, &queue, &logged); err != nil {
 		t.Fatal(err)
 	}
@@ -226,12 +227,12 @@ func TestLeastPrivilegeWorkerRole(t *testing.T) {
 	ctx := context.Background()
 	cli(t, dsn, "--schema", name, "migrate")
 	role := "w_" + name
-	if _, err := db.Exec(ctx, fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD 'workerpw'", skiplock.QuoteIdent(role))); err != nil {
+	if _, err := db.Exec(ctx, fmt.Sprintf("CREATE ROLE %s LOGIN PASSWORD 'workerpw'", sqlident.Quote(role))); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		db.Exec(ctx, "DROP SCHEMA IF EXISTS "+skiplock.QuoteIdent(name)+" CASCADE") //nolint:errcheck
-		db.Exec(ctx, "DROP ROLE IF EXISTS "+skiplock.QuoteIdent(role))              //nolint:errcheck
+		db.Exec(ctx, "DROP SCHEMA IF EXISTS "+sqlident.Quote(name)+" CASCADE") //nolint:errcheck
+		db.Exec(ctx, "DROP ROLE IF EXISTS "+sqlident.Quote(role))              //nolint:errcheck
 	})
 	grants := cli(t, dsn, "--schema", name, "schema", "grant", "--role", role)
 	for _, stmt := range strings.Split(grants, ";\n") {
@@ -259,13 +260,13 @@ func TestLeastPrivilegeWorkerRole(t *testing.T) {
 		t.Fatalf("migrate as the worker role: exit %d, %q", code, out)
 	}
 	var n int
-	if err := db.QueryRow(ctx, "SELECT count(*) FROM "+skiplock.QuoteIdent(name)+"."+skiplock.QuoteIdent(schema.MigrationTable)).Scan(&n); err != nil || n != len(schema.Migrations) {
+	if err := db.QueryRow(ctx, "SELECT count(*) FROM "+sqlident.Quote(name)+"."+sqlident.Quote(schema.MigrationTable)).Scan(&n); err != nil || n != len(schema.Migrations) {
 		t.Fatalf("migrations recorded: %d, %v", n, err)
 	}
-	if _, err := db.Exec(ctx, "SET ROLE "+skiplock.QuoteIdent(role)); err != nil {
+	if _, err := db.Exec(ctx, "SET ROLE "+sqlident.Quote(role)); err != nil {
 		t.Fatal(err)
 	}
-	_, dropErr := db.Exec(ctx, "DROP TABLE "+skiplock.QuoteIdent(name)+".jobs")
+	_, dropErr := db.Exec(ctx, "DROP TABLE "+sqlident.Quote(name)+".jobs")
 	db.Exec(ctx, "RESET ROLE") //nolint:errcheck
 	if dropErr == nil || skiplock.SQLState(dropErr) != "42501" {
 		t.Fatalf("worker role dropped a table: %v", dropErr)

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 )
 
@@ -174,7 +175,7 @@ func (c tally) String() string {
 func count(t *testing.T, db *skiplock.DB, layout, schemaName string, enqueued int64) tally {
 	t.Helper()
 	ctx := context.Background()
-	s := skiplock.QuoteIdent(schemaName)
+	s := sqlident.Quote(schemaName)
 	c := tally{jobs: enqueued}
 	scan := func(sql string, dest ...any) {
 		if err := db.QueryRow(ctx, sql).Scan(dest...); err != nil {
@@ -247,7 +248,7 @@ func (r handlerRuns) String() string {
 func checkRuns(t *testing.T, db *skiplock.DB, layout, schemaName string, r handlerRuns, jobs int64, exact bool) {
 	t.Helper()
 	ctx := context.Background()
-	s := skiplock.QuoteIdent(schemaName)
+	s := sqlident.Quote(schemaName)
 	rows, err := db.Query(ctx, `SELECT "job_id"::TEXT FROM `+s+`."work_log"`)
 	if err != nil {
 		t.Fatal(err)

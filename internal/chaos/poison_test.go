@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 )
 
@@ -59,7 +60,7 @@ func TestPoisonJobsKillTheirWorkers(t *testing.T) {
 			dsn, name := setup(t, layout, ordinary)
 			db := testdb.Open(t, nil)
 			ctx := context.Background()
-			s := skiplock.QuoteIdent(name)
+			s := sqlident.Quote(name)
 			cli(t, dsn, "--schema", name, "enqueue", "--layout", layout, "--count", strconv.Itoa(poison),
 				"--payload", `{"kind":"poison"}`, "--max-attempts", strconv.Itoa(maxAttempts))
 			// The schema's maintenance leader, which rescues expired
@@ -200,7 +201,7 @@ func waitLeader(t *testing.T, db *skiplock.DB, schemaName string, pid int) {
 	holder := fmt.Sprintf("%%/%d/%%", pid)
 	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		var leads bool
-		err := db.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM `+skiplock.QuoteIdent(schemaName)+
+		err := db.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM `+sqlident.Quote(schemaName)+
 			`."skiplock_leader" WHERE "holder" LIKE $1 AND "expires_at" > now())`, holder).Scan(&leads)
 		if err != nil {
 			t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/client"
 	"github.com/skiplock/skiplock/cluster"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/syncbuf"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
@@ -84,7 +85,7 @@ func TestMigrateThroughTransactionPooler(t *testing.T) {
 		}
 	}
 	var applied, distinct, advisory int64
-	if err := db.QueryRow(ctx, `SELECT count(*), count(DISTINCT ("layout", "version")) FROM `+skiplock.QuoteIdent(s)+`."skiplock_migration"`).Scan(&applied, &distinct); err != nil {
+	if err := db.QueryRow(ctx, `SELECT count(*), count(DISTINCT ("layout", "version")) FROM `+sqlident.Quote(s)+`."skiplock_migration"`).Scan(&applied, &distinct); err != nil {
 		t.Fatal(err)
 	}
 	if applied != int64(len(schema.Migrations)) || distinct != applied {
@@ -173,7 +174,7 @@ func TestWorkThroughPoolers(t *testing.T) {
 					}
 				}
 				var rows, distinct int64
-				if err := db.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT "job_id") FROM `+skiplock.QuoteIdent(s)+`."work_log"`).Scan(&rows, &distinct); err != nil {
+				if err := db.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT "job_id") FROM `+sqlident.Quote(s)+`."work_log"`).Scan(&rows, &distinct); err != nil {
 					t.Fatal(err)
 				}
 				if rows != jobs || distinct != jobs {
@@ -201,7 +202,7 @@ func TestWorkThroughPoolers(t *testing.T) {
 				}
 			}
 			var rows, distinct int64
-			if err := db.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT "job_id") FROM `+skiplock.QuoteIdent(s)+`."work_log"`).Scan(&rows, &distinct); err != nil {
+			if err := db.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT "job_id") FROM `+sqlident.Quote(s)+`."work_log"`).Scan(&rows, &distinct); err != nil {
 				t.Fatal(err)
 			}
 			if rows != 2*each || distinct != 2*each {
@@ -228,7 +229,7 @@ func mustHaveFailed(t *testing.T, r handlerRuns) {
 func recorded(t *testing.T, db *skiplock.DB, s string) int64 {
 	t.Helper()
 	var n int64
-	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM `+skiplock.QuoteIdent(s)+`."work_log"`).Scan(&n); err != nil && !strings.Contains(err.Error(), "does not exist") {
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM `+sqlident.Quote(s)+`."work_log"`).Scan(&n); err != nil && !strings.Contains(err.Error(), "does not exist") {
 		t.Fatal(err)
 	}
 	return n

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 )
 
@@ -56,7 +56,7 @@ func TestStoppedWorkerOutlivesItsLease(t *testing.T) {
 	dsn, name := setup(t, layout, jobs)
 	db := testdb.Open(t, nil)
 	ctx := context.Background()
-	table := skiplock.QuoteIdent(name) + `."jobs"`
+	table := sqlident.Quote(name) + `."jobs"`
 	host, err := os.Hostname()
 	if err != nil {
 		t.Fatal(err)

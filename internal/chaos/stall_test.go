@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 )
 
@@ -67,7 +68,7 @@ func TestStalledWorker(t *testing.T) {
 			dsn, name := setup(t, layout, n)
 			db := testdb.Open(t, nil)
 			ctx := context.Background()
-			s := skiplock.QuoteIdent(name)
+			s := sqlident.Quote(name)
 			app := "skiplock-stall-" + layout
 			var args []string
 			var budget time.Duration // how long a stopped process may hold its jobs

@@ -9,6 +9,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -36,7 +37,7 @@ func TestFanoutShardUnionPlans(t *testing.T) {
 	if _, err := q.EnqueueMany(ctx, jobs); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(ctx, "ANALYZE "+skiplock.QuoteIdent(name)+"."+skiplock.QuoteIdent(schema.JobQueueTable)); err != nil {
+	if _, err := db.Exec(ctx, "ANALYZE "+sqlident.Quote(name)+"."+sqlident.Quote(schema.JobQueueTable)); err != nil {
 		t.Logf("ANALYZE: %v (the plans are checked without fresh statistics)", err)
 	}
 	// Every shard from its head: lower bound the prefix (two hex digits,

@@ -11,6 +11,7 @@ import (
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/sqltext"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
@@ -124,12 +125,12 @@ func TestClaimPlanShapes(t *testing.T) {
 	}
 	// Attempt rows of other jobs, in backoff: the fanout claim's backoff
 	// test must stay a primary-key probe per row reached.
-	if _, err := db.Exec(ctx, "INSERT INTO "+skiplock.QuoteIdent(name)+"."+skiplock.QuoteIdent(schema.JobAttemptTable)+
+	if _, err := db.Exec(ctx, "INSERT INTO "+sqlident.Quote(name)+"."+sqlident.Quote(schema.JobAttemptTable)+
 		` ("job_id", "attempts", "started_at", "retry_at") SELECT 'other-' || g::TEXT, 1, now(), now() + INTERVAL '1 hour' FROM generate_series(1, 5000) AS g`); err != nil {
 		t.Fatal(err)
 	}
 	for _, tbl := range []string{schema.JobsTable, schema.JobQueueTable, schema.JobAttemptTable} {
-		if _, err := db.Exec(ctx, "ANALYZE "+skiplock.QuoteIdent(name)+"."+skiplock.QuoteIdent(tbl)); err != nil {
+		if _, err := db.Exec(ctx, "ANALYZE "+sqlident.Quote(name)+"."+sqlident.Quote(tbl)); err != nil {
 			t.Logf("ANALYZE %s: %v (the plan is checked without fresh statistics)", tbl, err)
 		}
 	}
@@ -151,7 +152,7 @@ func TestClaimPlanShapes(t *testing.T) {
 		// the rows are found by primary key, not through the rescuer's
 		// partial index of Running jobs.
 		var ids, tokens []int64
-		rows := testdb.Lines(ctx, t, db, "SELECT id FROM "+skiplock.QuoteIdent(name)+"."+skiplock.QuoteIdent(schema.JobsTable)+" ORDER BY id LIMIT 200")
+		rows := testdb.Lines(ctx, t, db, "SELECT id FROM "+sqlident.Quote(name)+"."+sqlident.Quote(schema.JobsTable)+" ORDER BY id LIMIT 200")
 		for _, r := range rows {
 			var id int64
 			if _, err := fmt.Sscan(r, &id); err != nil {

@@ -6,6 +6,8 @@ package queuecfg
 
 import (
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -26,14 +28,14 @@ func (s Shared) Fill(d *skiplock.Dialect, defaultBatch int) error {
 	if *s.Schema == "" {
 		*s.Schema = schema.DefaultSchema
 	}
-	if err := skiplock.ValidateIdent("schema", *s.Schema); err != nil {
+	if err := sqlident.Validate("schema", *s.Schema); err != nil {
 		return err
 	}
 	if *s.MaxPayloadBytes < 0 {
-		return skiplock.Usagef("max payload bytes %d is negative: use 0 for the default (%d)", *s.MaxPayloadBytes, skiplock.DefaultMaxPayloadBytes)
+		return usage.Errorf("max payload bytes %d is negative: use 0 for the default (%d)", *s.MaxPayloadBytes, skiplock.DefaultMaxPayloadBytes)
 	}
 	if *s.EnqueueBatch < 0 {
-		return skiplock.Usagef("enqueue batch %d is negative: use 0 for the default (%d)", *s.EnqueueBatch, defaultBatch)
+		return usage.Errorf("enqueue batch %d is negative: use 0 for the default (%d)", *s.EnqueueBatch, defaultBatch)
 	}
 	if *s.EnqueueBatch == 0 {
 		*s.EnqueueBatch = defaultBatch

@@ -34,6 +34,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/cluster"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -143,7 +144,7 @@ func ExampleDB(schemaName string, layouts ...schema.Layout) *skiplock.DB {
 	if err != nil {
 		panic(err)
 	}
-	if _, err := db.Exec(ctx, "DROP SCHEMA IF EXISTS "+skiplock.QuoteIdent(schemaName)+" CASCADE"); err != nil {
+	if _, err := db.Exec(ctx, "DROP SCHEMA IF EXISTS "+sqlident.Quote(schemaName)+" CASCADE"); err != nil {
 		panic(err)
 	}
 	if _, err := schema.Migrate(ctx, db, &schema.MigrateConfig{Options: schema.Options{Schema: schemaName}, Layouts: layouts}); err != nil {
@@ -235,7 +236,7 @@ func Schema(t testing.TB, db *skiplock.DB) string {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
-		if _, err := db.Exec(ctx, "DROP SCHEMA IF EXISTS "+skiplock.QuoteIdent(name)+" CASCADE"); err != nil {
+		if _, err := db.Exec(ctx, "DROP SCHEMA IF EXISTS "+sqlident.Quote(name)+" CASCADE"); err != nil {
 			t.Logf("testdb: drop schema %s: %v", name, err)
 		}
 	})

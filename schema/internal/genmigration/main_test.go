@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/schema"
 	"github.com/skiplock/skiplock/schema/internal/frozen"
 )
@@ -120,7 +121,7 @@ func TestNewStatementsMakeTheNextVersion(t *testing.T) {
 	next := frozen.Name(len(have)+1, "add_jobs_created")
 	before := snapshot(t, dir)
 	model := withJobsChange(func(d *skiplock.Dialect, o *schema.Options, stmts []string) []string {
-		return append(stmts, `CREATE INDEX IF NOT EXISTS "jobs_created" ON `+skiplock.QuoteIdent(o.Schema)+`."jobs" ("create_ts")`)
+		return append(stmts, `CREATE INDEX IF NOT EXISTS "jobs_created" ON `+sqlident.Quote(o.Schema)+`."jobs" ("create_ts")`)
 	})
 	var out bytes.Buffer
 	if err := run(&out, dir, "", true, model); err == nil || !strings.Contains(err.Error(), "go generate") {

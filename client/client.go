@@ -52,16 +52,19 @@ type Client struct {
 	maint    *maintenance.Service
 	listener *listener
 	rec      *recorder // per-minute rollups and presence (rollup.go)
+
+	ops    operations // jobs and queues (ops.go)
+	events events     // Subscribe's (subscribe.go)
 }
 
 // queueRunner is one worked queue: its layout's worker and the channel
 // that wakes its producer.
 type queueRunner struct {
-	name string
-	cfg  QueueConfig
-	wake chan struct{}
-	bw   *bucketed.Worker
-	fw   *fanout.Worker
+	name  string
+	cfg   QueueConfig
+	wake  chan struct{}
+	w     queueWorker
+	stats func() Stats
 }
 
 // wakeUp ends the queue's idle wait, if it is waiting.
@@ -85,6 +88,7 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 		return nil, err
 	}
 	cl := &Client{db: db, cfg: c, defaultTimeout: cfg == nil || cfg.JobTimeout == 0, fq: map[string]*fanout.Queue{}, queues: map[string]*queueRunner{}, notifiedAt: map[string]time.Time{}, trailing: map[string]bool{}}
+	cl.events.logf = c.Logf
 	switch c.Notify {
 	case NotifyAuto:
 		cl.notify = db.Dialect().Notifications || ybNotifications(ctx, db)
@@ -191,24 +195,35 @@ func (c *Client) addRunner(name string, q QueueConfig) error {
 			},
 			OnResult: c.fanoutCompleted,
 		}
-		c.metricsHooks(name, nil, wc)
+		c.resultHooks(name, nil, wc)
 		w, err := c.fq[name].NewWorker(wc)
 		if err != nil {
 			return fmt.Errorf("client: queue %q: %w", name, err)
 		}
-		r.fw = w
+		r.w, r.stats = w, func() Stats {
+			s := w.Stats()
+			return Stats{Claimed: s.Completed + s.Failed + s.Snoozed, Completed: s.Completed, Failed: s.Failed, Snoozed: s.Snoozed}
+		}
 	default:
 		wc := &bucketed.WorkerConfig{
 			Queue: name, Workers: q.MaxWorkers, Prefetch: q.Prefetch, HeldClaims: q.HeldClaims,
 			PollInterval: poll, Wake: r.wake, NoMaintenance: true, Owner: c.cfg.Owner, Logf: logf,
-			Handler: c.work, OnComplete: c.cfg.OnComplete, AfterComplete: c.cfg.AfterComplete, WaitWhenDrained: true,
+			Handler: func(ctx context.Context, job *skiplock.Job) error {
+				err := c.work(ctx, job)
+				c.events.attemptEnded(job, err)
+				return err
+			},
+			OnComplete: c.cfg.OnComplete, AfterComplete: c.cfg.AfterComplete, WaitWhenDrained: true,
 		}
-		c.metricsHooks(name, wc, nil)
+		c.resultHooks(name, wc, nil)
 		w, err := c.bq.NewWorker(wc)
 		if err != nil {
 			return fmt.Errorf("client: queue %q: %w", name, err)
 		}
-		r.bw = w
+		r.w, r.stats = w, func() Stats {
+			s := w.Stats()
+			return Stats{Claimed: s.Claimed, Completed: s.Completed, Failed: s.Failed, Snoozed: s.Snoozed, Released: s.Released, Lost: s.Lost}
+		}
 	}
 	c.queues[name] = r
 	return nil
@@ -291,14 +306,7 @@ func (c *Client) Start(ctx context.Context) error {
 		c.listener = startListener(ctx, c)
 	}
 	for _, name := range slices.Sorted(maps.Keys(c.queues)) {
-		r := c.queues[name]
-		var err error
-		if r.bw != nil {
-			err = r.bw.Start(ctx)
-		} else {
-			err = r.fw.Start(ctx)
-		}
-		if err != nil {
+		if err := c.queues[name].w.Start(ctx); err != nil {
 			c.stopLocked(context.WithoutCancel(ctx)) //nolint:errcheck // the start error is the one to report
 			return fmt.Errorf("client: start queue %q: %w", name, err)
 		}
@@ -331,13 +339,7 @@ func (c *Client) stopLocked(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var err error
-			switch {
-			case r.bw != nil:
-				err = r.bw.Stop(ctx)
-			case r.fw != nil:
-				err = r.fw.Stop(ctx)
-			}
+			err := r.w.Stop(ctx)
 			if err != nil {
 				emu.Lock()
 				errs = append(errs, fmt.Errorf("queue %q: %w", name, err))
@@ -378,12 +380,7 @@ func (c *Client) QueueStats(queue string) (Stats, bool) {
 	if !ok {
 		return Stats{}, false
 	}
-	if r.bw != nil {
-		s := r.bw.Stats()
-		return Stats{Claimed: s.Claimed, Completed: s.Completed, Failed: s.Failed, Snoozed: s.Snoozed, Released: s.Released, Lost: s.Lost}, true
-	}
-	s := r.fw.Stats()
-	return Stats{Claimed: s.Completed + s.Failed + s.Snoozed, Completed: s.Completed, Failed: s.Failed, Snoozed: s.Snoozed}, true
+	return r.stats(), true
 }
 
 // txKey carries a fanout job's transaction in its handler's context.

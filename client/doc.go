@@ -18,6 +18,18 @@
 //	c.Start(ctx)
 //	c.Insert(ctx, SendEmail{To: "a@example.com"}, nil)
 //
+// The client is also the way to operate on jobs and queues, in either
+// layout: JobGet, JobList, JobCancel, JobRetry, JobDelete, QueueList,
+// QueuePause, QueueResume and PeriodicJobList; and to observe them:
+// Subscribe returns a channel of job events (completed, failed, snoozed,
+// cancelled) with the job.
+//
+//	events, end := c.Subscribe(client.EventJobFailed)
+//	defer end()
+//	for ev := range events {
+//		log.Printf("job %s failed (attempt %d, final %v): %v", ev.Job.ID, ev.Job.Attempts, ev.Final, ev.Err)
+//	}
+//
 // (The client is its own package, not the root skiplock package, because
 // the layouts it runs import the root: skiplock holds what every part
 // shares.)

@@ -194,15 +194,10 @@ func (c *Client) write(ctx context.Context, db skiplock.Querier, jobs []*skiploc
 		}
 		layout := c.layoutOf(q)
 		channel := c.notifyChannel(q)
+		e, err := c.engineOf(q)
 		var ids []string
-		var err error
-		if layout == schema.LayoutFanout {
-			// A fanout queue is a declared one: New made its Queue.
-			ids, err = c.fq[q].EnqueueNotify(ctx, db, channel, batch...)
-		} else if c.bq == nil {
-			err = usage.Errorf("the schema %q has no bucketed layout: run skiplock migrate --layout bucketed", c.cfg.Schema)
-		} else {
-			ids, err = c.bq.EnqueueNotify(ctx, db, channel, batch...)
+		if err == nil {
+			ids, err = e.EnqueueNotify(ctx, db, channel, batch...)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("client: insert into queue %q: %w", q, err)

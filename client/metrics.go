@@ -192,22 +192,30 @@ func (c *Client) fanoutResult(queue string, res *fanout.Result, err error) {
 	}
 }
 
-// metricsHooks wires the metrics into a queue's worker config: the
-// outcome and claim callbacks. Without metrics it changes nothing.
-func (c *Client) metricsHooks(name string, bw *bucketed.WorkerConfig, fw *fanout.WorkerConfig) {
-	if c.cfg.Metrics == nil {
-		return
-	}
+// resultHooks wires a queue's outcomes into the metrics and the
+// subscriptions: the outcome and claim callbacks of its worker config.
+func (c *Client) resultHooks(name string, bw *bucketed.WorkerConfig, fw *fanout.WorkerConfig) {
+	m := c.cfg.Metrics
 	if bw != nil {
-		bw.AfterResult = c.bucketedResult
-		bw.AfterClaim = func(n int, took time.Duration) {
-			c.cfg.Metrics.Claimed(name, string(schema.LayoutBucketed), took)
+		bw.AfterResult = func(job *skiplock.Job, o bucketed.Outcome) {
+			if m != nil {
+				c.bucketedResult(job, o)
+			}
+			c.events.bucketedResult(job, o)
+		}
+		if m != nil {
+			bw.AfterClaim = func(n int, took time.Duration) {
+				m.Claimed(name, string(schema.LayoutBucketed), took)
+			}
 		}
 	}
 	if fw != nil {
 		prev := fw.OnResult
 		fw.OnResult = func(i int, res *fanout.Result, err error) {
-			c.fanoutResult(name, res, err)
+			if m != nil {
+				c.fanoutResult(name, res, err)
+			}
+			c.events.fanoutResult(res, err)
 			if prev != nil {
 				prev(i, res, err)
 			}

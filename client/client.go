@@ -14,6 +14,7 @@ import (
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/metricsink"
 	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/maintenance"
@@ -43,8 +44,9 @@ type Client struct {
 	periodic []schedule        // parsed Config.PeriodicJobs
 	sql      map[string]string // client.sql for the schema
 
-	attempts   attemptTimes      // running attempts' times, for Config.Metrics (metrics.go)
-	metricsSQL map[string]string // metrics.sql for the schema and engine
+	meter      *metricsink.Recorder // Config.Metrics' counters; nil without (metrics.go)
+	attempts   attemptTimes         // running attempts' times, for Config.Metrics (metrics.go)
+	metricsSQL map[string]string    // metrics.sql for the schema and engine
 
 	mu       sync.Mutex
 	started  bool
@@ -89,6 +91,7 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 	}
 	cl := &Client{db: db, cfg: c, defaultTimeout: cfg == nil || cfg.JobTimeout == 0, fq: map[string]*fanout.Queue{}, queues: map[string]*queueRunner{}, notifiedAt: map[string]time.Time{}, trailing: map[string]bool{}}
 	cl.events.logf = c.Logf
+	cl.meter = metricsink.Of(c.Metrics)
 	switch c.Notify {
 	case NotifyAuto:
 		cl.notify = db.Dialect().Notifications || ybNotifications(ctx, db)

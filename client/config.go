@@ -10,6 +10,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/metricsink"
 	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/maintenance"
@@ -246,7 +247,7 @@ func (c *Config) withDefaults() (Config, error) {
 	case out.MetricsSampleInterval == 0:
 		out.MetricsSampleInterval = DefaultMetricsSampleInterval
 	}
-	out.Retry = withRetryCounters(out.Metrics, out.Retry)
+	out.Retry = withRetryCounters(metricsink.Of(out.Metrics), out.Retry)
 	queues := make(map[string]QueueConfig, len(out.Queues))
 	for name, q := range out.Queues {
 		if err := skiplock.ValidateQueueName(name); err != nil {

@@ -13,10 +13,10 @@ import (
 	"github.com/skiplock/skiplock/admin"
 	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/metricsink"
 	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/sqltext"
 	"github.com/skiplock/skiplock/maintenance"
-	"github.com/skiplock/skiplock/metrics"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -49,7 +49,7 @@ func metricsSQLVars(_ *skiplock.Dialect, schemaName string) map[string]string {
 
 // withRetryCounters returns o with retry counters that m watches: o's own
 // when it has them, else new ones (o is copied, not changed).
-func withRetryCounters(m *metrics.Metrics, o *retry.Options) *retry.Options {
+func withRetryCounters(m *metricsink.Recorder, o *retry.Options) *retry.Options {
 	if m == nil {
 		return o
 	}
@@ -127,25 +127,25 @@ func (c *Client) timeAttempt(job *skiplock.Job) func() {
 }
 
 // labels are job's metric labels.
-func labels(job *skiplock.Job, layout schema.Layout) metrics.Labels {
-	return metrics.Labels{Queue: job.Queue, Kind: job.Kind, Layout: string(layout)}
+func labels(job *skiplock.Job, layout schema.Layout) metricsink.Labels {
+	return metricsink.Labels{Queue: job.Queue, Kind: job.Kind, Layout: string(layout)}
 }
 
 // completed counts a committed completion with its timings.
 func (c *Client) completed(job *skiplock.Job, layout schema.Layout) {
 	done := time.Now()
 	t, _ := c.attempts.end(job)
-	tm := metrics.Timing{Run: t.run, EndToEnd: done.Sub(job.CreatedAt)}
+	tm := metricsink.Timing{Run: t.run, EndToEnd: done.Sub(job.CreatedAt)}
 	if !t.start.IsZero() {
 		tm.Wait = t.start.Sub(job.RunAt)
 	}
-	c.cfg.Metrics.Completed(labels(job, layout), tm)
+	c.meter.Completed(labels(job, layout), tm)
 }
 
 // bucketedResult counts a bucketed job's outcome
 // (bucketed.WorkerConfig.AfterResult).
 func (c *Client) bucketedResult(job *skiplock.Job, o bucketed.Outcome) {
-	m, l := c.cfg.Metrics, labels(job, schema.LayoutBucketed)
+	m, l := c.meter, labels(job, schema.LayoutBucketed)
 	if o == bucketed.OutcomeCompleted {
 		c.completed(job, schema.LayoutBucketed)
 		return
@@ -169,7 +169,7 @@ func (c *Client) fanoutResult(queue string, res *fanout.Result, err error) {
 	if job == nil {
 		return // no job claimed: a failed poll
 	}
-	m, l := c.cfg.Metrics, labels(job, schema.LayoutFanout)
+	m, l := c.meter, labels(job, schema.LayoutFanout)
 	m.Claimed(queue, string(schema.LayoutFanout), res.Claim)
 	switch {
 	case err != nil:
@@ -195,7 +195,7 @@ func (c *Client) fanoutResult(queue string, res *fanout.Result, err error) {
 // resultHooks wires a queue's outcomes into the metrics and the
 // subscriptions: the outcome and claim callbacks of its worker config.
 func (c *Client) resultHooks(name string, bw *bucketed.WorkerConfig, fw *fanout.WorkerConfig) {
-	m := c.cfg.Metrics
+	m := c.meter
 	if bw != nil {
 		bw.AfterResult = func(job *skiplock.Job, o bucketed.Outcome) {
 			if m != nil {
@@ -229,7 +229,7 @@ func (c *Client) resultHooks(name string, bw *bucketed.WorkerConfig, fw *fanout.
 // short batch counts its jobs without a key, then the rest under the
 // kinds of the keyed jobs in order.
 func (c *Client) countInserted(queue string, layout schema.Layout, jobs []skiplock.NewJob, inserted int) {
-	m := c.cfg.Metrics
+	m := c.meter
 	if m == nil || inserted <= 0 {
 		return
 	}
@@ -250,14 +250,14 @@ func (c *Client) countInserted(queue string, layout schema.Layout, jobs []skiplo
 		}
 	}
 	for _, kind := range slices.Sorted(maps.Keys(n)) {
-		m.Inserted(metrics.Labels{Queue: queue, Kind: kind, Layout: string(layout)}, n[kind])
+		m.Inserted(metricsink.Labels{Queue: queue, Kind: kind, Layout: string(layout)}, n[kind])
 	}
 }
 
 // watchMaintenance exports the leader flag and the rescues of the
 // client's maintenance service.
 func (c *Client) watchMaintenance(s *maintenance.Service) {
-	m := c.cfg.Metrics
+	m := c.meter
 	if m == nil || s == nil {
 		return
 	}
@@ -285,10 +285,10 @@ func (c *Client) sampleQueues(ctx context.Context, tx skiplock.Tx) error {
 	if err != nil {
 		return fmt.Errorf("metrics sample: %w", err)
 	}
-	var out []metrics.QueueSample
+	var out []metricsink.QueueSample
 	for _, name := range slices.Sorted(maps.Keys(c.cfg.Queues)) {
 		layout := c.cfg.Queues[name].Layout
-		s := metrics.QueueSample{Queue: name, Layout: string(layout), Jobs: map[string]int64{}, Paused: slices.Contains(paused, name), OldestQueued: -1}
+		s := metricsink.QueueSample{Queue: name, Layout: string(layout), Jobs: map[string]int64{}, Paused: slices.Contains(paused, name), OldestQueued: -1}
 		var oldest *time.Time
 		var now time.Time
 		switch layout {
@@ -309,7 +309,7 @@ func (c *Client) sampleQueues(ctx context.Context, tx skiplock.Tx) error {
 		}
 		out = append(out, s)
 	}
-	c.cfg.Metrics.SetQueues(out)
+	c.meter.SetQueues(out)
 	return nil
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
+	"github.com/skiplock/skiplock/internal/metricsink"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -91,6 +92,7 @@ func (c *Client) JobList(ctx context.Context, params *JobListParams) ([]JobRow, 
 func (c *Client) JobCancel(ctx context.Context, id string) error {
 	row, err := c.act(ctx, admin.Cancel, id)
 	if err == nil && row != nil {
+		c.meter.Cancelled(metricsink.Labels{Queue: row.Queue, Kind: row.Kind, Layout: string(row.Layout)}, 1)
 		c.events.publish(&Event{Kind: EventJobCancelled, Queue: row.Queue, Layout: row.Layout, Job: cancelledJob(row)})
 	}
 	return err
@@ -119,8 +121,9 @@ func (c *Client) act(ctx context.Context, action admin.Action, id string) (*JobR
 		return nil, err
 	}
 	var row *JobRow
-	if action == admin.Cancel && c.events.any() || action == admin.Retry {
-		// The event names the job, and a retry wakes its queue's workers.
+	if action == admin.Cancel && (c.events.any() || c.meter != nil) || action == admin.Retry {
+		// A cancel's event and metric name the job, and a retry wakes its
+		// queue's workers.
 		if row, err = a.Show(ctx, id); err != nil {
 			return nil, err
 		}

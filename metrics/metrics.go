@@ -1,79 +1,18 @@
 package metrics
 
 import (
-	"errors"
-	"fmt"
-	"maps"
 	"net/http"
-	"slices"
-	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/skiplock/skiplock/retry"
+	"github.com/skiplock/skiplock/internal/metricsink"
 )
-
-// Label names.
-const (
-	LabelQueue    = "queue"
-	LabelKind     = "kind"
-	LabelLayout   = "layout"
-	LabelFinal    = "final"
-	LabelSQLState = "sqlstate"
-	LabelState    = "state"
-)
-
-// DurationBuckets are the job histograms' buckets, in seconds: from 1 ms
-// (a fanout job's claim) to 1 h (a long bucketed job, or a job that waited
-// out a backoff).
-var DurationBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
-
-// ClaimBuckets are skiplock_claim_seconds' buckets: a claim is one
-// statement, from a fraction of a millisecond to seconds on a loaded
-// distributed engine.
-var ClaimBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5}
-
-// Labels identify one job's series: its queue, its kind ("" for jobs
-// enqueued without one) and its queue's layout ("bucketed" or "fanout").
-type Labels struct {
-	Queue, Kind, Layout string
-}
-
-func (l Labels) values() []string { return []string{l.Queue, l.Kind, l.Layout} }
-
-// Timing is what a completed job's histograms record.
-type Timing struct {
-	// Wait is from the job's run_at (the time it could first run, or
-	// run again after a backoff or snooze) to the start of the attempt
-	// that completed it.
-	Wait time.Duration
-	// Run is that attempt's handler time.
-	Run time.Duration
-	// EndToEnd is from the job's creation to its committed completion.
-	EndToEnd time.Duration
-}
-
-// QueueSample is one queue's state as the maintenance leader sampled it
-// (see SetQueues).
-type QueueSample struct {
-	// Queue and Layout name the queue.
-	Queue, Layout string
-	// Jobs counts the queue's jobs by state ("queued", "running"), each
-	// count read up to a cap (see the client's Config.Metrics).
-	Jobs map[string]int64
-	// OldestQueued is how long the oldest claimable job has waited
-	// (bucketed: since its run_at; fanout: since its creation); negative
-	// when no job waits (exported as 0).
-	OldestQueued time.Duration
-	// Paused is whether an operator paused the queue.
-	Paused bool
-}
 
 // Metrics are skiplock's Prometheus collectors, registered in one
-// registry by New. A nil *Metrics is valid: every method does nothing,
-// so code can call them unconditionally.
+// registry by New; give them to client.Config.Metrics (and the dashboard's
+// config) and serve them with Handler. Only skiplock writes to them.
+// A nil *Metrics is valid and counts nothing.
 //
 // Counters and histograms count what this process did. The gauges
 // skiplock_queue_* describe the queue as a whole: the schema's
@@ -82,17 +21,16 @@ type QueueSample struct {
 // value lingers). Scrape every process: sum the counters across them, and
 // read the queue gauges from whichever process has skiplock_leader 1.
 type Metrics struct {
-	inserted, completed, failed, cancelled, snoozed, leaseLost *prometheus.CounterVec
-	wait, run, endToEnd, claim                                 *prometheus.HistogramVec
+	r *metricsink.Recorder
+}
 
-	retriesDesc, rescuedDesc, leaderDesc, queueJobsDesc, oldestDesc, pausedDesc *prometheus.Desc
-
-	mu       sync.Mutex
-	retries  []*retry.Counters
-	rescues  []func() (requeued, failed int64)
-	leaders  []func() bool
-	sample   []QueueSample
-	ownedReg prometheus.Registerer
+func init() {
+	metricsink.Of = func(m any) *metricsink.Recorder {
+		if mm, _ := m.(*Metrics); mm != nil {
+			return mm.r
+		}
+		return nil
+	}
 }
 
 // New makes skiplock's collectors and registers them in reg
@@ -100,70 +38,17 @@ type Metrics struct {
 // a second New on the same registry fails with an error that says so;
 // share the first Metrics between the clients of a process instead.
 func New(reg prometheus.Registerer) (*Metrics, error) {
-	if reg == nil {
-		reg = prometheus.DefaultRegisterer
+	r, err := metricsink.New(reg)
+	if err != nil {
+		return nil, err
 	}
-	job := []string{LabelQueue, LabelKind, LabelLayout}
-	counter := func(name, help string, labels ...string) *prometheus.CounterVec {
-		return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
-	}
-	hist := func(name, help string, buckets []float64, labels ...string) *prometheus.HistogramVec {
-		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
-	}
-	m := &Metrics{
-		inserted: counter("skiplock_jobs_inserted_total", "Jobs this process inserted (committed or not: an insert in the caller's transaction counts when the statement succeeds).", job...),
-		completed: counter("skiplock_jobs_completed_total",
-			"Jobs this process completed, counted after the completion committed (bucketed: the batched Success; fanout: the job's transaction).", job...),
-		failed: counter("skiplock_jobs_failed_total",
-			"Failed attempts this process recorded; final=\"true\" when the failure used the job's last attempt (bucketed: Failed; fanout: moved to job_dead), else it is retried.",
-			append(job, LabelFinal)...),
-		cancelled: counter("skiplock_jobs_cancelled_total", "Jobs this process cancelled by id (Metrics.Cancelled callers: the dashboard's and tools' cancel actions).", job...),
-		snoozed:   counter("skiplock_jobs_snoozed_total", "Attempts that snoozed (skiplock.Snooze) and whose snooze was written: the job runs later, the attempt not counted.", job...),
-		leaseLost: counter("skiplock_jobs_lease_lost_total",
-			"Bucketed results not written because the job's lease was lost first (it expired, or the job was cancelled), or because writing them failed: the job runs again elsewhere.", job...),
-		wait: hist("skiplock_job_wait_seconds", "Completed jobs: from run_at (when the job could run, or run again after a backoff or snooze) to the start of the attempt that completed it.", DurationBuckets, job...),
-		run:  hist("skiplock_job_run_seconds", "Completed jobs: the handler time of the attempt that completed the job.", DurationBuckets, job...),
-		endToEnd: hist("skiplock_job_end_to_end_seconds",
-			"Completed jobs: from the job's creation (insert) to its committed completion, on both layouts (measured after the commit; creation time by the database's clock).", DurationBuckets, job...),
-		claim: hist("skiplock_claim_seconds",
-			"Claim statements that returned jobs (bucketed: one claim for a batch; fanout: the claim inside the job's transaction).", ClaimBuckets, LabelQueue, LabelLayout),
-		retriesDesc: prometheus.NewDesc("skiplock_transaction_retries_total",
-			"Transactions run again after a retryable error (serialization failure, deadlock, lost connection: sqlstate \"conn\"), by the SQLSTATE that caused the retry.", []string{LabelSQLState}, nil),
-		rescuedDesc: prometheus.NewDesc("skiplock_jobs_rescued_total",
-			"Jobs whose lease expired that this process's maintenance leader rescued: state=\"queued\" put back to run, state=\"failed\" with no attempts left.", []string{LabelState}, nil),
-		leaderDesc: prometheus.NewDesc("skiplock_leader", "1 when this process holds the schema's maintenance lease (it then exports the skiplock_queue_* gauges), else 0.", nil, nil),
-		queueJobsDesc: prometheus.NewDesc("skiplock_queue_jobs",
-			"Jobs of a queue by state, sampled by the maintenance leader through index-bounded queries: bucketed queued and running, fanout queued (pending); each count stops at the client's sample cap (a value at the cap means at least that many). Finished jobs are counted by the _total counters.",
-			[]string{LabelQueue, LabelLayout, LabelState}, nil),
-		oldestDesc: prometheus.NewDesc("skiplock_queue_oldest_queued_seconds",
-			"How long the oldest claimable job of a queue has waited, sampled by the maintenance leader; 0 when none waits. Bucketed: since run_at, the oldest of the buckets' next jobs (exact for a queue of one priority); fanout: since creation, exact below the sample cap, else the oldest of the rows read (a lower bound).",
-			[]string{LabelQueue, LabelLayout}, nil),
-		pausedDesc: prometheus.NewDesc("skiplock_queue_paused", "1 when an operator paused the queue (skiplock queues pause), else 0; sampled by the maintenance leader.", []string{LabelQueue, LabelLayout}, nil),
-		ownedReg:   reg,
-	}
-	cs := []prometheus.Collector{m.inserted, m.completed, m.failed, m.cancelled, m.snoozed, m.leaseLost, m.wait, m.run, m.endToEnd, m.claim, (*sourced)(m)}
-	for i, c := range cs {
-		if err := reg.Register(c); err != nil {
-			for _, done := range cs[:i] {
-				reg.Unregister(done)
-			}
-			var are prometheus.AlreadyRegisteredError
-			if errors.As(err, &are) {
-				return nil, fmt.Errorf("metrics: skiplock's collectors are already registered in this registry: call metrics.New once per registry and share its Metrics between clients (%w)", err)
-			}
-			return nil, fmt.Errorf("metrics: register skiplock's collectors: %w", err)
-		}
-	}
-	return m, nil
+	return &Metrics{r: r}, nil
 }
 
 // Unregister removes the collectors from the registry New put them in.
 func (m *Metrics) Unregister() {
-	if m == nil {
-		return
-	}
-	for _, c := range []prometheus.Collector{m.inserted, m.completed, m.failed, m.cancelled, m.snoozed, m.leaseLost, m.wait, m.run, m.endToEnd, m.claim, (*sourced)(m)} {
-		m.ownedReg.Unregister(c)
+	if m != nil {
+		m.r.Unregister()
 	}
 }
 
@@ -175,173 +60,4 @@ func Handler(g prometheus.Gatherer) http.Handler {
 		g = prometheus.DefaultGatherer
 	}
 	return promhttp.HandlerFor(g, promhttp.HandlerOpts{})
-}
-
-// Inserted counts n jobs inserted.
-func (m *Metrics) Inserted(l Labels, n int) {
-	if m != nil && n > 0 {
-		m.inserted.WithLabelValues(l.values()...).Add(float64(n))
-	}
-}
-
-// Completed counts a job whose completion committed and records its
-// timings (a negative duration, from clocks apart, is recorded as 0).
-func (m *Metrics) Completed(l Labels, t Timing) {
-	if m == nil {
-		return
-	}
-	v := l.values()
-	m.completed.WithLabelValues(v...).Inc()
-	m.wait.WithLabelValues(v...).Observe(seconds(t.Wait))
-	m.run.WithLabelValues(v...).Observe(seconds(t.Run))
-	m.endToEnd.WithLabelValues(v...).Observe(seconds(t.EndToEnd))
-}
-
-// Failed counts a recorded failed attempt; final when it used the job's
-// last attempt.
-func (m *Metrics) Failed(l Labels, final bool) {
-	if m != nil {
-		m.failed.WithLabelValues(l.Queue, l.Kind, l.Layout, fmt.Sprint(final)).Inc()
-	}
-}
-
-// Cancelled counts n jobs cancelled by this process.
-func (m *Metrics) Cancelled(l Labels, n int) {
-	if m != nil && n > 0 {
-		m.cancelled.WithLabelValues(l.values()...).Add(float64(n))
-	}
-}
-
-// Snoozed counts a written snooze.
-func (m *Metrics) Snoozed(l Labels) {
-	if m != nil {
-		m.snoozed.WithLabelValues(l.values()...).Inc()
-	}
-}
-
-// LeaseLost counts a result not written because the lease was lost.
-func (m *Metrics) LeaseLost(l Labels) {
-	if m != nil {
-		m.leaseLost.WithLabelValues(l.values()...).Inc()
-	}
-}
-
-// Claimed records one claim statement that returned jobs.
-func (m *Metrics) Claimed(queue, layout string, took time.Duration) {
-	if m != nil {
-		m.claim.WithLabelValues(queue, layout).Observe(seconds(took))
-	}
-}
-
-// WatchRetries exports c's retries by SQLSTATE: at each scrape,
-// skiplock_transaction_retries_total sums every watched Counters.
-func (m *Metrics) WatchRetries(c *retry.Counters) {
-	if m == nil || c == nil {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !slices.Contains(m.retries, c) {
-		m.retries = append(m.retries, c)
-	}
-}
-
-// WatchRescues exports a maintenance leader's rescues: at each scrape,
-// skiplock_jobs_rescued_total sums what every watched func returns (the
-// totals so far: maintenance.Stats Rescued and RescuedFailed).
-func (m *Metrics) WatchRescues(f func() (requeued, failed int64)) {
-	if m != nil && f != nil {
-		m.mu.Lock()
-		m.rescues = append(m.rescues, f)
-		m.mu.Unlock()
-	}
-}
-
-// WatchLeader makes skiplock_leader 1 while f (or any other watched func)
-// reports true, and gates the queue gauges on it.
-func (m *Metrics) WatchLeader(f func() bool) {
-	if m != nil && f != nil {
-		m.mu.Lock()
-		m.leaders = append(m.leaders, f)
-		m.mu.Unlock()
-	}
-}
-
-// SetQueues replaces the queue gauges' sample; the maintenance leader
-// calls it after each sample. They are exported while a watched leader
-// func reports true.
-func (m *Metrics) SetQueues(s []QueueSample) {
-	if m == nil {
-		return
-	}
-	m.mu.Lock()
-	m.sample = slices.Clone(s)
-	m.mu.Unlock()
-}
-
-func seconds(d time.Duration) float64 { return max(d, 0).Seconds() }
-
-// sourced collects the metrics read from other parts at scrape time:
-// retries, rescues, the leader flag and the leader's queue sample.
-type sourced Metrics
-
-// Describe sends the descriptors of the sourced metrics.
-func (s *sourced) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{s.retriesDesc, s.rescuedDesc, s.leaderDesc, s.queueJobsDesc, s.oldestDesc, s.pausedDesc} {
-		ch <- d
-	}
-}
-
-// Collect reads the sources. A process that does not lead exports no
-// queue gauge and forgets its last sample, so that it cannot export a
-// stale one should it lead again before its first new sample.
-func (s *sourced) Collect(ch chan<- prometheus.Metric) {
-	s.mu.Lock()
-	retries, rescues, leaders := slices.Clone(s.retries), slices.Clone(s.rescues), slices.Clone(s.leaders)
-	s.mu.Unlock()
-	byState := map[string]int64{}
-	for _, c := range retries {
-		for code, n := range c.RetriesBySQLState() {
-			byState[code] += n
-		}
-	}
-	for _, code := range slices.Sorted(maps.Keys(byState)) {
-		ch <- prometheus.MustNewConstMetric(s.retriesDesc, prometheus.CounterValue, float64(byState[code]), code)
-	}
-	if len(rescues) > 0 {
-		var requeued, failed int64
-		for _, f := range rescues {
-			r, fl := f()
-			requeued, failed = requeued+r, failed+fl
-		}
-		ch <- prometheus.MustNewConstMetric(s.rescuedDesc, prometheus.CounterValue, float64(requeued), "queued")
-		ch <- prometheus.MustNewConstMetric(s.rescuedDesc, prometheus.CounterValue, float64(failed), "failed")
-	}
-	leads := false
-	for _, f := range leaders {
-		leads = leads || f()
-	}
-	if len(leaders) > 0 {
-		ch <- prometheus.MustNewConstMetric(s.leaderDesc, prometheus.GaugeValue, b2f(leads))
-	}
-	s.mu.Lock()
-	if !leads {
-		s.sample = nil
-	}
-	sample := s.sample
-	s.mu.Unlock()
-	for _, q := range sample {
-		for _, state := range slices.Sorted(maps.Keys(q.Jobs)) {
-			ch <- prometheus.MustNewConstMetric(s.queueJobsDesc, prometheus.GaugeValue, float64(q.Jobs[state]), q.Queue, q.Layout, state)
-		}
-		ch <- prometheus.MustNewConstMetric(s.oldestDesc, prometheus.GaugeValue, seconds(q.OldestQueued), q.Queue, q.Layout)
-		ch <- prometheus.MustNewConstMetric(s.pausedDesc, prometheus.GaugeValue, b2f(q.Paused), q.Queue, q.Layout)
-	}
-}
-
-func b2f(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }

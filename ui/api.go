@@ -8,9 +8,9 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock/admin"
+	"github.com/skiplock/skiplock/internal/metricsink"
 	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/maintenance"
-	"github.com/skiplock/skiplock/metrics"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -361,7 +361,7 @@ func (s *Server) apiJobAction(w http.ResponseWriter, r *http.Request) {
 
 // countCancelled counts a job the dashboard cancelled.
 func (s *Server) countCancelled(j *admin.Job) {
-	s.cfg.Metrics.Cancelled(metrics.Labels{Queue: j.Queue, Kind: j.Kind, Layout: string(j.Layout)}, 1)
+	metricsink.Of(s.cfg.Metrics).Cancelled(metricsink.Labels{Queue: j.Queue, Kind: j.Kind, Layout: string(j.Layout)}, 1)
 }
 
 func (s *Server) apiJobsAction(w http.ResponseWriter, r *http.Request) {

@@ -96,7 +96,7 @@ func TestAPIMatchesDatabase(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	since := time.Now().Add(-time.Hour)
+	since := time.Now().Add(-time.Hour).Truncate(time.Second) // as RFC 3339 carries it to the API
 	rs, err := f.adm(t).Rollups(ctx, "", since)
 	if err != nil {
 		t.Fatal(err)

@@ -1,4 +1,4 @@
-package metrics_test
+package metricsink_test
 
 import (
 	"strings"
@@ -9,21 +9,21 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/skiplock/skiplock/metrics"
+	"github.com/skiplock/skiplock/internal/metricsink"
 )
 
 // TestNewTwice: a second registration in one registry is refused with an
 // error that says what to do, and the first keeps working.
 func TestNewTwice(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg)
+	m, err := metricsink.New(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := metrics.New(reg); err == nil || !strings.Contains(err.Error(), "once per registry") {
+	if _, err := metricsink.New(reg); err == nil || !strings.Contains(err.Error(), "once per registry") {
 		t.Fatalf("second New: %v, want an already-registered error", err)
 	}
-	m.Inserted(metrics.Labels{Queue: "q", Kind: "k", Layout: "bucketed"}, 3)
+	m.Inserted(metricsink.Labels{Queue: "q", Kind: "k", Layout: "bucketed"}, 3)
 	want := `
 # HELP skiplock_jobs_inserted_total Jobs this process inserted (committed or not: an insert in the caller's transaction counts when the statement succeeds).
 # TYPE skiplock_jobs_inserted_total counter
@@ -32,8 +32,8 @@ skiplock_jobs_inserted_total{kind="k",layout="bucketed",queue="q"} 3
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(want), "skiplock_jobs_inserted_total"); err != nil {
 		t.Fatal(err)
 	}
-	var none *metrics.Metrics // nil: every method is a no-op
-	none.Completed(metrics.Labels{}, metrics.Timing{})
+	var none *metricsink.Recorder // nil: every method is a no-op
+	none.Completed(metricsink.Labels{}, metricsink.Timing{})
 	none.SetQueues(nil)
 	none.WatchLeader(func() bool { return true })
 }
@@ -44,13 +44,13 @@ skiplock_jobs_inserted_total{kind="k",layout="bucketed",queue="q"} 3
 // sample.
 func TestQueueGaugesFollowTheLead(t *testing.T) {
 	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg)
+	m, err := metricsink.New(reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var leads atomic.Bool
 	m.WatchLeader(leads.Load)
-	sample := []metrics.QueueSample{{Queue: "q", Layout: "bucketed", Jobs: map[string]int64{"queued": 5, "running": 2}, OldestQueued: 3 * time.Second, Paused: true}}
+	sample := []metricsink.QueueSample{{Queue: "q", Layout: "bucketed", Jobs: map[string]int64{"queued": 5, "running": 2}, OldestQueued: 3 * time.Second, Paused: true}}
 	queueSeries := func() int {
 		n, err := testutil.GatherAndCount(reg, "skiplock_queue_jobs", "skiplock_queue_oldest_queued_seconds", "skiplock_queue_paused")
 		if err != nil {

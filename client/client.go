@@ -304,7 +304,7 @@ func (c *Client) Start(ctx context.Context) error {
 		c.maint = m
 		c.watchMaintenance(m)
 	}
-	c.rec.start()
+	c.rec.start(ctx)
 	if c.notify {
 		c.listener = startListener(ctx, c)
 	}
@@ -353,7 +353,7 @@ func (c *Client) stopLocked(ctx context.Context) error {
 	wg.Wait()
 	c.rec.stop(ctx) // after the workers: their last attempts are counted
 	if c.listener != nil {
-		c.listener.stop()
+		c.listener.Stop()
 	}
 	if c.maint != nil {
 		if err := c.maint.Stop(ctx); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/sqlident"
+	"github.com/skiplock/skiplock/internal/startstop"
 	"github.com/skiplock/skiplock/internal/workloop"
 )
 
@@ -18,24 +19,17 @@ import (
 // connection fails it reconnects with backoff; meanwhile (and for any
 // notification lost on the way) the producers' polls find the jobs.
 type listener struct {
-	c      *Client
-	cancel context.CancelFunc
-	done   chan struct{}
+	startstop.Service
+	c *Client
 
 	mu    sync.Mutex
 	ready bool // LISTENing now
 }
 
 func startListener(ctx context.Context, c *Client) *listener {
-	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	l := &listener{c: c, cancel: cancel, done: make(chan struct{})}
-	go l.run(ctx)
+	l := &listener{c: c}
+	l.Start(ctx, l.run) //nolint:errcheck // a new service: it has not started
 	return l
-}
-
-func (l *listener) stop() {
-	l.cancel()
-	<-l.done
 }
 
 func (l *listener) setReady(v bool) {
@@ -45,7 +39,6 @@ func (l *listener) setReady(v bool) {
 }
 
 func (l *listener) run(ctx context.Context) {
-	defer close(l.done)
 	var failing time.Duration
 	for ctx.Err() == nil {
 		err := l.session(ctx)

@@ -20,6 +20,7 @@ import (
 	"github.com/skiplock/skiplock/internal/hist"
 	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/sqltext"
+	"github.com/skiplock/skiplock/internal/startstop"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -116,9 +117,7 @@ type recorder struct {
 	pending map[rollupKey]*rollupCounts
 	unsent  []partial // of flushes that failed, sent again first
 
-	running bool // start was called (under the client's mu, as stop)
-	quit    chan struct{}
-	done    chan struct{}
+	flusher startstop.Service
 }
 
 // newRecorder makes the client's recorder. Its id is the maintenance
@@ -131,7 +130,7 @@ func (c *Client) newRecorder() (*recorder, error) {
 	}
 	host, _ := os.Hostname()
 	r := &recorder{db: c.db, sql: sql, logf: c.cfg.Logf, host: host, pid: os.Getpid(), started: time.Now(),
-		pending: map[rollupKey]*rollupCounts{}, quit: make(chan struct{}), done: make(chan struct{})}
+		pending: map[rollupKey]*rollupCounts{}}
 	if m := c.cfg.Maintenance; m != nil && m.Holder != "" {
 		r.id = m.Holder
 	} else {
@@ -146,9 +145,8 @@ func (c *Client) newRecorder() (*recorder, error) {
 
 // start starts the flusher. Start calls it once the maintenance leader
 // election runs, before the workers.
-func (r *recorder) start() {
-	r.running = true
-	go r.run()
+func (r *recorder) start(ctx context.Context) {
+	r.flusher.Start(ctx, r.run) //nolint:errcheck // Start calls it once
 }
 
 // hooks are the maintenance leader's rollup tasks: the fold and the
@@ -198,14 +196,13 @@ func (r *recorder) observe(ctx context.Context, job *skiplock.Job, start time.Ti
 
 // run flushes now (the presence row shows the client at once) and every
 // rollupTiming.flush until stop.
-func (r *recorder) run() {
-	defer close(r.done)
+func (r *recorder) run(ctx context.Context) {
 	t := time.NewTicker(rollupTiming.flush)
 	defer t.Stop()
 	for {
 		r.flushAndLog()
 		select {
-		case <-r.quit:
+		case <-ctx.Done():
 			return
 		case <-t.C:
 		}
@@ -224,11 +221,10 @@ func (r *recorder) flushAndLog() {
 // row. Failures are logged: the counts of a failed last flush are lost,
 // and a presence row left behind ages out (admin.StaleAfter).
 func (r *recorder) stop(ctx context.Context) {
-	if r == nil || !r.running {
-		return
+	if r == nil || r.flusher.Stopped() == nil {
+		return // never started
 	}
-	close(r.quit)
-	<-r.done
+	r.flusher.Stop()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if n, err := r.flush(ctx); err != nil {

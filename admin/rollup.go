@@ -88,8 +88,8 @@ func (a *Admin) Rollups(ctx context.Context, queue string, since time.Time) ([]R
 // leader deletes its row after an hour).
 const StaleAfter = time.Minute
 
-// Client is one running skiplock client (client.Client) as it last reported itself.
-type Client struct {
+// RunningClient is one running skiplock client (client.Client) as it last reported itself.
+type RunningClient struct {
 	// ID names the client; it is also its maintenance lease holder name.
 	ID        string
 	Host      string
@@ -104,7 +104,7 @@ type Client struct {
 
 // Clients returns the clients seen in the last StaleAfter (newest first).
 // Newest is the latest start.
-func (a *Admin) Clients(ctx context.Context) ([]Client, error) {
+func (a *Admin) Clients(ctx context.Context) ([]RunningClient, error) {
 	sql, err := a.rollupSQL("clients")
 	if err != nil {
 		return nil, err
@@ -114,9 +114,9 @@ func (a *Admin) Clients(ctx context.Context) ([]Client, error) {
 		return nil, fmt.Errorf("admin: read the clients: %w%s", err, migrateHint(err))
 	}
 	defer rows.Close()
-	var out []Client
+	var out []RunningClient
 	for rows.Next() {
-		var c Client
+		var c RunningClient
 		var pid int64
 		var queues string
 		if err := rows.Scan(&c.ID, &c.Host, &pid, &queues, &c.StartedAt, &c.LastSeen); err != nil {

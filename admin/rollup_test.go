@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -104,12 +105,12 @@ func TestClientsAndLeader(t *testing.T) {
 	}
 	// list waits until the clients' first flushes and the election are
 	// done: n clients listed, one of them leading.
-	list := func(n int) []admin.Client {
+	list := func(n int) []admin.RunningClient {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			cs, err := a.Clients(ctx)
-			if err != nil {
+		var cs []admin.RunningClient
+		testdb.WaitFor(t, fmt.Sprintf("%d clients listed, one leading", n), 30*time.Second, func() bool {
+			var err error
+			if cs, err = a.Clients(ctx); err != nil {
 				t.Fatal(err)
 			}
 			leaders := 0
@@ -118,20 +119,15 @@ func TestClientsAndLeader(t *testing.T) {
 					leaders++
 				}
 			}
-			if len(cs) == n && leaders == 1 {
-				return cs
-			}
 			if leaders > 1 {
 				t.Fatalf("two leaders: %+v", cs)
 			}
-			if time.Now().After(deadline) {
-				t.Fatalf("clients %+v: want %d, one leading", cs, n)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+			return len(cs) == n && leaders == 1
+		})
+		return cs
 	}
 	cs := list(2)
-	byQueues := map[string]admin.Client{}
+	byQueues := map[string]admin.RunningClient{}
 	for _, c := range cs {
 		byQueues[slices.Concat(c.Queues, []string{""})[0]] = c
 		if c.Host == "" || c.PID == 0 || c.StartedAt.IsZero() || c.LastSeen.Before(c.StartedAt.Add(-time.Second)) {

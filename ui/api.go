@@ -50,7 +50,7 @@ type Rollup struct {
 	RunP99S   float64   `json:"run_p99_s"`
 }
 
-// Client is admin.Client in JSON.
+// Client is admin.RunningClient in JSON.
 type Client struct {
 	ID        string    `json:"id"`
 	Host      string    `json:"host"`

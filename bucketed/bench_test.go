@@ -6,6 +6,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -47,17 +48,22 @@ func BenchmarkBurnDown(b *testing.B) {
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
 		mustEnqueue(b, q, nJobs(n, "default")...)
+		var completed atomic.Int64
+		done := make(chan struct{}) // closed at the n-th committed completion
 		w, err := q.NewWorker(&bucketed.WorkerConfig{Workers: workers, Batch: batch, IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond,
-			Handler: func(context.Context, *skiplock.Job) error { return nil }})
+			Handler: func(context.Context, *skiplock.Job) error { return nil },
+			AfterComplete: func(*skiplock.Job, time.Time, time.Time) {
+				if completed.Add(1) == int64(n) {
+					close(done)
+				}
+			}})
 		if err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
 		start := time.Now()
 		w.Start(ctx) //nolint:errcheck
-		for w.Stats().Completed < int64(n) {
-			time.Sleep(time.Millisecond)
-		}
+		<-done
 		elapsed := time.Since(start)
 		b.StopTimer()
 		w.Stop(ctx) //nolint:errcheck

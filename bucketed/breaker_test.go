@@ -55,22 +55,18 @@ func TestRefusedResultsStopTheClaims(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Stop(context.Background()) }) //nolint:errcheck // a failed test's worker
-	time.Sleep(4 * time.Second)                        // the fault lasts this long: a span of time, not an event to wait for
+	time.Sleep(4 * time.Second)                        // time under test: the fault lasts this long, and the runs in it are counted
 	during := runs.Load()
 	refusing.Store(false)
-	for {
+	// The database's own state: results written during the fault were
+	// refused, so the worker's word is not the jobs'.
+	testdb.WaitFor(t, "every job Success", 100*time.Second, func() bool {
 		pending, err := q.Pending(ctx, "default")
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("%v (%d runs)", err, runs.Load())
 		}
-		if !pending && count(t, db, "SELECT count(*) FROM "+jobsTable(name)+` WHERE "status" <> 'Success'`) == 0 {
-			break
-		}
-		if ctx.Err() != nil {
-			t.Fatalf("jobs left: %d runs", runs.Load())
-		}
-		time.Sleep(50 * time.Millisecond) // polls the database's own state
-	}
+		return !pending && count(t, db, "SELECT count(*) FROM "+jobsTable(name)+` WHERE "status" <> 'Success'`) == 0
+	})
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -3,6 +3,7 @@ package bucketed_test
 import (
 	"context"
 	"encoding/json"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -59,7 +60,9 @@ func TestHelperCrashingWorker(t *testing.T) {
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(time.Minute) // until killed by a poison job or by the parent
+	// Until killed by a poison job or by the parent: the parent holds this
+	// process's stdin open, so EOF says it is gone.
+	io.Copy(io.Discard, os.Stdin) //nolint:errcheck // EOF or an error: either way the parent is gone
 }
 
 // TestJobThatKillsItsWorkerEndsFailed: jobs whose handler SIGKILLs its
@@ -101,6 +104,11 @@ func testJobThatKillsItsWorker(t *testing.T, held bool) {
 		cmd.Env = append(os.Environ(), "SKIPLOCK_TEST_DSN="+testdb.DSN(t), "CRASH_HELPER_SCHEMA="+s)
 		if held {
 			cmd.Env = append(cmd.Env, "CRASH_HELPER_HELD=1")
+		}
+		// Held open until the process ends: the helper runs until then
+		// (cmd.Wait closes it).
+		if _, err := cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
 		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)

@@ -75,8 +75,10 @@ func ExampleQueue_EnqueueIn() {
 	if _, err := q.EnqueueMany(ctx, []skiplock.NewJob{{Payload: []byte(`1`)}, {Payload: []byte(`2`)}}); err != nil {
 		panic(err)
 	}
+	completed := make(chan struct{}, 2) // a signal for each committed completion
 	w, err := q.NewWorker(&bucketed.WorkerConfig{Workers: 2,
-		Handler: func(ctx context.Context, job *skiplock.Job) error { return nil },
+		Handler:       func(ctx context.Context, job *skiplock.Job) error { return nil },
+		AfterComplete: func(*skiplock.Job, time.Time, time.Time) { completed <- struct{}{} },
 		OnComplete: func(ctx context.Context, tx skiplock.Tx, done []*skiplock.Job) error {
 			for _, j := range done {
 				if _, err := q.EnqueueIn(ctx, tx, skiplock.NewJob{Queue: "receipts", Payload: j.Payload}); err != nil {
@@ -91,15 +93,12 @@ func ExampleQueue_EnqueueIn() {
 	if err := w.Start(ctx); err != nil {
 		panic(err)
 	}
-	for {
-		pending, err := q.Pending(ctx, "mail")
-		if err != nil {
-			panic(err)
+	for range 2 {
+		select {
+		case <-completed:
+		case <-time.After(time.Minute):
+			panic("the jobs did not complete within a minute")
 		}
-		if !pending {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	if err := w.Stop(ctx); err != nil {
 		panic(err)

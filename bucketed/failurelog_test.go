@@ -67,8 +67,10 @@ func TestWorkerLogsFailuresAndKeepsLastError(t *testing.T) {
 	}
 	failing, panicking, flaky := enqueue(`"fail"`, 7), enqueue(`"panic"`, 2), enqueue(`"flaky"`, 3)
 	var log logLines
+	var done counter
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
 		Workers: 2, Logf: log.logf, IdleMin: 5 * time.Millisecond, IdleMax: 20 * time.Millisecond,
+		AfterResult: settled(&done),
 		Handler: func(ctx context.Context, job *skiplock.Job) error {
 			switch string(job.Payload) {
 			case `"fail"`:
@@ -89,12 +91,7 @@ func TestWorkerLogsFailuresAndKeepsLastError(t *testing.T) {
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for count(t, db, `SELECT count(*) FROM `+jobsTable(s)+` WHERE "status" IN ('Queued', 'Running')`) > 0 {
-		if ctx.Err() != nil {
-			t.Fatal("jobs still live after two minutes")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	done.wait(t, "jobs ended (Success, or Failed with no attempt left)", 3, 90*time.Second)
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,7 +51,7 @@ func TestHeldClaimsRunEveryJobOnce(t *testing.T) {
 
 			var mu sync.Mutex
 			runs := map[string]int{}
-			var completed atomic.Int64
+			var completed counter
 			var workers []*bucketed.Worker
 			for w := range 3 {
 				q := queueOn(t, db, s, &bucketed.Config{VisibilityTimeout: 20 * time.Second, DeleteCompleted: del,
@@ -76,7 +75,7 @@ func TestHeldClaimsRunEveryJobOnce(t *testing.T) {
 						}
 						return nil
 					},
-					AfterComplete: func(*skiplock.Job, time.Time, time.Time) { completed.Add(1) },
+					AfterComplete: func(*skiplock.Job, time.Time, time.Time) { completed.add(1) },
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -86,10 +85,7 @@ func TestHeldClaimsRunEveryJobOnce(t *testing.T) {
 				}
 				workers = append(workers, wk)
 			}
-			deadline := time.Now().Add(90 * time.Second)
-			for completed.Load() < n && time.Now().Before(deadline) {
-				time.Sleep(20 * time.Millisecond)
-			}
+			completed.reach(n, 90*time.Second) // the checks below say what is missing
 			var st bucketed.WorkerStats
 			for _, wk := range workers {
 				if err := wk.Stop(ctx); err != nil {
@@ -101,8 +97,8 @@ func TestHeldClaimsRunEveryJobOnce(t *testing.T) {
 				st.Snoozed += s.Snoozed
 				st.Lost += s.Lost
 			}
-			if completed.Load() != n || st.Completed != n || st.Lost != 0 {
-				t.Fatalf("completed %d (stats %+v) of %d jobs", completed.Load(), st, n)
+			if completed.load() != n || st.Completed != n || st.Lost != 0 {
+				t.Fatalf("completed %d (stats %+v) of %d jobs", completed.load(), st, n)
 			}
 			if st.Failed != n/10 || st.Snoozed != n/10 {
 				t.Errorf("recorded %d failed attempts and %d snoozes, want %d each", st.Failed, st.Snoozed, n/10)
@@ -215,13 +211,9 @@ WHERE datname = current_database() AND state = 'idle in transaction' AND pid <> 
 		t.Fatal(err)
 	}
 	defer svc.Stop(ctx) //nolint:errcheck // test cleanup
-	deadline := time.Now().Add(30 * time.Second)
-	for count(t, db, `SELECT count(*) FROM `+holdTable(s)) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the rescuer left the hold rows for 30 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testdb.WaitFor(t, "the rescuer to clear the hold rows", 30*time.Second, func() bool {
+		return count(t, db, `SELECT count(*) FROM `+holdTable(s)) == 0
+	})
 	if got := svc.Stats().HeldRescued; got != 2 {
 		t.Errorf("the rescuer counted %d held attempts, want 2", got)
 	}
@@ -239,26 +231,9 @@ WHERE datname = current_database() AND state = 'idle in transaction' AND pid <> 
 	if st, a, e := row(`"last"`); st != "Failed" || a != 1 || !strings.Contains(e, "held claim ended without a result") {
 		t.Errorf(`job "last" (max_attempts 1): %s, %d attempts, %q; want Failed`, st, a, e)
 	}
-	jobs := dequeueSoonFrom(t, other, "held")
+	jobs := dequeueSoonAs(t, other, "held", "")
 	if len(jobs) != 1 || string(jobs[0].Payload) != `"again"` || jobs[0].Attempts != 2 {
 		t.Fatalf("after the rescue a claim took %v, want the job with attempts left, on its attempt 2", jobs)
-	}
-}
-
-// dequeueSoonFrom claims one job of queue, waiting up to the heads probe
-// interval for a job put back below the watermarks.
-func dequeueSoonFrom(t *testing.T, q *bucketed.Queue, queue string) []*skiplock.Job {
-	t.Helper()
-	deadline := time.Now().Add(bucketed.DefaultHintMaxAge + 10*time.Second)
-	for {
-		jobs, err := q.Dequeue(ctxT(t), queue, 1)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(jobs) > 0 || time.Now().After(deadline) {
-			return jobs
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }
 
@@ -272,11 +247,17 @@ func TestHeldClaimDeadline(t *testing.T) {
 	ctx := ctxT(t)
 	q := queueOn(t, db, s, &bucketed.Config{VisibilityTimeout: time.Second, RetryBase: time.Hour, RetryMax: time.Hour})
 	mustEnqueue(t, q, skiplock.NewJob{Queue: "held", Payload: json.RawMessage(`"slow"`)})
+	var failed counter
 	wk, err := q.NewWorker(&bucketed.WorkerConfig{Queue: "held", Workers: 1, Prefetch: -1, HeldClaims: true, NoMaintenance: true,
 		Heartbeat: 100 * time.Millisecond,
 		Handler: func(ctx context.Context, job *skiplock.Job) error {
 			<-ctx.Done()
 			return ctx.Err()
+		},
+		AfterResult: func(_ *skiplock.Job, o bucketed.Outcome) {
+			if o == bucketed.OutcomeFailed {
+				failed.add(1)
+			}
 		}})
 	if err != nil {
 		t.Fatal(err)
@@ -284,10 +265,7 @@ func TestHeldClaimDeadline(t *testing.T) {
 	if err := wk.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(30 * time.Second)
-	for wk.Stats().Failed == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	failed.reach(1, 30*time.Second) // the job's row, checked below, says what happened
 	if err := wk.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}

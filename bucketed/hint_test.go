@@ -2,6 +2,7 @@ package bucketed_test
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -108,27 +109,22 @@ func hintNeverStrands(t *testing.T, prepare func(*bucketed.Queue)) {
 			t.Fatal(err)
 		}
 		rescue(t, db, name)
-		var emptySince time.Time // first empty claim while jobs were claimable
 		for {
-			jobs, err := q.Dequeue(ctx, "default", 1+rng.IntN(3))
-			if err != nil {
-				t.Fatal(err)
+			// Claims may come back empty while jobs are claimable, until
+			// the next heads probe (probeEvery) finds them.
+			var jobs []*skiplock.Job
+			drained := false
+			testdb.WaitFor(t, fmt.Sprintf("seed %d: a claim of the claimable jobs (else the watermarks stranded them)", seed), probeEvery+5*time.Second, func() bool {
+				var err error
+				if jobs, err = q.Dequeue(ctx, "default", 1+rng.IntN(3)); err != nil {
+					t.Fatal(err)
+				}
+				drained = len(jobs) == 0 && count(t, db, "SELECT count(*) FROM "+tbl+` WHERE "status" = 'Queued' AND "run_at" <= now()`) == 0
+				return len(jobs) > 0 || drained
+			})
+			if drained {
+				break
 			}
-			if len(jobs) == 0 {
-				claimable := count(t, db, "SELECT count(*) FROM "+tbl+` WHERE "status" = 'Queued' AND "run_at" <= now()`)
-				if claimable == 0 {
-					break
-				}
-				if emptySince.IsZero() {
-					emptySince = time.Now()
-				}
-				if waited := time.Since(emptySince); waited > probeEvery+5*time.Second {
-					t.Fatalf("seed %d: claims found nothing for %v while %d jobs were claimable: the watermarks stranded them", seed, waited, claimable)
-				}
-				time.Sleep(time.Millisecond)
-				continue
-			}
-			emptySince = time.Time{}
 			if lost, err := q.CompleteMany(ctx, jobs); err != nil || len(lost) > 0 {
 				t.Fatalf("seed %d: complete: %d lost, %v", seed, len(lost), err)
 			}

@@ -350,16 +350,17 @@ func TestFailWithUnstorableErrorText(t *testing.T) {
 			mustEnqueue(t, q, skiplock.NewJob{MaxAttempts: 2, Payload: json.RawMessage(`1`)})
 			runs := 0
 			for runs < 10 {
-				jobs, err := q.Dequeue(ctx, "default", 1)
-				if err != nil {
-					t.Fatal(err)
-				}
-				if len(jobs) == 0 {
-					if count(t, q.DB(), `SELECT count(*) FROM `+jobsTable(name)+` WHERE "status" = 'Queued'`) == 0 {
-						break
+				// A claim, once the retry's backoff has passed, or none left.
+				var jobs []*skiplock.Job
+				testdb.WaitFor(t, "the retry to come due", 30*time.Second, func() bool {
+					var err error
+					if jobs, err = q.Dequeue(ctx, "default", 1); err != nil {
+						t.Fatal(err)
 					}
-					time.Sleep(2 * time.Millisecond) // the retry's backoff
-					continue
+					return len(jobs) > 0 || count(t, q.DB(), `SELECT count(*) FROM `+jobsTable(name)+` WHERE "status" = 'Queued'`) == 0
+				})
+				if len(jobs) == 0 {
+					break
 				}
 				runs++
 				if err := q.Fail(ctx, jobs[0], errors.New(text)); err != nil {

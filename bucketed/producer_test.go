@@ -46,6 +46,7 @@ func producerClaims(t *testing.T, workers, prefetch, flush int, parallel, backlo
 	var mu sync.Mutex
 	delivered, heard := map[string]int{}, map[string]int{}
 	var badTimes atomic.Int64
+	var completions counter
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
 		Workers: workers, Prefetch: prefetch, Completers: 3, FlushSize: flush,
 		IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond, Logf: t.Logf,
@@ -62,6 +63,7 @@ func producerClaims(t *testing.T, workers, prefetch, flush int, parallel, backlo
 			mu.Lock()
 			heard[j.ID]++
 			mu.Unlock()
+			completions.add(1)
 		},
 	})
 	if err != nil {
@@ -70,14 +72,7 @@ func producerClaims(t *testing.T, workers, prefetch, flush int, parallel, backlo
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if p, err := q.Pending(ctx, "default"); err != nil {
-			t.Fatal(err)
-		} else if !p {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	completions.wait(t, "completions heard by AfterComplete", jobs, 90*time.Second)
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -116,11 +111,11 @@ func TestProducerHardStop(t *testing.T) {
 	q := queueOn(t, db, name, nil)
 	ctx := ctxT(t)
 	mustEnqueue(t, q, nJobs(5, "default")...)
-	var started atomic.Int32
+	var started counter
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
 		Workers: 30, IdleMin: time.Millisecond, PollInterval: 2 * time.Millisecond,
 		Handler: func(ctx context.Context, j *skiplock.Job) error {
-			started.Add(1)
+			started.add(1)
 			<-ctx.Done()
 			return ctx.Err()
 		},
@@ -131,9 +126,7 @@ func TestProducerHardStop(t *testing.T) {
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for started.Load() < 5 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	started.wait(t, "handlers started", 5, 30*time.Second)
 	stopCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	if err := w.Stop(stopCtx); !errors.Is(err, context.DeadlineExceeded) {
@@ -168,6 +161,7 @@ func TestPrefetchGivenBackOnStop(t *testing.T) {
 	ctx := ctxT(t)
 	mustEnqueue(t, q, nJobs(10, "default")...)
 	started, release := make(chan struct{}, 10), make(chan struct{})
+	var claimed counter
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
 		Workers: 1, Prefetch: 9,
 		Handler: func(ctx context.Context, j *skiplock.Job) error {
@@ -175,6 +169,7 @@ func TestPrefetchGivenBackOnStop(t *testing.T) {
 			<-release
 			return nil
 		},
+		AfterClaim: func(n int, _ time.Duration) { claimed.add(int64(n)) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -183,13 +178,13 @@ func TestPrefetchGivenBackOnStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-started
-	for w.Stats().Claimed < 10 {
-		time.Sleep(5 * time.Millisecond)
-	}
+	claimed.wait(t, "jobs claimed (1 running, 9 prefetched)", 10, 30*time.Second)
 	if got := count(t, db, "SELECT count(*) FROM "+jobsTable(name)+` WHERE "status" = 'Running'`); got != 10 {
 		t.Fatalf("%d jobs Running, want 10 (1 started, 9 prefetched)", got)
 	}
-	go func() { time.Sleep(50 * time.Millisecond); close(release) }()
+	// The running job ends once Stop has begun: no prefetched job may
+	// start after it.
+	go func() { <-w.Stopping(); close(release) }()
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -225,10 +220,8 @@ func TestIdleCostAndWake(t *testing.T) {
 	}
 	defer w.Stop(ctx) //nolint:errcheck // the test's checks are above
 	// The idle waits double from 1 ms: after 14 polls the next is over 8 s.
-	for w.ClaimStatements() < 14 {
-		time.Sleep(10 * time.Millisecond)
-	}
-	time.Sleep(200 * time.Millisecond)
+	testdb.WaitFor(t, "14 idle polls", time.Minute, func() bool { return w.ClaimStatements() >= 14 })
+	time.Sleep(200 * time.Millisecond) // time under test: 200 ms of idling, within the poller's 8 s wait, sends no statement
 	if n := w.ClaimStatements(); n > 20 {
 		t.Fatalf("%d claim statements from 100 idle goroutines: want one poller's backoff (about 14)", n)
 	}

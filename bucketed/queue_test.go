@@ -75,30 +75,32 @@ func rescue(t testing.TB, db *skiplock.DB, name string) {
 		t.Fatal(err)
 	}
 	defer svc.Stop(ctx) //nolint:errcheck // test helper
-	deadline := time.Now().Add(30 * time.Second)
-	for count(t, db, `SELECT count(*) FROM `+jobsTable(name)+` WHERE "status" = 'Running' AND "lease_expires_at" <= now()`) > 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the rescuer did not put the expired leases back within 30 s")
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testdb.WaitFor(t, "the rescuer to put the expired leases back", 30*time.Second, func() bool {
+		return count(t, db, `SELECT count(*) FROM `+jobsTable(name)+` WHERE "status" = 'Running' AND "lease_expires_at" <= now()`) == 0
+	})
 }
 
-// dequeueSoon claims one job as owner, waiting up to the Queue's heads
-// probe interval (and a margin) for a job put back below its watermarks.
+// dequeueSoon claims one job of queue "default" as owner, waiting up to
+// the Queue's heads probe interval (and a margin) for a job put back below
+// its watermarks.
 func dequeueSoon(t testing.TB, q *bucketed.Queue, owner string) []*skiplock.Job {
 	t.Helper()
-	deadline := time.Now().Add(bucketed.DefaultHintMaxAge + 10*time.Second)
-	for {
-		jobs, err := q.DequeueAs(ctxT(t), "default", 1, owner)
-		if err != nil {
+	return dequeueSoonAs(t, q, "default", owner)
+}
+
+// dequeueSoonAs is dequeueSoon from queue.
+func dequeueSoonAs(t testing.TB, q *bucketed.Queue, queue, owner string) []*skiplock.Job {
+	t.Helper()
+	ctx := ctxT(t)
+	var jobs []*skiplock.Job
+	testdb.WaitFor(t, "a claim of a job put back", bucketed.DefaultHintMaxAge+10*time.Second, func() bool {
+		var err error
+		if jobs, err = q.DequeueAs(ctx, queue, 1, owner); err != nil {
 			t.Fatal(err)
 		}
-		if len(jobs) > 0 || time.Now().After(deadline) {
-			return jobs
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return len(jobs) > 0
+	})
+	return jobs
 }
 
 func mustEnqueue(t testing.TB, q *bucketed.Queue, jobs ...skiplock.NewJob) {
@@ -389,8 +391,10 @@ func TestOnCompleteEnqueuesFollowUp(t *testing.T) {
 		// Through a Worker: the first attempt fails (no follow-up), the
 		// second completes with its follow-up.
 		var calls sync.Map
+		var completed counter
 		w, err := q.NewWorker(&bucketed.WorkerConfig{
 			Workers: 2, IdleMin: time.Millisecond, IdleMax: 5 * time.Millisecond, Logf: t.Logf,
+			AfterComplete: func(*skiplock.Job, time.Time, time.Time) { completed.add(1) },
 			Handler: func(ctx context.Context, j *skiplock.Job) error {
 				if _, again := calls.LoadOrStore(j.ID, true); !again {
 					if n := followUps(); n != 0 {
@@ -408,12 +412,7 @@ func TestOnCompleteEnqueuesFollowUp(t *testing.T) {
 		if err := w.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
-		for {
-			if p, err := q.Pending(ctx, "default"); err != nil || !p {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
+		completed.wait(t, "the job's completion", 1, 30*time.Second)
 		if err := w.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}

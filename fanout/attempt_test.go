@@ -12,6 +12,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -36,20 +37,19 @@ func (c *runCounter) get(id string) int64 {
 // backoff included.
 func waitEmpty(t *testing.T, q *fanout.Queue, limit time.Duration, state func() string) {
 	t.Helper()
-	deadline := time.Now().Add(limit)
-	for {
-		more, err := q.HasQueued(context.Background())
-		if err != nil {
+	more := true
+	defer func() {
+		if more {
+			t.Logf("jobs left: %s", state())
+		}
+	}()
+	testdb.WaitFor(t, "no job pending", limit, func() bool {
+		var err error
+		if more, err = q.HasQueued(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		if !more {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("jobs left after %v: %s", limit, state())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return !more
+	})
 }
 
 // TestHandlerRunsAtMostMaxAttempts: 200 jobs that always fail, max 3, on 8

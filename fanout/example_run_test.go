@@ -30,6 +30,7 @@ func Example() {
 		panic(err)
 	}
 	handled, failedOnce := 0, false
+	var retryAt time.Time // when the failed job's backoff ends
 	for {
 		res, err := q.Process(ctx, func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
 			if !failedOnce {
@@ -52,11 +53,13 @@ func Example() {
 			if !more {
 				break
 			}
-			time.Sleep(5 * time.Millisecond)
+			time.Sleep(time.Until(retryAt) + time.Millisecond) // time under test: no claim takes the failed job before its backoff (Result.RetryIn) ends
 			continue
 		}
 		if res.HandlerErr == nil {
 			handled++
+		} else {
+			retryAt = time.Now().Add(res.RetryIn)
 		}
 	}
 	var logged, queued int
@@ -87,10 +90,16 @@ func ExampleQueue_NewWorker() {
 	if _, err := orders.EnqueueMany(ctx, []skiplock.NewJob{{Payload: []byte(`1`)}, {Payload: []byte(`2`)}, {Payload: []byte(`3`)}}); err != nil {
 		panic(err)
 	}
+	processed := make(chan struct{}, 3) // a signal for each order processed and committed
 	w, err := orders.NewWorker(&fanout.WorkerConfig{Workers: 2,
 		Handler: func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
 			_, err := receipts.EnqueueIn(ctx, tx, skiplock.NewJob{Payload: job.Payload})
 			return err
+		},
+		OnResult: func(_ int, r *fanout.Result, err error) {
+			if err == nil && r.HandlerErr == nil {
+				processed <- struct{}{}
+			}
 		}})
 	if err != nil {
 		panic(err)
@@ -98,15 +107,12 @@ func ExampleQueue_NewWorker() {
 	if err := w.Start(ctx); err != nil {
 		panic(err)
 	}
-	for {
-		more, err := orders.HasQueued(ctx)
-		if err != nil {
-			panic(err)
+	for range 3 {
+		select {
+		case <-processed:
+		case <-time.After(time.Minute):
+			panic("the orders were not processed within a minute")
 		}
-		if !more {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	if err := w.Stop(ctx); err != nil {
 		panic(err)

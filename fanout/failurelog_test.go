@@ -12,6 +12,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -76,12 +77,9 @@ func TestWorkerLogsFailures(t *testing.T) {
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)) > 0 {
-		if ctx.Err() != nil {
-			t.Fatal("jobs still queued after two minutes")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testdb.WaitFor(t, "no job queued", 90*time.Second, func() bool {
+		return count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)) == 0
+	})
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}

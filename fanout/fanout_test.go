@@ -802,8 +802,13 @@ func TestWorkerChecksConnections(t *testing.T) {
 			t.Errorf("%+v: %v, want a usage error", bad, err)
 		}
 	}
-	if _, err := q.NewWorker(&fanout.WorkerConfig{Workers: 5, Handler: h}); !usage.Is(err) {
+	// The pool is checked at Start, when the worker would take its
+	// connections.
+	if big, err := q.NewWorker(&fanout.WorkerConfig{Workers: 5, Handler: h}); err != nil {
 		t.Errorf("NewWorker, pool of 4, 5 workers: %v", err)
+	} else if err := big.Start(ctx); !usage.Is(err) {
+		big.Stop(ctx) //nolint:errcheck // it should not have started
+		t.Errorf("Start, pool of 4, 5 workers: %v, want a usage error", err)
 	}
 	w, err := q.NewWorker(&fanout.WorkerConfig{Workers: 1, Handler: h})
 	if err != nil {
@@ -916,16 +921,13 @@ func TestStop(t *testing.T) {
 
 // processReady calls Process until it claims a job (one may be waiting
 // out its backoff), for at most 30 seconds.
-func processReady(t *testing.T, q *fanout.Queue, h fanout.Handler) (fanout.Result, error) {
+func processReady(t *testing.T, q *fanout.Queue, h fanout.Handler) (res fanout.Result, err error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		res, err := q.Process(context.Background(), h)
-		if err != nil || res.Job != nil || time.Now().After(deadline) {
-			return res, err
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testdb.WaitFor(t, "a job ready to claim", 30*time.Second, func() bool {
+		res, err = q.Process(context.Background(), h)
+		return err != nil || res.Job != nil
+	})
+	return res, err
 }
 
 func waitStarted(t *testing.T, started chan struct{}) {
@@ -1068,11 +1070,10 @@ func TestConnectionDiesMidJob(t *testing.T) {
 		if n := count(t, db, "SELECT count(*) FROM "+table(s, schema.WorkLogTable)); n != 0 {
 			t.Fatalf("a dead session's work was kept: %d rows", n)
 		}
-		deadline := time.Now().Add(30 * time.Second)
-		for res.Job == nil && err == nil && time.Now().Before(deadline) {
-			time.Sleep(10 * time.Millisecond)
+		testdb.WaitFor(t, "the job unlocked by the dying session", 30*time.Second, func() bool {
 			res, err = q.Process(ctx, h)
-		}
+			return res.Job != nil || err != nil
+		})
 	}
 	if err != nil || res.Job == nil || res.Job.ID != id || res.HandlerErr != nil || res.Job.Attempts != 1 {
 		t.Fatalf("the call that handled the job: %+v %v", res, err)
@@ -1101,18 +1102,21 @@ func TestWorkerQueue(t *testing.T) {
 	if _, err := q.EnqueueMany(ctx, append(jobs(2), other...)); err != nil {
 		t.Fatal(err)
 	}
+	var processed counter
 	w, err := q.NewWorker(&fanout.WorkerConfig{Queue: "other", Workers: 2, Handler: recordHandler(s),
-		IdleMin: time.Millisecond, IdleMax: 5 * time.Millisecond})
+		IdleMin: time.Millisecond, IdleMax: 5 * time.Millisecond,
+		OnResult: func(_ int, r *fanout.Result, err error) {
+			if err == nil && r.HandlerErr == nil {
+				processed.add(1)
+			}
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(time.Minute)
-	for count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)+" WHERE queue = 'other'") > 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	processed.reach(5, time.Minute) // the checks below say what is missing
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -66,17 +66,13 @@ func TestHelperProcess(t *testing.T) {
 		IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond,
 		Logf: t.Logf,
 	})
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
+	testdb.WaitFor(t, "no job pending", time.Minute, func() bool {
 		more, err := q.HasQueued(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !more {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return !more
+	})
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}

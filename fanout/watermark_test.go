@@ -9,6 +9,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -108,31 +109,21 @@ func testJobBelowWatermarkIsFound(t *testing.T, crdbForms bool) {
 	if _, err := db.Exec(ctx, "INSERT INTO "+tbl+" (id, queue) VALUES ($1, $2)", low, q.Name()); err != nil {
 		t.Fatal(err)
 	}
-	found := false
 	// The bound is max(HintMaxAge, 9 x the last probe) plus a probe: wall
 	// time on a loaded machine says little about it, so the test waits
 	// long and only logs how long it took.
-	for time.Since(insertedAt) < 40*maxAge {
-		res, err := q.Process(ctx, okHandler)
-		if err != nil {
-			t.Fatal(err)
+	testdb.WaitFor(t, fmt.Sprintf("a claim of a job below a watermark (HintMaxAge %v)", maxAge), 40*maxAge, func() bool {
+		for {
+			res, err := q.Process(ctx, okHandler)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Job == nil || res.Job.ID == low {
+				return res.Job != nil
+			}
 		}
-		if res.Job == nil {
-			time.Sleep(5 * time.Millisecond)
-			continue
-		}
-		if res.Job.ID == low {
-			found = true
-			break
-		}
-	}
-	took := time.Since(insertedAt)
-	switch {
-	case !found:
-		t.Fatalf("a job below a watermark was not claimed within %v (HintMaxAge %v)", took, maxAge)
-	default:
-		t.Logf("a job below a watermark was claimed after %v (HintMaxAge %v)", took, maxAge)
-	}
+	})
+	t.Logf("a job below a watermark was claimed after %v (HintMaxAge %v)", time.Since(insertedAt), maxAge)
 	// HasQueued never says no while a job waits below the watermarks.
 	drain(t, q)
 	if _, err := db.Exec(ctx, "INSERT INTO "+tbl+" (id, queue) VALUES ($1, $2)", low, q.Name()); err != nil {
@@ -151,7 +142,7 @@ func testJobBelowWatermarkIsFound(t *testing.T, crdbForms bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
+	testdb.WaitFor(t, "the job with one attempt in job_dead", 30*time.Second, func() bool {
 		res, err := q.Process(ctx, func(_ context.Context, _ skiplock.Tx, j *skiplock.Job) error {
 			if j.ID == dead {
 				return fmt.Errorf("dies")
@@ -161,13 +152,8 @@ func testJobBelowWatermarkIsFound(t *testing.T, crdbForms bool) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Job != nil && res.Job.ID == dead && res.Dead {
-			break
-		}
-		if res.Job == nil {
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
+		return res.Job != nil && res.Job.ID == dead && res.Dead
+	})
 	if err := q.RetryJob(ctx, dead); err != nil {
 		t.Fatal(err)
 	}
@@ -175,8 +161,9 @@ func testJobBelowWatermarkIsFound(t *testing.T, crdbForms bool) {
 	if n := count(t, db, "SELECT count(*) FROM "+tbl); n != 0 {
 		t.Fatalf("%d jobs left after the drain", n)
 	}
-	// Nothing left: HasQueued says so (after its positive answers expire).
-	time.Sleep(maxAge)
+	// Nothing left: HasQueued says so. (It may say yes for up to
+	// HintMaxAge after the last job is gone; but drain's last HasQueued
+	// already said no, so no positive answer is held.)
 	if ok, err := q.HasQueued(ctx); err != nil || ok {
 		t.Fatalf("HasQueued = %v, %v on an empty queue", ok, err)
 	}
@@ -187,27 +174,20 @@ func testJobBelowWatermarkIsFound(t *testing.T, crdbForms bool) {
 func drain(t *testing.T, q *fanout.Queue) {
 	t.Helper()
 	ctx := context.Background()
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); {
-		res, err := q.Process(ctx, okHandler)
+	testdb.WaitFor(t, "the queue to drain", 20*time.Second, func() bool {
+		for {
+			res, err := q.Process(ctx, okHandler)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Job == nil {
+				break
+			}
+		}
+		more, err := q.HasQueued(ctx)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if res.Job == nil && !pending(t, q) {
-			return
-		}
-	}
-	t.Fatal("the queue did not drain")
-}
-
-// pending is HasQueued, pausing a little when it is true.
-func pending(t *testing.T, q *fanout.Queue) bool {
-	t.Helper()
-	ok, err := q.HasQueued(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if ok {
-		time.Sleep(5 * time.Millisecond)
-	}
-	return ok
+		return !more
+	})
 }

@@ -36,7 +36,7 @@ func TestOpenSessionTimeouts(t *testing.T) {
 	if _, err := tx.Exec(ctx, "SELECT 1"); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(1500 * time.Millisecond)
+	time.Sleep(1500 * time.Millisecond) // time under test: the 300 ms idle_in_transaction_session_timeout must fire within it (no engine-neutral view shows a session end)
 	_, err = tx.Exec(ctx, "SELECT 1")
 	tx.Rollback(ctx) //nolint:errcheck // the session is gone
 	if err == nil {

@@ -139,7 +139,7 @@ func New(ctx context.Context, db *skiplock.DB, schemaName string) (*Admin, error
 		}
 	}
 	if a.has[schema.LayoutFanout] {
-		if a.fq, err = fanout.New(db, &fanout.Config{Schema: schemaName}); err != nil {
+		if a.fq, err = fanout.New(ctx, db, &fanout.Config{Schema: schemaName}); err != nil {
 			return nil, fmt.Errorf("admin: %w", err)
 		}
 	}
@@ -511,25 +511,21 @@ func (a *Admin) Do(ctx context.Context, action Action, id string) error {
 	if !a.has[l] {
 		return usage.NoJob(string(action), id)
 	}
+	var q interface {
+		RetryJob(ctx context.Context, id string) error
+		CancelJob(ctx context.Context, id string) error
+		DeleteJob(ctx context.Context, id string) error
+	} = a.fq
 	if l == schema.LayoutBucketed {
-		n, _ := strconv.ParseInt(id, 10, 64)
-		switch action {
-		case Retry:
-			return a.bq.RetryJob(ctx, n)
-		case Cancel:
-			return a.bq.CancelJob(ctx, n)
-		case Delete:
-			return a.bq.DeleteJob(ctx, n)
-		}
-	} else {
-		switch action {
-		case Retry:
-			return a.fq.RetryJob(ctx, id)
-		case Cancel:
-			return a.fq.CancelJob(ctx, id)
-		case Delete:
-			return a.fq.DeleteJob(ctx, id)
-		}
+		q = a.bq
+	}
+	switch action {
+	case Retry:
+		return q.RetryJob(ctx, id)
+	case Cancel:
+		return q.CancelJob(ctx, id)
+	case Delete:
+		return q.DeleteJob(ctx, id)
 	}
 	return usage.Errorf("action %q: use retry, cancel or delete", action)
 }

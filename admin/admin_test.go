@@ -34,7 +34,7 @@ func TestListPagesAcrossLayouts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fq, err := fanout.New(db, &fanout.Config{Schema: s, Queue: "f"})
+	fq, err := fanout.New(ctx, db, &fanout.Config{Schema: s, Queue: "f"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,8 @@ func TestPauseStopsClaims(t *testing.T) {
 		}
 	}
 	close(release) // the jobs in flight finish
-	time.Sleep(500 * time.Millisecond)
+	testdb.WaitFor(t, "the 2 jobs in flight to finish", 30*time.Second, func() bool { return ran.Load() >= 2 })
+	time.Sleep(500 * time.Millisecond) // time under test: no claim in 500 ms of 20 ms polls
 	if n := ran.Load(); n != 2 || len(started) != 0 {
 		t.Fatalf("paused: %d jobs ran and %d more started, want the 2 in flight only", n, len(started))
 	}
@@ -233,11 +234,5 @@ func TestPauseStopsClaims(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for ran.Load() < 12 {
-		if time.Now().After(deadline) {
-			t.Fatalf("after resume: %d of 12 jobs ran", ran.Load())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testdb.WaitFor(t, "all 12 jobs run after the resume", 30*time.Second, func() bool { return ran.Load() >= 12 })
 }

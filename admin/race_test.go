@@ -45,16 +45,27 @@ func TestActionsRaceWorkers(t *testing.T) {
 		t.Fatal(err)
 	}
 	var runs sync.Map // "layout/n" -> *atomic.Int32
+	var ran atomic.Int64
+	var actions beat            // ticks with every action the storms send
+	stop := make(chan struct{}) // closed when the storms end
 	ws := client.NewWorkers()
 	if err := client.AddWorker(ws, client.WorkFunc[raceArgs](func(ctx context.Context, j *client.Job[raceArgs]) error {
 		c, _ := runs.LoadOrStore(fmt.Sprint(j.Queue, "/", j.Args.N), new(atomic.Int32))
 		c.(*atomic.Int32).Add(1)
+		ran.Add(1)
 		if tx, ok := client.TxFromContext(ctx); ok {
 			if _, err := tx.Exec(ctx, `INSERT INTO `+sch+`."effects" VALUES ($1)`, j.Args.N); err != nil {
 				return err
 			}
 		}
-		time.Sleep(20 * time.Millisecond) // long enough for the storms to meet running jobs
+		// The job runs until the storms' next action, so that the storms
+		// meet running jobs (a fanout job's effect is then written and
+		// not yet committed).
+		select {
+		case <-actions.next():
+		case <-stop:
+		case <-ctx.Done():
+		}
 		return nil
 	}), nil); err != nil {
 		t.Fatal(err)
@@ -88,7 +99,6 @@ func TestActionsRaceWorkers(t *testing.T) {
 	}
 	var mu sync.Mutex
 	last := map[string]admin.Action{} // id -> last successful action
-	stop := make(chan struct{})
 	var storms sync.WaitGroup
 	var changed atomic.Int64
 	for _, action := range []admin.Action{admin.Cancel, admin.Retry, admin.Delete, admin.Cancel} {
@@ -109,6 +119,7 @@ func TestActionsRaceWorkers(t *testing.T) {
 					changed.Add(1)
 				}
 				mu.Unlock()
+				actions.tick()
 			}
 		}()
 	}
@@ -134,7 +145,7 @@ func TestActionsRaceWorkers(t *testing.T) {
 	// promise never to happen must not be seen. A Success is final (only
 	// a delete removes it), a deleted or processed job never comes back,
 	// and a fanout job once gone from both tables stays gone.
-	var violations atomic.Int64
+	var violations, samples atomic.Int64
 	storms.Add(1)
 	go func() {
 		defer storms.Done()
@@ -163,6 +174,7 @@ UNION ALL SELECT "id", 'pending' FROM `+sch+`."job_queue" UNION ALL SELECT "id",
 				now[id] = st
 			}
 			rows.Close()
+			samples.Add(1)
 			for _, list := range ids {
 				for _, id := range list {
 					st, ok := now[id]
@@ -184,26 +196,18 @@ UNION ALL SELECT "id", 'pending' FROM `+sch+`."job_queue" UNION ALL SELECT "id",
 			}
 		}
 	}()
-	// At least 3 s of storms, and on a loaded machine until 50 actions
-	// took effect (up to a minute), so that the check below tests a race
-	// rather than the machine's speed.
-	for start := time.Now(); time.Since(start) < 3*time.Second || (changed.Load() < 50 && time.Since(start) < time.Minute); {
-		time.Sleep(50 * time.Millisecond)
-	}
+	// The storms go on while the workers run as many jobs as there are
+	// of one layout, until 50 actions took effect and the pauses and the
+	// sampler had their turns: the check below tests a race, whatever the
+	// machine's speed.
+	testdb.WaitFor(t, fmt.Sprintf("%d handler runs, 50 actions, 20 pauses and 20 samples", perLayout), 2*time.Minute, func() bool {
+		return ran.Load() >= perLayout && changed.Load() >= 50 && pauses.Load() >= 20 && samples.Load() >= 20
+	})
 	close(stop)
 	storms.Wait()
 	for _, q := range []string{"b", "f"} {
 		if err := a.SetPaused(ctx, q, false); err != nil {
 			t.Fatal(err)
-		}
-	}
-	waitFor := func(what string, cond func() int64) {
-		deadline := time.Now().Add(time.Minute)
-		for cond() != 0 {
-			if time.Now().After(deadline) {
-				t.Fatalf("%s: still %d after a minute", what, cond())
-			}
-			time.Sleep(50 * time.Millisecond)
 		}
 	}
 	count := func(sql string) int64 {
@@ -213,8 +217,8 @@ UNION ALL SELECT "id", 'pending' FROM `+sch+`."job_queue" UNION ALL SELECT "id",
 		}
 		return n
 	}
-	waitFor("live jobs", func() int64 {
-		return count(`SELECT count(*) FROM `+sch+`."jobs" WHERE "status" IN ('Queued', 'Running')`) + count(`SELECT count(*) FROM `+sch+`."job_queue"`)
+	testdb.WaitFor(t, "no live job left", time.Minute, func() bool {
+		return count(`SELECT count(*) FROM `+sch+`."jobs" WHERE "status" IN ('Queued', 'Running')`)+count(`SELECT count(*) FROM `+sch+`."job_queue"`) == 0
 	})
 	if err := c.Stop(ctx); err != nil {
 		t.Fatal(err)
@@ -297,4 +301,29 @@ UNION ALL SELECT "id", 'pending' FROM `+sch+`."job_queue" UNION ALL SELECT "id",
 		t.Errorf("fanout: %v do not add up to %d", totals, perLayout)
 	}
 	t.Logf("final: %v", totals)
+}
+
+// beat lets goroutines wait for the next of a series of events: next's
+// channel closes at the following tick.
+type beat struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (b *beat) next() <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch == nil {
+		b.ch = make(chan struct{})
+	}
+	return b.ch
+}
+
+func (b *beat) tick() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ch != nil {
+		close(b.ch)
+	}
+	b.ch = make(chan struct{})
 }

@@ -254,7 +254,7 @@ SELECT $1, $2::TEXT::`+qs+`."job_status", $3, (g % 8)::SMALLINT, `+runAt+`, `+fi
 	insert("small", "Running", 2, 0, "now()", false)
 	insert("small", "Success", 4, 0, "now()", true)
 	insert("big", "Failed", 2, 0, "now()", true)
-	fq, err := fanout.New(db, &fanout.Config{Schema: s, Queue: "f"})
+	fq, err := fanout.New(ctx, db, &fanout.Config{Schema: s, Queue: "f"})
 	if err != nil {
 		t.Fatal(err)
 	}

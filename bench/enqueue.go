@@ -208,7 +208,7 @@ func enqueueCall(ctx context.Context, c *Config, pool *skiplock.DB, counters *re
 		batch[i] = skiplock.NewJob{Queue: DefaultQueue, Payload: []byte(`{}`)}
 	}
 	if c.Layout == schema.LayoutFanout {
-		q, err := fanout.New(pool, &fanout.Config{Schema: c.Schema, Queue: DefaultQueue, EnqueueBatch: c.Batch, Retry: &retry.Options{Counters: counters}})
+		q, err := fanout.New(ctx, pool, &fanout.Config{Schema: c.Schema, Queue: DefaultQueue, EnqueueBatch: c.Batch, Retry: &retry.Options{Counters: counters}})
 		if err != nil {
 			return nil, err
 		}

@@ -20,7 +20,9 @@ type fanoutDriver struct {
 }
 
 func newFanoutDriver(db *skiplock.DB, c *Config, counters *retry.Counters) (driver, error) {
-	q, err := fanout.New(db, &fanout.Config{Schema: c.Schema, Queue: DefaultQueue, Retry: retryOptions(db, counters)})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	q, err := fanout.New(ctx, db, &fanout.Config{Schema: c.Schema, Queue: DefaultQueue, Retry: retryOptions(db, counters)})
 	if err != nil {
 		return nil, err
 	}

@@ -9,35 +9,40 @@ import (
 	"github.com/skiplock/skiplock/internal/usage"
 )
 
-// CancelJob cancels the job with this id, without holding its lease: a
+// CancelJob cancels the job with this id (decimal, as skiplock.Job.ID), without holding its lease: a
 // Queued or Running job becomes Canceled and will not run (again). A
 // Running job's worker sees its handler's context cancelled at its next
 // heartbeat, and its completion is refused with skiplock.ErrLeaseLost. It
 // returns an error wrapping skiplock.ErrNoJob for an unknown id, and a
 // *skiplock.StateError for a job that already finished.
-func (q *Queue) CancelJob(ctx context.Context, id int64) error {
+func (q *Queue) CancelJob(ctx context.Context, id string) error {
 	return q.byID(ctx, "cancel", q.sql.cancelByID, id, []string{"Queued", "Running"}, "")
 }
 
 // RetryJob puts a Failed or Canceled job back in the queue to run now,
 // with its attempts reset. Errors as CancelJob's; a retry that would give
 // a unique key to a second live job is refused with an error that says so.
-func (q *Queue) RetryJob(ctx context.Context, id int64) error {
+func (q *Queue) RetryJob(ctx context.Context, id string) error {
 	return q.byID(ctx, "retry", q.sql.retryByID, id, []string{"Failed", "Canceled"}, "")
 }
 
 // DeleteJob deletes a finished job (Success, Failed or Canceled). Errors
 // as CancelJob's; a live job must be cancelled first.
-func (q *Queue) DeleteJob(ctx context.Context, id int64) error {
+func (q *Queue) DeleteJob(ctx context.Context, id string) error {
 	return q.byID(ctx, "delete", q.sql.deleteByID, id, []string{"Success", "Failed", "Canceled"}, "cancel it first")
 }
 
 // byID runs one action statement and, when it changed nothing, reads the
 // job's status in the same transaction to say why.
-func (q *Queue) byID(ctx context.Context, action, sql string, id int64, allowed []string, hint string) error {
-	ids := strconv.FormatInt(id, 10)
+func (q *Queue) byID(ctx context.Context, action, sql string, ids string, allowed []string, hint string) error {
+	id, err := strconv.ParseInt(ids, 10, 64)
+	if err != nil {
+		// Not an id this layout gives out (a fanout job's, or a typo):
+		// no bucketed job has it.
+		return usage.NoJob(action, ids)
+	}
 	var stateErr error
-	err := q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+	err = q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		stateErr = nil
 		n, err := tx.Exec(ctx, sql, id)
 		if err != nil {

@@ -55,7 +55,7 @@ func TestLongSchemaNameNotifies(t *testing.T) {
 			must(t, err)
 			must(t, worker.Start(ctx))
 			defer worker.Stop(ctx) //nolint:errcheck // nothing to check
-			waitFor(t, "the listener's connection", 10*time.Second, func() bool {
+			testdb.WaitFor(t, "the listener's connection", 30*time.Second, func() bool {
 				return count(t, db, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'`) > 0
 			})
 			for n := 1; n <= 3; n++ {

@@ -144,7 +144,7 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 		if q.Layout != schema.LayoutFanout {
 			continue
 		}
-		fq, err := fanout.New(db, &fanout.Config{Schema: c.Schema, Queue: name, Retry: c.Retry})
+		fq, err := fanout.New(ctx, db, &fanout.Config{Schema: c.Schema, Queue: name, Retry: c.Retry})
 		if err != nil {
 			return nil, fmt.Errorf("client: queue %q: %w", name, err)
 		}

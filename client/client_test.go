@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
@@ -65,17 +66,6 @@ func count(t *testing.T, db *skiplock.DB, sql string) int64 {
 		t.Fatalf("%s: %v", sql, err)
 	}
 	return n
-}
-
-func waitFor(t *testing.T, what string, d time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within %v", what, d)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }
 
 // deliveries counts handler runs per kind and job.
@@ -191,7 +181,7 @@ func TestKindsAndQueuesExactlyOnce(t *testing.T) {
 	if len(res) != 3*perKind || res[2].Queue != "ledger" || res[2].Layout != schema.LayoutFanout || res[0].Queue != "mail" {
 		t.Fatalf("%d results; first three %+v %+v %+v", len(res), res[0], res[1], res[2])
 	}
-	waitFor(t, "every job done", time.Minute, func() bool {
+	testdb.WaitFor(t, "every job done", time.Minute, func() bool {
 		return count(t, db, `SELECT count(*) FROM `+sqlident.Quote(s)+`."jobs" WHERE "status" <> 'Success'`)+
 			count(t, db, `SELECT count(*) FROM `+sqlident.Quote(s)+`."job_queue"`) == 0
 	})
@@ -267,11 +257,11 @@ func TestUnknownKindFailsTheJob(t *testing.T) {
 	_, err = c.Insert(ctx, emailArgs{N: 1}, nil)
 	must(t, err)
 	jobs := sqlident.Quote(s) + `."jobs"`
-	waitFor(t, "the ghost job Failed", 30*time.Second, func() bool {
+	testdb.WaitFor(t, "the ghost job Failed", 30*time.Second, func() bool {
 		return count(t, db, `SELECT count(*) FROM `+jobs+` WHERE "kind" = 'ghost' AND "status" = 'Failed'
   AND "last_error" LIKE '%no worker for kind "ghost"%client.AddWorker%'`) == 1
 	})
-	waitFor(t, "the email job ran", 10*time.Second, func() bool { return ran.Load() == 1 })
+	testdb.WaitFor(t, "the email job ran", 30*time.Second, func() bool { return ran.Load() == 1 })
 }
 
 // TestTimeoutSnoozeAndBackoff: a kind's timeout ends a slow attempt with an
@@ -316,14 +306,14 @@ func TestTimeoutSnoozeAndBackoff(t *testing.T) {
 	must(t, err)
 	_, err = c.Insert(ctx, ghostArgs{}, &client.InsertOpts{MaxAttempts: 1})
 	must(t, err)
-	waitFor(t, "every email job done after two snoozes", 30*time.Second, func() bool {
+	testdb.WaitFor(t, "every email job done after two snoozes", 30*time.Second, func() bool {
 		return count(t, db, `SELECT count(*) FROM `+jobs+` WHERE "kind" = 'email' AND "status" = 'Success' AND "attempts" = 1 AND "metadata"->>'snoozes' = '2'`) == 10
 	})
-	waitFor(t, "the slow report's attempt timed out, its retry an hour away", 30*time.Second, func() bool {
+	testdb.WaitFor(t, "the slow report's attempt timed out, its retry an hour away", 30*time.Second, func() bool {
 		return count(t, db, `SELECT count(*) FROM `+jobs+` WHERE "kind" = 'report' AND "status" = 'Queued' AND "attempts" = 1
   AND "last_error" LIKE 'job timed out after 50ms%' AND "run_at" > now() + interval '50 minutes'`) == 1
 	})
-	waitFor(t, "the ghost job failed on its fourth snooze", 30*time.Second, func() bool {
+	testdb.WaitFor(t, "the ghost job failed on its fourth snooze", 30*time.Second, func() bool {
 		return count(t, db, `SELECT count(*) FROM `+jobs+` WHERE "kind" = 'ghost' AND "status" = 'Failed' AND "metadata"->>'snoozes' = '3'
   AND "last_error" LIKE 'job snoozed 3 times%'`) == 1
 	})
@@ -365,18 +355,22 @@ func TestPickupAndLostNotifications(t *testing.T) {
 					t.Fatalf("%s: job %d not picked up within 10 s (the poll interval is an hour)", what, n)
 				}
 			}
-			time.Sleep(300 * time.Millisecond) // idle: the producer's waits have grown
+			// A first job, however it is found: the claim that returns it
+			// drains the queue, and the producer then waits for a wake
+			// (WaitWhenDrained), its next poll an hour away, as it does
+			// after each job below.
+			_, err = inserter.Insert(ctx, emailArgs{N: 0}, nil)
+			must(t, err)
+			expect(0, "the first job")
 			_, err = worker.Insert(ctx, emailArgs{N: 1}, nil)
 			must(t, err)
 			expect(1, "own insert")
-			time.Sleep(300 * time.Millisecond)
 			_, err = inserter.Insert(ctx, emailArgs{N: 2}, nil)
 			must(t, err)
 			expect(2, "another client's insert (NOTIFY)")
 			// A burst from another client: the inserts after the first
 			// are debounced, and the trailing notification wakes the
 			// producer for them (it does not poll for an hour).
-			time.Sleep(300 * time.Millisecond)
 			for n := 3; n <= 6; n++ {
 				_, err = inserter.Insert(ctx, emailArgs{N: n}, nil)
 				must(t, err)
@@ -393,7 +387,7 @@ func TestPickupAndLostNotifications(t *testing.T) {
 	must(t, err)
 	must(t, worker.Start(ctx))
 	defer worker.Stop(ctx) //nolint:errcheck // nothing to check
-	waitFor(t, "the listener's connection", 10*time.Second, func() bool {
+	testdb.WaitFor(t, "the listener's connection", 30*time.Second, func() bool {
 		return count(t, db, `SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'`) > 0
 	})
 	if _, err := db.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %'`); err != nil {
@@ -458,12 +452,22 @@ func TestStopGivesPrefetchedJobsBack(t *testing.T) {
 	<-started
 	<-started
 	jobs := sqlident.Quote(s) + `."jobs"`
-	waitFor(t, "2 running and 5 prefetched", 10*time.Second, func() bool {
+	testdb.WaitFor(t, "2 running and 5 prefetched", 30*time.Second, func() bool {
 		return count(t, db, `SELECT count(*) FROM `+jobs+` WHERE "status" = 'Running'`) == 7
 	})
-	// Stop first: the two running jobs finish after it began.
-	go func() { time.Sleep(100 * time.Millisecond); close(release) }()
-	must(t, c.Stop(ctx))
+	// Stop first: the two running jobs finish after it began, once it
+	// waits for them.
+	stopCtx := &doneProbe{Context: ctx, asked: make(chan struct{})}
+	stopped := make(chan error, 1)
+	go func() { stopped <- c.Stop(stopCtx) }()
+	select {
+	case <-stopCtx.asked:
+	case <-time.After(30 * time.Second):
+		close(release)
+		t.Fatal("Stop did not wait for the running jobs within 30 s")
+	}
+	close(release)
+	must(t, <-stopped)
 	st, _ := c.QueueStats("default")
 	if st.Completed != 2 || st.Released != 5 {
 		t.Fatalf("stats %+v: want the 2 running jobs completed and 5 prefetched released", st)
@@ -471,6 +475,20 @@ func TestStopGivesPrefetchedJobsBack(t *testing.T) {
 	if n := count(t, db, `SELECT count(*) FROM `+jobs+` WHERE "status" = 'Queued' AND "attempts" = 0`); n != 18 {
 		t.Fatalf("%d jobs back in the queue unattempted, want 18", n)
 	}
+}
+
+// doneProbe is a context that closes asked when its Done is first called:
+// a worker's Stop calls it once it has told its goroutines to take no
+// more jobs and waits for those they run (workloop.Pool.Stop).
+type doneProbe struct {
+	context.Context
+	once  sync.Once
+	asked chan struct{}
+}
+
+func (c *doneProbe) Done() <-chan struct{} {
+	c.once.Do(func() { close(c.asked) })
+	return c.Context.Done()
 }
 
 // TestNewChecks: bad configurations fail with the fix in the error.
@@ -521,7 +539,23 @@ func TestHelperPrefetchingProcess(t *testing.T) {
 		Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 2, Prefetch: 10}}})
 	must(t, err)
 	must(t, c.Start(ctx))
-	time.Sleep(time.Minute)
+	holdUntilKilled()
+}
+
+// holdUntilKilled blocks a helper process until its parent kills it, or
+// dies itself: the parent gives it a pipe for stdin (helperStdin), which
+// then closes.
+func holdUntilKilled() {
+	io.Copy(io.Discard, os.Stdin) //nolint:errcheck // EOF or an error alike end the helper
+}
+
+// helperStdin gives a helper process a stdin pipe that stays open for the
+// parent's life (holdUntilKilled); call it before cmd.Start.
+func helperStdin(t *testing.T, cmd *exec.Cmd) {
+	t.Helper()
+	if _, err := cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // TestKilledWithPrefetchedJobsLosesNone: a process SIGKILLed with 2 jobs
@@ -541,10 +575,11 @@ func TestKilledWithPrefetchedJobsLosesNone(t *testing.T) {
 	must(t, err)
 	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPrefetchingProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "SKIPLOCK_TEST_DSN="+testdb.DSN(t), "PREFETCH_HELPER_SCHEMA="+s)
+	helperStdin(t, cmd)
 	must(t, cmd.Start())
 	defer cmd.Process.Kill() //nolint:errcheck // killed below; this is for early failures
 	jobs := sqlident.Quote(s) + `."jobs"`
-	waitFor(t, "2 running and 10 prefetched in the helper", 30*time.Second, func() bool {
+	testdb.WaitFor(t, "2 running and 10 prefetched in the helper", 30*time.Second, func() bool {
 		return count(t, db, `SELECT count(*) FROM `+jobs+` WHERE "status" = 'Running'`) == 12
 	})
 	must(t, cmd.Process.Kill())
@@ -562,7 +597,7 @@ func TestKilledWithPrefetchedJobsLosesNone(t *testing.T) {
 	must(t, err)
 	must(t, c.Start(ctx))
 	defer c.Stop(ctx) //nolint:errcheck // checked above
-	waitFor(t, "all 30 jobs Success", time.Minute, func() bool {
+	testdb.WaitFor(t, "all 30 jobs Success", time.Minute, func() bool {
 		return count(t, db, `SELECT count(*) FROM `+jobs+` WHERE "status" = 'Success'`) == 30
 	})
 	d.check(t, map[string]int{"email": 30}, false)
@@ -601,10 +636,10 @@ func TestErrorHistory(t *testing.T) {
   AND ("errors"->-1->>'attempt')::int = ` + fmt.Sprint(attempts) + ` AND "errors"->-1->>'error' = 'boom ` + fmt.Sprint(attempts) + `'
   AND ("errors"->-1->>'at')::timestamptz > now() - interval '1 minute'`
 	}
-	waitFor(t, "the bucketed job Failed with its last 20 errors", time.Minute, func() bool {
+	testdb.WaitFor(t, "the bucketed job Failed with its last 20 errors", time.Minute, func() bool {
 		return count(t, db, history(`"jobs"`)+` AND "status" = 'Failed'`) == 1
 	})
-	waitFor(t, "the fanout job dead with its last 20 errors", time.Minute, func() bool {
+	testdb.WaitFor(t, "the fanout job dead with its last 20 errors", time.Minute, func() bool {
 		return count(t, db, history(`"job_dead"`)) == 1
 	})
 }
@@ -648,7 +683,7 @@ func TestOnCompleteRecordsExactlyOnce(t *testing.T) {
 		_, err = c.Insert(ctx, emailArgs{N: i}, &client.InsertOpts{Queue: "f"})
 		must(t, err)
 	}
-	waitFor(t, "80 jobs recorded", 30*time.Second, func() bool { return count(t, db, `SELECT count(*) FROM `+log) >= 80 })
+	testdb.WaitFor(t, "80 jobs recorded", 30*time.Second, func() bool { return count(t, db, `SELECT count(*) FROM `+log) >= 80 })
 	must(t, c.Stop(ctx))
 	if n := count(t, db, `SELECT count(DISTINCT "job_id") FROM `+log); n != 80 || count(t, db, `SELECT count(*) FROM `+log) != 80 {
 		t.Fatalf("work_log: %d distinct jobs, want 80 rows of 80 jobs", n)
@@ -676,8 +711,9 @@ func TestInsertOnlyClientAfterPoolClose(t *testing.T) {
 	}
 	db.Close()
 	// The trailing notification goes out about 1.5 debounce windows
-	// (20 ms each) after the burst's first.
-	time.Sleep(300 * time.Millisecond)
+	// (20 ms each) after the burst's first; nothing shows it but a log
+	// line, which must not come.
+	time.Sleep(300 * time.Millisecond) // time under test: the debounce timer fires well within it and must log nothing
 	if got := logs.String(); got != "" {
 		t.Errorf("the insert-only client logged after its pool was closed:\n%s", got)
 	}

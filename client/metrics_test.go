@@ -20,6 +20,7 @@ import (
 	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/client"
 	"github.com/skiplock/skiplock/internal/sqlident"
+	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/metrics"
 	"github.com/skiplock/skiplock/retry"
@@ -223,18 +224,16 @@ func TestMetrics(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the hanging job never started")
 	}
-	hangID, err := bucketed.ParseID(hang.ID)
-	must(t, err)
-	must(t, bq.CancelJob(ctx, hangID))
+	must(t, bq.CancelJob(ctx, hang.ID))
 
-	waitFor(t, "both queues drained and the orphan rescued", time.Minute, func() bool {
+	testdb.WaitFor(t, "both queues drained and the orphan rescued", time.Minute, func() bool {
 		return count(t, db, `SELECT count(*) FROM `+qs+`."jobs" WHERE "queue" = 'bq' AND "status" IN ('Queued', 'Running')`) == 0 &&
 			count(t, db, `SELECT count(*) FROM `+qs+`."job_queue" WHERE "queue" = 'fq'`) == 0 &&
 			count(t, db, `SELECT count(*) FROM `+qs+`."jobs" WHERE "queue" = 'orphan' AND "status" = 'Queued'`) == 1
 	})
 	// The lost lease is counted when the heartbeat has cancelled the
 	// handler and its result was dropped.
-	waitFor(t, "the cancelled job's lost lease counted", time.Minute, func() bool {
+	testdb.WaitFor(t, "the cancelled job's lost lease counted", time.Minute, func() bool {
 		return series(t, procs[0].reg)[job("skiplock_jobs_lease_lost_total", "bq", "hang", "bucketed")]+
 			series(t, procs[1].reg)[job("skiplock_jobs_lease_lost_total", "bq", "hang", "bucketed")] == 1
 	})
@@ -255,7 +254,7 @@ func TestMetrics(t *testing.T) {
 		return float64(count(t, db, sql))
 	}
 	var leader, follower map[string]float64
-	waitFor(t, "one leader whose queue gauges match the database", time.Minute, func() bool {
+	testdb.WaitFor(t, "one leader whose queue gauges match the database", time.Minute, func() bool {
 		a, b := series(t, procs[0].reg), series(t, procs[1].reg)
 		if b["skiplock_leader{}"] == 1 {
 			a, b = b, a

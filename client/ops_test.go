@@ -10,6 +10,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/client"
+	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -256,7 +257,7 @@ func TestOperations(t *testing.T) {
 		t.Fatalf("after resume, a job of %s ran, want b's", got)
 	}
 	// The bucketed job is Success now: it can be deleted, then it is gone.
-	waitFor(t, "the bucketed job's completion", 30*time.Second, func() bool {
+	testdb.WaitFor(t, "the bucketed job's completion", 30*time.Second, func() bool {
 		row, err := c.JobGet(ctx, ids["b"])
 		return err == nil && row.State == "success"
 	})

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"strings"
 	"testing"
 	"time"
 
@@ -41,6 +40,19 @@ func periodicClient(t testing.TB, ctx context.Context, db *skiplock.DB, s, holde
 		t.Fatal(err)
 	}
 	return c
+}
+
+// tickCount is how many distinct ticks of the heartbeat have been
+// enqueued.
+func tickCount(t *testing.T, db *skiplock.DB, s string) int64 {
+	t.Helper()
+	return count(t, db, `SELECT count(DISTINCT "metadata"->>'tick') FROM `+sqlident.Quote(s)+`."jobs" WHERE "metadata"->>'periodic' = 'heartbeat'`)
+}
+
+// waitTicks waits until n distinct ticks have been enqueued.
+func waitTicks(t *testing.T, db *skiplock.DB, s string, n int64, limit time.Duration) {
+	t.Helper()
+	testdb.WaitFor(t, fmt.Sprintf("%d ticks enqueued", n), limit, func() bool { return tickCount(t, db, s) >= n })
 }
 
 // ticks reads the ticks enqueued, in order, and checks each is there
@@ -91,7 +103,7 @@ func TestPeriodicOncePerTick(t *testing.T) {
 	for i := range 3 {
 		cs = append(cs, periodicClient(t, ctx, db, s, fmt.Sprint("p", i), period))
 	}
-	time.Sleep(2 * time.Second)
+	waitTicks(t, db, s, 15, time.Minute)
 	for _, c := range cs {
 		if err := c.Stop(ctx); err != nil {
 			t.Fatal(err)
@@ -118,26 +130,28 @@ func TestHelperPeriodicProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	periodicClient(t, ctx, db, s, os.Getenv("PERIODIC_HELPER_HOLDER"), time.Second)
-	time.Sleep(5 * time.Minute)
+	holdUntilKilled()
 }
 
 // TestPeriodicSurvivesLeaderKills: three processes share a 1-second
 // schedule; the leader is SIGKILLed twice. Every tick from the first to
 // the last is enqueued exactly once: the ticks missed while no process
-// led (about a lease TTL, 1 s here) are caught up by the next leader. 12 s
-// here; 60 s with SKIPLOCK_CHAOS=full.
+// led (about a lease TTL, 1 s here) are caught up by the next leader. 12
+// ticks here, a kill after the 4th and the 8th; 60 with
+// SKIPLOCK_CHAOS=full.
 func TestPeriodicSurvivesLeaderKills(t *testing.T) {
 	t.Parallel()
 	db, s := openDB(t)
 	ctx := ctxT(t)
-	run := 12 * time.Second
+	ticks := int64(12)
 	if os.Getenv("SKIPLOCK_CHAOS") == "full" {
-		run = 60 * time.Second
+		ticks = 60
 	}
 	procs := map[string]*exec.Cmd{}
 	start := func(holder string) {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPeriodicProcess$", "-test.count=1")
 		cmd.Env = append(os.Environ(), "SKIPLOCK_TEST_DSN="+testdb.DSN(t), "PERIODIC_HELPER_SCHEMA="+s, "PERIODIC_HELPER_HOLDER="+holder)
+		helperStdin(t, cmd)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -152,40 +166,41 @@ func TestPeriodicSurvivesLeaderKills(t *testing.T) {
 	for i := range 3 {
 		start(fmt.Sprint("proc", i))
 	}
-	leader := func() string {
-		l, err := maintenance.CurrentLeader(ctx, db, s)
-		if err != nil || l == nil {
-			return ""
-		}
-		return l.Holder
-	}
+	// Each third of the ticks but the last ends with the live leader
+	// killed: the ticks missed while nobody leads are caught up by the
+	// next leader before the next third is done.
 	began := time.Now()
-	kills := 0
-	for time.Since(began) < run {
-		time.Sleep(200 * time.Millisecond)
-		if kills < 2 && time.Since(began) > time.Duration(kills+1)*run/3 {
-			h := leader()
-			if p := procs[h]; p != nil && strings.HasPrefix(h, "proc") {
-				p.Process.Kill() //nolint:errcheck // the test's point
-				p.Wait()         //nolint:errcheck // killed
-				delete(procs, h)
-				kills++
-				t.Logf("killed the leader %s at %v", h, time.Since(began).Round(time.Millisecond))
-				start(h + "x") // a replacement joins
+	limit := time.Minute + time.Duration(ticks)*time.Second
+	for kill := int64(1); kill <= 2; kill++ {
+		waitTicks(t, db, s, kill*ticks/3, limit)
+		var h string
+		testdb.WaitFor(t, "one of the live processes leading", time.Minute, func() bool {
+			l, err := maintenance.CurrentLeader(ctx, db, s)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
+			if l == nil || !l.Live || procs[l.Holder] == nil {
+				return false
+			}
+			h = l.Holder
+			return true
+		})
+		p := procs[h]
+		p.Process.Kill() //nolint:errcheck // the test's point
+		p.Wait()         //nolint:errcheck // killed
+		delete(procs, h)
+		t.Logf("killed the leader %s at %v, after tick %d", h, time.Since(began).Round(time.Millisecond), tickCount(t, db, s))
+		start(h + "x") // a replacement joins
 	}
-	if kills != 2 {
-		t.Fatalf("killed %d leaders, want 2", kills)
-	}
+	waitTicks(t, db, s, ticks, limit)
 	for _, p := range procs {
 		p.Process.Kill() //nolint:errcheck // done
 	}
 	n := checkTicks(t, db, s, time.Second)
-	if n < int(run/time.Second)-2 {
-		t.Fatalf("%d ticks over %v", n, run)
+	if n < int(ticks) {
+		t.Fatalf("%d ticks, want %d", n, ticks)
 	}
-	t.Logf("%d ticks over %v with 2 leader kills, each once, none missing", n, run)
+	t.Logf("%d ticks over %v with 2 leader kills, each once, none missing", n, time.Since(began).Round(time.Second))
 }
 
 // TestPeriodicList: the admin view of the schedule records.
@@ -194,7 +209,7 @@ func TestPeriodicList(t *testing.T) {
 	db, s := openDB(t)
 	ctx := ctxT(t)
 	c := periodicClient(t, ctx, db, s, "solo", 200*time.Millisecond)
-	time.Sleep(time.Second)
+	waitTicks(t, db, s, 3, time.Minute)
 	if err := c.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}

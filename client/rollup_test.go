@@ -84,14 +84,19 @@ func TestRollupsCountEveryAttempt(t *testing.T) {
 		}
 		return nil
 	}
+	// run is a handler's work: it takes d, which the rollups' run
+	// percentiles must show.
+	run := func(d time.Duration) {
+		time.Sleep(d) // time under test: the handler's run time, which the run percentiles measure
+	}
 	ws := client.NewWorkers()
 	noBackoff := func(int) time.Duration { return 0 }
 	must(t, client.AddWorker(ws, client.WorkFunc[fastArgs](func(ctx context.Context, j *client.Job[fastArgs]) error {
-		time.Sleep(20 * time.Millisecond)
+		run(20 * time.Millisecond)
 		return fast.count(fail(j.Args.N, j.Attempts, false))
 	}), &client.KindOptions{Queue: "b", Backoff: noBackoff}))
 	must(t, client.AddWorker(ws, client.WorkFunc[slowArgs](func(ctx context.Context, j *client.Job[slowArgs]) error {
-		time.Sleep(80 * time.Millisecond)
+		run(80 * time.Millisecond)
 		return slow.count(fail(j.Args.N, j.Attempts, true))
 	}), &client.KindOptions{Queue: "f", Backoff: noBackoff}))
 	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Logf: t.Logf,
@@ -117,7 +122,7 @@ func TestRollupsCountEveryAttempt(t *testing.T) {
 	_, err = c.InsertMany(ctx, params)
 	must(t, err)
 	q := sqlident.Quote(s)
-	waitFor(t, "every job finished", time.Minute, func() bool {
+	testdb.WaitFor(t, "every job finished", time.Minute, func() bool {
 		return count(t, db, `SELECT count(*) FROM `+q+`."jobs" WHERE "status" IN ('Queued', 'Running')`)+
 			count(t, db, `SELECT count(*) FROM `+q+`."job_queue"`) == 0
 	})
@@ -134,7 +139,7 @@ func TestRollupsCountEveryAttempt(t *testing.T) {
 				name, a.completed.Load(), a.failed.Load(), st, perQueue-6, failed)
 		}
 	}
-	waitFor(t, "every partial folded", time.Minute, func() bool {
+	testdb.WaitFor(t, "every partial folded", time.Minute, func() bool {
 		return count(t, db, `SELECT count(*) FROM `+q+`."skiplock_stat"`) == 0
 	})
 	a, err := admin.New(ctx, db, s)
@@ -229,7 +234,7 @@ func TestRollupFoldAddsLatePartials(t *testing.T) {
 	}
 
 	partialRow(t, db, s, "late", minute, 3, 1, 20*time.Millisecond, 20*time.Millisecond, 20*time.Millisecond, 20*time.Millisecond)
-	waitFor(t, "the first partial folded", 30*time.Second, folded)
+	testdb.WaitFor(t, "the first partial folded", 30*time.Second, folded)
 	c, f, p50, h1 := rollupRow(t, db, s, "late", minute)
 	if c != 3 || f != 1 || hist.Bucket(p50) != hist.Bucket(20*time.Millisecond) || h1.Total() != 4 {
 		t.Fatalf("after one partial: %d completed, %d failed, run p50 %v, %d timings; want 3, 1, 20ms's bucket, 4", c, f, p50, h1.Total())
@@ -238,7 +243,7 @@ func TestRollupFoldAddsLatePartials(t *testing.T) {
 	// the same client.
 	partialRow(t, db, s, "late", minute, 2, 0, 80*time.Millisecond, 80*time.Millisecond)
 	partialRow(t, db, s, "late", minute, 3, 0, 80*time.Millisecond, 80*time.Millisecond, 80*time.Millisecond)
-	waitFor(t, "the late partials folded", 30*time.Second, folded)
+	testdb.WaitFor(t, "the late partials folded", 30*time.Second, folded)
 	c, f, p50, h := rollupRow(t, db, s, "late", minute)
 	var want hist.Hist
 	for range 4 {
@@ -263,7 +268,7 @@ func TestRollupFoldAddsLatePartials(t *testing.T) {
 	_, err := db.Exec(ctx, `INSERT INTO `+q+`."skiplock_client" ("id", "host", "pid", "started_at", "last_seen")
 VALUES ('gone', 'h', 1, now() - INTERVAL '3 hours', now() - INTERVAL '2 hours'), ('recent', 'h', 2, now() - INTERVAL '3 hours', now() - INTERVAL '30 minutes')`)
 	must(t, err)
-	waitFor(t, "the old rollup and presence row pruned", 30*time.Second, func() bool {
+	testdb.WaitFor(t, "the old rollup and presence row pruned", 30*time.Second, func() bool {
 		return count(t, db, `SELECT count(*) FROM `+q+`."skiplock_rollup" WHERE "queue" = 'old'`) == 1 &&
 			count(t, db, `SELECT count(*) FROM `+q+`."skiplock_client" WHERE "id" = 'gone'`) == 0
 	})
@@ -323,7 +328,7 @@ func TestRollupsWithWorkerGrants(t *testing.T) {
 		must(t, err)
 	}
 	q := sqlident.Quote(s)
-	waitFor(t, "five jobs counted in the rollups", 30*time.Second, func() bool {
+	testdb.WaitFor(t, "five jobs counted in the rollups", 30*time.Second, func() bool {
 		return count(t, owner, `SELECT coalesce(sum("completed"), 0) FROM `+q+`."skiplock_rollup" WHERE "queue" = 'b'`) == 5
 	})
 	if n := count(t, owner, `SELECT count(*) FROM `+q+`."skiplock_client"`); n != 1 {

@@ -191,7 +191,7 @@ func TestBackoff(t *testing.T) {
 	// A short backoff, on another queue of the schema: each attempt
 	// starts no earlier than the lower bound after the last failure.
 	const base = 300 * time.Millisecond
-	short, err := fanout.New(db, &fanout.Config{Schema: s, Queue: "short", RetryBase: base, RetryMax: time.Minute})
+	short, err := fanout.New(ctx, db, &fanout.Config{Schema: s, Queue: "short", RetryBase: base, RetryMax: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}

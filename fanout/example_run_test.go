@@ -22,7 +22,7 @@ func Example() {
 
 	// A failed job waits out a backoff before it can be claimed again:
 	// 10ms here, doubling per attempt (default 1s).
-	q, err := fanout.New(db, &fanout.Config{Schema: "example_fanout", RetryBase: 10 * time.Millisecond})
+	q, err := fanout.New(ctx, db, &fanout.Config{Schema: "example_fanout", RetryBase: 10 * time.Millisecond})
 	if err != nil {
 		panic(err)
 	}
@@ -79,11 +79,11 @@ func ExampleQueue_NewWorker() {
 	db := testdb.ExampleDB("example_fanout_worker", schema.LayoutFanout)
 	defer db.Close()
 
-	orders, err := fanout.New(db, &fanout.Config{Schema: "example_fanout_worker", Queue: "orders"})
+	orders, err := fanout.New(ctx, db, &fanout.Config{Schema: "example_fanout_worker", Queue: "orders"})
 	if err != nil {
 		panic(err)
 	}
-	receipts, err := fanout.New(db, &fanout.Config{Schema: "example_fanout_worker", Queue: "receipts"})
+	receipts, err := fanout.New(ctx, db, &fanout.Config{Schema: "example_fanout_worker", Queue: "receipts"})
 	if err != nil {
 		panic(err)
 	}

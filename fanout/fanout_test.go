@@ -43,7 +43,7 @@ func setupOn(t *testing.T, d testdb.Driver, maxConns int32, cfg *fanout.Config) 
 		c = *cfg
 	}
 	c.Schema = name
-	q, err := fanout.New(db, &c)
+	q, err := fanout.New(context.Background(), db, &c)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
@@ -99,7 +99,7 @@ func TestStatementsQuoteTheSchema(t *testing.T) {
 func TestConfigValidation(t *testing.T) {
 	t.Parallel()
 	db := testdb.Open(t, nil)
-	if _, err := fanout.New(nil, nil); !usage.Is(err) {
+	if _, err := fanout.New(context.Background(), nil, nil); !usage.Is(err) {
 		t.Errorf("nil db: want a usage error, got %v", err)
 	}
 	for _, c := range []fanout.Config{
@@ -111,15 +111,20 @@ func TestConfigValidation(t *testing.T) {
 		{RetryMax: -time.Second},
 		{RetryBase: time.Minute, RetryMax: time.Second},
 	} {
-		if _, err := fanout.New(db, &c); !usage.Is(err) {
+		if _, err := fanout.New(context.Background(), db, &c); !usage.Is(err) {
 			t.Errorf("%+v: want a usage error, got %v", c, err)
 		}
 	}
-	q, err := fanout.New(db, nil)
+	// A schema without the layout is refused at New, with the fix.
+	if _, err := fanout.New(context.Background(), db, &fanout.Config{Schema: "not_migrated_here"}); err == nil || !strings.Contains(err.Error(), "skiplock migrate") {
+		t.Errorf("a schema without the layout: %v, want an error that says to migrate", err)
+	}
+	_, s := testdb.MigratedOn(t, db, nil, schema.LayoutFanout)
+	q, err := fanout.New(context.Background(), db, &fanout.Config{Schema: s})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if q.Name() != skiplock.DefaultQueue || q.Schema() != schema.DefaultSchema {
+	if q.Name() != skiplock.DefaultQueue || q.Schema() != s {
 		t.Errorf("defaults: queue %q schema %q", q.Name(), q.Schema())
 	}
 }
@@ -228,7 +233,7 @@ func TestHandlerEnqueuesFollowUpInItsTransaction(t *testing.T) {
 		// No backoff, so the failed job is claimable again at once.
 		q, db, s := setupOn(t, d, 0, &fanout.Config{RetryBase: time.Nanosecond, RetryMax: time.Nanosecond})
 		ctx := context.Background()
-		follow, err := fanout.New(db, &fanout.Config{Schema: s, Queue: "follow-up"})
+		follow, err := fanout.New(ctx, db, &fanout.Config{Schema: s, Queue: "follow-up"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -823,7 +828,7 @@ func TestWorkerChecksConnections(t *testing.T) {
 	}
 	// A pool's MaxConns opens nothing, so it can exceed the server's limit.
 	big := testdb.Open(t, &skiplock.OpenConfig{MaxConns: int32(allowed + fanout.RecorderConns(allowed))})
-	bq, err := fanout.New(big, &fanout.Config{Schema: q.Schema()})
+	bq, err := fanout.New(ctx, big, &fanout.Config{Schema: q.Schema()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func TestHelperProcess(t *testing.T) {
 	}
 	defer db.Close()
 	s := os.Getenv(helperSchemaEnv)
-	q, err := fanout.New(db, &fanout.Config{Schema: s, RetryBase: helperRetryBase, RetryMax: 4 * helperRetryBase})
+	q, err := fanout.New(ctx, db, &fanout.Config{Schema: s, RetryBase: helperRetryBase, RetryMax: 4 * helperRetryBase})
 	if err != nil {
 		t.Fatal(err)
 	}

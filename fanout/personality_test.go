@@ -65,7 +65,7 @@ func runRetriedJobs(t *testing.T, cfg *skiplock.OpenConfig, n, workers, failEver
 	}
 	db := testdb.Open(t, cfg)
 	_, s := testdb.MigratedOn(t, db, nil, schema.LayoutFanout)
-	q, err := fanout.New(db, &fanout.Config{Schema: s, RetryBase: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond})
+	q, err := fanout.New(context.Background(), db, &fanout.Config{Schema: s, RetryBase: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,12 +130,13 @@ func runRetriedJobs(t *testing.T, cfg *skiplock.OpenConfig, n, workers, failEver
 // release and the feature, instead of failing at the first claim.
 func TestCockroachReleaseGate(t *testing.T) {
 	t.Parallel()
+	_, s := testdb.Migrated(t, nil, schema.LayoutFanout)
 	for _, tc := range []struct {
 		version string
 		refused bool
 	}{{"v23.2.5", true}, {"23.1", true}, {"v24.1.0", false}, {"25.2", false}} {
 		db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 2, Emulate: skiplock.PersonalityCockroach, Emulation: &skiplock.EmulateConfig{Version: tc.version}})
-		_, err := fanout.New(db, &fanout.Config{Schema: "skiplock"})
+		_, err := fanout.New(context.Background(), db, &fanout.Config{Schema: s})
 		var re *skiplock.ReleaseError
 		switch {
 		case tc.refused && !errors.As(err, &re):
@@ -154,8 +155,9 @@ func TestCockroachReleaseGate(t *testing.T) {
 // one is refused with the bound in the error.
 func TestCockroachBoundsJobTimeout(t *testing.T) {
 	t.Parallel()
+	_, s := testdb.Migrated(t, nil, schema.LayoutFanout)
 	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 2, Emulate: skiplock.PersonalityCockroach})
-	q, err := fanout.New(db, &fanout.Config{Schema: "skiplock"})
+	q, err := fanout.New(context.Background(), db, &fanout.Config{Schema: s})
 	if err != nil {
 		t.Fatal(err)
 	}

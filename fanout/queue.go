@@ -160,11 +160,12 @@ func (b durableLocksBeginner) Begin(ctx context.Context, opts skiplock.TxOptions
 	return tx, nil
 }
 
-// New returns a Queue on db. It validates cfg and the engine's release
-// (a *skiplock.ReleaseError for a CockroachDB older than 24.1) and does
-// not touch the database; run schema.Migrate with schema.LayoutFanout
-// first.
-func New(db *skiplock.DB, cfg *Config) (*Queue, error) {
+// New returns a Queue on db, with the same shape as bucketed.New. It
+// validates cfg and the engine's release (a *skiplock.ReleaseError for a
+// CockroachDB older than 24.1), and reads the schema's settings once, so
+// that a schema without the fanout layout is refused here with the fix
+// (run schema.Migrate with schema.LayoutFanout first).
+func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Queue, error) {
 	if db == nil {
 		return nil, usage.Errorf("fanout.New: db is nil: open one with skiplock.Open")
 	}
@@ -185,6 +186,11 @@ func New(db *skiplock.DB, cfg *Config) (*Queue, error) {
 	}
 	q := &Queue{db: db, cfg: c, sql: render(db.Dialect(), c.Schema), holding: durableLocksBeginner{db: db, stmt: db.Dialect().DurableLocks}}
 	q.marks.Init(schema.FanoutShards, c.HintMaxAge, compareMark)
+	// The schema's record of the layout: one without it is named here,
+	// with the fix, rather than at the first claim.
+	if _, err := schema.Tablets(ctx, db, c.Schema); err != nil {
+		return nil, fmt.Errorf("fanout.New: %w", err)
+	}
 	return q, nil
 }
 

@@ -47,7 +47,7 @@ func newDrainedFixture(b *testing.B, crdbForms bool) *drainedFixture {
 	if _, err := schema.Migrate(ctx, db, &schema.MigrateConfig{Layouts: []schema.Layout{schema.LayoutFanout}, Options: schema.Options{Schema: name}}); err != nil {
 		b.Fatal(err)
 	}
-	q, err := fanout.New(db, &fanout.Config{Schema: name, HintMaxAge: time.Hour})
+	q, err := fanout.New(ctx, db, &fanout.Config{Schema: name, HintMaxAge: time.Hour})
 	if err != nil {
 		b.Fatal(err)
 	}

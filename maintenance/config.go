@@ -88,6 +88,12 @@ type Config struct {
 	Hooks []Hook
 	// Logf, when set, hears leader changes, rescues, deletions and errors.
 	Logf func(format string, args ...any)
+	// AfterTask, when set, is called after each run of a task while this
+	// process leads, with the task's name ("rescuer", "pruner" or a
+	// hook's Name) and the run's error (nil when it went through): a
+	// signal for tests, which wait on it rather than sleep through a
+	// round. It runs on the Service's goroutine: keep it quick.
+	AfterTask func(task string, err error)
 }
 
 func (c *Config) withDefaults() (Config, error) {

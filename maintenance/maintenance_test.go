@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -112,9 +114,18 @@ func TestOneLeaderActsAtATime(t *testing.T) {
 		return svc
 	}
 	svcs := []*maintenance.Service{start(), start(), start(), start(), start()}
-	deadline := time.Now().Add(6 * time.Second)
-	for i := 0; time.Now().Before(deadline); i++ {
-		time.Sleep(400 * time.Millisecond)
+	// The services run in steps of a few rounds each; every other step
+	// ends with one of them replaced.
+	auditRounds := func() int {
+		var n int
+		if err := db.QueryRow(ctx, `SELECT count(*) FROM `+table).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for i := range 15 {
+		want := auditRounds() + 3
+		testdb.WaitFor(t, fmt.Sprintf("step %d: 3 more maintenance rounds", i), time.Minute, func() bool { return auditRounds() >= want })
 		if i%2 == 1 { // replace one service, leader or not
 			k := i % len(svcs)
 			if err := svcs[k].Stop(ctx); err != nil {
@@ -163,7 +174,9 @@ func TestHelperProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer svc.Stop(ctx) //nolint:errcheck // the parent kills this process
-	time.Sleep(time.Minute)
+	// Until the parent kills it, or dies itself: its end of the pipe then
+	// closes.
+	io.Copy(io.Discard, os.Stdin) //nolint:errcheck // EOF or an error alike end the helper
 }
 
 // TestLeaderKilledHandsOver: three processes compete; the leader is
@@ -182,6 +195,10 @@ func TestLeaderKilledHandsOver(t *testing.T) {
 		cmd.Env = append(os.Environ(), "SKIPLOCK_TEST_DSN="+testdb.DSN(t), "MAINT_HELPER_HOLDER="+holder, "MAINT_HELPER_SCHEMA="+s)
 		var out strings.Builder
 		cmd.Stdout, cmd.Stderr = &out, &out
+		// The helper lives while this pipe is open (TestHelperProcess).
+		if _, err := cmd.StdinPipe(); err != nil {
+			t.Fatal(err)
+		}
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -195,24 +212,20 @@ func TestLeaderKilledHandsOver(t *testing.T) {
 	// after.
 	waitLeader := func(not string, after int64) *maintenance.Leader {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
-		for time.Now().Before(deadline) {
-			l, err := maintenance.CurrentLeader(ctx, db, s)
-			if err != nil {
+		var l *maintenance.Leader
+		testdb.WaitFor(t, fmt.Sprintf("a new leader (not %q, token above %d)", not, after), 30*time.Second, func() bool {
+			var err error
+			if l, err = maintenance.CurrentLeader(ctx, db, s); err != nil {
 				t.Fatal(err)
 			}
-			if l != nil && l.Live && l.Holder != not && l.Token > after {
-				return l
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Fatalf("no new leader within 30 s (excluding %q, token above %d)", not, after)
-		return nil
+			return l != nil && l.Live && l.Holder != not && l.Token > after
+		})
+		return l
 	}
 	// waitRound waits until holder has done a round as leader.
 	waitRound := func(holder string) {
 		t.Helper()
-		waitFor(t, func() bool {
+		testdb.WaitFor(t, "a round of the leader "+holder, 30*time.Second, func() bool {
 			var n int
 			if err := db.QueryRow(ctx, `SELECT count(*) FROM `+table+` WHERE "holder" = $1`, holder).Scan(&n); err != nil {
 				t.Fatal(err)
@@ -273,7 +286,7 @@ func TestRescuer(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer svc.Stop(ctx) //nolint:errcheck // test end
-	waitFor(t, func() bool { st := svc.Stats(); return st.Rescued+st.RescuedFailed == 2 })
+	testdb.WaitFor(t, "the rescuer to rescue both jobs", 30*time.Second, func() bool { st := svc.Stats(); return st.Rescued+st.RescuedFailed == 2 })
 	if st := svc.Stats(); st.Rescued != 1 || st.RescuedFailed != 1 {
 		t.Fatalf("stats %+v: want one rescued, one failed", st)
 	}
@@ -332,15 +345,21 @@ SELECT gen_random_uuid()::TEXT, now() - h * INTERVAL '1 hour' FROM unnest(ARRAY[
 SELECT id, 1, now() - age * INTERVAL '1 minute', now() FROM (VALUES ('live', 10), ('gone1', 10), ('gone2', 10), ('gone3', 10), ('recent', 0)) AS a (id, age)`); err != nil {
 		t.Fatal(err)
 	}
+	var pruneRounds atomic.Int64
 	svc, err := maintenance.Start(ctx, db, &maintenance.Config{Schema: s, PruneInterval: 10 * time.Millisecond, BatchSize: 2,
-		Retention: maintenance.Retention{Completed: 24 * time.Hour, Canceled: maintenance.KeepForever, Failed: 0}})
+		Retention: maintenance.Retention{Completed: 24 * time.Hour, Canceled: maintenance.KeepForever, Failed: 0},
+		AfterTask: func(task string, err error) {
+			if task == "pruner" && err == nil {
+				pruneRounds.Add(1)
+			}
+		}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer svc.Stop(ctx) //nolint:errcheck // test end
 	// Success 48 h (5) and dead 200 h (5, older than the 7-day default) go;
 	// Failed 48 h stays under its 7-day default, Canceled is kept forever.
-	waitFor(t, func() bool { return svc.Stats().Pruned == 10 })
+	testdb.WaitFor(t, "10 jobs pruned", 30*time.Second, func() bool { return svc.Stats().Pruned == 10 })
 	rows, err := db.Query(ctx, `SELECT "status"::TEXT, count(*) FROM `+jobs+` GROUP BY 1 ORDER BY 1`)
 	if err != nil {
 		t.Fatal(err)
@@ -363,13 +382,16 @@ SELECT id, 1, now() - age * INTERVAL '1 minute', now() FROM (VALUES ('live', 10)
 	if err := db.QueryRow(ctx, `SELECT count(*) FROM `+dead).Scan(&deadLeft); err != nil || deadLeft != 5 {
 		t.Errorf("dead letters left: %d (%v), want 5", deadLeft, err)
 	}
-	waitFor(t, func() bool {
+	testdb.WaitFor(t, "the orphaned attempt counts pruned", 30*time.Second, func() bool {
 		return len(testdb.Lines(ctx, t, db, `SELECT "job_id" FROM `+attempt)) == 2
 	})
 	if got := strings.Join(testdb.Lines(ctx, t, db, `SELECT "job_id" FROM `+attempt+` ORDER BY 1`), ","); got != "live,recent" {
 		t.Errorf("attempt counts left: %s, want the live job's and the recent one", got)
 	}
-	time.Sleep(50 * time.Millisecond) // further rounds find nothing more
+	// Further rounds find nothing more: the second round to end from here
+	// began after every check above.
+	further := pruneRounds.Load() + 2
+	testdb.WaitFor(t, "two more pruner rounds", 30*time.Second, func() bool { return pruneRounds.Load() >= further })
 	if p := svc.Stats().Pruned; p != 10 {
 		t.Errorf("pruned %d, want 10", p)
 	}
@@ -402,16 +424,4 @@ func mustID(t *testing.T, job *skiplock.Job) int64 {
 		t.Fatalf("job id %q: %v", job.ID, err)
 	}
 	return id
-}
-
-// waitFor waits up to 20 s for cond, checking every 10 ms.
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 20 s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

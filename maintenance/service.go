@@ -329,9 +329,13 @@ func (s *Service) run(ctx context.Context) {
 					break
 				}
 				if !time.Now().Before(t.next) {
-					if err := t.run(ctx); err != nil && !errors.Is(err, ErrNotLeader) && ctx.Err() == nil {
+					err := t.run(ctx)
+					if err != nil && !errors.Is(err, ErrNotLeader) && ctx.Err() == nil {
 						s.errs.Add(1)
 						s.logf("maintenance: %s: %v", t.name, err)
+					}
+					if s.cfg.AfterTask != nil {
+						s.cfg.AfterTask(t.name, err)
 					}
 					t.next = time.Now().Add(t.interval)
 				}

@@ -73,7 +73,16 @@ func TestWorkSpanContinuesTheInsertingTrace(t *testing.T) {
 	req.End()
 	<-done
 	<-done
-	time.Sleep(50 * time.Millisecond) // the spans end as the handlers return
+	// The work spans end as the handlers return, after done.
+	testdb.WaitFor(t, "the two work spans to end", 30*time.Second, func() bool {
+		n := 0
+		for _, sp := range rec.Ended() {
+			if sp.Name() == "skiplock.work ping" {
+				n++
+			}
+		}
+		return n >= 2
+	})
 	var inserts, works []sdktrace.ReadOnlySpan
 	for _, sp := range rec.Ended() {
 		switch sp.Name() {

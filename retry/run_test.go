@@ -413,36 +413,27 @@ func testCommitTerminatedIsAmbiguous(t *testing.T, d testdb.Driver) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	pids := make(chan int32, 10)
-	killed := make(chan error, 1)
-	go func() {
-		pid := <-pids
-		// Wait until that backend is inside COMMIT, sleeping in the trigger.
-		for {
-			n := int64(0)
-			err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-				WHERE pid = $1 AND state = 'active' AND lower(query) = 'commit' AND wait_event = 'PgSleep'`, pid).Scan(&n)
-			if err != nil || n == 1 {
-				if err == nil {
-					_, err = db.Exec(ctx, "SELECT pg_terminate_backend($1)", pid)
-				}
-				killed <- err
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
 	var c retry.Counters
-	err := retry.Run(ctx, db, &retry.Options{Counters: &c}, func(ctx context.Context, tx skiplock.Tx) error {
-		var pid int32
-		if err := tx.QueryRow(ctx, "INSERT INTO "+s+".t VALUES (1) RETURNING pg_backend_pid()").Scan(&pid); err != nil {
-			return err
-		}
-		pids <- pid
-		return nil
+	ran := make(chan error, 1)
+	go func() {
+		ran <- retry.Run(ctx, db, &retry.Options{Counters: &c}, func(ctx context.Context, tx skiplock.Tx) error {
+			var pid int32
+			if err := tx.QueryRow(ctx, "INSERT INTO "+s+".t VALUES (1) RETURNING pg_backend_pid()").Scan(&pid); err != nil {
+				return err
+			}
+			pids <- pid
+			return nil
+		})
+	}()
+	pid := backendOf(t, pids, ran)
+	testdb.WaitFor(t, "the backend inside COMMIT, sleeping in the trigger", time.Minute, func() bool {
+		return count(t, db, `SELECT count(*) FROM pg_stat_activity
+			WHERE pid = $1 AND state = 'active' AND lower(query) = 'commit' AND wait_event = 'PgSleep'`, pid) == 1
 	})
-	if kerr := <-killed; kerr != nil {
-		t.Fatalf("terminate the committing backend: %v", kerr)
+	if _, err := db.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		t.Fatalf("terminate the committing backend: %v", err)
 	}
+	err := <-ran
 	var amb *retry.AmbiguousCommitError
 	if !errors.As(err, &amb) || retry.Classify(err) != retry.Ambiguous {
 		t.Fatalf("Run = %v: want an *AmbiguousCommitError", err)
@@ -471,44 +462,36 @@ func testStatementTerminatedIsRetried(t *testing.T, d testdb.Driver) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	pids := make(chan int32, 10)
-	killed := make(chan error, 1)
-	go func() {
-		pid := <-pids
-		for {
-			n := int64(0)
-			err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-				WHERE pid = $1 AND state = 'active' AND wait_event = 'PgSleep'`, pid).Scan(&n)
-			if err != nil || n == 1 {
-				if err == nil {
-					_, err = db.Exec(ctx, "SELECT pg_terminate_backend($1)", pid)
-				}
-				killed <- err
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
 	var c retry.Counters
-	attempt := 0
-	err := retry.Run(ctx, db, &retry.Options{Counters: &c}, func(ctx context.Context, tx skiplock.Tx) error {
-		attempt++
-		var pid int32
-		if err := tx.QueryRow(ctx, "INSERT INTO "+s+".t VALUES ($1) RETURNING pg_backend_pid()", attempt).Scan(&pid); err != nil {
-			return err
-		}
-		if attempt == 1 {
-			pids <- pid
-			_, err := tx.Exec(ctx, "SELECT pg_sleep(600)")
-			if skiplock.SQLState(err) != "57P01" {
-				return fmt.Errorf("the sleeping statement returned %v, want SQLSTATE 57P01", err)
+	ran := make(chan error, 1)
+	go func() {
+		attempt := 0
+		ran <- retry.Run(ctx, db, &retry.Options{Counters: &c}, func(ctx context.Context, tx skiplock.Tx) error {
+			attempt++
+			var pid int32
+			if err := tx.QueryRow(ctx, "INSERT INTO "+s+".t VALUES ($1) RETURNING pg_backend_pid()", attempt).Scan(&pid); err != nil {
+				return err
 			}
-			return err
-		}
-		return nil
+			if attempt == 1 {
+				pids <- pid
+				_, err := tx.Exec(ctx, "SELECT pg_sleep(600)")
+				if skiplock.SQLState(err) != "57P01" {
+					return fmt.Errorf("the sleeping statement returned %v, want SQLSTATE 57P01", err)
+				}
+				return err
+			}
+			return nil
+		})
+	}()
+	pid := backendOf(t, pids, ran)
+	testdb.WaitFor(t, "the first attempt's backend in pg_sleep", time.Minute, func() bool {
+		return count(t, db, `SELECT count(*) FROM pg_stat_activity
+			WHERE pid = $1 AND state = 'active' AND wait_event = 'PgSleep'`, pid) == 1
 	})
-	if kerr := <-killed; kerr != nil {
-		t.Fatalf("terminate the backend: %v", kerr)
+	if _, err := db.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		t.Fatalf("terminate the backend: %v", err)
 	}
+	err := <-ran
 	if err != nil {
 		t.Fatalf("Run = %v: want the retry to succeed", err)
 	}
@@ -682,35 +665,27 @@ func cutCommitRound(t *testing.T) int64 {
 	defer b.close()
 
 	pids := make(chan int32, 10)
-	cut := make(chan error, 1)
-	go func() {
-		pid := <-pids
-		for { // until that backend is inside COMMIT, waiting for the lock
-			var n int64
-			err := db.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
-				WHERE pid = $1 AND lower(query) = 'commit' AND wait_event_type = 'Lock' AND wait_event = 'advisory'`, pid).Scan(&n)
-			if err != nil || n == 1 {
-				if err == nil && proxy.CutAll() == 0 {
-					err = errors.New("the proxy had no connection to cut")
-				}
-				cut <- err
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-	}()
 	var c retry.Counters
-	var pid int32
-	err = retry.Run(ctx, b, &retry.Options{Counters: &c}, func(ctx context.Context, tx skiplock.Tx) error {
-		if err := tx.QueryRow(ctx, "INSERT INTO "+s+".t VALUES (1) RETURNING pg_backend_pid()").Scan(&pid); err != nil {
-			return err
-		}
-		pids <- pid
-		return nil
+	ran := make(chan error, 1)
+	go func() {
+		ran <- retry.Run(ctx, b, &retry.Options{Counters: &c}, func(ctx context.Context, tx skiplock.Tx) error {
+			var pid int32
+			if err := tx.QueryRow(ctx, "INSERT INTO "+s+".t VALUES (1) RETURNING pg_backend_pid()").Scan(&pid); err != nil {
+				return err
+			}
+			pids <- pid
+			return nil
+		})
+	}()
+	pid := backendOf(t, pids, ran)
+	testdb.WaitFor(t, "the backend inside COMMIT, waiting for the lock", time.Minute, func() bool {
+		return count(t, db, `SELECT count(*) FROM pg_stat_activity
+			WHERE pid = $1 AND lower(query) = 'commit' AND wait_event_type = 'Lock' AND wait_event = 'advisory'`, pid) == 1
 	})
-	if cerr := <-cut; cerr != nil {
-		t.Fatalf("cut the connection: %v", cerr)
+	if proxy.CutAll() == 0 {
+		t.Fatal("cut the connection: the proxy had no connection to cut")
 	}
+	err = <-ran
 	var amb *retry.AmbiguousCommitError
 	if !errors.As(err, &amb) || c.Attempts() != 1 || c.Ambiguous() != 1 {
 		t.Fatalf("Run = %v after %d attempts: want an *AmbiguousCommitError after 1", err, c.Attempts())
@@ -720,10 +695,24 @@ func cutCommitRound(t *testing.T) int64 {
 	// Let the server finish the commit the client gave up on.
 	mustExec(t, holder, "SELECT pg_advisory_unlock($1)", lockKey)
 	locked = false
-	for count(t, db, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid) != 0 {
-		time.Sleep(10 * time.Millisecond)
-	}
+	testdb.WaitFor(t, "the cut session's backend to end", time.Minute, func() bool {
+		return count(t, db, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid) == 0
+	})
 	return count(t, db, "SELECT count(*) FROM "+s+".t")
+}
+
+// backendOf returns the backend pid a transaction run by retry.Run in
+// another goroutine sends on pids, failing the test when Run returns
+// (ran) first.
+func backendOf(t *testing.T, pids <-chan int32, ran <-chan error) int32 {
+	t.Helper()
+	select {
+	case pid := <-pids:
+		return pid
+	case err := <-ran:
+		t.Fatalf("Run returned before its transaction sent its backend: %v", err)
+		return 0
+	}
 }
 
 // TestPanicRollsBack: a panicking fn leaves no transaction open on a

@@ -251,7 +251,7 @@ func (w *Worker[T]) Work(ctx context.Context, tb TB, args T, opts *client.Insert
 func (w *Worker[T]) cancel(ctx context.Context, res *client.InsertResult) error {
 	name := schemaOrDefault(w.cfg.Schema)
 	if res.Layout == schema.LayoutFanout {
-		q, err := fanout.New(w.db, &fanout.Config{Schema: name, Queue: res.Queue, Retry: w.cfg.Retry})
+		q, err := fanout.New(ctx, w.db, &fanout.Config{Schema: name, Queue: res.Queue, Retry: w.cfg.Retry})
 		if err != nil {
 			return err
 		}
@@ -261,11 +261,7 @@ func (w *Worker[T]) cancel(ctx context.Context, res *client.InsertResult) error 
 	if err != nil {
 		return err
 	}
-	id, err := bucketed.ParseID(res.ID)
-	if err != nil {
-		return err
-	}
-	return q.CancelJob(ctx, id)
+	return q.CancelJob(ctx, res.ID)
 }
 
 // stop stops c. When a second attempt starts meanwhile (extra closes:

@@ -78,17 +78,13 @@ func startBrowser(t *testing.T) context.Context {
 		cancelBrowser()
 		cancelAlloc()
 		cancelTimeout()
-		for try := 0; ; try++ {
-			err := os.RemoveAll(profile)
-			if err == nil {
-				return
+		var err error
+		testdb.WaitFor(t, "Chromium's profile "+profile+" removed (its helper processes gone)", 30*time.Second, func() bool {
+			if err = os.RemoveAll(profile); err != nil {
+				t.Logf("removing Chromium's profile: %v", err)
 			}
-			if try == 20 {
-				t.Logf("leaving Chromium's profile %s: %v", profile, err)
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return err == nil
+		})
 	})
 	if err := chromedp.Run(bctx); err != nil {
 		t.Fatalf("Chromium (%s) did not start: %v", path, err)
@@ -116,23 +112,19 @@ func run(t *testing.T, ctx context.Context, actions ...chromedp.Action) {
 // awaitPromise makes Evaluate wait for the promise the expression returns.
 func awaitPromise(p *runtime.EvaluateParams) *runtime.EvaluateParams { return p.WithAwaitPromise(true) }
 
-// waitFor waits until the expression is true in the tab's page. The
-// page may reload meanwhile (the buttons reload it), which fails an
-// evaluation now and then: those are retried.
-func waitFor(t *testing.T, ctx context.Context, expr string) {
+// waitForPage waits until the JavaScript expression is true in the tab's
+// page. The page may reload meanwhile (the buttons reload it), which
+// fails an evaluation now and then: those are retried (and logged).
+func waitForPage(t *testing.T, ctx context.Context, expr string) {
 	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for {
+	testdb.WaitFor(t, "the page to show "+expr, 30*time.Second, func() bool {
 		var ok bool
 		err := chromedp.Run(ctx, chromedp.Evaluate(`!!(`+expr+`)`, &ok))
-		if err == nil && ok {
-			return
+		if err != nil {
+			t.Logf("evaluating %s: %v", expr, err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the page never showed %s (last error: %v)", expr, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return err == nil && ok
+	})
 }
 
 // TestBrowser drives the dashboard in headless Chromium: the overview
@@ -271,7 +263,7 @@ func TestBrowser(t *testing.T) {
 				chromedp.WaitVisible(`button[data-action="retry"]`, chromedp.ByQuery),
 				chromedp.Click(`button[data-action="retry"]`, chromedp.ByQuery),
 			)
-			waitFor(t, ctx, `document.querySelector('#job-state') && document.querySelector('#job-state').textContent === 'queued'`)
+			waitForPage(t, ctx, `document.querySelector('#job-state') && document.querySelector('#job-state').textContent === 'queued'`)
 			if st := f.state(t, id); st != "queued" {
 				t.Errorf("job %s was %s; after the click the page says queued, the table %q", id, before, st)
 			}
@@ -284,14 +276,14 @@ func TestBrowser(t *testing.T) {
 		run(t, ctx, chromedp.Navigate(ts.URL+"/"),
 			chromedp.Click(row+` button[data-action="pause"]`, chromedp.ByQuery),
 		)
-		waitFor(t, ctx, `document.querySelector('`+row+` td[data-paused]').dataset.paused === 'true'`)
+		waitForPage(t, ctx, `document.querySelector('`+row+` td[data-paused]').dataset.paused === 'true'`)
 		if p := f.paused(t, "reports"); p == nil || !*p {
 			t.Fatalf("after the pause click the table says %v", p)
 		}
 		run(t, ctx,
 			chromedp.Click(row+` button[data-action="resume"]`, chromedp.ByQuery),
 		)
-		waitFor(t, ctx, `document.querySelector('`+row+` td[data-paused]').dataset.paused === 'false'`)
+		waitForPage(t, ctx, `document.querySelector('`+row+` td[data-paused]').dataset.paused === 'false'`)
 		if p := f.paused(t, "reports"); p == nil || *p {
 			t.Fatalf("after the resume click the table says %v", p)
 		}

@@ -96,7 +96,7 @@ func seed(t *testing.T) *fixture {
 	dequeue(2) // running: their leases stay held
 	f.queued = enqueue(6, 0, "welcome")
 
-	reports, err := fanout.New(db, &fanout.Config{Schema: s, Queue: "reports"})
+	reports, err := fanout.New(ctx, db, &fanout.Config{Schema: s, Queue: "reports"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func seed(t *testing.T) *fixture {
 		}
 		f.pending = append(f.pending, id)
 	}
-	hooks, err := fanout.New(db, &fanout.Config{Schema: s, Queue: "webhooks"})
+	hooks, err := fanout.New(ctx, db, &fanout.Config{Schema: s, Queue: "webhooks"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func init() { registerLayout(schema.LayoutFanout, fanoutCLI{}) }
 func (fanoutCLI) defaultMode() string { return "tx" }
 
 func (fanoutCLI) enqueue(ctx context.Context, db *skiplock.DB, schemaName string, jobs []skiplock.NewJob) (int, error) {
-	q, err := fanout.New(db, &fanout.Config{Schema: schemaName})
+	q, err := fanout.New(ctx, db, &fanout.Config{Schema: schemaName})
 	if err != nil {
 		return 0, err
 	}
@@ -59,7 +59,7 @@ func (fanoutCLI) work(ctx context.Context, e *env, db *skiplock.DB, o workOption
 	}
 	defer wdb.Close()
 	db = wdb
-	q, err := fanout.New(db, &fanout.Config{Schema: o.Schema, Queue: o.Queue})
+	q, err := fanout.New(ctx, db, &fanout.Config{Schema: o.Schema, Queue: o.Queue})
 	if err != nil {
 		return workReport{}, err
 	}
@@ -142,7 +142,7 @@ func waitFanout(ctx context.Context, e *env, q *fanout.Queue, untilEmpty bool) e
 }
 
 func (fanoutCLI) stats(ctx context.Context, db *skiplock.DB, schemaName, queue string) (layoutStats, error) {
-	q, err := fanout.New(db, &fanout.Config{Schema: schemaName})
+	q, err := fanout.New(ctx, db, &fanout.Config{Schema: schemaName})
 	if err != nil {
 		return layoutStats{}, err
 	}

@@ -48,9 +48,10 @@ func startUI(t *testing.T, args ...string) string {
 		}
 	})
 	re := regexp.MustCompile(`http://127\.0\.0\.1:\d+/`)
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if u := re.FindString(errs.String()); u != "" {
-			return strings.TrimSuffix(u, "/")
+	var u string
+	testdb.WaitFor(t, "skiplock ui to say where it serves", 30*time.Second, func() bool {
+		if u = re.FindString(errs.String()); u != "" {
+			return true
 		}
 		select {
 		case code := <-done:
@@ -58,9 +59,9 @@ func startUI(t *testing.T, args ...string) string {
 			t.Fatalf("skiplock ui exited %d\n%s", code, errs.String())
 		default:
 		}
-	}
-	t.Fatalf("skiplock ui did not say where it serves\n%s", errs.String())
-	return ""
+		return false
+	})
+	return strings.TrimSuffix(u, "/")
 }
 
 func status(t *testing.T, url string, set func(*http.Request)) int {

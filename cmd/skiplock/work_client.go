@@ -281,7 +281,7 @@ func newBacklogProbe(ctx context.Context, db *skiplock.DB, schemaName string, sp
 		var err error
 		switch {
 		case q.Layout == schema.LayoutFanout:
-			p.fq[q.Name], err = fanout.New(db, &fanout.Config{Schema: schemaName, Queue: q.Name})
+			p.fq[q.Name], err = fanout.New(ctx, db, &fanout.Config{Schema: schemaName, Queue: q.Name})
 		case p.bq == nil:
 			p.bq, err = bucketed.New(ctx, db, &bucketed.Config{Schema: schemaName})
 		}

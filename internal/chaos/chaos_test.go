@@ -49,7 +49,7 @@ func report(t *testing.T, what, layout string, c tally, extra string) {
 }
 
 // TestWorkerCrashes kills worker processes with SIGKILL at random moments
-// and restarts them, then checks that every job was done and recorded
+// (every 100 to 400 jobs recorded) and restarts them, then checks that every job was done and recorded
 // exactly once: each layout, and bucketed with held claims (work
 // --held-claims), whose killed claims' jobs wait for the rescuer to count
 // their attempt.
@@ -73,7 +73,7 @@ func TestWorkerCrashes(t *testing.T) {
 			procs := []*workerProc{startWorker(t, dsn, args...), startWorker(t, dsn, args...)}
 			busyKills := 0
 			for k := 0; k < sc.kills; k++ {
-				jitterSleep(150*time.Millisecond, 500*time.Millisecond)
+				afterProgress(t, db, name, int64(sc.jobs), 100, 400)
 				if c := count(t, db, layout, name, int64(sc.jobs)); c.logJobs < c.jobs {
 					busyKills++
 				}
@@ -92,8 +92,9 @@ func TestWorkerCrashes(t *testing.T) {
 	}
 }
 
-// TestDatabaseRestarts restarts PostgreSQL (fast shutdown) during a run;
-// workers must reconnect by themselves, say so, and lose nothing.
+// TestDatabaseRestarts restarts PostgreSQL (fast shutdown) during a run,
+// every 200 to 600 jobs recorded; workers must reconnect by themselves,
+// say so, and lose nothing.
 func TestDatabaseRestarts(t *testing.T) {
 	sc := suiteScale()
 	testdb.DSN(t) // starts the harness's server unless SKIPLOCK_TEST_DSN is set
@@ -105,8 +106,9 @@ func TestDatabaseRestarts(t *testing.T) {
 		t.Run(layout, func(t *testing.T) {
 			dsn, name := setup(t, layout, sc.jobs*2)
 			procs := []*workerProc{startWorker(t, dsn, workArgs(name, layout)...), startWorker(t, dsn, workArgs(name, layout)...)}
+			watch := testdb.Open(t, nil) // its connections die with each restart: its reads then fail, and are retried
 			for r := 0; r < sc.restarts; r++ {
-				jitterSleep(400*time.Millisecond, 900*time.Millisecond)
+				afterProgress(t, watch, name, int64(sc.jobs*2), 200, 600)
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				if err := server.Restart(ctx); err != nil {
 					cancel()
@@ -114,7 +116,8 @@ func TestDatabaseRestarts(t *testing.T) {
 				}
 				cancel()
 			}
-			time.Sleep(time.Second)
+			// The workers are back: they record jobs again.
+			afterProgress(t, watch, name, int64(sc.jobs*2), 50, 51)
 			logs := ""
 			for _, p := range procs {
 				p.stop() //nolint:errcheck
@@ -149,7 +152,8 @@ func TestUntilEmptyRidesARestart(t *testing.T) {
 			const jobs = 1500
 			dsn, name := setup(t, layout, jobs)
 			p := startWorker(t, dsn, append(workArgs(name, layout), "--until-empty", "--work", "5ms")...)
-			time.Sleep(700 * time.Millisecond) // into the run: the workers are busy
+			// Into the run: the workers are busy.
+			afterProgress(t, testdb.Open(t, nil), name, jobs, 100, 400)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			err := server.Restart(ctx)
 			cancel()
@@ -215,11 +219,20 @@ func TestConnectionFaults(t *testing.T) {
 					}
 				}
 			}()
-			runFor := 3 * time.Second
-			if sc.jobs > 5000 {
-				runFor = 12 * time.Second
-			}
-			time.Sleep(runFor)
+			// The faults go on while the workers record half of the jobs. A
+			// worker the proxy cut off as it started (work exits when it
+			// cannot connect at start) is started again.
+			restarts := 0
+			testdb.WaitFor(t, fmt.Sprintf("%d jobs recorded through the faults", sc.jobs/2), 3*time.Minute, func() bool {
+				for _, p := range procs {
+					if p.exited() {
+						restarts++
+						p.start()
+					}
+				}
+				n, err := recordedNow(db, name)
+				return err == nil && n >= int64(sc.jobs/2)
+			})
 			close(stop)
 			wg.Wait()
 			for _, p := range procs {
@@ -229,7 +242,7 @@ func TestConnectionFaults(t *testing.T) {
 			accepted, cut, delayed := proxy.Stats()
 			drain(t, dsn, name, layout)
 			c := count(t, db, layout, name, int64(sc.jobs))
-			report(t, "conn-faults", layout, c, fmt.Sprintf("connections=%d cut=%d delayed_chunks=%d backends_terminated=%d", accepted, cut, delayed, terminated.Load()))
+			report(t, "conn-faults", layout, c, fmt.Sprintf("connections=%d cut=%d delayed_chunks=%d backends_terminated=%d worker_restarts=%d", accepted, cut, delayed, terminated.Load(), restarts))
 			mustBeExact(t, c)
 			if cut == 0 && terminated.Load() == 0 {
 				t.Error("no fault was injected: the test proved nothing")

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -19,8 +20,9 @@ import (
 // other sessions take every connection slot of a small server and the
 // worker's own connections are terminated, so that its completions find
 // no connection ("sorry, too many clients already"). The completions
-// retry while the jobs' leases hold; once the slots are freed every job
-// is completed and recorded exactly once, and none runs twice.
+// retry while the jobs' leases hold (the slots stay taken until they
+// retried three times); once the slots are freed every job is completed
+// and recorded exactly once, and none runs twice.
 func TestConnectionSlotsExhausted(t *testing.T) {
 	t.Parallel()
 	dsn := smallServer(t)
@@ -86,12 +88,7 @@ func TestConnectionSlotsExhausted(t *testing.T) {
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for w.Stats().Claimed < 30 {
-		if ctx.Err() != nil {
-			t.Fatal("the worker never claimed its first 30 jobs")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	testdb.WaitFor(t, "the worker to claim its first 30 jobs", time.Minute, func() bool { return w.Stats().Claimed >= 30 })
 
 	// Take every slot, then cut the worker's connections and take theirs.
 	var fillers []*pgx.Conn
@@ -111,33 +108,53 @@ func TestConnectionSlotsExhausted(t *testing.T) {
 	if len(fillers) == 0 {
 		t.Fatal("no slot left for the test's own session")
 	}
-	var cut int
-	if err := fillers[0].QueryRow(ctx, `SELECT count(pg_terminate_backend("pid")) FROM pg_stat_activity WHERE "application_name" = $1`, app).Scan(&cut); err != nil {
+	monitor := fillers[0]
+	defer monitor.Close(context.Background())
+	var cut []int32
+	rows, err := monitor.Query(ctx, `SELECT "pid", pg_terminate_backend("pid") FROM pg_stat_activity WHERE "application_name" = $1`, app)
+	if err == nil {
+		cut, err = pgx.CollectRows(rows, func(r pgx.CollectableRow) (int32, error) {
+			var pid int32
+			var terminated bool
+			err := r.Scan(&pid, &terminated)
+			return pid, err
+		})
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(200 * time.Millisecond)
+	// Their slots are free once the terminated backends are gone.
+	testdb.WaitFor(t, "the worker's terminated backends to exit", time.Minute, func() bool {
+		var left int
+		if err := monitor.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE "pid" = ANY($1)`, cut).Scan(&left); err != nil {
+			t.Fatal(err)
+		}
+		return left == 0
+	})
 	fill()
 	close(gate) // the 30 jobs in hand finish now, with no connection to complete them on
-	const hold = 3 * time.Second
-	time.Sleep(hold)
+	held := time.Now()
+	testdb.WaitFor(t, "the completions to find no connection and retry three times", time.Minute, func() bool { return retries.Load() >= 3 })
+	hold := time.Since(held)
 	for _, c := range fillers[1:] {
 		c.Close(ctx)
 	}
-	monitor := fillers[0]
-	defer monitor.Close(context.Background())
 	freed := time.Now()
 
 	var done int64
-	for done < n {
-		if ctx.Err() != nil {
+	t.Cleanup(func() {
+		if t.Failed() {
 			mu.Lock()
-			t.Fatalf("only %d of %d jobs Success; worker log:\n%s", done, n, strings.Join(logs, "\n"))
+			defer mu.Unlock()
+			t.Logf("%d of %d jobs Success; worker log:\n%s", done, n, strings.Join(logs, "\n"))
 		}
-		time.Sleep(100 * time.Millisecond)
+	})
+	testdb.WaitFor(t, fmt.Sprintf("all %d jobs Success once the slots are free", n), 2*time.Minute, func() bool {
 		if err := monitor.QueryRow(ctx, `SELECT count(*) FROM "skiplock"."jobs" WHERE "status" = 'Success'`).Scan(&done); err != nil {
 			t.Fatal(err)
 		}
-	}
+		return done == n
+	})
 	allDone := time.Now()
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
@@ -151,7 +168,7 @@ func TestConnectionSlotsExhausted(t *testing.T) {
 	}
 	st := w.Stats()
 	line := fmt.Sprintf("chaos: connection-slots-exhausted layout=bucketed jobs=%d fillers=%d worker_connections_cut=%d held=%v completion_retries=%d work_log_rows=%d distinct=%d redeliveries=%d lost=%d all_done_after_freeing=%v",
-		n, len(fillers), cut, hold, retries.Load(), logRows, logJobs, redeliveries, st.Lost, allDone.Sub(freed).Round(time.Millisecond))
+		n, len(fillers), len(cut), hold.Round(time.Millisecond), retries.Load(), logRows, logJobs, redeliveries, st.Lost, allDone.Sub(freed).Round(time.Millisecond))
 	t.Log(line)
 	fmt.Println(line)
 	if logRows != n || logJobs != n || redeliveries != 0 || st.Lost != 0 {

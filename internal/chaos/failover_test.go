@@ -82,7 +82,15 @@ func TestFailover(t *testing.T) {
 		}
 		procs = append(procs, startWorker(t, multi, append(workArgs(s, layout), "--until-empty", "--work", "10ms", "--runs-log", runsLogs[layout])...))
 	}
-	time.Sleep(time.Second) // into the run: the workers are busy
+	// Into the run: the workers are busy, on both layouts.
+	before, err := skiplock.Open(ctx, primary.DSN(), &skiplock.OpenConfig{MaxConns: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, layout := range layouts {
+		waitRecorded(t, before, "failover_"+layout, 100, time.Minute)
+	}
+	before.Close()
 	if err := primary.Kill(ctx); err != nil {
 		t.Fatal(err)
 	}

@@ -153,9 +153,38 @@ func (w *workerProc) wait(d time.Duration) error {
 // allLogs is everything the process printed across its lives.
 func (w *workerProc) allLogs() string { return strings.Join(w.logs, "\n") }
 
-// jitterSleep sleeps a random time in [lo, hi).
-func jitterSleep(lo, hi time.Duration) {
-	time.Sleep(lo + time.Duration(rand.Int64N(int64(hi-lo))))
+// recordedNow reads how many rows a schema's work_log holds; an error
+// (a server restarting, a pool's connection it killed) is returned, not
+// fatal.
+func recordedNow(db *skiplock.DB, schemaName string) (int64, error) {
+	var n int64
+	err := db.QueryRow(context.Background(), `SELECT count(*) FROM `+sqlident.Quote(schemaName)+`."work_log"`).Scan(&n)
+	return n, err
+}
+
+// waitRecorded waits until the workers have recorded n jobs in the
+// schema's work_log: their progress is the chaos tests' clock. A read
+// that fails (the server restarting) counts as not yet.
+func waitRecorded(t *testing.T, db *skiplock.DB, schemaName string, n int64, limit time.Duration) {
+	t.Helper()
+	testdb.WaitFor(t, fmt.Sprintf("%d jobs recorded in %s's work_log", n, schemaName), limit, func() bool {
+		got, err := recordedNow(db, schemaName)
+		return err == nil && got >= n
+	})
+}
+
+// afterProgress waits until the workers have recorded a random number
+// of jobs in [lo, hi) more than now, or all jobs when fewer are left:
+// faults strike at random points of the work.
+func afterProgress(t *testing.T, db *skiplock.DB, schemaName string, jobs, lo, hi int64) {
+	t.Helper()
+	var from int64
+	testdb.WaitFor(t, "the work_log of "+schemaName+" to read", time.Minute, func() bool {
+		var err error
+		from, err = recordedNow(db, schemaName)
+		return err == nil
+	})
+	waitRecorded(t, db, schemaName, min(from+lo+rand.Int64N(hi-lo), jobs), 2*time.Minute)
 }
 
 // tally is what the database says after a run.

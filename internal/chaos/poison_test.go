@@ -86,19 +86,17 @@ func TestPoisonJobsKillTheirWorkers(t *testing.T) {
 				return n
 			}
 			start, deaths := time.Now(), 0
-			deadline := start.Add(4 * time.Minute)
-			for n := live(); n > 0; n = live() {
-				if time.Now().After(deadline) {
-					t.Fatalf("%d job(s) still live after %v and %d worker deaths", n, time.Since(start).Round(time.Second), deaths)
-				}
+			// Every worker that dies is started again, until no job is live.
+			testdb.WaitFor(t, "no live job, the workers poison jobs kill started again", 4*time.Minute, func() bool {
 				for _, p := range procs {
 					if p.exited() {
 						deaths++
 						p.start()
+						t.Logf("worker death %d after %v", deaths, time.Since(start).Round(time.Millisecond))
 					}
 				}
-				time.Sleep(50 * time.Millisecond)
-			}
+				return live() == 0
+			})
 			took := time.Since(start)
 			logs := ""
 			for _, p := range procs {
@@ -199,20 +197,15 @@ func TestPoisonJobsKillTheirWorkers(t *testing.T) {
 func waitLeader(t *testing.T, db *skiplock.DB, schemaName string, pid int) {
 	t.Helper()
 	holder := fmt.Sprintf("%%/%d/%%", pid)
-	for deadline := time.Now().Add(time.Minute); ; time.Sleep(50 * time.Millisecond) {
+	testdb.WaitFor(t, fmt.Sprintf("process %d to become the maintenance leader", pid), time.Minute, func() bool {
 		var leads bool
 		err := db.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM `+sqlident.Quote(schemaName)+
 			`."skiplock_leader" WHERE "holder" LIKE $1 AND "expires_at" > now())`, holder).Scan(&leads)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if leads {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("process %d did not become the maintenance leader within a minute", pid)
-		}
-	}
+		return leads
+	})
 }
 
 func sumValues(m map[string]int) int {

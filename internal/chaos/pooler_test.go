@@ -288,7 +288,17 @@ func TestClientThroughTransactionPooler(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		time.Sleep(300 * time.Millisecond) // the worker is idle: its first claims found nothing
+		// A first job, however it is found: the claim that returns it
+		// drains the queue, and the worker then waits for a notification
+		// (or its poll).
+		if _, err := inserter.Insert(ctx, probeArgs{}, nil); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case <-ran:
+		case <-ctx.Done():
+			t.Fatalf("%s pooling: the first job never ran", mode)
+		}
 		for range 3 {
 			if _, err := inserter.Insert(ctx, probeArgs{}, nil); err != nil {
 				t.Fatal(err)

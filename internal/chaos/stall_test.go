@@ -28,18 +28,6 @@ func withAppName(t *testing.T, dsn, app string) string {
 	return u.String()
 }
 
-// waitFor polls cond every 50 ms for up to limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("waited %v for %s", limit, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 func scalar(t *testing.T, db *skiplock.DB, sql string, args ...any) int64 {
 	t.Helper()
 	var n int64
@@ -101,12 +89,19 @@ func TestStalledWorker(t *testing.T) {
 			}()
 			switch layout {
 			case "bucketed":
-				waitFor(t, time.Minute, "the worker's --record INSERT to wait on the lock", func() bool {
+				testdb.WaitFor(t, "the worker's --record INSERT to wait on the lock", time.Minute, func() bool {
 					return scalar(t, db, `SELECT count(*) FROM pg_stat_activity WHERE "application_name" = $1 AND "wait_event_type" = 'Lock' AND "query" LIKE '%work_log%'`, app) > 0
 				})
-				time.Sleep(500 * time.Millisecond) // let it claim more
+				// Let it claim more: four rounds of jobs for its 8
+				// goroutines beyond those it holds now (their results wait
+				// behind the blocked completion).
+				running := func() int64 {
+					return scalar(t, db, `SELECT count(*) FROM `+s+`."jobs" WHERE "status" = 'Running' AND "lease_owner" LIKE $1`, "%:"+strconv.Itoa(a.cmd.Process.Pid))
+				}
+				more := running() + 32
+				testdb.WaitFor(t, "the worker to claim 32 more jobs", time.Minute, func() bool { return running() >= more })
 			case "fanout":
-				waitFor(t, time.Minute, "the worker's 8 jobs to be in flight", func() bool {
+				testdb.WaitFor(t, "the worker's 8 jobs to be in flight", time.Minute, func() bool {
 					return scalar(t, db, `SELECT count(*) FROM pg_stat_activity WHERE "application_name" = $1 AND "state" LIKE 'idle in transaction%'`, app) >= 8
 				})
 			}
@@ -120,7 +115,7 @@ func TestStalledWorker(t *testing.T) {
 				}
 				// The INSERT goes on and the completion is then idle in
 				// its transaction, its client stopped.
-				waitFor(t, 10*time.Second, "the stopped worker's completion to be idle in transaction", func() bool {
+				testdb.WaitFor(t, "the stopped worker's completion to be idle in transaction", 30*time.Second, func() bool {
 					return scalar(t, db, `SELECT count(*) FROM pg_stat_activity WHERE "application_name" = $1 AND "state" LIKE 'idle in transaction%'`, app) > 0
 				})
 			}
@@ -148,11 +143,10 @@ func TestStalledWorker(t *testing.T) {
 				t.Fatalf("the other worker's --until-empty still waiting %v after the SIGSTOP: the stopped process keeps its jobs (%s)", limit, c)
 			}
 			recovered := time.Since(stopped)
-			// Wake the stopped process: its late writes must not record
-			// anything twice.
+			// Wake the stopped process and stop it: its late writes, which
+			// its graceful stop waits for, must not record anything twice.
 			a.cmd.Process.Signal(syscall.SIGCONT) //nolint:errcheck
-			time.Sleep(time.Second)
-			a.stop() //nolint:errcheck // its exit code after losing its sessions is not the point
+			a.stop()                              //nolint:errcheck // its exit code after losing its sessions is not the point
 			stoppedA = true
 			c := count(t, db, layout, name, n)
 			report(t, "stalled-worker", layout, c, fmt.Sprintf("held_when_stopped=%d budget=%v all_done_after_sigstop=%v", held, budget, recovered.Round(100*time.Millisecond)))

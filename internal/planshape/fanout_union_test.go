@@ -29,7 +29,7 @@ func TestFanoutShardUnionPlans(t *testing.T) {
 	d := db.Dialect()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	q, err := fanout.New(db, &fanout.Config{Schema: name})
+	q, err := fanout.New(ctx, db, &fanout.Config{Schema: name})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -105,7 +105,7 @@ func TestClaimPlanShapes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	fq, err := fanout.New(db, &fanout.Config{Schema: name})
+	fq, err := fanout.New(ctx, db, &fanout.Config{Schema: name})
 	if err != nil {
 		t.Fatal(err)
 	}

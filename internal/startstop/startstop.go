@@ -4,6 +4,11 @@
 // loop to return, and Stopped is closed once it has. A service starts
 // once: a second Start is an error, and Stop before Start or after Stop
 // does nothing.
+//
+// A service that drains when it stops (it takes no more work but
+// finishes the work in hand) starts with StartDrain instead: its loop
+// gets a second, hard context, which StopContext ends when its own
+// context ends before the drain is over.
 package startstop
 
 import (
@@ -18,10 +23,12 @@ var ErrStarted = errors.New("startstop: the service was started already (a servi
 // Service runs one loop. The zero value is ready; embed it or hold one
 // per service.
 type Service struct {
-	mu      sync.Mutex
-	started bool
-	cancel  context.CancelFunc
-	stopped chan struct{}
+	mu       sync.Mutex
+	started  bool
+	cancel   context.CancelFunc // ends the loop's context (a drain's stop context)
+	hard     context.CancelFunc // ends a drain's hard context; nil for Start
+	stopping <-chan struct{}
+	stopped  chan struct{}
 }
 
 // Start runs loop in a goroutine under a context that Stop cancels; the
@@ -35,10 +42,37 @@ func (s *Service) Start(ctx context.Context, loop func(ctx context.Context)) err
 	}
 	s.started = true
 	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
+	s.stopping = ctx.Done()
 	s.stopped = make(chan struct{})
 	go func() {
 		defer close(s.stopped)
 		loop(ctx)
+	}()
+	return nil
+}
+
+// StartDrain runs loop in a goroutine, as Start does, for a service that
+// drains: loop's stop context ends at Stop (take no more work, finish
+// the work in hand, then return), and its hard context ends when the work
+// in hand is to be abandoned: when the context given to StopContext ends
+// before loop has returned, or when ctx is cancelled, since a drain keeps
+// its starter's cancellation as its hard stop. stop ends with hard; both
+// carry ctx's values, and both end once loop has returned.
+func (s *Service) StartDrain(ctx context.Context, loop func(stop, hard context.Context)) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return ErrStarted
+	}
+	s.started = true
+	hard, cancelHard := context.WithCancel(ctx)
+	stop, cancelStop := context.WithCancel(hard)
+	s.cancel, s.hard, s.stopping = cancelStop, cancelHard, stop.Done()
+	s.stopped = make(chan struct{})
+	go func() {
+		defer close(s.stopped)
+		defer cancelHard()
+		loop(stop, hard)
 	}()
 	return nil
 }
@@ -53,6 +87,44 @@ func (s *Service) Stop() {
 	}
 	cancel()
 	<-stopped
+}
+
+// StopContext is Stop with a bound on a drain: it cancels the loop's
+// (stop) context and waits for the loop to return; when ctx ends first,
+// it ends a drain's hard context too, still waits for the loop, and
+// returns ctx's error. Called again with a shorter ctx, it can cut short
+// a drain that an earlier call waits for.
+func (s *Service) StopContext(ctx context.Context) error {
+	s.mu.Lock()
+	cancel, hard, stopped := s.cancel, s.hard, s.stopped
+	s.mu.Unlock()
+	if cancel == nil {
+		return nil
+	}
+	cancel()
+	select {
+	case <-stopped:
+		return nil
+	case <-ctx.Done():
+	}
+	select {
+	case <-stopped: // it returned as ctx ended: no hard stop
+		return nil
+	default:
+	}
+	if hard != nil {
+		hard()
+	}
+	<-stopped
+	return ctx.Err()
+}
+
+// Stopping is closed once the loop's context has ended (Stop has begun,
+// or a drain's hard context ended); nil before Start.
+func (s *Service) Stopping() <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stopping
 }
 
 // Stopped is closed once the loop has returned; nil before Start.

@@ -48,3 +48,75 @@ func TestStartStop(t *testing.T) {
 		t.Fatalf("second Start: %v, want ErrStarted", err)
 	}
 }
+
+// TestStartDrain: a drain's stop context ends at Stop while its hard one
+// lives on; StopContext ends the hard one when its context ends before
+// the drain is over, and says so; the starter's cancellation is a hard
+// stop; Stopping closes when Stop begins.
+func TestStartDrain(t *testing.T) {
+	t.Run("drained", func(t *testing.T) {
+		var s Service
+		if err := s.StopContext(context.Background()); err != nil {
+			t.Fatalf("StopContext before Start: %v", err)
+		}
+		if s.Stopping() != nil {
+			t.Fatal("Stopping before Start is not nil")
+		}
+		var hardErr error
+		if err := s.StartDrain(context.WithValue(context.Background(), key{}, "v"), func(stop, hard context.Context) {
+			if stop.Value(key{}) != "v" || hard.Value(key{}) != "v" {
+				t.Error("the drain's contexts lost the caller's values")
+			}
+			<-stop.Done()
+			hardErr = hard.Err() // the drain runs with hard alive
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.StopContext(context.Background()); err != nil {
+			t.Fatalf("StopContext: %v", err)
+		}
+		if hardErr != nil {
+			t.Fatalf("hard ended with stop: %v", hardErr)
+		}
+		<-s.Stopping()
+		<-s.Stopped()
+		if err := s.StartDrain(context.Background(), func(_, _ context.Context) {}); !errors.Is(err, ErrStarted) {
+			t.Fatalf("second StartDrain: %v, want ErrStarted", err)
+		}
+	})
+	t.Run("cut short", func(t *testing.T) {
+		var s Service
+		if err := s.StartDrain(context.Background(), func(stop, hard context.Context) {
+			<-stop.Done()
+			<-hard.Done() // a drain that ends only when cut short
+		}); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := s.StopContext(ctx); !errors.Is(err, context.Canceled) {
+			t.Fatalf("StopContext with an ended context: %v, want context.Canceled", err)
+		}
+		select {
+		case <-s.Stopped():
+		default:
+			t.Fatal("StopContext returned before the loop did")
+		}
+	})
+	t.Run("starter cancelled", func(t *testing.T) {
+		var s Service
+		parent, cancelParent := context.WithCancel(context.Background())
+		if err := s.StartDrain(parent, func(stop, hard context.Context) {
+			<-hard.Done()
+			if stop.Err() == nil {
+				t.Error("stop outlived hard")
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		cancelParent() // a hard stop
+		<-s.Stopped()
+		<-s.Stopping()
+		s.Stop() // after the loop: nothing to wait for
+	})
+}

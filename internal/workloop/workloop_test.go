@@ -48,17 +48,32 @@ func TestEveryWorkerRunsConcurrently(t *testing.T) {
 }
 
 // TestIdleWorkersBackOff: a step that finds no work is not called in a
-// tight loop. The bound is loose (a slow machine only lowers the count).
+// tight loop: the idle calls take at least the waits between them (a
+// slow machine only makes them take longer).
 func TestIdleWorkersBackOff(t *testing.T) {
+	const n = 22
 	var calls atomic.Int64
+	var at time.Time // of the n-th call
+	reached := make(chan struct{})
+	start := time.Now()
 	p, _ := Start(context.Background(), Config{Workers: 2, IdleMin: 40 * time.Millisecond, IdleMax: 40 * time.Millisecond},
-		func(ctx context.Context, w int) (bool, error) { calls.Add(1); return false, nil })
-	time.Sleep(400 * time.Millisecond)
-	p.Stop(context.Background()) //nolint:errcheck
-	// Each wait is at least 20ms (jitter in [d/2, d]): at most 21 calls per
-	// worker in 400ms.
-	if c := calls.Load(); c > 2*21 {
-		t.Fatalf("%d idle calls in 400ms: no backoff", c)
+		func(ctx context.Context, w int) (bool, error) {
+			if calls.Add(1) == n {
+				at = time.Now()
+				close(reached)
+			}
+			return false, nil
+		})
+	defer p.Stop(context.Background()) //nolint:errcheck // nothing to check
+	select {
+	case <-reached:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%d idle calls in 30 s, want %d", calls.Load(), n)
+	}
+	// Each wait is at least 20ms (jitter in [d/2, d]), and one of the two
+	// workers made at least 11 of the 22 calls: 10 waits between them.
+	if took := at.Sub(start); took < 200*time.Millisecond {
+		t.Fatalf("%d idle calls in %v: no backoff", n, took)
 	}
 }
 
@@ -126,16 +141,23 @@ func TestErrorsBackOffAndRecoverySaysSo(t *testing.T) {
 	var mu sync.Mutex
 	var log []string
 	var calls atomic.Int64
+	fifth := make(chan struct{}) // closed by the fifth call: the fourth's recovery is logged
 	p, _ := Start(context.Background(), Config{Workers: 1, ErrorMin: time.Millisecond, ErrorMax: 2 * time.Millisecond,
 		Logf: func(f string, a ...any) { mu.Lock(); log = append(log, fmt.Sprintf(f, a...)); mu.Unlock() }},
 		func(ctx context.Context, w int) (bool, error) {
-			if calls.Add(1) <= 3 {
+			n := calls.Add(1)
+			if n == 5 {
+				close(fifth)
+			}
+			if n <= 3 {
 				return false, errors.New("connection refused")
 			}
 			return true, nil
 		})
-	for calls.Load() < 5 {
-		time.Sleep(time.Millisecond)
+	select {
+	case <-fifth:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%d calls in 30 s, want 5", calls.Load())
 	}
 	p.Stop(context.Background()) //nolint:errcheck
 	mu.Lock()
@@ -161,22 +183,43 @@ func TestCallTurnsPanicsIntoErrors(t *testing.T) {
 	}
 }
 
-// TestSharedIdle: 50 idle workers poll like one (the empty steps follow
-// one backoff, not fifty); work that arrives is all taken, by more than
-// one worker once there is enough of it; a Wake ends a long idle wait at
-// once.
+// TestSharedIdle: 50 idle workers poll like one (the empty steps after
+// each worker's first come from one worker, and follow one backoff);
+// work that arrives is all taken, by more than one worker once there is
+// enough of it; a Wake ends a long idle wait at once.
 func TestSharedIdle(t *testing.T) {
+	const workers, polls = 50, 5
 	var work atomic.Int64 // items waiting
-	var empty, done atomic.Int64
+	var taken, done atomic.Int64
 	var mu sync.Mutex
+	stepped := map[int]bool{} // workers that made their first step
+	var firsts, pollers int   // empty steps that were a worker's first, and the others
+	polledBy := map[int]bool{}
+	idle := make(chan struct{}) // closed once every worker stepped and then polls more steps came
 	busy := map[int]bool{}
+	twoBusy := make(chan struct{}) // closed once two workers have taken items
+	allDone := make(chan struct{})
 	wake := make(chan struct{}, 1)
-	p, err := Start(context.Background(), Config{Workers: 50, SharedIdle: true, Wake: wake, IdleMin: time.Millisecond, IdleMax: time.Hour},
+	start := time.Now()
+	var idleAt time.Time
+	p, err := Start(context.Background(), Config{Workers: workers, SharedIdle: true, Wake: wake, IdleMin: time.Millisecond, IdleMax: time.Hour},
 		func(ctx context.Context, w int) (bool, error) {
 			for {
 				n := work.Load()
 				if n <= 0 {
-					empty.Add(1)
+					mu.Lock()
+					defer mu.Unlock()
+					if !stepped[w] {
+						stepped[w] = true
+						firsts++
+					} else {
+						pollers++
+						polledBy[w] = true
+					}
+					if firsts == workers && pollers == polls {
+						idleAt = time.Now()
+						close(idle)
+					}
 					return false, nil
 				}
 				if work.CompareAndSwap(n, n-1) {
@@ -184,34 +227,61 @@ func TestSharedIdle(t *testing.T) {
 				}
 			}
 			mu.Lock()
-			busy[w] = true
+			if !busy[w] {
+				busy[w] = true
+				if len(busy) == 2 {
+					close(twoBusy)
+				}
+			}
 			mu.Unlock()
-			time.Sleep(time.Millisecond) // the item's work
-			done.Add(1)
+			// The item's work: the first item's is done at once, and each
+			// later one waits for a second worker to take an item. That
+			// worker is parked until a step that found work releases it.
+			if taken.Add(1) > 1 {
+				select {
+				case <-twoBusy:
+				case <-ctx.Done():
+					return false, ctx.Err()
+				}
+			}
+			if done.Add(1) == 500 {
+				close(allDone)
+			}
 			return true, nil
 		})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Stop(context.Background()) //nolint:errcheck // nothing to check after the test
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		p.Stop(ctx) //nolint:errcheck // a hard stop ends the steps of a failed test
+	}()
 	// Each worker's first step finds nothing; then one poller backs off
-	// from 1 ms: about 8 more empty steps in the next 200 ms, where fifty
-	// pollers would make 400.
-	for empty.Load() < 50 {
-		time.Sleep(5 * time.Millisecond)
+	// from 1 ms, where fifty pollers would step at once.
+	select {
+	case <-idle:
+	case <-time.After(30 * time.Second):
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("30 s after the start: %d workers stepped, %d empty steps after", firsts, pollers)
 	}
-	time.Sleep(200 * time.Millisecond)
-	if n := empty.Load(); n > 50+20 {
-		t.Fatalf("%d empty steps from 50 idle workers: they did not share the polling", n)
+	mu.Lock()
+	if len(polledBy) != 1 {
+		t.Errorf("the %d empty steps after the workers' first came from %d workers: they did not share the polling", polls, len(polledBy))
+	}
+	mu.Unlock()
+	// The poller's waits before them: at least 0.5, 1, 2, 4 and 8 ms
+	// (jitter in [d/2, d]).
+	if took := idleAt.Sub(start); took < 15*time.Millisecond {
+		t.Errorf("%d polls in %v: the poller did not back off", polls, took)
 	}
 	work.Store(500)
 	wake <- struct{}{}
-	deadline := time.Now().Add(10 * time.Second)
-	for done.Load() < 500 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of 500 items done 10 s after Wake", done.Load())
-		}
-		time.Sleep(5 * time.Millisecond)
+	select {
+	case <-allDone:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%d of 500 items done 30 s after Wake (parked workers not released?)", done.Load())
 	}
 	mu.Lock()
 	defer mu.Unlock()

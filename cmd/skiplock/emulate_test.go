@@ -18,22 +18,25 @@ func TestEmulateCLI(t *testing.T) {
 	db := testdb.Open(t, nil)
 	for _, p := range []string{"cockroach", "yugabyte-snapshot"} {
 		for _, layout := range []string{"fanout", "bucketed"} {
-			name := testdb.Schema(t, db)
-			code, out, errs := cli(t, "--emulate", p, "--schema", name, "migrate")
-			if code != 0 || !strings.Contains(out, "under the "+p+" personality") {
-				t.Fatalf("%s migrate: exit %d\n%s%s", p, code, out, errs)
-			}
-			cliAll(t, []string{"--emulate", p, "--schema", name, "enqueue", "--layout", layout, "--count", "300"})
-			for range 5 {
-				cliAll(t, []string{"--emulate", p, "--schema", name, "work", "--layout", layout, "--workers", "8", "--fail", "0.3",
-					"--retry-backoff", "50ms", "--until-empty", "--record"})
-				if rows, _ := workLog(t, db, name); rows >= 300 {
-					break
+			t.Run(p+"/"+layout, func(t *testing.T) {
+				t.Parallel()
+				name := testdb.Schema(t, db)
+				code, out, errs := cli(t, "--emulate", p, "--schema", name, "migrate")
+				if code != 0 || !strings.Contains(out, "under the "+p+" personality") {
+					t.Fatalf("%s migrate: exit %d\n%s%s", p, code, out, errs)
 				}
-			}
-			if rows, jobs := workLog(t, db, name); rows != 300 || jobs != 300 {
-				t.Errorf("%s %s: work_log has %d rows for %d jobs, want 300 and 300", p, layout, rows, jobs)
-			}
+				cliAll(t, []string{"--emulate", p, "--schema", name, "enqueue", "--layout", layout, "--count", "300"})
+				for range 5 {
+					cliAll(t, []string{"--emulate", p, "--schema", name, "work", "--layout", layout, "--workers", "8", "--fail", "0.3",
+						"--retry-backoff", "50ms", "--until-empty", "--record"})
+					if rows, _ := workLog(t, db, name); rows >= 300 {
+						break
+					}
+				}
+				if rows, jobs := workLog(t, db, name); rows != 300 || jobs != 300 {
+					t.Errorf("%s %s: work_log has %d rows for %d jobs, want 300 and 300", p, layout, rows, jobs)
+				}
+			})
 		}
 	}
 	// A bench report names the personality and what of it did not run.

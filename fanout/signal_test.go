@@ -2,7 +2,6 @@ package fanout_test
 
 import (
 	"sync"
-	"testing"
 	"time"
 )
 
@@ -58,14 +57,5 @@ func (c *counter) reach(n int64, limit time.Duration) bool {
 		case <-timer.C:
 			return c.load() >= n
 		}
-	}
-}
-
-// wait is reach, failing the test when the count does not get to n
-// within limit.
-func (c *counter) wait(t testing.TB, what string, n int64, limit time.Duration) {
-	t.Helper()
-	if !c.reach(n, limit) {
-		t.Fatalf("%s: %d of %d within %v", what, c.load(), n, limit)
 	}
 }

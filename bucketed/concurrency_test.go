@@ -192,7 +192,7 @@ func noDoubleDelivery(t *testing.T, d testdb.Driver, jobs int) {
 
 	var deliveries sync.Map // id -> *atomic.Int32
 	var total, recorded atomic.Int64
-	var completed counter
+	var completed testdb.Counter
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
 		Workers: workers, Batch: 16, IdleMin: time.Millisecond, IdleMax: 20 * time.Millisecond,
 		Handler: func(ctx context.Context, j *skiplock.Job) error {
@@ -205,7 +205,7 @@ func noDoubleDelivery(t *testing.T, d testdb.Driver, jobs int) {
 			recorded.Add(int64(len(done)))
 			return nil
 		},
-		AfterComplete: func(*skiplock.Job, time.Time, time.Time) { completed.add(1) },
+		AfterComplete: func(*skiplock.Job, time.Time, time.Time) { completed.Add(1) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -213,7 +213,7 @@ func noDoubleDelivery(t *testing.T, d testdb.Driver, jobs int) {
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	completed.wait(t, "completions committed", int64(jobs), 110*time.Second)
+	completed.Wait(t, "completions committed", int64(jobs), 110*time.Second)
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestWorkerRetries(t *testing.T) {
 	panics, _ := q.Enqueue(ctx, skiplock.NewJob{Payload: []byte(`"panics"`), MaxAttempts: 2})
 	var mu sync.Mutex
 	calls := map[string]int{}
-	var ended counter
+	var ended testdb.Counter
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
 		Workers: 3, IdleMin: time.Millisecond, IdleMax: 5 * time.Millisecond, Logf: t.Logf,
 		AfterResult: settled(&ended),
@@ -281,7 +281,7 @@ func TestWorkerRetries(t *testing.T) {
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	ended.wait(t, "jobs ended (Success, or Failed with no attempt left)", 3, 30*time.Second)
+	ended.Wait(t, "jobs ended (Success, or Failed with no attempt left)", 3, 30*time.Second)
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -372,12 +372,12 @@ func TestWorkerHeartbeatKeepsLease(t *testing.T) {
 	ctx := ctxT(t)
 	e, _ := q.Enqueue(ctx, skiplock.NewJob{})
 	var runs atomic.Int32
-	var results counter
+	var results testdb.Counter
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
 		Workers: 2, Heartbeat: 100 * time.Millisecond, IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond,
 		// The job's first result, whatever it is: the checks below want
 		// its Success.
-		AfterResult: func(*skiplock.Job, bucketed.Outcome) { results.add(1) },
+		AfterResult: func(*skiplock.Job, bucketed.Outcome) { results.Add(1) },
 		Handler: func(ctx context.Context, j *skiplock.Job) error {
 			runs.Add(1)
 			select {
@@ -392,7 +392,7 @@ func TestWorkerHeartbeatKeepsLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	w.Start(ctx) //nolint:errcheck
-	results.wait(t, "the job's result", 1, 30*time.Second)
+	results.Wait(t, "the job's result", 1, 30*time.Second)
 	w.Stop(ctx) //nolint:errcheck
 	j, _ := q.Lookup(ctx, e.ID)
 	if runs.Load() != 1 || j.Status != skiplock.StatusSuccess || j.Attempts != 1 {

@@ -67,7 +67,7 @@ func TestWorkerLogsFailuresAndKeepsLastError(t *testing.T) {
 	}
 	failing, panicking, flaky := enqueue(`"fail"`, 7), enqueue(`"panic"`, 2), enqueue(`"flaky"`, 3)
 	var log logLines
-	var done counter
+	var done testdb.Counter
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
 		Workers: 2, Logf: log.logf, IdleMin: 5 * time.Millisecond, IdleMax: 20 * time.Millisecond,
 		AfterResult: settled(&done),
@@ -91,7 +91,7 @@ func TestWorkerLogsFailuresAndKeepsLastError(t *testing.T) {
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	done.wait(t, "jobs ended (Success, or Failed with no attempt left)", 3, 90*time.Second)
+	done.Wait(t, "jobs ended (Success, or Failed with no attempt left)", 3, 90*time.Second)
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}

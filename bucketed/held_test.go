@@ -51,7 +51,7 @@ func TestHeldClaimsRunEveryJobOnce(t *testing.T) {
 
 			var mu sync.Mutex
 			runs := map[string]int{}
-			var completed counter
+			var completed testdb.Counter
 			var workers []*bucketed.Worker
 			for w := range 3 {
 				q := queueOn(t, db, s, &bucketed.Config{VisibilityTimeout: 20 * time.Second, DeleteCompleted: del,
@@ -75,7 +75,7 @@ func TestHeldClaimsRunEveryJobOnce(t *testing.T) {
 						}
 						return nil
 					},
-					AfterComplete: func(*skiplock.Job, time.Time, time.Time) { completed.add(1) },
+					AfterComplete: func(*skiplock.Job, time.Time, time.Time) { completed.Add(1) },
 				})
 				if err != nil {
 					t.Fatal(err)
@@ -85,7 +85,7 @@ func TestHeldClaimsRunEveryJobOnce(t *testing.T) {
 				}
 				workers = append(workers, wk)
 			}
-			completed.reach(n, 90*time.Second) // the checks below say what is missing
+			completed.Reach(n, 90*time.Second) // the checks below say what is missing
 			var st bucketed.WorkerStats
 			for _, wk := range workers {
 				if err := wk.Stop(ctx); err != nil {
@@ -97,8 +97,8 @@ func TestHeldClaimsRunEveryJobOnce(t *testing.T) {
 				st.Snoozed += s.Snoozed
 				st.Lost += s.Lost
 			}
-			if completed.load() != n || st.Completed != n || st.Lost != 0 {
-				t.Fatalf("completed %d (stats %+v) of %d jobs", completed.load(), st, n)
+			if completed.Load() != n || st.Completed != n || st.Lost != 0 {
+				t.Fatalf("completed %d (stats %+v) of %d jobs", completed.Load(), st, n)
 			}
 			if st.Failed != n/10 || st.Snoozed != n/10 {
 				t.Errorf("recorded %d failed attempts and %d snoozes, want %d each", st.Failed, st.Snoozed, n/10)
@@ -247,7 +247,7 @@ func TestHeldClaimDeadline(t *testing.T) {
 	ctx := ctxT(t)
 	q := queueOn(t, db, s, &bucketed.Config{VisibilityTimeout: time.Second, RetryBase: time.Hour, RetryMax: time.Hour})
 	mustEnqueue(t, q, skiplock.NewJob{Queue: "held", Payload: json.RawMessage(`"slow"`)})
-	var failed counter
+	var failed testdb.Counter
 	wk, err := q.NewWorker(&bucketed.WorkerConfig{Queue: "held", Workers: 1, Prefetch: -1, HeldClaims: true, NoMaintenance: true,
 		Heartbeat: 100 * time.Millisecond,
 		Handler: func(ctx context.Context, job *skiplock.Job) error {
@@ -256,7 +256,7 @@ func TestHeldClaimDeadline(t *testing.T) {
 		},
 		AfterResult: func(_ *skiplock.Job, o bucketed.Outcome) {
 			if o == bucketed.OutcomeFailed {
-				failed.add(1)
+				failed.Add(1)
 			}
 		}})
 	if err != nil {
@@ -265,7 +265,7 @@ func TestHeldClaimDeadline(t *testing.T) {
 	if err := wk.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	failed.reach(1, 30*time.Second) // the job's row, checked below, says what happened
+	failed.Reach(1, 30*time.Second) // the job's row, checked below, says what happened
 	if err := wk.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}

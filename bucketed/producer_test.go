@@ -46,7 +46,7 @@ func producerClaims(t *testing.T, workers, prefetch, flush int, parallel, backlo
 	var mu sync.Mutex
 	delivered, heard := map[string]int{}, map[string]int{}
 	var badTimes atomic.Int64
-	var completions counter
+	var completions testdb.Counter
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
 		Workers: workers, Prefetch: prefetch, Completers: 3, FlushSize: flush,
 		IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond, Logf: t.Logf,
@@ -63,7 +63,7 @@ func producerClaims(t *testing.T, workers, prefetch, flush int, parallel, backlo
 			mu.Lock()
 			heard[j.ID]++
 			mu.Unlock()
-			completions.add(1)
+			completions.Add(1)
 		},
 	})
 	if err != nil {
@@ -72,7 +72,7 @@ func producerClaims(t *testing.T, workers, prefetch, flush int, parallel, backlo
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	completions.wait(t, "completions heard by AfterComplete", jobs, 90*time.Second)
+	completions.Wait(t, "completions heard by AfterComplete", jobs, 90*time.Second)
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -111,11 +111,11 @@ func TestProducerHardStop(t *testing.T) {
 	q := queueOn(t, db, name, nil)
 	ctx := ctxT(t)
 	mustEnqueue(t, q, nJobs(5, "default")...)
-	var started counter
+	var started testdb.Counter
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
 		Workers: 30, IdleMin: time.Millisecond, PollInterval: 2 * time.Millisecond,
 		Handler: func(ctx context.Context, j *skiplock.Job) error {
-			started.add(1)
+			started.Add(1)
 			<-ctx.Done()
 			return ctx.Err()
 		},
@@ -126,7 +126,7 @@ func TestProducerHardStop(t *testing.T) {
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	started.wait(t, "handlers started", 5, 30*time.Second)
+	started.Wait(t, "handlers started", 5, 30*time.Second)
 	stopCtx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
 	defer cancel()
 	if err := w.Stop(stopCtx); !errors.Is(err, context.DeadlineExceeded) {
@@ -161,7 +161,7 @@ func TestPrefetchGivenBackOnStop(t *testing.T) {
 	ctx := ctxT(t)
 	mustEnqueue(t, q, nJobs(10, "default")...)
 	started, release := make(chan struct{}, 10), make(chan struct{})
-	var claimed counter
+	var claimed testdb.Counter
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
 		Workers: 1, Prefetch: 9,
 		Handler: func(ctx context.Context, j *skiplock.Job) error {
@@ -169,7 +169,7 @@ func TestPrefetchGivenBackOnStop(t *testing.T) {
 			<-release
 			return nil
 		},
-		AfterClaim: func(n int, _ time.Duration) { claimed.add(int64(n)) },
+		AfterClaim: func(n int, _ time.Duration) { claimed.Add(int64(n)) },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +178,7 @@ func TestPrefetchGivenBackOnStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	<-started
-	claimed.wait(t, "jobs claimed (1 running, 9 prefetched)", 10, 30*time.Second)
+	claimed.Wait(t, "jobs claimed (1 running, 9 prefetched)", 10, 30*time.Second)
 	if got := count(t, db, "SELECT count(*) FROM "+jobsTable(name)+` WHERE "status" = 'Running'`); got != 10 {
 		t.Fatalf("%d jobs Running, want 10 (1 started, 9 prefetched)", got)
 	}

@@ -391,10 +391,10 @@ func TestOnCompleteEnqueuesFollowUp(t *testing.T) {
 		// Through a Worker: the first attempt fails (no follow-up), the
 		// second completes with its follow-up.
 		var calls sync.Map
-		var completed counter
+		var completed testdb.Counter
 		w, err := q.NewWorker(&bucketed.WorkerConfig{
 			Workers: 2, IdleMin: time.Millisecond, IdleMax: 5 * time.Millisecond, Logf: t.Logf,
-			AfterComplete: func(*skiplock.Job, time.Time, time.Time) { completed.add(1) },
+			AfterComplete: func(*skiplock.Job, time.Time, time.Time) { completed.Add(1) },
 			Handler: func(ctx context.Context, j *skiplock.Job) error {
 				if _, again := calls.LoadOrStore(j.ID, true); !again {
 					if n := followUps(); n != 0 {
@@ -412,7 +412,7 @@ func TestOnCompleteEnqueuesFollowUp(t *testing.T) {
 		if err := w.Start(ctx); err != nil {
 			t.Fatal(err)
 		}
-		completed.wait(t, "the job's completion", 1, 30*time.Second)
+		completed.Wait(t, "the job's completion", 1, 30*time.Second)
 		if err := w.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}

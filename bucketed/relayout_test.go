@@ -33,10 +33,10 @@ func TestWorkerSeesSchemaMigratedAgain(t *testing.T) {
 	if q.Buckets() != 4 {
 		t.Fatalf("Buckets() = %d, want 4", q.Buckets())
 	}
-	var done counter
+	var done testdb.Counter
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
 		Workers: 4, NoMaintenance: true, IdleMax: 50 * time.Millisecond, ErrorMax: 100 * time.Millisecond, Logf: logf,
-		Handler: func(context.Context, *skiplock.Job) error { done.add(1); return nil },
+		Handler: func(context.Context, *skiplock.Job) error { done.Add(1); return nil },
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -64,12 +64,12 @@ func TestWorkerSeesSchemaMigratedAgain(t *testing.T) {
 		t.Fatalf("the jobs fill %d buckets, want 16", b)
 	}
 	start := time.Now()
-	done.reach(n, 60*time.Second) // the checks below say what is missing
+	done.Reach(n, 60*time.Second) // the checks below say what is missing
 	left := count(t, db, `SELECT count(*) FROM `+jobsTable(name)+` WHERE "status" = 'Queued'`)
 	mu.Lock()
 	defer mu.Unlock()
-	if done.load() < n || left != 0 {
-		t.Fatalf("%d of %d jobs handled, %d still Queued after %v: the worker kept its old bucket count; log:\n%s", done.load(), n, left, time.Since(start).Round(time.Millisecond), strings.Join(logs, "\n"))
+	if done.Load() < n || left != 0 {
+		t.Fatalf("%d of %d jobs handled, %d still Queued after %v: the worker kept its old bucket count; log:\n%s", done.Load(), n, left, time.Since(start).Round(time.Millisecond), strings.Join(logs, "\n"))
 	}
 	t.Logf("all %d jobs claimed %v after the enqueue", n, time.Since(start).Round(time.Millisecond))
 	if q.Buckets() != 16 || !strings.Contains(strings.Join(logs, "\n"), "now has 16 buckets, not 4") {

@@ -1,85 +1,22 @@
 package bucketed_test
 
 import (
-	"sync"
-	"testing"
-	"time"
-
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/internal/testdb"
 )
 
-// Tests wait on signals, not sleeps: a counter fed by a worker's hooks
+// Tests wait on signals, not sleeps: a testdb.Counter fed by a worker's hooks
 // (AfterClaim, AfterComplete, AfterResult) or by a handler, or, for a
 // condition only the database knows, testdb.WaitFor.
-
-// counter counts events that a hook or a handler reports, and lets a test
-// wait until there have been a number of them: each add wakes the
-// waiters.
-type counter struct {
-	mu      sync.Mutex
-	n       int64
-	changed chan struct{} // closed at the next add; nil while nobody waits
-}
-
-// add counts k more events.
-func (c *counter) add(k int64) {
-	c.mu.Lock()
-	c.n += k
-	if c.changed != nil {
-		close(c.changed)
-		c.changed = nil
-	}
-	c.mu.Unlock()
-}
-
-// load is the count so far.
-func (c *counter) load() int64 {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.n
-}
-
-// reach waits until the count is at least n, for at most limit, and
-// reports whether it got there.
-func (c *counter) reach(n int64, limit time.Duration) bool {
-	timer := time.NewTimer(limit)
-	defer timer.Stop()
-	for {
-		c.mu.Lock()
-		if c.n >= n {
-			c.mu.Unlock()
-			return true
-		}
-		if c.changed == nil {
-			c.changed = make(chan struct{})
-		}
-		changed := c.changed
-		c.mu.Unlock()
-		select {
-		case <-changed:
-		case <-timer.C:
-			return c.load() >= n
-		}
-	}
-}
-
-// wait is reach, failing the test when the count does not get to n
-// within limit.
-func (c *counter) wait(t testing.TB, what string, n int64, limit time.Duration) {
-	t.Helper()
-	if !c.reach(n, limit) {
-		t.Fatalf("%s: %d of %d within %v", what, c.load(), n, limit)
-	}
-}
 
 // settled is a WorkerConfig.AfterResult hook that counts on c each job
 // whose result ended it: its Success committed, or its last attempt's
 // failure was recorded (the job is Failed).
-func settled(c *counter) func(*skiplock.Job, bucketed.Outcome) {
+func settled(c *testdb.Counter) func(*skiplock.Job, bucketed.Outcome) {
 	return func(j *skiplock.Job, o bucketed.Outcome) {
 		if o == bucketed.OutcomeCompleted || o == bucketed.OutcomeFailed && j.Attempts >= j.MaxAttempts {
-			c.add(1)
+			c.Add(1)
 		}
 	}
 }

@@ -1117,12 +1117,12 @@ func TestWorkerQueue(t *testing.T) {
 	if _, err := q.EnqueueMany(ctx, append(jobs(2), other...)); err != nil {
 		t.Fatal(err)
 	}
-	var processed counter
+	var processed testdb.Counter
 	w, err := q.NewWorker(&fanout.WorkerConfig{Queue: "other", Workers: 2, Handler: recordHandler(s),
 		IdleMin: time.Millisecond, IdleMax: 5 * time.Millisecond,
 		OnResult: func(_ int, r *fanout.Result, err error) {
 			if err == nil && r.HandlerErr == nil {
-				processed.add(1)
+				processed.Add(1)
 			}
 		}})
 	if err != nil {
@@ -1131,7 +1131,7 @@ func TestWorkerQueue(t *testing.T) {
 	if err := w.Start(ctx); err != nil {
 		t.Fatal(err)
 	}
-	processed.reach(5, time.Minute) // the checks below say what is missing
+	processed.Reach(5, time.Minute) // the checks below say what is missing
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}

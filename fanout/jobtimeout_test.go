@@ -8,6 +8,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/internal/usage"
 )
 
@@ -26,12 +27,12 @@ func TestJobTimeout(t *testing.T) {
 		t.Fatal(err)
 	}
 	ended := make(chan time.Duration, 10)
-	var failed counter
+	var failed testdb.Counter
 	w, err := q.NewWorker(&fanout.WorkerConfig{
 		Workers: 1, NoMaintenance: true, JobTimeout: 300 * time.Millisecond,
 		OnResult: func(_ int, r *fanout.Result, err error) {
 			if err == nil && r.HandlerErr != nil {
-				failed.add(1)
+				failed.Add(1)
 			}
 		},
 		Handler: func(ctx context.Context, _ skiplock.Tx, _ *skiplock.Job) error {
@@ -58,7 +59,7 @@ func TestJobTimeout(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the handler never returned")
 	}
-	failed.reach(1, 30*time.Second) // the stats, checked below, say what happened
+	failed.Reach(1, 30*time.Second) // the stats, checked below, say what happened
 	if err := w.Stop(ctx); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatal(err)
 	}

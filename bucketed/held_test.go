@@ -211,8 +211,9 @@ WHERE datname = current_database() AND state = 'idle in transaction' AND pid <> 
 		t.Fatal(err)
 	}
 	defer svc.Stop(ctx) //nolint:errcheck // test cleanup
-	testdb.WaitFor(t, "the rescuer to clear the hold rows", 30*time.Second, func() bool {
-		return count(t, db, `SELECT count(*) FROM `+holdTable(s)) == 0
+	// The rescuer counts after its transaction commits: wait for both.
+	testdb.WaitFor(t, "the rescuer to clear the hold rows and count them", 30*time.Second, func() bool {
+		return count(t, db, `SELECT count(*) FROM `+holdTable(s)) == 0 && svc.Stats().HeldRescued >= 2
 	})
 	if got := svc.Stats().HeldRescued; got != 2 {
 		t.Errorf("the rescuer counted %d held attempts, want 2", got)

@@ -7,8 +7,8 @@ func (w *Worker) ClaimStatements() int64 { return w.prod.stmts.Load() }
 func (w *Worker) ParallelClaims() int64 { return w.prod.parallel.Load() }
 
 // BacklogFlushes counts the batches w's backlog completers wrote.
-func (w *Worker) BacklogFlushes() int64 { return w.backlogFlushes.Load() }
+func (w *Worker) BacklogFlushes() int64 { return w.comp.backlogFlushes.Load() }
 
 // Stopping is closed when Stop begins: from then on w starts no more
 // jobs. Call it after Start.
-func (w *Worker) Stopping() <-chan struct{} { return w.stopping }
+func (w *Worker) Stopping() <-chan struct{} { return w.prod.svc.Stopping() }

@@ -10,109 +10,100 @@ import (
 	"github.com/skiplock/skiplock/internal/workloop"
 )
 
-// A Worker with HeldClaims claims through Queue.claimHeld: each claim's
-// jobs are handed to the goroutines as leased ones are, but their results
-// go back to their claim (heldRun), not to the completers, and the claim's
-// transaction writes them all and commits once the last is in. No
-// heartbeat: the transaction's row locks hold the jobs, and the claim's
-// deadline bounds the handlers.
+// heldMode is the claim mode of a Worker with HeldClaims: it claims
+// through Queue.claimHeld, each claim's jobs are handed to the goroutines
+// as leased ones are, but their results go back to their claim (heldRun),
+// not to the completer, and the claim's transaction writes them all and
+// commits once the last is in. No heartbeat: the transaction's row locks
+// hold the jobs, and the claim's deadline bounds the handlers.
+type heldMode struct {
+	q      *Queue
+	cfg    *WorkerConfig
+	tally  *tally
+	runner *runner             // whose context the claims' handlers run under
+	wakeIn func(time.Duration) // the producer's: a job put back comes due
+	open   sync.WaitGroup      // claims not yet committed
+}
 
 // heldRun is a held claim being worked: the results that have arrived
 // and how many are still out.
 type heldRun struct {
-	claim   *heldClaim
-	ctx     context.Context // the handlers': ends at the claim's deadline, or at a hard stop
+	claim *heldClaim
+	// ctx is the claim's handlers': it ends at the claim's deadline, or
+	// at a hard stop.
+	ctx     context.Context
 	cancel  context.CancelFunc
 	mu      sync.Mutex
 	results []result
 	pending int
 }
 
-// heldBudget is how long a held claim's handlers may run: the visibility
+// budget is how long a held claim's handlers may run: the visibility
 // timeout less the lease margin, so that the claim commits before the
 // server ends a transaction idle that long (OpenConfig's
 // idle_in_transaction_session_timeout, set to the visibility timeout).
-func (w *Worker) heldBudget() time.Duration {
-	return w.q.cfg.VisibilityTimeout - w.leaseMargin()
+func (m *heldMode) budget() time.Duration {
+	return m.q.cfg.VisibilityTimeout - leaseMargin(m.q.cfg.VisibilityTimeout)
 }
 
-// claimJobs claims up to n jobs for the producer: leased, or held.
-func (w *Worker) claimJobs(ctx context.Context, n int) ([]*skiplock.Job, error) {
-	if !w.cfg.HeldClaims {
-		return w.q.DequeueAs(ctx, w.cfg.Queue, n, w.cfg.Owner)
-	}
-	h, err := w.q.claimHeld(ctx, w.cfg.Queue, n, w.cfg.Owner, w.heldBudget())
+// claim takes a held claim of up to n jobs and hands them out with it.
+func (m *heldMode) claim(ctx context.Context, n int) ([]handed, error) {
+	h, err := m.q.claimHeld(ctx, m.cfg.Queue, n, m.cfg.Owner, m.budget())
 	if err != nil || h == nil {
 		return nil, err
 	}
 	if len(h.jobs) == 0 {
 		// Every job it locked is a dead holder's, not yet counted: commit
 		// the empty claim at once.
-		w.finishRun(&heldRun{claim: h})
+		m.commit(&heldRun{claim: h})
 		return nil, nil
 	}
 	// One context for the claim's handlers, not one each: a deadline's
-	// timer per job cost an eighth of the client's CPU in a burn-down.
-	hctx, cancel := context.WithDeadline(ctx, h.deadline)
+	// timer per job is dear in a burn-down.
+	hctx, cancel := context.WithDeadline(m.runner.context(), h.deadline)
 	run := &heldRun{claim: h, ctx: hctx, cancel: cancel, pending: len(h.jobs)}
-	w.mu.Lock()
-	for _, j := range h.jobs {
-		w.held[j] = run // until hand puts it in the job's handed
+	m.open.Add(1)
+	hs := make([]handed, len(h.jobs))
+	for i, j := range h.jobs {
+		hs[i] = handed{job: j, run: run}
 	}
-	w.mu.Unlock()
-	w.heldWG.Add(1)
-	return h.jobs, nil
+	return hs, nil
 }
 
-// stepHeld works a held job (as step does a leased one) and gives its
-// result to its claim. A job whose claim's deadline passed before it
-// started is not run: it stays Queued, its attempt not counted.
-func (w *Worker) stepHeld(ctx context.Context, h handed, asked time.Time) {
+// work runs a held job's handler (as the leased mode's work does) and
+// gives its result to its claim. A job whose claim's deadline passed
+// before it started is not run: it stays Queued, its attempt not counted.
+func (m *heldMode) work(ctx context.Context, h handed, asked time.Time) {
 	j, run := h.job, h.run
-	select {
-	case <-w.stopping:
-		w.heldResult(run, result{job: j, what: outRelease})
-		return
-	default:
-	}
 	if run.ctx.Err() != nil || !time.Now().Before(run.claim.deadline) {
-		w.heldResult(run, result{job: j, what: outRelease})
+		m.result(run, result{job: j, what: outRelease})
 		return
 	}
-	err := workloop.Call(func() error { return w.cfg.Handler(run.ctx, j) })
+	err := workloop.Call(func() error { return m.cfg.Handler(run.ctx, j) })
 	overran := errors.Is(run.ctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil
-	claimed := h.claimed
-	if claimed.Before(asked) {
-		claimed = asked
-	}
 	switch {
 	case err != nil && ctx.Err() != nil:
-		w.heldResult(run, result{job: j, what: outRelease}) // a hard stop: not the job's fault
+		m.result(run, result{job: j, what: outRelease}) // a hard stop: not the job's fault
 	case err != nil && overran:
-		w.heldResult(run, result{job: j, what: outFail, err: errHeldOverran{err}})
+		m.result(run, result{job: j, what: outFail, err: errHeldOverran{err}})
 	case err != nil:
 		if _, ok := skiplock.AsSnooze(err); ok {
-			w.heldResult(run, result{job: j, what: outSnooze, err: err})
+			m.result(run, result{job: j, what: outSnooze, err: err})
 			break
 		}
-		w.heldResult(run, result{job: j, what: outFail, err: err})
+		m.result(run, result{job: j, what: outFail, err: err})
 	default:
-		w.heldResult(run, result{job: j, what: outComplete, asked: asked, claimed: claimed})
+		m.result(run, result{job: j, what: outComplete, asked: asked, claimed: h.claimed})
 	}
 }
 
-// errHeldOverran is a handler's error after its held claim's deadline
-// cancelled it.
-type errHeldOverran struct{ err error }
-
-func (e errHeldOverran) Error() string {
-	return "the held claim's deadline passed while the job ran (held claims are for short jobs: turn WorkerConfig.HeldClaims off for long ones): " + e.err.Error()
+// giveBack gives a job not started back to its claim, as released.
+func (m *heldMode) giveBack(h handed) {
+	m.result(h.run, result{job: h.job, what: outRelease})
 }
 
-func (e errHeldOverran) Unwrap() error { return e.err }
-
-// heldResult records a held job's result; the last one finishes the claim.
-func (w *Worker) heldResult(run *heldRun, r result) {
+// result records a held job's result; the last one commits the claim.
+func (m *heldMode) result(run *heldRun, r result) {
 	run.mu.Lock()
 	run.results = append(run.results, r)
 	run.pending--
@@ -120,58 +111,73 @@ func (w *Worker) heldResult(run *heldRun, r result) {
 	run.mu.Unlock()
 	if last {
 		go func() {
-			defer w.heldWG.Done()
-			w.finishRun(run)
+			defer m.open.Done()
+			m.commit(run)
 		}()
 	}
 }
 
-// finishRun writes a held claim's results and commits it, then counts and
-// reports them as flush does for leased jobs: all written, or, when the
-// claim's transaction failed, none (lost).
-func (w *Worker) finishRun(run *heldRun) {
+// commit writes a held claim's results and commits it, then counts and
+// reports them as the completer does for leased jobs: all written, or,
+// when the claim's transaction failed, none (lost).
+func (m *heldMode) commit(run *heldRun) {
 	if run.cancel != nil {
 		run.cancel()
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	s := w.sortResults(run.results)
-	err := w.q.finishHeld(ctx, run.claim, s, w.cfg.OnComplete)
+	s := m.q.sortResults(run.results)
+	err := m.q.finishHeld(ctx, run.claim, s, m.cfg.OnComplete)
 	if err != nil {
-		w.cfg.Logf("bucketed worker: %v (the rescuer counts the attempt; the jobs run again)", err)
+		m.cfg.Logf("bucketed worker: %v (the rescuer counts the attempt; the jobs run again)", err)
 	}
+	t := m.tally
 	// written is how many of jobs were written, and lost those that were not.
 	written := func(jobs []*skiplock.Job) (int64, []*skiplock.Job) {
 		if err != nil {
-			w.lost.Add(int64(len(jobs)))
+			t.lost.Add(int64(len(jobs)))
 			return 0, jobs
 		}
 		return int64(len(jobs)), nil
 	}
 	n, lost := written(s.done)
-	w.completed.Add(n)
-	w.report(s.done, lost, OutcomeCompleted)
-	w.afterCompleted(s.doneRes, lost)
-	fj := make([]*skiplock.Job, len(s.fails))
-	for i, f := range s.fails {
-		fj[i] = f.Job
-	}
+	t.completed.Add(n)
+	t.report(s.done, lost, OutcomeCompleted)
+	t.afterCompleted(s.doneRes, lost)
+	fj := failedJobs(s.fails)
 	n, lost = written(fj)
-	w.failed.Add(n)
-	w.report(fj, lost, OutcomeFailed)
+	t.failed.Add(n)
+	t.report(fj, lost, OutcomeFailed)
 	if err == nil {
-		w.logFailures(s.fails, s.backoffs, nil)
-		w.wakeForRetries(s.fails, s.backoffs)
+		t.logFailures(s.fails, s.backoffs, nil)
+		wakeForRetries(s.fails, s.backoffs, m.wakeIn)
 	}
 	for d, jobs := range s.snoozes {
 		n, lost = written(jobs)
-		w.snoozed.Add(n)
-		w.report(jobs, lost, OutcomeSnoozed)
+		t.snoozed.Add(n)
+		t.report(jobs, lost, OutcomeSnoozed)
 		if err == nil {
-			w.wakeIn(d)
+			m.wakeIn(d)
 		}
 	}
 	// Given back: nothing to write, and nothing written.
-	w.released.Add(int64(len(s.rel)))
-	w.report(s.rel, nil, OutcomeReleased)
+	t.released.Add(int64(len(s.rel)))
+	t.report(s.rel, nil, OutcomeReleased)
 }
+
+// close waits for the claims still open to commit.
+func (m *heldMode) close() {
+	m.open.Wait()
+}
+
+// errHeldOverran is a handler's error after its held claim's deadline
+// cancelled it.
+type errHeldOverran struct{ err error }
+
+// Error says the deadline passed, then what the handler returned.
+func (e errHeldOverran) Error() string {
+	return "the held claim's deadline passed while the job ran (held claims are for short jobs: turn WorkerConfig.HeldClaims off for long ones): " + e.err.Error()
+}
+
+// Unwrap is the handler's error.
+func (e errHeldOverran) Unwrap() error { return e.err }

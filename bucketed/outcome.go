@@ -1,9 +1,12 @@
 package bucketed
 
 import (
+	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/errtext"
 )
 
 // Outcome is what a Worker did with a job's result
@@ -47,10 +50,106 @@ func (o Outcome) String() string {
 	return "unknown"
 }
 
+// outcome is what a handler's run asks to write for its job.
+type outcome int
+
+const (
+	outComplete outcome = iota
+	outFail
+	outRelease
+	outDrop
+	outSnooze
+)
+
+// result is a job's result on its way from the runner to be written: to
+// the completer (a leased job) or to its claim (a held one).
+type result struct {
+	job            *skiplock.Job
+	what           outcome
+	err            error
+	asked, claimed time.Time // for AfterComplete
+}
+
+// sortedResults are a batch of results sorted by what becomes of them.
+type sortedResults struct {
+	done     []*skiplock.Job
+	doneRes  []result // done's results, for AfterComplete
+	fails    []Failure
+	backoffs []time.Duration // each failure's wait before its retry, parallel to fails
+	snoozes  map[time.Duration][]*skiplock.Job
+	rel      []*skiplock.Job // given back: not started, or interrupted by a hard stop
+	drop     []*skiplock.Job // lease lost: nothing to write
+}
+
+// sortResults sorts batch by outcome, drawing each failure's backoff.
+func (q *Queue) sortResults(batch []result) sortedResults {
+	s := sortedResults{snoozes: map[time.Duration][]*skiplock.Job{}}
+	for _, r := range batch {
+		switch r.what {
+		case outComplete:
+			s.done = append(s.done, r.job)
+			s.doneRes = append(s.doneRes, r)
+		case outFail:
+			f := Failure{Job: r.job, Err: r.err}
+			s.fails = append(s.fails, f)
+			s.backoffs = append(s.backoffs, q.retryIn(f))
+		case outSnooze:
+			d, _ := skiplock.AsSnooze(r.err)
+			s.snoozes[d] = append(s.snoozes[d], r.job)
+		case outRelease:
+			s.rel = append(s.rel, r.job)
+		case outDrop:
+			s.drop = append(s.drop, r.job)
+		}
+	}
+	return s
+}
+
+// failedJobs are the jobs of fails.
+func failedJobs(fails []Failure) []*skiplock.Job {
+	fj := make([]*skiplock.Job, len(fails))
+	for i, f := range fails {
+		fj[i] = f.Job
+	}
+	return fj
+}
+
+// WorkerStats counts what a Worker did. The fanout layout's WorkerStats
+// use the same names for the same things (Completed, Failed).
+type WorkerStats struct {
+	// Claimed jobs, Completed (Success written), Failed (a failed attempt
+	// written: retried later or dead), Released (given back unstarted or
+	// interrupted by shutdown), Lost (the lease was lost before the result
+	// was written; the result was dropped), Snoozed (given back to run
+	// later by skiplock.Snooze, the attempt not counted).
+	Claimed, Completed, Failed, Released, Lost, Snoozed int64
+}
+
+// tally counts what became of a Worker's jobs (WorkerStats) and tells
+// the hooks (AfterClaim, AfterResult, AfterComplete). The producer, the
+// completer and the held claims' commits all count here.
+type tally struct {
+	cfg                                                 *WorkerConfig
+	claimed, completed, failed, released, lost, snoozed atomic.Int64
+}
+
+// stats are the counts so far.
+func (t *tally) stats() WorkerStats {
+	return WorkerStats{Claimed: t.claimed.Load(), Completed: t.completed.Load(), Failed: t.failed.Load(),
+		Released: t.released.Load(), Lost: t.lost.Load(), Snoozed: t.snoozed.Load()}
+}
+
+// claimedIn tells AfterClaim about a claim statement that returned jobs.
+func (t *tally) claimedIn(n int, took time.Duration) {
+	if t.cfg.AfterClaim != nil && n > 0 {
+		t.cfg.AfterClaim(n, took)
+	}
+}
+
 // report tells AfterResult the outcome of jobs, those in lost excepted
 // (OutcomeLost for them).
-func (w *Worker) report(jobs, lost []*skiplock.Job, o Outcome) {
-	if w.cfg.AfterResult == nil {
+func (t *tally) report(jobs, lost []*skiplock.Job, o Outcome) {
+	if t.cfg.AfterResult == nil {
 		return
 	}
 	gone := make(map[*skiplock.Job]bool, len(lost))
@@ -59,16 +158,70 @@ func (w *Worker) report(jobs, lost []*skiplock.Job, o Outcome) {
 	}
 	for _, j := range jobs {
 		if gone[j] {
-			w.cfg.AfterResult(j, OutcomeLost)
+			t.cfg.AfterResult(j, OutcomeLost)
 		} else {
-			w.cfg.AfterResult(j, o)
+			t.cfg.AfterResult(j, o)
 		}
 	}
 }
 
-// claimedIn tells AfterClaim about a claim statement that returned jobs.
-func (w *Worker) claimedIn(n int, took time.Duration) {
-	if w.cfg.AfterClaim != nil && n > 0 {
-		w.cfg.AfterClaim(n, took)
+// afterCompleted calls AfterComplete for each completion written, those
+// in lost excepted.
+func (t *tally) afterCompleted(doneRes []result, lost []*skiplock.Job) {
+	if t.cfg.AfterComplete == nil || len(lost) >= len(doneRes) {
+		return
+	}
+	gone := make(map[*skiplock.Job]bool, len(lost))
+	for _, j := range lost {
+		gone[j] = true
+	}
+	for _, r := range doneRes {
+		if !gone[r.job] {
+			t.cfg.AfterComplete(r.job, r.asked, r.claimed)
+		}
+	}
+}
+
+// logFailures logs each failed attempt written (those not in lost) and
+// each one refused because the lease was lost.
+func (t *tally) logFailures(fails []Failure, backoffs []time.Duration, lost []*skiplock.Job) {
+	gone := make(map[*skiplock.Job]bool, len(lost))
+	for _, j := range lost {
+		gone[j] = true
+	}
+	for i, f := range fails {
+		j, what := f.Job, "failed"
+		if skiplock.IsPanic(f.Err) {
+			what = "panicked"
+		}
+		var next string
+		switch {
+		case gone[j]:
+			next = "not recorded: its lease was lost, another worker has the job"
+		case j.Attempts >= j.MaxAttempts:
+			next = "no attempts left: the job is Failed (dead)"
+		default:
+			next = fmt.Sprintf("retry in %v", backoffs[i].Round(time.Millisecond))
+		}
+		msg := fmt.Sprintf("bucketed worker: job %s %s, attempt %d of %d: %s; %s", j.ID, what, j.Attempts, j.MaxAttempts, errtext.FirstLine(f.Err), next)
+		if st := errtext.PanicFrames(f.Err, 3); st != "" {
+			msg += "\n" + st
+		}
+		t.cfg.Logf("%s", msg)
+	}
+}
+
+// wakeForRetries calls wakeIn (the producer's) for when the soonest of the
+// failed jobs that will run again comes due: no notification announces
+// such a job.
+func wakeForRetries(fails []Failure, backoffs []time.Duration, wakeIn func(time.Duration)) {
+	soonest := time.Duration(-1)
+	for i, f := range fails {
+		if f.Job.Attempts < f.Job.MaxAttempts && (soonest < 0 || backoffs[i] < soonest) {
+			soonest = backoffs[i]
+		}
+	}
+	if soonest >= 0 {
+		wakeIn(soonest)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/skiplock/skiplock"
@@ -43,53 +44,108 @@ func waitable(err error) bool {
 
 // leaseMargin is how long before a lease lapses a worker stops retrying a
 // write of its jobs: a fifth of the visibility timeout, at most 5 s.
-func (w *Worker) leaseMargin() time.Duration {
-	return min(w.q.cfg.VisibilityTimeout/5, 5*time.Second)
+func leaseMargin(visibility time.Duration) time.Duration {
+	return min(visibility/5, 5*time.Second)
 }
 
-// noteLease records that the leases of the jobs in hand among jobs hold
-// at least until until (by this process's clock: taken before the
-// statement that set them), except the jobs in skip.
-func (w *Worker) noteLease(jobs []*skiplock.Job, until time.Time, skip ...[]*skiplock.Job) {
-	not := map[*skiplock.Job]bool{}
-	for _, s := range skip {
-		for _, j := range s {
-			not[j] = true
-		}
-	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
+// leaseBook is a leased Worker's book of its jobs in hand, claimed and not
+// yet written back: each one's handler cancel, which the heartbeat calls
+// when the lease is lost, and how long its lease holds, by which persist
+// gives up. The producer's claim enters a job, the runner its handler,
+// the heartbeat its extended lease; the completer strikes it once its
+// result is written.
+type leaseBook struct {
+	visibility time.Duration // the queue's VisibilityTimeout
+	logf       func(format string, args ...any)
+
+	mu     sync.Mutex
+	cancel map[*skiplock.Job]context.CancelFunc
+	until  map[*skiplock.Job]time.Time // by this process's clock
+}
+
+func newLeaseBook(visibility time.Duration, logf func(string, ...any)) *leaseBook {
+	return &leaseBook{visibility: visibility, logf: logf,
+		cancel: map[*skiplock.Job]context.CancelFunc{}, until: map[*skiplock.Job]time.Time{}}
+}
+
+// claimed enters jobs just claimed, whose leases hold until until.
+func (b *leaseBook) claimed(jobs []*skiplock.Job, until time.Time) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	for _, j := range jobs {
-		if _, ok := w.inHand[j]; ok && !not[j] {
-			w.leases[j] = until
+		b.cancel[j] = func() {}
+		b.until[j] = until
+	}
+}
+
+// running records the cancel of a job's handler, for a lost lease.
+func (b *leaseBook) running(j *skiplock.Job, cancel context.CancelFunc) {
+	b.mu.Lock()
+	b.cancel[j] = cancel
+	b.mu.Unlock()
+}
+
+// inHand lists the jobs in hand.
+func (b *leaseBook) inHand() []*skiplock.Job {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	jobs := make([]*skiplock.Job, 0, len(b.cancel))
+	for j := range b.cancel {
+		jobs = append(jobs, j)
+	}
+	return jobs
+}
+
+// extended records that the leases of the jobs still in hand among jobs
+// hold at least until until, except those lost or rejected, and cancels
+// the handlers of the jobs whose lease was lost.
+func (b *leaseBook) extended(jobs []*skiplock.Job, until time.Time, lost, rejected []*skiplock.Job) {
+	not := make(map[*skiplock.Job]bool, len(lost)+len(rejected))
+	for _, j := range lost {
+		not[j] = true
+	}
+	for _, j := range rejected {
+		not[j] = true
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, j := range jobs {
+		if _, ok := b.cancel[j]; ok && !not[j] {
+			b.until[j] = until
+		}
+	}
+	for _, j := range lost {
+		if c, ok := b.cancel[j]; ok {
+			c()
 		}
 	}
 }
 
-// leaseDeadline is when the first of jobs' leases lapses, less the margin.
-func (w *Worker) leaseDeadline(jobs []*skiplock.Job) time.Time {
-	w.mu.Lock()
-	defer w.mu.Unlock()
+// written strikes the jobs of results written back (or dropped).
+func (b *leaseBook) written(batch []result) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, r := range batch {
+		delete(b.cancel, r.job)
+		delete(b.until, r.job)
+	}
+}
+
+// deadline is when the first of jobs' leases lapses, less the margin.
+func (b *leaseBook) deadline(jobs []*skiplock.Job) time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	var d time.Time
 	for _, j := range jobs {
-		u, ok := w.leases[j]
+		u, ok := b.until[j]
 		if !ok {
-			u = time.Now().Add(w.q.cfg.VisibilityTimeout)
+			u = time.Now().Add(b.visibility)
 		}
 		if d.IsZero() || u.Before(d) {
 			d = u
 		}
 	}
-	return d.Add(-w.leaseMargin())
-}
-
-// forget drops the lease records of jobs written back.
-func (w *Worker) forget(jobs []result) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, r := range jobs {
-		delete(w.leases, r.job)
-	}
+	return d.Add(-leaseMargin(b.visibility))
 }
 
 // persist runs write, a lease write of jobs (their completion, failure,
@@ -99,8 +155,8 @@ func (w *Worker) forget(jobs []result) {
 // because the server ran out of connections for a moment. It gives up
 // when the leases are about to lapse (the jobs then run again elsewhere),
 // on any other error, or when ctx ends.
-func (w *Worker) persist(ctx context.Context, what string, jobs []*skiplock.Job, write func(ctx context.Context) error) error {
-	deadline := w.leaseDeadline(jobs)
+func (b *leaseBook) persist(ctx context.Context, what string, jobs []*skiplock.Job, write func(ctx context.Context) error) error {
+	deadline := b.deadline(jobs)
 	delay := 50 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := write(ctx)
@@ -109,9 +165,9 @@ func (w *Worker) persist(ctx context.Context, what string, jobs []*skiplock.Job,
 		}
 		wait := delay/2 + rand.N(delay/2+1)
 		if time.Now().Add(wait).After(deadline) {
-			return fmt.Errorf("%w (tried %d times; stopped because the jobs' leases lapse at %s)", err, attempt, deadline.Add(w.leaseMargin()).Format(time.RFC3339Nano))
+			return fmt.Errorf("%w (tried %d times; stopped because the jobs' leases lapse at %s)", err, attempt, deadline.Add(leaseMargin(b.visibility)).Format(time.RFC3339Nano))
 		}
-		w.cfg.Logf("bucketed worker: %s of %d job(s) failed: %v: retrying in %v while their leases hold", what, len(jobs), err, wait.Round(time.Millisecond))
+		b.logf("bucketed worker: %s of %d job(s) failed: %v: retrying in %v while their leases hold", what, len(jobs), err, wait.Round(time.Millisecond))
 		if serr := retry.Sleep(ctx, wait); serr != nil {
 			return err
 		}

@@ -7,16 +7,9 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/startstop"
 	"github.com/skiplock/skiplock/internal/workloop"
 )
-
-// The producer is a Worker's one claimer. It keeps every handler goroutine
-// fed: it claims for the goroutines that are free plus Prefetch more, and
-// hands the jobs over a channel, so a goroutine that finishes a job takes
-// its next one without waiting for a round trip. While the queue is empty
-// it alone polls (one statement per poll, whatever the number of
-// goroutines), backing off from IdleMin to PollInterval, and a Wake
-// signal ends the wait at once (see produce).
 
 // handed is a claimed job on its way to a handler goroutine.
 type handed struct {
@@ -25,34 +18,68 @@ type handed struct {
 	run     *heldRun // the job's held claim; nil for a leased job
 }
 
+// claimMode is how a Worker holds its jobs from claim to result, chosen
+// once by NewWorker: leased (leasedworker.go) or held (heldworker.go).
+// The producer claims through it and the runner works through it.
+type claimMode interface {
+	// claim claims up to n jobs, on the producer's goroutine.
+	claim(ctx context.Context, n int) ([]handed, error)
+	// work runs h's handler on a runner goroutine and passes its result
+	// on; ctx ends at a hard stop.
+	work(ctx context.Context, h handed, asked time.Time)
+	// giveBack passes on a job that was not started, as released.
+	giveBack(h handed)
+	// close follows the last work or giveBack: it returns once every
+	// result can be written (leased: to the completer; held: committed).
+	close()
+}
+
+// producer is a Worker's one claimer. It keeps every handler goroutine
+// fed: it claims for the goroutines that are free plus Prefetch more, and
+// hands the jobs over a channel, so a goroutine that finishes a job takes
+// its next one without waiting for a round trip. While the queue is empty
+// it alone polls (one statement per poll, whatever the number of
+// goroutines), backing off from IdleMin to PollInterval, and a Wake
+// signal ends the wait at once (see produce).
 type producer struct {
-	ready    chan handed   // claimed, not yet taken by a goroutine
-	slots    chan struct{} // cap 1: a goroutine took a job or is waiting for one
-	held     atomic.Int64  // jobs claimed and not yet finished (ready + running)
-	hungry   atomic.Int64  // goroutines waiting on ready
-	stmts    atomic.Int64  // claim statements sent
-	parallel atomic.Int64  // rounds of parallel claims sent
-	soon     chan struct{} // cap 1: a job this worker put back is due (wakeIn)
-	done     chan struct{} // closed when the producer has returned
+	svc     startstop.Service
+	q       *Queue
+	cfg     *WorkerConfig
+	mode    claimMode // how jobs are claimed: leased or held
+	tally   *tally
+	breaker *breaker
+
+	ready    chan handed     // claimed, not yet taken by a goroutine; closed when the producer returns
+	slots    chan struct{}   // cap 1: a goroutine took a job or is waiting for one
+	soon     chan struct{}   // cap 1: a job this worker put back is due (wakeIn)
+	quit     <-chan struct{} // closed when the producer's stop begins; set before its first job goes out
+	held     atomic.Int64    // jobs claimed and not yet finished (ready + running)
+	hungry   atomic.Int64    // goroutines waiting on ready
+	stmts    atomic.Int64    // claim statements sent
+	parallel atomic.Int64    // rounds of parallel claims sent
 }
 
-func (p *producer) init(capacity int) {
-	p.ready = make(chan handed, capacity)
-	p.slots = make(chan struct{}, 1)
-	p.soon = make(chan struct{}, 1)
-	p.done = make(chan struct{})
+func newProducer(q *Queue, cfg *WorkerConfig, t *tally, b *breaker) *producer {
+	return &producer{q: q, cfg: cfg, tally: t, breaker: b,
+		ready: make(chan handed, cfg.Workers+cfg.Prefetch), slots: make(chan struct{}, 1), soon: make(chan struct{}, 1)}
 }
 
-// poke tells the producer that the goroutines' demand changed.
-func (p *producer) poke() {
-	select {
-	case p.slots <- struct{}{}:
-	default:
-	}
+// start runs the producer. ctx's cancellation is a hard stop: it ends a
+// claim in flight.
+func (p *producer) start(ctx context.Context) error {
+	return p.svc.StartDrain(ctx, p.produce)
 }
 
-// produce claims until the Worker stops. ctx is the handlers' context: a
-// hard stop ends a claim in flight.
+// stop makes the producer claim no more, which stops the Worker: the
+// runner starts no job taken from then on, and gives it back. It waits
+// for a claim in flight, whose jobs go back so, unless ctx ends first,
+// which cuts the claim short.
+func (p *producer) stop(ctx context.Context) error {
+	return p.svc.StopContext(ctx)
+}
+
+// produce is the producer's loop: it claims until stop ends, under hard,
+// which a hard stop ends.
 //
 // While the queue is drained, a poll that its timer ends (not a Wake)
 // first runs the heads probe, one unlocked statement that also moves the
@@ -62,23 +89,20 @@ func (p *producer) poke() {
 // exactly PollInterval, so an idle queue polls once per interval. With
 // WorkerConfig.WaitWhenDrained, a claim that drained the queue waits for
 // a Wake (or PollInterval) instead of polling again within milliseconds.
-func (w *Worker) produce(ctx context.Context) {
-	p := &w.prod
-	defer close(p.done)
+func (p *producer) produce(stop, hard context.Context) {
+	p.quit = stop.Done() // before any job goes out: the runner reads it only after taking one
 	// The producer is ready's one sender: closing it when the producer
 	// returns (stop, hard stop) wakes every goroutine waiting for a job,
 	// which then wait on ready alone (a select over shared channels locks
 	// each of them, for each job of each goroutine).
 	defer close(p.ready)
-	capacity := int64(w.cfg.Workers + w.cfg.Prefetch)
-	refill := int64(max(1, w.cfg.Prefetch/2))
+	capacity := int64(p.cfg.Workers + p.cfg.Prefetch)
+	refill := int64(max(1, p.cfg.Prefetch/2))
 	idle, failing, tripped := time.Duration(0), time.Duration(0), time.Duration(0)
 	probeFirst := false // the last wait was an idle poll's, ended by its timer
 	for {
 		select {
-		case <-w.stopping:
-			return
-		case <-ctx.Done():
+		case <-p.quit: // ends with hard too
 			return
 		default:
 		}
@@ -87,63 +111,63 @@ func (w *Worker) produce(ctx context.Context) {
 		// waiting with nothing ready for it.
 		if want <= 0 || (want < refill && (p.hungry.Load() == 0 || len(p.ready) > 0)) {
 			probeFirst = false
-			if ok, _ := w.pause(ctx, p.slots, nil, 0); !ok { // until demand changes
+			if ok, _ := p.pause(p.slots, nil, 0); !ok { // until demand changes
 				return
 			}
 			continue
 		}
-		if w.writeFails.Load() >= breakerAfter {
+		if p.breaker.tripped() {
 			// Results are refused: claim one job, once the jobs in hand are
 			// settled, at a growing interval, until a result goes through.
 			if p.held.Load() > 0 {
-				if ok, _ := w.pause(ctx, p.slots, nil, w.cfg.ErrorMax); !ok {
+				if ok, _ := p.pause(p.slots, nil, p.cfg.ErrorMax); !ok {
 					return
 				}
 				continue
 			}
-			tripped = workloop.Grow(tripped, w.cfg.ErrorMin, w.cfg.ErrorMax)
-			if ok, _ := w.pause(ctx, nil, nil, workloop.Jitter(tripped)); !ok {
+			tripped = workloop.Grow(tripped, p.cfg.ErrorMin, p.cfg.ErrorMax)
+			if ok, _ := p.pause(nil, nil, workloop.Jitter(tripped)); !ok {
 				return
 			}
 			want = 1
 		} else {
 			tripped = 0
 		}
-		var jobs []*skiplock.Job
+		var jobs []handed
 		asked := 0
 		found, err := true, error(nil)
 		if probeFirst {
-			found, err = w.q.pollHeads(ctx, w.cfg.Queue)
+			found, err = p.q.pollHeads(hard, p.cfg.Queue)
 			p.stmts.Add(1)
 		}
 		if err == nil && found {
-			jobs, asked, err = w.claim(ctx, int(want))
+			jobs, asked, err = p.claim(hard, int(want))
 		}
 		probeFirst = false
 		if err != nil && len(jobs) > 0 {
 			// One of parallel claims failed: the others' jobs are leased
 			// to this worker, so they are worked all the same.
-			w.hand(jobs)
+			p.hand(jobs)
 		}
 		switch {
-		case err != nil && ctx.Err() != nil:
+		case err != nil && hard.Err() != nil:
 			return
 		case err != nil:
-			failing = workloop.Grow(failing, w.cfg.ErrorMin, w.cfg.ErrorMax)
+			failing = workloop.Grow(failing, p.cfg.ErrorMin, p.cfg.ErrorMax)
 			wait := workloop.Jitter(failing)
-			w.cfg.Logf("bucketed worker: claim from %q: %v%s (retrying in %v)", w.cfg.Queue, err, skiplock.Hint(err), wait.Round(time.Millisecond))
+			p.cfg.Logf("bucketed worker: claim from %q: %v%s (retrying in %v)", p.cfg.Queue, err, skiplock.Hint(err), wait.Round(time.Millisecond))
 			idle = 0
-			if ok, _ := w.pause(ctx, nil, nil, wait); !ok {
+			if ok, _ := p.pause(nil, nil, wait); !ok {
 				return
 			}
 			continue
 		}
 		if failing > 0 {
-			w.cfg.Logf("bucketed worker: claims from %q recovered", w.cfg.Queue)
+			p.cfg.Logf("bucketed worker: claims from %q recovered", p.cfg.Queue)
 			failing = 0
 		}
 		if len(jobs) > 0 {
-			w.hand(jobs)
+			p.hand(jobs)
 			if len(jobs) == asked {
 				idle = 0
 				continue // maybe more where these came from
@@ -151,19 +175,19 @@ func (w *Worker) produce(ctx context.Context) {
 		}
 		// A short claim (or none): the queue is drained for now. Poll again
 		// after the idle backoff (or at once when woken).
-		next := workloop.Grow(idle, w.cfg.IdleMin, w.cfg.PollInterval)
+		next := workloop.Grow(idle, p.cfg.IdleMin, p.cfg.PollInterval)
 		switch {
-		case len(jobs) > 0 && w.cfg.WaitWhenDrained:
-			next = w.cfg.PollInterval // until a Wake
+		case len(jobs) > 0 && p.cfg.WaitWhenDrained:
+			next = p.cfg.PollInterval // until a Wake
 		case len(jobs) > 0:
-			next = w.cfg.IdleMin
+			next = p.cfg.IdleMin
 		}
 		wait := workloop.Jitter(next)
-		if next == w.cfg.PollInterval && (idle == next || w.cfg.WaitWhenDrained) {
+		if next == p.cfg.PollInterval && (idle == next || p.cfg.WaitWhenDrained) {
 			wait = next // idle: one poll per interval, from the last claim
 		}
 		idle = next
-		ok, woken := w.pause(ctx, w.cfg.Wake, p.soon, wait)
+		ok, woken := p.pause(p.cfg.Wake, p.soon, wait)
 		if !ok {
 			return
 		}
@@ -184,27 +208,27 @@ const (
 	minClaimChunk     = 512
 )
 
-// claim claims up to want jobs (at most MaxClaim per statement) and
-// returns them with how many it asked for: fewer back means the queue is
-// drained for now. With parallel claims, a failure of one is returned
-// with the jobs the others claimed.
-func (w *Worker) claim(ctx context.Context, want int) (jobs []*skiplock.Job, asked int, err error) {
+// claim claims up to want jobs (at most MaxClaim per statement) through
+// the claim mode and returns them with how many it asked for: fewer back
+// means the queue is drained for now. With parallel claims, a failure of
+// one is returned with the jobs the others claimed.
+func (p *producer) claim(ctx context.Context, want int) (jobs []handed, asked int, err error) {
 	parts := min(maxParallelClaims, (want+minClaimChunk-1)/minClaimChunk)
 	if parts <= 1 {
 		asked = min(want, MaxClaim)
 		began := time.Now()
-		jobs, err = w.claimJobs(ctx, asked)
-		w.prod.stmts.Add(1)
-		w.claimedIn(len(jobs), time.Since(began))
+		jobs, err = p.mode.claim(ctx, asked)
+		p.stmts.Add(1)
+		p.tally.claimedIn(len(jobs), time.Since(began))
 		return jobs, asked, err
 	}
-	w.prod.parallel.Add(1)
+	p.parallel.Add(1)
 	chunk := min((want+parts-1)/parts, MaxClaim)
-	type result struct {
-		jobs []*skiplock.Job
+	type claimed struct {
+		jobs []handed
 		err  error
 	}
-	results := make([]result, parts)
+	chunks := make([]claimed, parts)
 	var wg sync.WaitGroup
 	for i := range parts {
 		n := min(chunk, want-i*chunk)
@@ -212,59 +236,41 @@ func (w *Worker) claim(ctx context.Context, want int) (jobs []*skiplock.Job, ask
 			break
 		}
 		asked += n
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
+		wg.Go(func() {
 			began := time.Now()
-			got, err := w.claimJobs(ctx, n)
-			w.claimedIn(len(got), time.Since(began))
-			results[i] = result{got, err}
-		}()
+			got, err := p.mode.claim(ctx, n)
+			p.tally.claimedIn(len(got), time.Since(began))
+			chunks[i] = claimed{got, err}
+		})
 	}
 	wg.Wait()
-	for _, r := range results {
-		w.prod.stmts.Add(1)
-		jobs = append(jobs, r.jobs...)
+	for _, c := range chunks {
+		p.stmts.Add(1)
+		jobs = append(jobs, c.jobs...)
 		if err == nil {
-			err = r.err
+			err = c.err
 		}
 	}
 	return jobs, asked, err
 }
 
-// hand registers claimed jobs as in hand (their leases are kept alive by
-// the heartbeat from now on) and queues them for the goroutines.
-func (w *Worker) hand(jobs []*skiplock.Job) {
+// hand counts claimed jobs and queues them for the goroutines.
+func (p *producer) hand(jobs []handed) {
 	now := time.Now()
-	w.claimed.Add(int64(len(jobs)))
-	w.prod.held.Add(int64(len(jobs)))
-	runs := make([]*heldRun, len(jobs))
-	w.mu.Lock()
-	for i, j := range jobs {
-		if w.cfg.HeldClaims {
-			// Held by their claim's transaction, not a lease: each goes
-			// out with its claim, looked up here once.
-			runs[i] = w.held[j]
-			delete(w.held, j)
-		} else {
-			w.inHand[j] = func() {}
-		}
-	}
-	w.mu.Unlock()
-	if !w.cfg.HeldClaims {
-		w.noteLease(jobs, now.Add(w.q.cfg.VisibilityTimeout))
-	}
-	for i, j := range jobs {
-		w.prod.ready <- handed{job: j, claimed: now, run: runs[i]} // never blocks: held <= cap
+	p.tally.claimed.Add(int64(len(jobs)))
+	p.held.Add(int64(len(jobs)))
+	for _, h := range jobs {
+		h.claimed = now
+		p.ready <- h // never blocks: held <= cap
 	}
 }
 
 // pause waits for d (0: no timer), a signal on wake or soon (nil: none),
-// or the end of the Worker. ok is false when the Worker is stopping;
-// woken says the wait ended on a signal. An idle producer waits on the
-// Wake signal and on its own jobs coming due (wakeIn) only: a goroutine
-// finishing a job does not make a drained queue worth polling.
-func (w *Worker) pause(ctx context.Context, wake, soon <-chan struct{}, d time.Duration) (ok, woken bool) {
+// or the producer's stop. ok is false when it is stopping; woken says
+// the wait ended on a signal. An idle producer waits on the Wake signal
+// and on its own jobs coming due (wakeIn) only: a goroutine finishing a
+// job does not make a drained queue worth polling.
+func (p *producer) pause(wake, soon <-chan struct{}, d time.Duration) (ok, woken bool) {
 	var timer <-chan time.Time
 	if d > 0 {
 		t := time.NewTimer(d)
@@ -272,9 +278,7 @@ func (w *Worker) pause(ctx context.Context, wake, soon <-chan struct{}, d time.D
 		timer = t.C
 	}
 	select {
-	case <-w.stopping:
-		return false, false
-	case <-ctx.Done():
+	case <-p.quit:
 		return false, false
 	case <-wake:
 		return true, true
@@ -289,34 +293,56 @@ func (w *Worker) pause(ctx context.Context, wake, soon <-chan struct{}, d time.D
 // the database's clock), when a job this worker put back (a snooze, a
 // failed attempt's backoff) comes due before the next poll would find
 // it: no notification announces such a job.
-func (w *Worker) wakeIn(d time.Duration) {
-	if d >= w.cfg.PollInterval {
+func (p *producer) wakeIn(d time.Duration) {
+	if d >= p.cfg.PollInterval {
 		return
 	}
 	time.AfterFunc(d+5*time.Millisecond, func() {
 		select {
-		case w.prod.soon <- struct{}{}:
+		case p.soon <- struct{}{}:
 		default:
 		}
 	})
 }
 
-// returnReady gives back the jobs claimed but never started, once the
-// producer and the goroutines are done.
-func (w *Worker) returnReady() {
-	for {
-		select {
-		case h, ok := <-w.prod.ready:
-			if !ok {
-				return
-			}
-			if h.run != nil {
-				w.heldResult(h.run, result{job: h.job, what: outRelease})
-				continue
-			}
-			w.results <- result{job: h.job, what: outRelease}
-		default:
-			return
-		}
+// The runner's side: its goroutines never poll, they wait on ready.
+
+// next is a runner goroutine's next job. ok is false once the producer
+// has returned and every job it handed out has been taken.
+func (p *producer) next() (h handed, ok bool) {
+	select {
+	case h, ok = <-p.ready:
+	default:
+		p.hungry.Add(1)
+		p.poke()
+		h, ok = <-p.ready // closed when the producer returns: stop or hard stop
+		p.hungry.Add(-1)
+	}
+	return h, ok
+}
+
+// stopping reports whether the producer's stop has begun: a job taken
+// from then on goes back unstarted. Only for a job taken from next.
+func (p *producer) stopping() bool {
+	select {
+	case <-p.quit:
+		return true
+	default:
+		return false
+	}
+}
+
+// finished tells the producer that a job taken from next is done with,
+// which frees room for another.
+func (p *producer) finished() {
+	p.held.Add(-1)
+	p.poke()
+}
+
+// poke tells the producer that the goroutines' demand changed.
+func (p *producer) poke() {
+	select {
+	case p.slots <- struct{}{}:
+	default:
 	}
 }

@@ -1,0 +1,203 @@
+package bucketed
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/startstop"
+)
+
+// completer writes the results of a leased Worker's jobs back in
+// batches, fenced by their leases: Completers goroutines write results as
+// they arrive, and as many again write only while results back up (see
+// complete). It ends once the runner has closed results and every result
+// is written.
+type completer struct {
+	svc     startstop.Service
+	q       *Queue
+	cfg     *WorkerConfig
+	results <-chan result // the runner's
+	book    *leaseBook
+	tally   *tally
+	breaker *breaker
+	wakeIn  func(time.Duration) // the producer's: a job put back comes due
+
+	backlog        chan struct{} // a steady completer's batch filled to FlushSize: wakes a backlog completer
+	backlogFlushes atomic.Int64  // batches the backlog completers wrote
+}
+
+// start launches the completers.
+func (c *completer) start(ctx context.Context) error {
+	c.backlog = make(chan struct{}, c.cfg.Completers)
+	return c.svc.Start(ctx, c.run)
+}
+
+// stop waits for the completers to write every result: call it once
+// results is closed.
+func (c *completer) stop(context.Context) error {
+	c.svc.Stop()
+	return nil
+}
+
+// run is the completer's loop. Stop cuts no write short: the completers
+// write under a context that it does not cancel, and return when results
+// is closed and drained; the backlog ones, once nothing can wake them.
+func (c *completer) run(ctx context.Context) {
+	ctx = context.WithoutCancel(ctx)
+	var steady, backlogged sync.WaitGroup
+	for range c.cfg.Completers {
+		steady.Go(func() { c.complete(ctx, nil) })
+		backlogged.Go(func() { c.complete(ctx, c.backlog) })
+	}
+	steady.Wait()
+	close(c.backlog) // the steady completers were its senders
+	backlogged.Wait()
+}
+
+// complete is a completer: it writes results in batches, taking
+// whatever has arrived while its previous batch was being written. A
+// completer with a gate (a backlog completer) writes one batch per
+// signal on it: a completer whose batch filled to FlushSize signals, since
+// results are then arriving faster than the steady completers write
+// them. Fewer completers write bigger batches, and a completion costs
+// much per statement, while many workers' results need the extra ones
+// (docs/benchmarks.md, "Completers").
+func (c *completer) complete(ctx context.Context, gate <-chan struct{}) {
+	for {
+		if gate != nil {
+			if _, ok := <-gate; !ok {
+				return
+			}
+		}
+		r, ok := <-c.results
+		if !ok {
+			return
+		}
+		batch := []result{r}
+	fill:
+		for len(batch) < c.cfg.FlushSize {
+			select {
+			case r, ok := <-c.results:
+				if !ok {
+					break fill
+				}
+				batch = append(batch, r)
+			default:
+				break fill
+			}
+		}
+		if gate == nil && len(batch) == c.cfg.FlushSize {
+			select {
+			case c.backlog <- struct{}{}:
+			default: // every backlog completer is already woken
+			}
+		}
+		if gate != nil {
+			c.backlogFlushes.Add(1)
+		}
+		c.flush(ctx, batch)
+	}
+}
+
+// flush writes one batch: each kind of result in one statement, counted
+// and told to the hooks as it commits.
+func (c *completer) flush(ctx context.Context, batch []result) {
+	s := c.q.sortResults(batch)
+	done, doneRes, fails, backoffs, snoozes, rel, drop := s.done, s.doneRes, s.fails, s.backoffs, s.snoozes, s.rel, s.drop
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
+	t := c.tally
+	// A write that fails leaves its jobs Running; their leases expire and
+	// other workers take them again (at least once).
+	if len(done) > 0 {
+		lost, _ := c.writeBack(ctx, "completion", OutcomeCompleted, done, func(ctx context.Context) ([]*skiplock.Job, error) {
+			return c.q.CompleteManyWith(ctx, done, c.cfg.OnComplete)
+		})
+		t.completed.Add(int64(len(done) - len(lost)))
+		t.afterCompleted(doneRes, lost)
+	}
+	if len(fails) > 0 {
+		lost, err := c.writeBack(ctx, "failure", OutcomeFailed, failedJobs(fails), func(ctx context.Context) ([]*skiplock.Job, error) {
+			return c.q.failMany(ctx, fails, backoffs)
+		})
+		t.failed.Add(int64(len(fails) - len(lost)))
+		if err == nil {
+			t.logFailures(fails, backoffs, lost)
+			wakeForRetries(fails, backoffs, c.wakeIn)
+		}
+	}
+	if len(rel) > 0 {
+		lost, _ := c.writeBack(ctx, "release", OutcomeReleased, rel, func(ctx context.Context) ([]*skiplock.Job, error) { return c.q.ReleaseMany(ctx, rel) })
+		t.released.Add(int64(len(rel) - len(lost)))
+	}
+	for d, jobs := range snoozes {
+		lost, _ := c.writeBack(ctx, "snooze", OutcomeSnoozed, jobs, func(ctx context.Context) ([]*skiplock.Job, error) { return c.q.SnoozeMany(ctx, jobs, d) })
+		t.snoozed.Add(int64(len(jobs) - len(lost)))
+		if len(lost) < len(jobs) {
+			c.wakeIn(d)
+		}
+	}
+	t.lost.Add(int64(len(drop)))
+	t.report(drop, drop, OutcomeLost)
+	c.book.written(batch)
+}
+
+// writeBack persists one kind of result for jobs (see persist) and
+// returns the jobs whose result was not written: their lease was lost, or
+// the write failed (logged, and returned; they run again when their
+// leases expire). They are counted as lost.
+func (c *completer) writeBack(ctx context.Context, what string, o Outcome, jobs []*skiplock.Job, write func(ctx context.Context) ([]*skiplock.Job, error)) ([]*skiplock.Job, error) {
+	var lost []*skiplock.Job
+	err := c.book.persist(ctx, what, jobs, func(ctx context.Context) (err error) {
+		lost, err = write(ctx)
+		return err
+	})
+	if err != nil {
+		c.breaker.failed(err, c.cfg.Logf)
+		c.cfg.Logf("bucketed worker: %v%s (the jobs run again when their leases expire)", err, skiplock.Hint(err))
+		if rj := rejectedJobs(err); rj != nil {
+			lost = append(lost, rj...)
+		} else {
+			lost = jobs
+		}
+	} else {
+		c.breaker.wrote(c.cfg.Logf)
+	}
+	c.tally.lost.Add(int64(len(lost)))
+	c.tally.report(jobs, lost, o)
+	return lost, err
+}
+
+// breaker counts the result writes that failed in a row: at breakerAfter
+// the producer claims but one job at a time (see produce), so that a
+// fault that refuses every result does not run the queue's jobs again
+// and again, spending their attempts.
+type breaker struct {
+	fails atomic.Int64
+}
+
+// breakerAfter is how many result writes in a row must fail before the
+// producer claims one job at a time.
+const breakerAfter = 3
+
+// tripped reports whether the producer should claim one job at a time.
+func (b *breaker) tripped() bool {
+	return b.fails.Load() >= breakerAfter
+}
+
+// failed counts a failed result write.
+func (b *breaker) failed(err error, logf func(string, ...any)) {
+	if b.fails.Add(1) == breakerAfter {
+		logf("bucketed worker: %d result writes in a row failed, the last with: %v: claiming one job at a time until a result is written again", breakerAfter, err)
+	}
+}
+
+// wrote counts a result write that went through.
+func (b *breaker) wrote(logf func(string, ...any)) {
+	if b.fails.Swap(0) >= breakerAfter {
+		logf("bucketed worker: results are written again: claiming as before")
+	}
+}

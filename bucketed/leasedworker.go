@@ -1,0 +1,74 @@
+package bucketed
+
+import (
+	"context"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/workloop"
+)
+
+// leasedMode is a Worker's default claim mode: each job is claimed under
+// a lease (Queue.DequeueAs) that the heartbeat extends, its handler runs
+// under a context that the lease's loss cancels, and its result goes to
+// the completer, which writes it fenced by the lease. A held claim
+// (heldworker.go) does without all three.
+type leasedMode struct {
+	q    *Queue
+	cfg  *WorkerConfig
+	book *leaseBook
+	// results go to the completer; their senders are the runner's
+	// goroutines (work, giveBack), and close closes it.
+	results chan result
+}
+
+// claim claims up to n jobs under a lease and enters them in the book:
+// from now on the heartbeat keeps their leases.
+func (m *leasedMode) claim(ctx context.Context, n int) ([]handed, error) {
+	jobs, err := m.q.DequeueAs(ctx, m.cfg.Queue, n, m.cfg.Owner)
+	if len(jobs) == 0 {
+		return nil, err
+	}
+	m.book.claimed(jobs, time.Now().Add(m.q.cfg.VisibilityTimeout))
+	hs := make([]handed, len(jobs))
+	for i, j := range jobs {
+		hs[i].job = j
+	}
+	return hs, err
+}
+
+// work runs the handler under a context that the heartbeat cancels if the
+// lease is lost, and sends the result to the completer.
+func (m *leasedMode) work(ctx context.Context, h handed, asked time.Time) {
+	j := h.job
+	jctx, cancel := context.WithCancel(ctx)
+	m.book.running(j, cancel)
+	err := workloop.Call(func() error { return m.cfg.Handler(jctx, j) })
+	lostLease := jctx.Err() != nil && ctx.Err() == nil
+	cancel()
+	switch {
+	case lostLease:
+		m.results <- result{job: j, what: outDrop}
+	case err != nil && ctx.Err() != nil:
+		// Interrupted by a hard stop: not the job's fault.
+		m.results <- result{job: j, what: outRelease}
+	case err != nil:
+		if _, ok := skiplock.AsSnooze(err); ok {
+			m.results <- result{job: j, what: outSnooze, err: err}
+			break
+		}
+		m.results <- result{job: j, what: outFail, err: err}
+	default:
+		m.results <- result{job: j, what: outComplete, asked: asked, claimed: h.claimed}
+	}
+}
+
+// giveBack sends the completer a release for a job not started.
+func (m *leasedMode) giveBack(h handed) {
+	m.results <- result{job: h.job, what: outRelease}
+}
+
+// close ends results: the completer writes what is in it and returns.
+func (m *leasedMode) close() {
+	close(m.results)
+}

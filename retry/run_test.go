@@ -412,20 +412,8 @@ func testCommitTerminatedIsAmbiguous(t *testing.T, d testdb.Driver) {
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pids := make(chan int32, 10)
 	var c retry.Counters
-	ran := make(chan error, 1)
-	go func() {
-		ran <- retry.Run(ctx, db, &retry.Options{Counters: &c}, func(ctx context.Context, tx skiplock.Tx) error {
-			var pid int32
-			if err := tx.QueryRow(ctx, "INSERT INTO "+s+".t VALUES (1) RETURNING pg_backend_pid()").Scan(&pid); err != nil {
-				return err
-			}
-			pids <- pid
-			return nil
-		})
-	}()
-	pid := backendOf(t, pids, ran)
+	pid, ran := insertInBackground(t, ctx, db, s, &c)
 	testdb.WaitFor(t, "the backend inside COMMIT, sleeping in the trigger", time.Minute, func() bool {
 		return count(t, db, `SELECT count(*) FROM pg_stat_activity
 			WHERE pid = $1 AND state = 'active' AND lower(query) = 'commit' AND wait_event = 'PgSleep'`, pid) == 1
@@ -664,20 +652,8 @@ func cutCommitRound(t *testing.T) int64 {
 	b := &connBeginner{cfg: cfg}
 	defer b.close()
 
-	pids := make(chan int32, 10)
 	var c retry.Counters
-	ran := make(chan error, 1)
-	go func() {
-		ran <- retry.Run(ctx, b, &retry.Options{Counters: &c}, func(ctx context.Context, tx skiplock.Tx) error {
-			var pid int32
-			if err := tx.QueryRow(ctx, "INSERT INTO "+s+".t VALUES (1) RETURNING pg_backend_pid()").Scan(&pid); err != nil {
-				return err
-			}
-			pids <- pid
-			return nil
-		})
-	}()
-	pid := backendOf(t, pids, ran)
+	pid, ran := insertInBackground(t, ctx, b, s, &c)
 	testdb.WaitFor(t, "the backend inside COMMIT, waiting for the lock", time.Minute, func() bool {
 		return count(t, db, `SELECT count(*) FROM pg_stat_activity
 			WHERE pid = $1 AND lower(query) = 'commit' AND wait_event_type = 'Lock' AND wait_event = 'advisory'`, pid) == 1
@@ -699,6 +675,26 @@ func cutCommitRound(t *testing.T) int64 {
 		return count(t, db, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1", pid) == 0
 	})
 	return count(t, db, "SELECT count(*) FROM "+s+".t")
+}
+
+// insertInBackground runs, through retry.Run on b in another goroutine, a
+// transaction that inserts a row into s.t, and returns its backend's pid
+// once it has one, and the channel on which Run's result comes.
+func insertInBackground(t *testing.T, ctx context.Context, b skiplock.Beginner, s string, c *retry.Counters) (int32, <-chan error) {
+	t.Helper()
+	pids := make(chan int32, 10)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- retry.Run(ctx, b, &retry.Options{Counters: c}, func(ctx context.Context, tx skiplock.Tx) error {
+			var pid int32
+			if err := tx.QueryRow(ctx, "INSERT INTO "+s+".t VALUES (1) RETURNING pg_backend_pid()").Scan(&pid); err != nil {
+				return err
+			}
+			pids <- pid
+			return nil
+		})
+	}()
+	return backendOf(t, pids, ran), ran
 }
 
 // backendOf returns the backend pid a transaction run by retry.Run in

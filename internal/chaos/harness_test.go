@@ -278,22 +278,7 @@ func checkRuns(t *testing.T, db *skiplock.DB, layout, schemaName string, r handl
 	t.Helper()
 	ctx := context.Background()
 	s := sqlident.Quote(schemaName)
-	rows, err := db.Query(ctx, `SELECT "job_id"::TEXT FROM `+s+`."work_log"`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	recorded := map[string]bool{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		recorded[id] = true
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	for id := range recorded {
+	for _, id := range testdb.Lines(ctx, t, db, `SELECT "job_id"::TEXT FROM `+s+`."work_log"`) {
 		if r.ok[id] == 0 {
 			t.Errorf("job %s is recorded done, but no handler run of it returned ok (%s)", id, r)
 			break
@@ -309,7 +294,7 @@ func checkRuns(t *testing.T, db *skiplock.DB, layout, schemaName string, r handl
 		return
 	}
 	attempts := map[string]int{}
-	rows, err = db.Query(ctx, `SELECT "id"::TEXT, "attempts" FROM `+s+`."jobs"`)
+	rows, err := db.Query(ctx, `SELECT "id"::TEXT, "attempts" FROM `+s+`."jobs"`)
 	if err != nil {
 		t.Fatal(err)
 	}

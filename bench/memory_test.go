@@ -34,8 +34,8 @@ func (memArgs) Kind() string { return "" }
 // (VmRSS), its peak over the process's life (VmHWM: run the benchmark
 // alone, -run '^$', so that no other test's peak counts) and the Go
 // heap in use, and reports them; it asserts no threshold (a figure, not
-// a test). Then it lets the handlers finish. See the README's
-// benchmark table for the command and the figure.
+// a test). Then it lets the handlers finish. See docs/benchmarks.md's
+// headline figures for the command and the figure.
 func BenchmarkClientInFlightMemory(b *testing.B) {
 	const workers, prefetch, jobs = 500, 9500, 10_000
 	db, sch := testdb.MigratedOn(b, testdb.Open(b, &skiplock.OpenConfig{MaxConns: 20}), nil, schema.LayoutBucketed)

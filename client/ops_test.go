@@ -124,12 +124,26 @@ func TestSubscribeHearsEveryOutcome(t *testing.T) {
 	}
 	runs.mu.Lock()
 	defer runs.mu.Unlock()
+	// On PostgreSQL every run's outcome is written once, so the events
+	// match the runs one for one. Under a personality that injects retry
+	// errors and ambiguous commits, a run whose write failed runs again
+	// and makes no event: each job still completes once, and no event
+	// lacks its run.
+	exact := !testdb.Emulated()
 	for kind, want := range map[client.EventKind]map[string]int{client.EventJobCompleted: runs.ok, client.EventJobFailed: runs.failed, client.EventJobSnoozed: runs.snoozed} {
-		if fmt.Sprint(heard[kind]) != fmt.Sprint(want) {
+		if exact && fmt.Sprint(heard[kind]) != fmt.Sprint(want) {
 			t.Errorf("%s: heard %d events for %d jobs, the handlers ran %d times for %d jobs", kind, sum(heard[kind]), len(heard[kind]), sum(want), len(want))
 		}
+		for id, n := range heard[kind] {
+			if n > want[id] {
+				t.Errorf("%s: %d events for job %s, which ran so %d times", kind, n, id, want[id])
+			}
+		}
 	}
-	if len(runs.ok) != 2*each || sum(runs.ok) != 2*each {
+	if len(heard[client.EventJobCompleted]) != 2*each || sum(heard[client.EventJobCompleted]) != 2*each {
+		t.Errorf("%d completion events for %d jobs, want one for each of %d", sum(heard[client.EventJobCompleted]), len(heard[client.EventJobCompleted]), 2*each)
+	}
+	if len(runs.ok) != 2*each || exact && sum(runs.ok) != 2*each {
 		t.Errorf("%d successful runs for %d jobs, want one for each of %d", sum(runs.ok), len(runs.ok), 2*each)
 	}
 	if sum(runs.failed) == 0 || sum(runs.snoozed) == 0 {

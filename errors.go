@@ -3,7 +3,6 @@ package skiplock
 import (
 	"context"
 	"errors"
-	"strings"
 
 	"github.com/skiplock/skiplock/internal/usage"
 )
@@ -96,20 +95,4 @@ func (db *DB) CheckWritable(ctx context.Context) error {
 		return nil
 	}
 	return ErrStandby
-}
-
-// Hint is a short explanation of err for a log line, naming the likely
-// cause and the fix where its SQLSTATE says more than its text: "" for
-// other errors. A read-only transaction (25006) is a standby's, or a
-// server or role set to default_transaction_read_only; a prepared
-// statement of pgx's cache that is missing or already there (26000,
-// 42P05) means a transaction pooler Open did not detect.
-func Hint(err error) string {
-	if code := SQLState(err); (code == "26000" || code == "42P05") && strings.Contains(err.Error(), "stmtcache_") {
-		return " (a connection pooler in transaction mode hands this connection server sessions that hold other clients' prepared statements: add default_query_exec_mode=exec to the DSN)"
-	}
-	if SQLState(err) == "25006" {
-		return " (the server takes no writes: a read-only standby, or default_transaction_read_only is on; point the DSN at the primary, or list every host with target_session_attrs=read-write)"
-	}
-	return ""
 }

@@ -86,7 +86,7 @@ func TestClientsAndLeader(t *testing.T) {
 		if err := client.AddWorker(ws, client.WorkFunc[presenceArgs](func(context.Context, *client.Job[presenceArgs]) error { return nil }), nil); err != nil {
 			t.Fatal(err)
 		}
-		c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Queues: queues, Logf: t.Logf,
+		c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Queues: queues, Logger: testdb.Logger(t),
 			Maintenance: &maintenance.Config{LeaseTTL: time.Second}})
 		if err != nil {
 			t.Fatal(err)

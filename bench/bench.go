@@ -78,11 +78,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/skiplock/skiplock/internal/logs"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/fanout"
@@ -272,9 +275,9 @@ type Config struct {
 	Schema string
 	// Out hears progress lines; nil is silent.
 	Out io.Writer
-	// Logf hears what the bench is doing (preloading, migrating); nil is
-	// silent.
-	Logf func(format string, args ...any)
+	// Logger hears what the bench is doing (preloading, migrating) and
+	// the workers' failures; nil is silent.
+	Logger *slog.Logger
 
 	// stmts counts the statements sent through the workers' pool (set by
 	// openPool).
@@ -468,8 +471,8 @@ func (o *Config) commonDefaults() error {
 	if err := sqlident.Validate("schema", o.Schema); err != nil {
 		return err
 	}
-	if o.Logf == nil {
-		o.Logf = func(string, ...any) {}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return nil
 }
@@ -624,7 +627,7 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 		}
 		defer proxy.Close()
 		c.DSN = dsn
-		c.Logf("--rtt %v: every connection goes through a loopback proxy at %s adding %v each way", c.RTT, proxy.Addr(), c.RTT/2)
+		c.Logger.Info("--rtt: every connection goes through a loopback proxy", "rtt", c.RTT, "proxy", proxy.Addr(), "each_way", c.RTT/2)
 	}
 	openCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	admin, err := skiplock.Open(openCtx, c.DSN, c.openConfig(2))
@@ -684,7 +687,7 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 	}
 	if pgbenchErr != nil {
 		rep.BaselineSkipped = pgbenchErr.Error()
-		c.Logf("baseline skipped: %v", pgbenchErr)
+		c.Logger.Warn("baseline skipped", logs.Err(pgbenchErr))
 		return rep, nil
 	}
 	if err := runBaseline(ctx, &c, admin, pgbenchPath, rep); err != nil {
@@ -716,7 +719,7 @@ func ownSchema(ctx context.Context, admin *skiplock.DB, c *Config) error {
 				c.Schema, DefaultSchema, benchName(c.Schema))
 		}
 	}
-	if _, err := schema.Migrate(ctx, admin, &schema.MigrateConfig{Options: schema.Options{Schema: c.Schema}, Logf: c.Logf}); err != nil {
+	if _, err := schema.Migrate(ctx, admin, &schema.MigrateConfig{Options: schema.Options{Schema: c.Schema}, Logger: c.Logger}); err != nil {
 		return fmt.Errorf("bench: migrate schema %s: %w", c.Schema, err)
 	}
 	mark := fmt.Sprintf(`INSERT INTO %s ("name", "value") VALUES ($1, $2) ON CONFLICT ("name") DO NOTHING`, table(c, schema.SettingTable))
@@ -858,10 +861,10 @@ func preload(ctx context.Context, c *Config, db *skiplock.DB, n int, enqueue fun
 	}
 	for _, t := range tables {
 		if _, err := db.Exec(ctx, "ANALYZE "+table(c, t)); err != nil {
-			c.Logf("analyze %s: %v (continuing)", t, err)
+			c.Logger.Warn("analyze failed (continuing)", "table", t, logs.Err(err))
 		}
 	}
-	c.Logf("preloaded %d jobs in %.1fs", n, time.Since(start).Seconds())
+	c.Logger.Info("preloaded", "jobs", n, "took", time.Since(start).Round(time.Millisecond))
 	return nil
 }
 

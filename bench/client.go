@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/skiplock/skiplock/internal/logs"
+
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/client"
 	"github.com/skiplock/skiplock/retry"
@@ -69,7 +71,7 @@ func (d *clientDriver) runWorkers(ctx context.Context, deadline time.Time, rec *
 		},
 		// Failed statements (claims, completions, heartbeats) are the
 		// run's errors; the client's other lines ("recovered") are not.
-		Logf: errorsOf(rec, nil),
+		Logger: errorsOf(rec, nil),
 	})
 	if err != nil {
 		return err
@@ -88,7 +90,7 @@ func (d *clientDriver) runWorkers(ctx context.Context, deadline time.Time, rec *
 		rec.fail(fmt.Errorf("complete: %w", skiplock.ErrLeaseLost))
 	}
 	if !deadline.IsZero() && st.Claimed >= int64(d.c.Jobs) {
-		d.c.Logf("warning: the workers claimed all %d preloaded jobs before the deadline: %v", d.c.Jobs, ErrQueueDry)
+		d.c.Logger.Warn("the workers claimed all the preloaded jobs before the deadline", "jobs", d.c.Jobs, logs.Err(ErrQueueDry))
 	}
 	return waitErr
 }

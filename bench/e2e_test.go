@@ -26,7 +26,7 @@ func config(t *testing.T, c bench.Config) (*bench.Config, *syncbuf.Buffer) {
 	c.DSN = testdb.DSN(t)
 	c.Schema = testdb.Schema(t, db)
 	c.Out = out
-	c.Logf = t.Logf
+	c.Logger = testdb.Logger(t)
 	return &c, out
 }
 

@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/skiplock/skiplock/internal/logs"
+
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/client"
@@ -116,7 +118,7 @@ func runEnqueue(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report)
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		if err := truncate(ctx, c, admin); err != nil {
-			c.Logf("leaving schema %s with jobs in it: %v", c.Schema, err)
+			c.Logger.Warn("leaving the schema with jobs in it", "schema", c.Schema, logs.Err(err))
 		}
 	}()
 	pool, err := openPool(ctx, c)
@@ -192,7 +194,7 @@ func enqueueCall(ctx context.Context, c *Config, pool *skiplock.DB, counters *re
 			Queues:        map[string]client.QueueConfig{DefaultQueue: {Layout: c.Layout, MaxWorkers: -1}},
 			NoMaintenance: true,
 			Retry:         &retry.Options{Counters: counters},
-			Logf:          c.Logf,
+			Logger:        c.Logger,
 		})
 		if err != nil {
 			return nil, err

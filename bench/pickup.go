@@ -2,7 +2,9 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"sync/atomic"
 	"time"
@@ -56,27 +58,52 @@ func pickupClientConfig(c *Config, workers *client.Workers, rec *recorder) *clie
 		FetchPollInterval: c.PollInterval,
 		Notify:            notify,
 		NoMaintenance:     true, // the bench runs it, counted apart (runPickup)
-		Logf:              errorsOf(rec, c.Logf),
+		Logger:            errorsOf(rec, c.Logger),
 	}
 }
 
-// errorsOf records the errors a worker logs as the run's errors (its
-// other lines, "recovered", are not) and passes every line to logf.
-func errorsOf(rec *recorder, logf func(format string, args ...any)) func(format string, args ...any) {
-	return func(format string, args ...any) {
-		if logf != nil {
-			logf(format, args...)
-		}
-		if rec == nil {
-			return
-		}
-		for _, a := range args {
-			if err, ok := a.(error); ok {
-				rec.fail(err)
-				return
-			}
-		}
+// errorsOf is a logger that records the failures a worker logs (records
+// with an "err" attribute: failed claims, completions, heartbeats) as the
+// run's errors, its other records ("recovered") not, and passes every
+// record to log (nil: none).
+func errorsOf(rec *recorder, log *slog.Logger) *slog.Logger {
+	next := slog.DiscardHandler
+	if log != nil {
+		next = log.Handler()
 	}
+	return slog.New(errorHandler{rec: rec, next: next})
+}
+
+// errorHandler is errorsOf's slog.Handler.
+type errorHandler struct {
+	rec  *recorder
+	next slog.Handler
+}
+
+func (h errorHandler) Enabled(context.Context, slog.Level) bool { return true }
+
+func (h errorHandler) Handle(ctx context.Context, r slog.Record) error {
+	if h.rec != nil {
+		r.Attrs(func(a slog.Attr) bool {
+			if a.Key == "err" {
+				h.rec.fail(errors.New(a.Value.String()))
+				return false
+			}
+			return true
+		})
+	}
+	if h.next.Enabled(ctx, r.Level) {
+		return h.next.Handle(ctx, r)
+	}
+	return nil
+}
+
+func (h errorHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return errorHandler{rec: h.rec, next: h.next.WithAttrs(as)}
+}
+
+func (h errorHandler) WithGroup(name string) slog.Handler {
+	return errorHandler{rec: h.rec, next: h.next.WithGroup(name)}
 }
 
 // pickupConns is the working pool's size: what the client needs.
@@ -132,7 +159,7 @@ func runPickup(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) 
 
 	// The schema's maintenance, as the working client would run it, on
 	// its pool, its statements counted apart.
-	svc, err := maintenance.Start(context.WithValue(ctx, counterKey{}, maint), work, &maintenance.Config{Schema: c.Schema, Logf: errorsOf(rec, c.Logf)})
+	svc, err := maintenance.Start(context.WithValue(ctx, counterKey{}, maint), work, &maintenance.Config{Schema: c.Schema, Logger: errorsOf(rec, c.Logger)})
 	if err != nil {
 		return err
 	}

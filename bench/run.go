@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/skiplock/skiplock/internal/logs"
+
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
@@ -159,7 +161,7 @@ func runJobs(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 		return fmt.Errorf("no job completed in %.1fs (%d errors); the first: %s", secs, rep.Errors, rep.ErrorSamples[0])
 	}
 	if dry.Load() > 0 {
-		c.Logf("warning: workers found no free job %d times: %v", dry.Load(), ErrQueueDry)
+		c.Logger.Warn("workers found no free job", "times", dry.Load(), logs.Err(ErrQueueDry))
 	}
 	return nil
 }
@@ -173,7 +175,7 @@ func emptyAfter(ctx context.Context, c *Config, admin *skiplock.DB) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 	defer cancel()
 	if err := empty(ctx, c, admin); err != nil {
-		c.Logf("leaving schema %s with jobs in it: %v", c.Schema, err)
+		c.Logger.Warn("leaving the schema with jobs in it", "schema", c.Schema, logs.Err(err))
 	}
 }
 
@@ -277,7 +279,7 @@ func runLock(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 		return fmt.Errorf("bench interrupted after %.1fs: %w", secs, err)
 	}
 	if n := empties.Load(); n > 0 {
-		c.Logf("warning: %d transactions found no row to lock: %v", n, ErrQueueDry)
+		c.Logger.Warn("transactions found no row to lock", "transactions", n, logs.Err(ErrQueueDry))
 	}
 	return nil
 }
@@ -372,7 +374,7 @@ func runBaseline(ctx context.Context, c *Config, admin *skiplock.DB, path string
 	if err := preload(ctx, c, admin, jobs, drv.enqueue, drv.tables()...); err != nil {
 		return err
 	}
-	c.Logf("baseline: pgbench with %d clients, %s", clients, run.Script)
+	c.Logger.Info("baseline: pgbench", "clients", clients, "script", run.Script)
 	res, hist, err := run.Run(ctx)
 	if err != nil {
 		return err
@@ -450,7 +452,7 @@ func runClaimCompleteBaseline(ctx context.Context, c *Config, admin *skiplock.DB
 	if c.Progress > 0 {
 		run.Progress = c.Progress
 	}
-	c.Logf("baseline: pgbench with %d clients, claimcomplete.sql (%d jobs per statement)", claimCompleteClients, claimCompleteBatch)
+	c.Logger.Info("baseline: pgbench", "clients", claimCompleteClients, "script", "claimcomplete.sql", "jobs_per_statement", claimCompleteBatch)
 	var start time.Time
 	if err := admin.QueryRow(ctx, "SELECT now()").Scan(&start); err != nil {
 		return err

@@ -12,6 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/skiplock/skiplock/internal/logs"
+
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/client"
 	"github.com/skiplock/skiplock/internal/usage"
@@ -318,7 +320,7 @@ func runSoak(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 		Maintenance: &maintenance.Config{PruneInterval: pruneEvery, BatchSize: soakPruneBatch, MaxBatches: soakPruneBatches,
 			Retention: maintenance.Retention{Completed: retention, Canceled: retention, Failed: retention, Dead: retention}},
 		AfterComplete: func(job *skiplock.Job, _, _ time.Time) { tr.completed(job.ID, time.Now()) },
-		Logf:          errorsOf(rec, nil),
+		Logger:        errorsOf(rec, nil),
 	})
 	if err != nil {
 		return err
@@ -327,7 +329,7 @@ func runSoak(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 		Schema: c.Schema,
 		Queues: map[string]client.QueueConfig{DefaultQueue: {Layout: c.Layout, MaxWorkers: -1}},
 		Retry:  retryOptions(insDB, counters),
-		Logf:   errorsOf(rec, nil),
+		Logger: errorsOf(rec, nil),
 	})
 	if err != nil {
 		return fmt.Errorf("producers' client: %w", err)
@@ -525,7 +527,7 @@ func soakTableStats(ctx context.Context, c *Config, admin *skiplock.DB, tables [
 		LEFT JOIN pg_catalog.pg_stat_user_tables s ON s.relid = c.oid
 		WHERE n.nspname = $1 AND c.relname = ANY($2::TEXT[]) AND c.relkind = 'r'`, c.Schema, tables).Scan(&size, &dead)
 	if err != nil {
-		c.Logf("soak: table size and dead tuples: %v", err)
+		c.Logger.Warn("soak: reading the table size and dead tuples failed", logs.Err(err))
 		size, dead = -1, -1
 	}
 	parts := make([]string, len(tables))
@@ -533,7 +535,7 @@ func soakTableStats(ctx context.Context, c *Config, admin *skiplock.DB, tables [
 		parts[i] = "(SELECT count(*) FROM " + table(c, t) + ")"
 	}
 	if err := admin.QueryRow(ctx, "SELECT ("+strings.Join(parts, " + ")+")::INT8").Scan(&rows); err != nil {
-		c.Logf("soak: row count: %v", err)
+		c.Logger.Warn("soak: counting rows failed", logs.Err(err))
 		rows = -1
 	}
 	return size, rows, dead

@@ -42,7 +42,7 @@ func TestSoak(t *testing.T) {
 			}
 			c := &Config{Scenario: ScenarioSoak, Layout: tc.layout, Rate: tc.rate, Producers: 3, Workers: 10,
 				Duration: time.Duration(windows) * 2 * time.Second, Window: 2 * time.Second, Progress: -1, RTT: tc.rtt,
-				DSN: testdb.DSN(t), Schema: testdb.Schema(t, db), Logf: t.Logf,
+				DSN: testdb.DSN(t), Schema: testdb.Schema(t, db), Logger: testdb.Logger(t),
 				soakHooks: &soakHooks{
 					inserted: func(ids []string) {
 						mu.Lock()

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/skiplock/skiplock/internal/logs"
+
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/schema"
@@ -120,14 +122,14 @@ func newIndexStats(ctx context.Context, c *Config, admin, pool *skiplock.DB, tbl
 	s := &indexStats{admin: admin, pool: pool, schema: c.Schema, tbl: tbl}
 	var n int64
 	if err := admin.QueryRow(ctx, "SELECT count(*)::int8 FROM pg_stat_user_indexes").Scan(&n); err != nil {
-		c.Logf("index statistics: none on this engine (%v): index_tuples_per_claim will be null", err)
+		c.Logger.Info("no index statistics on this engine: index_tuples_per_claim will be null", logs.Err(err))
 		return s
 	}
 	s.ok = true
 	if _, err := pool.Exec(uncounted(ctx), "SELECT pg_stat_force_next_flush()"); err == nil {
 		s.forced = true
 	} else {
-		c.Logf("pg_stat_force_next_flush: %v (before PostgreSQL 15): waiting for statistics to be reported instead", err)
+		c.Logger.Info("pg_stat_force_next_flush failed (before PostgreSQL 15): waiting for statistics to be reported instead", logs.Err(err))
 	}
 	return s
 }
@@ -213,7 +215,7 @@ func runTombstones(ctx context.Context, c *Config, admin *skiplock.DB, rep *Repo
 			holder.release(ctx) //nolint:errcheck // the run failed already
 		}
 	}()
-	c.Logf("tombstones: a snapshot is held open; burning down %d jobs in %d windows", c.Jobs, tombstoneWindows)
+	c.Logger.Info("tombstones: a snapshot is held open while the jobs burn down", "jobs", c.Jobs, "windows", tombstoneWindows)
 
 	all, perJob := NewHistogram(), NewHistogram()
 	stmts0 := c.stmts.load()
@@ -284,7 +286,7 @@ func runTombstones(ctx context.Context, c *Config, admin *skiplock.DB, rep *Repo
 		return err
 	}
 	defer dropFresh()
-	c.Logf("tombstones: %d empty claims on the drained queue and as many on a fresh table, in alternating rounds", tombstoneEmptyClaims)
+	c.Logger.Info("tombstones: empty claims on the drained queue and as many on a fresh table, in alternating rounds", "claims", tombstoneEmptyClaims)
 	samples, err := emptyClaims(ctx, []claimSide{{drv, stats}, fresh})
 	if err != nil {
 		return fmt.Errorf("empty claims on the drained queue and a fresh table: %w", err)
@@ -323,7 +325,7 @@ func freshTable(ctx context.Context, c *Config, admin, pool *skiplock.DB, mk new
 		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
 		defer cancel()
 		if _, err := admin.Exec(dctx, "DROP SCHEMA "+sqlident.Quote(fc.Schema)+" CASCADE"); err != nil {
-			c.Logf("leaving the fresh table's schema %s behind: %v", fc.Schema, err)
+			c.Logger.Warn("leaving the fresh table's schema behind", "schema", fc.Schema, logs.Err(err))
 		}
 	}
 	drv, err := mk(pool, &fc, nil)

@@ -3,7 +3,6 @@ package bucketed_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
-	"github.com/skiplock/skiplock/internal/syncbuf"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/schema"
@@ -37,7 +35,12 @@ func TestRefusedResultsStopTheClaims(t *testing.T) {
 	var runs atomic.Int64
 	var atTrip atomic.Int64 // handler runs when the breaker first tripped
 	atTrip.Store(-1)
-	var logs syncbuf.Buffer
+	var logs testdb.Records
+	logs.OnRecord = func(r testdb.Record) {
+		if strings.Contains(r.Msg, "claiming one job at a time") {
+			atTrip.CompareAndSwap(-1, runs.Load())
+		}
+	}
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
 		Workers: 8, IdleMin: time.Millisecond, IdleMax: 20 * time.Millisecond, ErrorMin: 50 * time.Millisecond, ErrorMax: 500 * time.Millisecond,
 		Handler: func(ctx context.Context, j *skiplock.Job) error { runs.Add(1); return nil },
@@ -48,13 +51,7 @@ func TestRefusedResultsStopTheClaims(t *testing.T) {
 			return nil
 		},
 		Maintenance: &maintenance.Config{RescueInterval: 100 * time.Millisecond},
-		Logf: func(format string, args ...any) {
-			line := fmt.Sprintf(format, args...)
-			if strings.Contains(line, "claiming one job at a time") {
-				atTrip.CompareAndSwap(-1, runs.Load())
-			}
-			fmt.Fprintln(&logs, line)
-		},
+		Logger:      logs.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)

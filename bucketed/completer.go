@@ -2,9 +2,12 @@ package bucketed
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/skiplock/skiplock/internal/logs"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/startstop"
@@ -156,15 +159,15 @@ func (c *completer) writeBack(ctx context.Context, what string, o Outcome, jobs 
 		return err
 	})
 	if err != nil {
-		c.breaker.failed(err, c.cfg.Logf)
-		c.cfg.Logf("bucketed worker: %v%s (the jobs run again when their leases expire)", err, skiplock.Hint(err))
+		c.breaker.failed(err, c.cfg.Logger)
+		c.cfg.Logger.Warn("writing results failed: the jobs run again when their leases expire", "what", what, "jobs", len(jobs), logs.Err(err))
 		if rj := rejectedJobs(err); rj != nil {
 			lost = append(lost, rj...)
 		} else {
 			lost = jobs
 		}
 	} else {
-		c.breaker.wrote(c.cfg.Logf)
+		c.breaker.wrote(c.cfg.Logger)
 	}
 	c.tally.lost.Add(int64(len(lost)))
 	c.tally.report(jobs, lost, o)
@@ -189,15 +192,15 @@ func (b *breaker) tripped() bool {
 }
 
 // failed counts a failed result write.
-func (b *breaker) failed(err error, logf func(string, ...any)) {
+func (b *breaker) failed(err error, log *slog.Logger) {
 	if b.fails.Add(1) == breakerAfter {
-		logf("bucketed worker: %d result writes in a row failed, the last with: %v: claiming one job at a time until a result is written again", breakerAfter, err)
+		log.Error("result writes keep failing: claiming one job at a time until a result is written again", "failed_in_a_row", breakerAfter, logs.Err(err))
 	}
 }
 
 // wrote counts a result write that went through.
-func (b *breaker) wrote(logf func(string, ...any)) {
+func (b *breaker) wrote(log *slog.Logger) {
 	if b.fails.Swap(0) >= breakerAfter {
-		logf("bucketed worker: results are written again: claiming as before")
+		log.Info("results are written again: claiming as before")
 	}
 }

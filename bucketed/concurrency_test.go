@@ -252,7 +252,7 @@ func TestWorkerRetries(t *testing.T) {
 	calls := map[string]int{}
 	var ended testdb.Counter
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
-		Workers: 3, IdleMin: time.Millisecond, IdleMax: 5 * time.Millisecond, Logf: t.Logf,
+		Workers: 3, IdleMin: time.Millisecond, IdleMax: 5 * time.Millisecond, Logger: testdb.Logger(t),
 		AfterResult: settled(&ended),
 		Handler: func(ctx context.Context, j *skiplock.Job) error {
 			mu.Lock()

@@ -2,6 +2,7 @@ package bucketed
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
 
@@ -77,12 +78,13 @@ type Config struct {
 	// LayoutRecheck is how often, at most, a claim first re-reads the
 	// schema's bucket count, so that a schema dropped and migrated again
 	// with more buckets under a running process has all its buckets
-	// claimed (the change is logged through Logf); 0 means
+	// claimed (the change is logged through Logger); 0 means
 	// DefaultLayoutRecheck, negative never re-reads.
 	LayoutRecheck time.Duration
-	// Logf hears changes of the schema's layout seen by a running Queue;
-	// nil is silent.
-	Logf func(format string, args ...any)
+	// Logger hears changes of the schema's layout seen by a running
+	// Queue, and is its workers' logger unless their WorkerConfig names
+	// one; nil is slog.Default().
+	Logger *slog.Logger
 	// DeleteCompleted deletes completed jobs in the completion's own
 	// statement instead of keeping them as Success until the pruner's
 	// retention age: one row version and two index entries less per job
@@ -99,7 +101,7 @@ func (c *Config) withDefaults(d *skiplock.Dialect) (Config, error) {
 	if c != nil {
 		out = *c
 	}
-	shared := queuecfg.Shared{Schema: &out.Schema, MaxPayloadBytes: &out.MaxPayloadBytes, EnqueueBatch: &out.EnqueueBatch, Retry: &out.Retry}
+	shared := queuecfg.Shared{Schema: &out.Schema, MaxPayloadBytes: &out.MaxPayloadBytes, EnqueueBatch: &out.EnqueueBatch, Retry: &out.Retry, Logger: &out.Logger}
 	if err := shared.Fill(d, DefaultEnqueueBatch); err != nil {
 		return out, err
 	}
@@ -139,9 +141,6 @@ func (c *Config) withDefaults(d *skiplock.Dialect) (Config, error) {
 	}
 	if out.LayoutRecheck == 0 {
 		out.LayoutRecheck = DefaultLayoutRecheck
-	}
-	if out.Logf == nil {
-		out.Logf = func(string, ...any) {}
 	}
 	if out.Owner == "" {
 		host, _ := os.Hostname()

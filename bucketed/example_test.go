@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"log/slog"
 	"os"
 	"time"
 
@@ -65,7 +66,7 @@ func ExampleQueue_NewWorker() {
 		Queue:   "mail",
 		Workers: 20,
 		Handler: func(ctx context.Context, j *skiplock.Job) error { return send(j) },
-		Logf:    log.Printf,
+		Logger:  slog.Default(),
 	})
 	if err != nil {
 		log.Fatal(err)

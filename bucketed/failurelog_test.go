@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
+	"log/slog"
+	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,40 +17,13 @@ import (
 	"github.com/skiplock/skiplock/schema"
 )
 
-// logLines collects what a Worker's Logf hears.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) logf(format string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf(format, args...))
-}
-
-// about returns the lines that mention job id, in attempt order (single
-// digits here): one completer's log call can come after another's of the
-// next attempt.
-func (l *logLines) about(id string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, s := range l.lines {
-		if strings.Contains(s, "job "+id+" ") {
-			out = append(out, s)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // explode is the panicking handler's own frame, which the log must show.
 func explode(n int) error { panic(fmt.Sprintf("kaboom %d", n)) }
 
-// TestWorkerLogsFailuresAndKeepsLastError: a Worker's Logf hears every
-// failed attempt and every panic as it is recorded (attempt n of max, the
-// error's first line, the retry or the death, a panic's first frames),
+// TestWorkerLogsFailuresAndKeepsLastError: a Worker's Logger hears every
+// failed attempt and every panic as it is recorded (the job, queue, kind,
+// attempt and max_attempts as attributes, the error's first line, the
+// retry or the death, a panic's first frames),
 // and a job that fails and then succeeds keeps its last failure's text in
 // last_error.
 func TestWorkerLogsFailuresAndKeepsLastError(t *testing.T) {
@@ -66,10 +39,10 @@ func TestWorkerLogsFailuresAndKeepsLastError(t *testing.T) {
 		return e.JobID()
 	}
 	failing, panicking, flaky := enqueue(`"fail"`, 7), enqueue(`"panic"`, 2), enqueue(`"flaky"`, 3)
-	var log logLines
+	var log testdb.Records
 	var done testdb.Counter
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
-		Workers: 2, Logf: log.logf, IdleMin: 5 * time.Millisecond, IdleMax: 20 * time.Millisecond,
+		Workers: 2, Logger: log.Logger(), IdleMin: 5 * time.Millisecond, IdleMax: 20 * time.Millisecond,
 		AfterResult: settled(&done),
 		Handler: func(ctx context.Context, job *skiplock.Job) error {
 			switch string(job.Payload) {
@@ -96,36 +69,38 @@ func TestWorkerLogsFailuresAndKeepsLastError(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	got := log.about(failing)
+	got := log.Job(failing)
 	if len(got) != 7 {
-		t.Fatalf("the failing job's 7 failed attempts logged %d times:\n%s", len(got), strings.Join(got, "\n"))
+		t.Fatalf("the failing job's 7 failed attempts logged %d times:\n%s", len(got), log.String())
 	}
-	for i, line := range got {
-		want := fmt.Sprintf("job %s failed, attempt %d of 7: smtp refused attempt %d; ", failing, i+1, i+1)
-		if i < 6 {
-			want += "retry in "
-		} else {
-			want += "no attempts left: the job is Failed (dead)"
+	for i, rec := range got {
+		then, level := "retry in ", slog.LevelWarn
+		if i == 6 {
+			then, level = "no attempts left: the job is Failed (dead)", slog.LevelError
 		}
-		if !strings.Contains(line, want) || strings.Contains(line, "second line") {
-			t.Errorf("failed attempt %d logged as %q; want %q and only the error's first line", i+1, line, want)
+		a := rec.Attrs
+		if rec.Msg != "job failed" || rec.Level != level || a["attempt"] != strconv.Itoa(i+1) || a["max_attempts"] != "7" ||
+			a["queue"] != skiplock.DefaultQueue || a["layout"] != "bucketed" ||
+			a["err"] != fmt.Sprintf("smtp refused attempt %d", i+1) || !strings.HasPrefix(a["then"], then) {
+			t.Errorf("failed attempt %d logged as %s; want %v \"job failed\", attempt %d of 7 on queue %q, only the error's first line, then %q", i+1, rec, level, i+1, skiplock.DefaultQueue, then)
 		}
 	}
-	got = log.about(panicking)
+	got = log.Job(panicking)
 	if len(got) != 2 {
-		t.Fatalf("the panicking job's 2 attempts logged %d times:\n%s", len(got), strings.Join(got, "\n"))
+		t.Fatalf("the panicking job's 2 attempts logged %d times:\n%s", len(got), log.String())
 	}
-	for i, line := range got {
-		if !strings.Contains(line, fmt.Sprintf("job %s panicked, attempt %d of 2: handler panicked: kaboom %d", panicking, i+1, i+1)) ||
-			!strings.Contains(line, "bucketed_test.explode") || !strings.Contains(line, "failurelog_test.go") {
-			t.Errorf("panic %d logged without its attempt or the panic site's frame:\n%s", i+1, line)
+	for i, rec := range got {
+		a := rec.Attrs
+		if rec.Msg != "job panicked" || rec.Level != slog.LevelError || a["attempt"] != strconv.Itoa(i+1) || a["err"] != fmt.Sprintf("handler panicked: kaboom %d", i+1) ||
+			!strings.Contains(a["stack"], "bucketed_test.explode") || !strings.Contains(a["stack"], "failurelog_test.go") {
+			t.Errorf("panic %d logged without its attempt or the panic site's frame: %s", i+1, rec)
 		}
 	}
-	if !strings.Contains(got[1], "no attempts left") {
+	if !strings.Contains(got[1].Attrs["then"], "no attempts left") {
 		t.Errorf("the last panic does not say the job is dead: %s", got[1])
 	}
-	if got = log.about(flaky); len(got) != 1 || !strings.Contains(got[0], "attempt 1 of 3: flaky: first attempt fails; retry in ") {
-		t.Errorf("the flaky job's one failure logged as %q", got)
+	if got = log.Job(flaky); len(got) != 1 || got[0].Attrs["attempt"] != "1" || got[0].Attrs["err"] != "flaky: first attempt fails" || !strings.HasPrefix(got[0].Attrs["then"], "retry in ") {
+		t.Errorf("the flaky job's one failure logged as %v", got)
 	}
 
 	// last_error after a later success: kept, the last failed attempt's

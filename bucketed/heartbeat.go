@@ -4,6 +4,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/skiplock/skiplock/internal/logs"
+
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/startstop"
 )
@@ -58,11 +60,11 @@ func (h *heartbeat) beat(ctx context.Context) {
 		cancel()
 		rejected := rejectedJobs(err)
 		if err != nil && rejected == nil {
-			h.cfg.Logf("bucketed worker: heartbeat: %v", err)
+			h.cfg.Logger.Warn("heartbeat failed: the leases were not extended", "jobs", len(jobs), logs.Err(err))
 			continue
 		}
 		if err != nil {
-			h.cfg.Logf("bucketed worker: heartbeat: %v (those jobs' leases were not extended)", err)
+			h.cfg.Logger.Warn("heartbeat refused: those jobs' leases were not extended", "jobs", len(rejected), logs.Err(err))
 		}
 		h.book.extended(jobs, began.Add(h.q.cfg.VisibilityTimeout), lost, rejected)
 	}

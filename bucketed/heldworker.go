@@ -6,6 +6,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skiplock/skiplock/internal/logs"
+
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/workloop"
 )
@@ -129,7 +131,7 @@ func (m *heldMode) commit(run *heldRun) {
 	s := m.q.sortResults(run.results)
 	err := m.q.finishHeld(ctx, run.claim, s, m.cfg.OnComplete)
 	if err != nil {
-		m.cfg.Logf("bucketed worker: %v (the rescuer counts the attempt; the jobs run again)", err)
+		m.cfg.Logger.Warn("writing held claims' results failed: the rescuer counts the attempt and the jobs run again", "jobs", len(run.results), logs.Err(err))
 	}
 	t := m.tally
 	// written is how many of jobs were written, and lost those that were not.

@@ -5,8 +5,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/skiplock/skiplock/internal/logs"
+
 	"github.com/skiplock/skiplock"
-	"github.com/skiplock/skiplock/internal/errtext"
 )
 
 // Outcome is what a Worker did with a job's result
@@ -190,24 +191,18 @@ func (t *tally) logFailures(fails []Failure, backoffs []time.Duration, lost []*s
 		gone[j] = true
 	}
 	for i, f := range fails {
-		j, what := f.Job, "failed"
-		if skiplock.IsPanic(f.Err) {
-			what = "panicked"
-		}
+		j := f.Job
 		var next string
+		dead := false
 		switch {
 		case gone[j]:
 			next = "not recorded: its lease was lost, another worker has the job"
 		case j.Attempts >= j.MaxAttempts:
-			next = "no attempts left: the job is Failed (dead)"
+			next, dead = "no attempts left: the job is Failed (dead)", true
 		default:
 			next = fmt.Sprintf("retry in %v", backoffs[i].Round(time.Millisecond))
 		}
-		msg := fmt.Sprintf("bucketed worker: job %s %s, attempt %d of %d: %s; %s", j.ID, what, j.Attempts, j.MaxAttempts, errtext.FirstLine(f.Err), next)
-		if st := errtext.PanicFrames(f.Err, 3); st != "" {
-			msg += "\n" + st
-		}
-		t.cfg.Logf("%s", msg)
+		logs.Failure(t.cfg.Logger, j, f.Err, dead, next)
 	}
 }
 

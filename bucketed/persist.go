@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/skiplock/skiplock/internal/logs"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/retry"
@@ -56,15 +59,15 @@ func leaseMargin(visibility time.Duration) time.Duration {
 // result is written.
 type leaseBook struct {
 	visibility time.Duration // the queue's VisibilityTimeout
-	logf       func(format string, args ...any)
+	log        *slog.Logger
 
 	mu     sync.Mutex
 	cancel map[*skiplock.Job]context.CancelFunc
 	until  map[*skiplock.Job]time.Time // by this process's clock
 }
 
-func newLeaseBook(visibility time.Duration, logf func(string, ...any)) *leaseBook {
-	return &leaseBook{visibility: visibility, logf: logf,
+func newLeaseBook(visibility time.Duration, log *slog.Logger) *leaseBook {
+	return &leaseBook{visibility: visibility, log: log,
 		cancel: map[*skiplock.Job]context.CancelFunc{}, until: map[*skiplock.Job]time.Time{}}
 }
 
@@ -167,7 +170,7 @@ func (b *leaseBook) persist(ctx context.Context, what string, jobs []*skiplock.J
 		if time.Now().Add(wait).After(deadline) {
 			return fmt.Errorf("%w (tried %d times; stopped because the jobs' leases lapse at %s)", err, attempt, deadline.Add(leaseMargin(b.visibility)).Format(time.RFC3339Nano))
 		}
-		b.logf("bucketed worker: %s of %d job(s) failed: %v: retrying in %v while their leases hold", what, len(jobs), err, wait.Round(time.Millisecond))
+		b.log.Warn("write failed: retrying while the leases hold", "what", what, "jobs", len(jobs), logs.Err(err), "retry_in", wait.Round(time.Millisecond))
 		if serr := retry.Sleep(ctx, wait); serr != nil {
 			return err
 		}

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/skiplock/skiplock/internal/logs"
+
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/startstop"
 	"github.com/skiplock/skiplock/internal/workloop"
@@ -155,7 +157,7 @@ func (p *producer) produce(stop, hard context.Context) {
 		case err != nil:
 			failing = workloop.Grow(failing, p.cfg.ErrorMin, p.cfg.ErrorMax)
 			wait := workloop.Jitter(failing)
-			p.cfg.Logf("bucketed worker: claim from %q: %v%s (retrying in %v)", p.cfg.Queue, err, skiplock.Hint(err), wait.Round(time.Millisecond))
+			p.cfg.Logger.Warn("claim failed", logs.Err(err), "retry_in", wait.Round(time.Millisecond))
 			idle = 0
 			if ok, _ := p.pause(nil, nil, wait); !ok {
 				return
@@ -163,7 +165,7 @@ func (p *producer) produce(stop, hard context.Context) {
 			continue
 		}
 		if failing > 0 {
-			p.cfg.Logf("bucketed worker: claims from %q recovered", p.cfg.Queue)
+			p.cfg.Logger.Info("claims recovered")
 			failing = 0
 		}
 		if len(jobs) > 0 {

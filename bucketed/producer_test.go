@@ -49,7 +49,7 @@ func producerClaims(t *testing.T, workers, prefetch, flush int, parallel, backlo
 	var completions testdb.Counter
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
 		Workers: workers, Prefetch: prefetch, Completers: 3, FlushSize: flush,
-		IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond, Logf: t.Logf,
+		IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond, Logger: testdb.Logger(t),
 		Handler: func(ctx context.Context, j *skiplock.Job) error {
 			mu.Lock()
 			delivered[j.ID]++

@@ -105,7 +105,7 @@ func (q *Queue) recheckLayout(ctx context.Context) {
 	}
 	q.branches.Store(int64(q.branchesFor(n)))
 	q.hints.Resize(q.branchesFor(n))
-	q.cfg.Logf("bucketed: schema %s now has %d buckets, not %d (it was migrated again under this process): claims now scan all %d", q.cfg.Schema, n, old, n)
+	q.cfg.Logger.Warn("the schema's bucket count changed under this process (it was migrated again): claims now scan every bucket", "layout", "bucketed", "schema", q.cfg.Schema, "buckets", n, "was", old)
 }
 
 // DB is the database the queue runs on.

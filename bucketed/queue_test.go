@@ -393,7 +393,7 @@ func TestOnCompleteEnqueuesFollowUp(t *testing.T) {
 		var calls sync.Map
 		var completed testdb.Counter
 		w, err := q.NewWorker(&bucketed.WorkerConfig{
-			Workers: 2, IdleMin: time.Millisecond, IdleMax: 5 * time.Millisecond, Logf: t.Logf,
+			Workers: 2, IdleMin: time.Millisecond, IdleMax: 5 * time.Millisecond, Logger: testdb.Logger(t),
 			AfterComplete: func(*skiplock.Job, time.Time, time.Time) { completed.Add(1) },
 			Handler: func(ctx context.Context, j *skiplock.Job) error {
 				if _, again := calls.LoadOrStore(j.ID, true); !again {

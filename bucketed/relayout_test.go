@@ -2,9 +2,6 @@ package bucketed_test
 
 import (
 	"context"
-	"fmt"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -22,20 +19,14 @@ import (
 func TestWorkerSeesSchemaMigratedAgain(t *testing.T) {
 	t.Parallel()
 	db, name := testdb.MigratedOn(t, testdb.Open(t, nil), &schema.Options{Buckets: 4}, schema.LayoutBucketed)
-	var mu sync.Mutex
-	var logs []string
-	logf := func(format string, args ...any) {
-		mu.Lock()
-		logs = append(logs, fmt.Sprintf(format, args...))
-		mu.Unlock()
-	}
-	q := queueOn(t, db, name, &bucketed.Config{LayoutRecheck: 200 * time.Millisecond, Logf: logf})
+	var logs testdb.Records
+	q := queueOn(t, db, name, &bucketed.Config{LayoutRecheck: 200 * time.Millisecond, Logger: logs.Logger()})
 	if q.Buckets() != 4 {
 		t.Fatalf("Buckets() = %d, want 4", q.Buckets())
 	}
 	var done testdb.Counter
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
-		Workers: 4, NoMaintenance: true, IdleMax: 50 * time.Millisecond, ErrorMax: 100 * time.Millisecond, Logf: logf,
+		Workers: 4, NoMaintenance: true, IdleMax: 50 * time.Millisecond, ErrorMax: 100 * time.Millisecond, Logger: logs.Logger(),
 		Handler: func(context.Context, *skiplock.Job) error { done.Add(1); return nil },
 	})
 	if err != nil {
@@ -66,13 +57,12 @@ func TestWorkerSeesSchemaMigratedAgain(t *testing.T) {
 	start := time.Now()
 	done.Reach(n, 60*time.Second) // the checks below say what is missing
 	left := count(t, db, `SELECT count(*) FROM `+jobsTable(name)+` WHERE "status" = 'Queued'`)
-	mu.Lock()
-	defer mu.Unlock()
 	if done.Load() < n || left != 0 {
-		t.Fatalf("%d of %d jobs handled, %d still Queued after %v: the worker kept its old bucket count; log:\n%s", done.Load(), n, left, time.Since(start).Round(time.Millisecond), strings.Join(logs, "\n"))
+		t.Fatalf("%d of %d jobs handled, %d still Queued after %v: the worker kept its old bucket count; log:\n%s", done.Load(), n, left, time.Since(start).Round(time.Millisecond), logs.String())
 	}
 	t.Logf("all %d jobs claimed %v after the enqueue", n, time.Since(start).Round(time.Millisecond))
-	if q.Buckets() != 16 || !strings.Contains(strings.Join(logs, "\n"), "now has 16 buckets, not 4") {
-		t.Fatalf("Buckets() = %d, and the change was not logged:\n%s", q.Buckets(), strings.Join(logs, "\n"))
+	changed := logs.Matching("bucket count changed")
+	if q.Buckets() != 16 || len(changed) == 0 || changed[0].Attrs["buckets"] != "16" || changed[0].Attrs["was"] != "4" {
+		t.Fatalf("Buckets() = %d, and the change was not logged:\n%s", q.Buckets(), logs.String())
 	}
 }

@@ -24,7 +24,7 @@ type runner struct {
 // start launches the goroutines. ctx is the parent of every handler's
 // context: its cancellation is a hard stop.
 func (r *runner) start(ctx context.Context) error {
-	pool, err := workloop.Start(ctx, workloop.Config{Workers: r.cfg.Workers, Logf: r.cfg.Logf}, r.step)
+	pool, err := workloop.Start(ctx, workloop.Config{Workers: r.cfg.Workers, Logger: r.cfg.Logger}, r.step)
 	if err != nil {
 		r.mode.close() // no job ran: the parts started before it see the end at once
 		return err

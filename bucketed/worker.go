@@ -65,7 +65,7 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 	if c.HeldClaims {
 		mode = &heldMode{q: q, cfg: &w.cfg, tally: &w.tally, runner: w.run, wakeIn: w.prod.wakeIn}
 	} else {
-		book := newLeaseBook(q.cfg.VisibilityTimeout, c.Logf)
+		book := newLeaseBook(q.cfg.VisibilityTimeout, w.cfg.Logger)
 		leased := &leasedMode{q: q, cfg: &w.cfg, book: book, results: make(chan result, c.FlushSize)}
 		w.comp = &completer{q: q, cfg: &w.cfg, results: leased.results, book: book, tally: &w.tally, breaker: &brk, wakeIn: w.prod.wakeIn}
 		w.parts = append(w.parts, &heartbeat{q: q, cfg: &w.cfg, book: book}, w.comp)
@@ -151,8 +151,8 @@ func (w *Worker) maintenanceConfig() *maintenance.Config {
 		c = *w.cfg.Maintenance
 	}
 	c.Schema = w.q.cfg.Schema
-	if c.Logf == nil {
-		c.Logf = w.cfg.Logf
+	if c.Logger == nil {
+		c.Logger = w.cfg.Logger
 	}
 	return &c
 }

@@ -2,6 +2,7 @@ package bucketed
 
 import (
 	"context"
+	"log/slog"
 	"time"
 
 	"github.com/skiplock/skiplock"
@@ -132,11 +133,12 @@ type WorkerConfig struct {
 	// a queue. PostgreSQL 13 and later (Dialect.HeldClaims); see
 	// docs/design.md, "Held claims".
 	HeldClaims bool
-	// Logf hears failures: each failed attempt and each panic as it is
-	// recorded (the job, its attempt and max_attempts, the error's first
-	// line, when it runs again or that it is dead; a panic's first stack
-	// frames), and the database's failures and recoveries. nil is silent.
-	Logf func(format string, args ...any)
+	// Logger hears failures: each failed attempt and each panic as it is
+	// recorded (the job, queue, kind, attempt and max_attempts, the
+	// error's first line, when it runs again or that it is dead; a panic's
+	// first stack frames), and the database's failures and recoveries.
+	// nil is the Queue's Config.Logger.
+	Logger *slog.Logger
 }
 
 // DefaultPollInterval is the longest wait between a Worker's claims while
@@ -227,9 +229,10 @@ func (q *Queue) workerConfig(cfg *WorkerConfig) (WorkerConfig, error) {
 	if c.Owner == "" {
 		c.Owner = q.cfg.Owner
 	}
-	if c.Logf == nil {
-		c.Logf = func(string, ...any) {}
+	if c.Logger == nil {
+		c.Logger = q.cfg.Logger
 	}
+	c.Logger = c.Logger.With("layout", "bucketed", "queue", c.Queue)
 	if c.HeldClaims && !q.db.Dialect().HeldClaims {
 		return WorkerConfig{}, errHeldUnsupported(q.db.Dialect())
 	}

@@ -2,7 +2,6 @@ package client_test
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -14,7 +13,6 @@ import (
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/client"
 	"github.com/skiplock/skiplock/internal/sqlident"
-	"github.com/skiplock/skiplock/internal/syncbuf"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
 	"github.com/skiplock/skiplock/ui"
@@ -110,10 +108,10 @@ END$$`,
 	}
 	t.Cleanup(db.Close)
 	_, s := testdb.MigratedOn(t, db, nil)
-	var logs syncbuf.Buffer
+	var logs testdb.Records
 	ran, ws := reportingWorkers(t)
 	cl, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, FetchPollInterval: 100 * time.Millisecond,
-		Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 2}}, NoMaintenance: true, Logf: func(format string, args ...any) { fmt.Fprintf(&logs, format+"\n", args...) }})
+		Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 2}}, NoMaintenance: true, Logger: logs.Logger()})
 	must(t, err)
 	must(t, cl.Start(ctx))
 	defer cl.Stop(ctx) //nolint:errcheck // nothing to check
@@ -123,7 +121,7 @@ END$$`,
 		}
 	}
 	pickedUp(t, ran, 3, "polling after the server refused pg_notify")
-	if got := strings.Count(logs.String(), "LISTEN/NOTIFY does not work"); got != 1 {
+	if got := len(logs.Matching("LISTEN/NOTIFY does not work")); got != 1 {
 		t.Errorf("%d log lines say LISTEN/NOTIFY does not work, want 1:\n%s", got, logs.String())
 	}
 }

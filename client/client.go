@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skiplock/skiplock/internal/logs"
+
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/fanout"
@@ -90,7 +92,7 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 		return nil, err
 	}
 	cl := &Client{db: db, cfg: c, defaultTimeout: cfg == nil || cfg.JobTimeout == 0, fq: map[string]*fanout.Queue{}, queues: map[string]*queueRunner{}, notifiedAt: map[string]time.Time{}, trailing: map[string]bool{}}
-	cl.events.logf = c.Logf
+	cl.events.log = c.Logger
 	cl.meter = metricsink.Of(c.Metrics)
 	switch c.Notify {
 	case NotifyAuto:
@@ -109,7 +111,7 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 				return nil, err
 			}
 			cl.notify = false
-			c.Logf("client: LISTEN/NOTIFY does not work on this server (%v): polling every %v instead (client.Config.FetchPollInterval)", err, c.FetchPollInterval)
+			c.Logger.Warn("LISTEN/NOTIFY does not work on this server: polling instead (client.Config.FetchPollInterval)", logs.Err(err), "poll_interval", c.FetchPollInterval)
 		}
 	}
 	if cl.periodic, err = parsePeriodic(c.PeriodicJobs); err != nil {
@@ -133,7 +135,7 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 			return nil, usage.Errorf("client: the server allows %d connections (max_connections) and this client needs %d, plus %d spare: raise max_connections, or lower the fanout queues' MaxWorkers (each fanout worker holds a connection while it works)", allowed, need, fanout.SpareConns)
 		}
 	}
-	bq, err := bucketed.New(ctx, db, &bucketed.Config{Schema: c.Schema, VisibilityTimeout: c.VisibilityTimeout, Retry: c.Retry, Owner: c.Owner,
+	bq, err := bucketed.New(ctx, db, &bucketed.Config{Schema: c.Schema, Logger: c.Logger, VisibilityTimeout: c.VisibilityTimeout, Retry: c.Retry, Owner: c.Owner,
 		DeleteCompleted: c.DeleteCompleted})
 	if err != nil && cl.usesLayout(schema.LayoutBucketed) {
 		return nil, fmt.Errorf("client: %w", err)
@@ -144,7 +146,7 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 		if q.Layout != schema.LayoutFanout {
 			continue
 		}
-		fq, err := fanout.New(ctx, db, &fanout.Config{Schema: c.Schema, Queue: name, Retry: c.Retry})
+		fq, err := fanout.New(ctx, db, &fanout.Config{Schema: c.Schema, Queue: name, Retry: c.Retry, Logger: c.Logger})
 		if err != nil {
 			return nil, fmt.Errorf("client: queue %q: %w", name, err)
 		}
@@ -187,12 +189,11 @@ func (c *Client) usesLayout(l schema.Layout) bool {
 func (c *Client) addRunner(name string, q QueueConfig) error {
 	r := &queueRunner{name: name, cfg: q, wake: make(chan struct{}, 1)}
 	poll := c.cfg.FetchPollInterval
-	logf := c.cfg.Logf
 	switch q.Layout {
 	case schema.LayoutFanout:
 		wc := &fanout.WorkerConfig{
 			Queue: name, Workers: q.MaxWorkers, JobTimeout: c.longestTimeout(),
-			PollInterval: poll, Wake: r.wake, WaitWhenDrained: true, NoMaintenance: true, Logf: logf,
+			PollInterval: poll, Wake: r.wake, WaitWhenDrained: true, NoMaintenance: true,
 			Handler: func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
 				return c.work(context.WithValue(ctx, txKey{}, tx), job)
 			},
@@ -210,7 +211,7 @@ func (c *Client) addRunner(name string, q QueueConfig) error {
 	default:
 		wc := &bucketed.WorkerConfig{
 			Queue: name, Workers: q.MaxWorkers, Prefetch: q.Prefetch, HeldClaims: q.HeldClaims,
-			PollInterval: poll, Wake: r.wake, NoMaintenance: true, Owner: c.cfg.Owner, Logf: logf,
+			PollInterval: poll, Wake: r.wake, NoMaintenance: true, Owner: c.cfg.Owner,
 			Handler: func(ctx context.Context, job *skiplock.Job) error {
 				err := c.work(ctx, job)
 				c.events.attemptEnded(job, err)
@@ -289,8 +290,8 @@ func (c *Client) Start(ctx context.Context) error {
 			mc = *c.cfg.Maintenance
 		}
 		mc.Schema = c.cfg.Schema
-		if mc.Logf == nil {
-			mc.Logf = c.cfg.Logf
+		if mc.Logger == nil {
+			mc.Logger = c.cfg.Logger
 		}
 		if len(c.periodic) > 0 {
 			mc.Hooks = append(append([]maintenance.Hook(nil), mc.Hooks...), c.periodicHook())

@@ -16,7 +16,6 @@ import (
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/client"
 	"github.com/skiplock/skiplock/internal/sqlident"
-	"github.com/skiplock/skiplock/internal/syncbuf"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/schema"
@@ -152,7 +151,7 @@ func TestKindsAndQueuesExactlyOnce(t *testing.T) {
 	after := map[string]map[string]int{}
 	var badTimes atomic.Int64
 	c, err := client.New(ctx, db, &client.Config{
-		Schema: s, Workers: ws, Logf: t.Logf,
+		Schema: s, Workers: ws, Logger: testdb.Logger(t),
 		AfterComplete: func(job *skiplock.Job, asked, claimed time.Time) {
 			if asked.IsZero() || claimed.Before(asked) || time.Now().Before(claimed) {
 				badTimes.Add(1)
@@ -381,7 +380,7 @@ func TestPickupAndLostNotifications(t *testing.T) {
 
 	// The listener's connection is cut: polling takes over.
 	worker, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, FetchPollInterval: 200 * time.Millisecond,
-		Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 2}}, NoMaintenance: true, Logf: t.Logf})
+		Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 2}}, NoMaintenance: true, Logger: testdb.Logger(t)})
 	must(t, err)
 	inserter, err := client.New(ctx, db, &client.Config{Schema: s})
 	must(t, err)
@@ -702,8 +701,8 @@ func TestInsertOnlyClientAfterPoolClose(t *testing.T) {
 	ctx := context.Background()
 	_, s := testdb.Migrated(t, nil, schema.LayoutBucketed)
 	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 2}) // the client's own, closed below
-	var logs syncbuf.Buffer
-	ins, err := client.New(ctx, db, &client.Config{Schema: s, Logf: func(format string, args ...any) { fmt.Fprintf(&logs, format+"\n", args...) }})
+	var logs testdb.Records
+	ins, err := client.New(ctx, db, &client.Config{Schema: s, Logger: logs.Logger()})
 	must(t, err)
 	for n := range 5 {
 		_, err := ins.Insert(ctx, emailArgs{N: n}, nil)

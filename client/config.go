@@ -5,8 +5,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
+
+	"github.com/skiplock/skiplock/internal/logs"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/fanout"
@@ -140,9 +143,11 @@ type Config struct {
 	NoMaintenance bool
 	// Owner names this process in leases; "" means host:pid.
 	Owner string
-	// Logf hears failed attempts, database failures and recoveries; nil
-	// is silent.
-	Logf func(format string, args ...any)
+	// Logger hears failed attempts (with the job, queue, kind and
+	// attempt as attributes), database failures and recoveries, leader
+	// changes and skipped periodic ticks; nil is slog.Default(). Pass
+	// slog.New(slog.DiscardHandler) for silence.
+	Logger *slog.Logger
 	// AfterComplete, when set, is called once for each job whose
 	// completion committed, after the commit, with when its worker
 	// goroutine asked for a job and when it got one: time.Since(asked) is
@@ -238,9 +243,7 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.Notify < NotifyAuto || out.Notify > NotifyOn {
 		return out, usage.Errorf("client: Notify %d is not a Notify setting", out.Notify)
 	}
-	if out.Logf == nil {
-		out.Logf = func(string, ...any) {}
-	}
+	out.Logger = logs.OrDefault(out.Logger)
 	switch {
 	case out.MetricsSampleInterval < 0:
 		return out, usage.Errorf("client: MetricsSampleInterval %v is negative: use 0 for the default (%v)", out.MetricsSampleInterval, DefaultMetricsSampleInterval)

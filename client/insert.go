@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/skiplock/skiplock/internal/logs"
+
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/retry"
@@ -290,7 +292,7 @@ func (c *Client) sendTrailing(queue string) {
 		return
 	}
 	if err != nil {
-		c.cfg.Logf("client: notify the listeners of queue %q: %v (their next poll finds its jobs)", queue, err)
+		c.cfg.Logger.Warn("notifying the queue's listeners failed: their next poll finds its jobs", "queue", queue, logs.Err(err))
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/skiplock/skiplock/internal/logs"
+
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/startstop"
@@ -48,7 +50,7 @@ func (l *listener) run(ctx context.Context) {
 		}
 		failing = workloop.Grow(failing, 100*time.Millisecond, 10*time.Second)
 		wait := workloop.Jitter(failing)
-		l.c.cfg.Logf("client: listening for new jobs failed: %v (polling every %v meanwhile; listening again in %v)", err, l.c.cfg.FetchPollInterval, wait.Round(time.Millisecond))
+		l.c.cfg.Logger.Warn("listening for new jobs failed: polling meanwhile", logs.Err(err), "poll_interval", l.c.cfg.FetchPollInterval, "retry_in", wait.Round(time.Millisecond))
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():

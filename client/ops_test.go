@@ -73,7 +73,7 @@ func TestSubscribeHearsEveryOutcome(t *testing.T) {
 	}), nil); err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Logf: t.Logf, Queues: map[string]client.QueueConfig{
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Logger: testdb.Logger(t), Queues: map[string]client.QueueConfig{
 		"b": {MaxWorkers: 6}, "f": {MaxWorkers: 6, Layout: schema.LayoutFanout}}})
 	if err != nil {
 		t.Fatal(err)
@@ -190,7 +190,7 @@ func TestOperations(t *testing.T) {
 	}), nil); err != nil {
 		t.Fatal(err)
 	}
-	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Logf: t.Logf, Queues: map[string]client.QueueConfig{
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Logger: testdb.Logger(t), Queues: map[string]client.QueueConfig{
 		"b": {MaxWorkers: 2}, "f": {MaxWorkers: 2, Layout: schema.LayoutFanout}}})
 	if err != nil {
 		t.Fatal(err)

@@ -146,7 +146,7 @@ func (c *Client) enqueueDue(ctx context.Context, tx skiplock.Tx) error {
 			}
 		}
 		if skipped > 0 {
-			c.cfg.Logf("client: periodic job %q: %d missed ticks older than the last %d skipped (Config.PeriodicCatchUp)", s.job.Name, skipped, c.cfg.PeriodicCatchUp)
+			c.cfg.Logger.Warn("periodic job: missed ticks skipped (Config.PeriodicCatchUp)", "periodic_job", s.job.Name, "skipped", skipped, "caught_up", c.cfg.PeriodicCatchUp)
 		}
 		if len(ticks) == 0 && err == nil {
 			continue

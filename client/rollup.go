@@ -9,12 +9,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"os"
 	"slices"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/skiplock/skiplock/internal/logs"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/hist"
@@ -106,7 +109,7 @@ type partial struct {
 type recorder struct {
 	db      *skiplock.DB
 	sql     map[string]string
-	logf    func(string, ...any)
+	log     *slog.Logger
 	id      string
 	host    string
 	pid     int
@@ -129,7 +132,7 @@ func (c *Client) newRecorder() (*recorder, error) {
 		return nil, err
 	}
 	host, _ := os.Hostname()
-	r := &recorder{db: c.db, sql: sql, logf: c.cfg.Logf, host: host, pid: os.Getpid(), started: time.Now(),
+	r := &recorder{db: c.db, sql: sql, log: c.cfg.Logger, host: host, pid: os.Getpid(), started: time.Now(),
 		pending: map[rollupKey]*rollupCounts{}}
 	if m := c.cfg.Maintenance; m != nil && m.Holder != "" {
 		r.id = m.Holder
@@ -213,7 +216,7 @@ func (r *recorder) flushAndLog() {
 	ctx, cancel := context.WithTimeout(context.Background(), max(rollupTiming.flush, 5*time.Second))
 	defer cancel()
 	if n, err := r.flush(ctx); err != nil {
-		r.logf("client: rollups: flushing %d partial rows failed; they are kept and sent again in %v: %v", n, rollupTiming.flush, err)
+		r.log.Warn("flushing rollups failed: the rows are kept and sent again", "rows", n, "retry_in", rollupTiming.flush, logs.Err(err))
 	}
 }
 
@@ -228,10 +231,10 @@ func (r *recorder) stop(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	if n, err := r.flush(ctx); err != nil {
-		r.logf("client: rollups: the last flush of %d partial rows failed, they are lost: %v", n, err)
+		r.log.Warn("the last flush of rollups failed: the rows are lost", "rows", n, logs.Err(err))
 	}
 	if _, err := r.db.Exec(ctx, r.sql["rollup_leave"], r.id); err != nil {
-		r.logf("client: rollups: deleting this client's presence row failed (it ages out): %v", err)
+		r.log.Info("deleting this client's presence row failed (it ages out)", logs.Err(err))
 	}
 }
 
@@ -270,7 +273,7 @@ func (r *recorder) flush(ctx context.Context) (int, error) {
 	}
 	if over := len(r.unsent) - rollupMaxUnsent; over > 0 {
 		slices.SortStableFunc(r.unsent, func(a, b partial) int { return a.minute.Compare(b.minute) })
-		r.logf("client: rollups: %d partial rows dropped, the oldest minute %s: flushes keep failing", over, r.unsent[0].minute.Format(time.RFC3339))
+		r.log.Error("rollups dropped: flushes keep failing", "rows", over, "oldest_minute", r.unsent[0].minute.Format(time.RFC3339))
 		r.unsent = slices.Delete(r.unsent, 0, over)
 	}
 	return len(rows), err

@@ -49,7 +49,7 @@ func idleClient(t *testing.T, ctx context.Context, db *skiplock.DB, s string) *c
 	t.Helper()
 	ws := client.NewWorkers()
 	must(t, client.AddWorker(ws, client.WorkFunc[ghostArgs](func(context.Context, *client.Job[ghostArgs]) error { return nil }), &client.KindOptions{Queue: "idle"}))
-	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Logf: t.Logf,
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Logger: testdb.Logger(t),
 		Maintenance: &maintenance.Config{LeaseTTL: time.Second},
 		Queues:      map[string]client.QueueConfig{"idle": {MaxWorkers: 1}}})
 	must(t, err)
@@ -99,7 +99,7 @@ func TestRollupsCountEveryAttempt(t *testing.T) {
 		run(80 * time.Millisecond)
 		return slow.count(fail(j.Args.N, j.Attempts, true))
 	}), &client.KindOptions{Queue: "f", Backoff: noBackoff}))
-	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Logf: t.Logf,
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Logger: testdb.Logger(t),
 		Queues: map[string]client.QueueConfig{
 			"b": {MaxWorkers: 4},
 			"f": {Layout: schema.LayoutFanout, MaxWorkers: 4},
@@ -318,7 +318,7 @@ func TestRollupsWithWorkerGrants(t *testing.T) {
 		done.Add(1)
 		return nil
 	}), &client.KindOptions{Queue: "b"}))
-	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Logf: t.Logf,
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Logger: testdb.Logger(t),
 		Queues: map[string]client.QueueConfig{"b": {MaxWorkers: 2}}})
 	must(t, err)
 	must(t, c.Start(ctx))

@@ -1,6 +1,7 @@
 package client
 
 import (
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -69,7 +70,7 @@ type events struct {
 	subs    map[*subscription]bool
 	active  atomic.Int32
 	dropped atomic.Int64
-	logf    func(format string, args ...any)
+	log     *slog.Logger
 	// errs holds bucketed handlers' errors between the attempt's end and
 	// its result, which the layout reports without the error.
 	errs sync.Map // *skiplock.Job -> error
@@ -129,7 +130,7 @@ func (e *events) publish(ev *Event) {
 		case s.ch <- ev:
 		default:
 			if n := e.dropped.Add(1); n == 1 || n%SubscribeBuffer == 0 {
-				e.logf("client: a subscriber is %d events behind: %d events dropped so far (read the Subscribe channel faster)", SubscribeBuffer, n)
+				e.log.Warn("a subscriber is behind: events dropped (read the Subscribe channel faster)", "buffer", SubscribeBuffer, "dropped", n)
 			}
 		}
 	}

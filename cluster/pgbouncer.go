@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -13,6 +14,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/skiplock/skiplock/internal/logs"
 )
 
 // PgBouncerConfig says how a local PgBouncer runs in front of a server.
@@ -25,8 +28,8 @@ type PgBouncerConfig struct {
 	// PoolSize is the server connections per user and database; 0 means
 	// 20, PgBouncer's default.
 	PoolSize int
-	// Logf hears what the manager does; nil is silent.
-	Logf func(format string, args ...any)
+	// Logger hears what the manager does; nil is slog.Default().
+	Logger *slog.Logger
 }
 
 // PgBouncer is a PgBouncer process this program started, listening on a
@@ -52,9 +55,7 @@ func StartPgBouncer(ctx context.Context, cfg *PgBouncerConfig) (*PgBouncer, erro
 	if c.PoolSize == 0 {
 		c.PoolSize = 20
 	}
-	if c.Logf == nil {
-		c.Logf = func(string, ...any) {}
-	}
+	c.Logger = logs.OrDefault(c.Logger)
 	bin, err := exec.LookPath("pgbouncer")
 	if err != nil {
 		if _, serr := os.Stat("/usr/sbin/pgbouncer"); serr != nil {
@@ -105,7 +106,7 @@ func StartPgBouncer(ctx context.Context, cfg *PgBouncerConfig) (*PgBouncer, erro
 		b.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // the start error is the one to report
 		return nil, err
 	}
-	c.Logf("pgbouncer: %s pooling on 127.0.0.1:%d", c.Mode, b.port)
+	c.Logger.Info("pgbouncer started", "mode", c.Mode, "addr", fmt.Sprintf("127.0.0.1:%d", b.port))
 	return b, nil
 }
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -19,6 +20,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/skiplock/skiplock/internal/logs"
 
 	"github.com/skiplock/skiplock/internal/usage"
 )
@@ -40,8 +43,8 @@ type PostgresConfig struct {
 	// NoFsync turns fsync and synchronous_commit off: faster, and a crash
 	// of the machine can lose or corrupt data. For throwaway test servers.
 	NoFsync bool
-	// Logf hears what the server manager does; nil is silent.
-	Logf func(format string, args ...any)
+	// Logger hears what the server manager does; nil is slog.Default().
+	Logger *slog.Logger
 }
 
 // Postgres is a local PostgreSQL server managed through initdb and pg_ctl.
@@ -98,9 +101,7 @@ func NewPostgres(cfg *PostgresConfig) *Postgres {
 	if c.SharedBuffers == "" {
 		c.SharedBuffers = defaultSharedBuffers()
 	}
-	if c.Logf == nil {
-		c.Logf = func(string, ...any) {}
-	}
+	c.Logger = logs.OrDefault(c.Logger)
 	return &Postgres{cfg: c}
 }
 
@@ -154,7 +155,7 @@ func (p *Postgres) Start(ctx context.Context) error {
 		}
 	}
 	if running, _ := p.running(ctx, bin, owner); running {
-		p.cfg.Logf("PostgreSQL already running in %s on port %d", p.dataDir(), p.state.Port)
+		p.cfg.Logger.Debug("PostgreSQL already running", "dir", p.dataDir(), "port", p.state.Port)
 		return nil
 	}
 	if p.state.Port == 0 || !portFree(p.state.Port) {
@@ -176,7 +177,7 @@ func (p *Postgres) Start(ctx context.Context) error {
 	if p.cfg.NoFsync {
 		opts = append(opts, "-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off")
 	}
-	p.cfg.Logf("starting PostgreSQL in %s on 127.0.0.1:%d", p.dataDir(), p.state.Port)
+	p.cfg.Logger.Info("starting PostgreSQL", "dir", p.dataDir(), "addr", fmt.Sprintf("127.0.0.1:%d", p.state.Port))
 	args := []string{"-D", p.dataDir(), "-l", p.LogFile(), "-w", "-t", strconv.Itoa(int(startWait.Seconds())), "-o", strings.Join(opts, " "), "start"}
 	if out, err := run(ctx, owner, filepath.Join(bin, "pg_ctl"), args...); err != nil {
 		return fmt.Errorf("start PostgreSQL in %s: %w\n%s\nserver log %s:\n%s", p.dataDir(), err, out, p.LogFile(), tail(p.LogFile(), 20))
@@ -303,7 +304,7 @@ func (p *Postgres) initdb(ctx context.Context, bin string, owner *user.User) err
 	if err := chown(pwfile, owner); err != nil {
 		return err
 	}
-	p.cfg.Logf("initialising a PostgreSQL data directory in %s", p.dataDir())
+	p.cfg.Logger.Info("initialising a PostgreSQL data directory", "dir", p.dataDir())
 	out, err := run(ctx, owner, filepath.Join(bin, "initdb"),
 		"-D", p.dataDir(), "-U", superuser, "--pwfile", pwfile,
 		"--auth-local=trust", "--auth-host=scram-sha-256", "-E", "UTF8", "--locale=C", "--no-instructions")

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/skiplock/skiplock/internal/logs"
 )
 
 // TestPostgresLifecycle starts a real server from the system's binaries,
@@ -30,7 +31,7 @@ func TestPostgresLifecycle(t *testing.T) {
 	if err := os.Chmod(base, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	pg := NewPostgres(&PostgresConfig{Dir: filepath.Join(base, "pg"), MaxConnections: 50, SharedBuffers: "32MB", NoFsync: true, Logf: t.Logf})
+	pg := NewPostgres(&PostgresConfig{Dir: filepath.Join(base, "pg"), MaxConnections: 50, SharedBuffers: "32MB", NoFsync: true, Logger: logs.To(t.Logf)})
 	defer pg.Stop(context.Background()) //nolint:errcheck
 
 	st, err := pg.Status(ctx)

@@ -21,7 +21,7 @@ func (p *Postgres) Standby(ctx context.Context, dir string) (*Postgres, error) {
 		return nil, err
 	}
 	s := NewPostgres(&PostgresConfig{Dir: dir, BinDir: p.cfg.BinDir, MaxConnections: p.cfg.MaxConnections,
-		SharedBuffers: p.cfg.SharedBuffers, NoFsync: p.cfg.NoFsync, Logf: p.cfg.Logf})
+		SharedBuffers: p.cfg.SharedBuffers, NoFsync: p.cfg.NoFsync, Logger: p.cfg.Logger})
 	if s.state.Port, err = freePort(); err != nil {
 		return nil, err
 	}

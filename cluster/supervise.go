@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"os"
 	"os/exec"
@@ -14,6 +15,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/skiplock/skiplock/internal/logs"
 
 	"github.com/jackc/pgx/v5"
 
@@ -52,8 +55,8 @@ type MultiNodeConfig struct {
 	ReadyTimeout time.Duration
 	// PollInterval is the pause between readiness probes; 0 means 1 s.
 	PollInterval time.Duration
-	// Logf hears progress; nil is silent.
-	Logf func(format string, args ...any)
+	// Logger hears progress; nil is slog.Default().
+	Logger *slog.Logger
 }
 
 // MaxNodes bounds the node count: each node takes a loopback address
@@ -205,9 +208,7 @@ func NewMultiNode(cfg *MultiNodeConfig) (*MultiNode, error) {
 	if c.PollInterval == 0 {
 		c.PollInterval = time.Second
 	}
-	if c.Logf == nil {
-		c.Logf = func(string, ...any) {}
-	}
+	c.Logger = logs.OrDefault(c.Logger)
 	return &MultiNode{cfg: c, spec: spec, bin: c.Bin}, nil
 }
 
@@ -364,7 +365,7 @@ func (c *MultiNode) Up(ctx context.Context) error {
 			return fmt.Errorf("%s holds a %d-node %s cluster: run `skiplock cluster down --engine %s --base-dir %s` first to make a %d-node one", c.cfg.BaseDir, st.Nodes, st.Engine, st.Engine, c.cfg.BaseDir, c.cfg.Nodes)
 		}
 		if st.Engine == c.cfg.Engine && c.allReady(ctx) == nil {
-			c.cfg.Logf("the %s cluster in %s is already up", c.cfg.Engine, c.cfg.BaseDir)
+			c.cfg.Logger.Info("the cluster is already up", "engine", c.cfg.Engine, "dir", c.cfg.BaseDir)
 			return nil
 		}
 		return fmt.Errorf("%s holds a %d-node %s cluster that is not fully up: run `skiplock cluster down --engine %s --base-dir %s` to remove it, then up again", c.cfg.BaseDir, st.Nodes, st.Engine, st.Engine, c.cfg.BaseDir)
@@ -386,7 +387,7 @@ func (c *MultiNode) Up(ctx context.Context) error {
 	}
 	for _, n := range c.Nodes() {
 		cmd := c.spec.startCommand(c, n)
-		c.cfg.Logf("%s: %s", cmd.What, cmd)
+		c.cfg.Logger.Info(cmd.What, "command", cmd.String())
 		// Counted as started before the command returns: a start that
 		// fails half-way may leave a process behind, and stop is a
 		// no-op for a node that is not running.
@@ -396,7 +397,7 @@ func (c *MultiNode) Up(ctx context.Context) error {
 		}
 	}
 	for _, cmd := range c.spec.afterStart(c) {
-		c.cfg.Logf("%s: %s", cmd.What, cmd)
+		c.cfg.Logger.Info(cmd.What, "command", cmd.String())
 		if err := c.exec(ctx, cmd); err != nil {
 			return fail(cmd.What, err)
 		}
@@ -457,7 +458,7 @@ func (c *MultiNode) Down(ctx context.Context) error {
 	}
 	if st == nil {
 		if _, err := os.Stat(c.cfg.BaseDir); errors.Is(err, os.ErrNotExist) {
-			c.cfg.Logf("no %s cluster in %s: nothing to do", c.cfg.Engine, c.cfg.BaseDir)
+			c.cfg.Logger.Info("no cluster here: nothing to do", "engine", c.cfg.Engine, "dir", c.cfg.BaseDir)
 			return nil
 		}
 		return fmt.Errorf("%s exists but holds no skiplock cluster state: remove it yourself if it is yours", c.cfg.BaseDir)
@@ -470,7 +471,7 @@ func (c *MultiNode) Down(ctx context.Context) error {
 	nodes := c.Nodes()
 	var failed []string
 	for i := len(nodes) - 1; i >= 0; i-- {
-		c.cfg.Logf("stop node %d (%s)", nodes[i].Index, nodes[i].Dir)
+		c.cfg.Logger.Info("stop node", "node", nodes[i].Index, "dir", nodes[i].Dir)
 		if err := c.spec.stop(ctx, c, nodes[i]); err != nil {
 			failed = append(failed, fmt.Sprintf("node %d: %v", nodes[i].Index, err))
 		}
@@ -539,7 +540,7 @@ func (c *MultiNode) waitReady(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.ReadyTimeout)
 	defer cancel()
 	for _, n := range c.Nodes() {
-		c.cfg.Logf("wait until node %d serves SQL on %s", n.Index, n.Addr())
+		c.cfg.Logger.Info("wait until the node serves SQL", "node", n.Index, "addr", n.Addr())
 		var last error
 		for {
 			pctx, pcancel := context.WithTimeout(ctx, 15*time.Second)

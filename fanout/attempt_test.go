@@ -93,7 +93,7 @@ func TestHandlerRunsAtMostMaxAttempts(t *testing.T) {
 			}
 		},
 		IdleMin: time.Millisecond, IdleMax: 5 * time.Millisecond,
-		Logf: t.Logf,
+		Logger: testdb.Logger(t),
 	})
 	waitEmpty(t, q, 2*time.Minute, func() string { return fmtCounts(w.Stats(), total.Load()) })
 	if err := w.Stop(ctx); err != nil {

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -19,7 +19,7 @@ import (
 // explode is the panicking handler's own frame, which the log must show.
 func explode(n int) error { panic(fmt.Sprintf("kaboom %d", n)) }
 
-// TestWorkerLogsFailures: a Worker's Logf hears every failed attempt and
+// TestWorkerLogsFailures: a Worker's Logger hears every failed attempt and
 // every panic as it is recorded (attempt n of max, the error's first line,
 // whether the job runs again or went to job_dead, a panic's first frames).
 // A job that fails and then succeeds leaves no row behind: only job_dead
@@ -37,26 +37,22 @@ func TestWorkerLogsFailures(t *testing.T) {
 		return id
 	}
 	failing, panicking, flaky := enqueue(`"fail"`, 7), enqueue(`"panic"`, 2), enqueue(`"flaky"`, 3)
-	var mu sync.Mutex
-	var lines []string
-	about := func(id string) []string {
-		mu.Lock()
-		defer mu.Unlock()
-		var out []string
-		for _, l := range lines {
-			if strings.Contains(l, "job "+id+" ") {
-				out = append(out, l)
+	var log testdb.Records
+	// about is the "job failed" and "job panicked" records of job id,
+	// in attempt order.
+	about := func(id string) []testdb.Record {
+		var out []testdb.Record
+		for _, r := range log.Job(id) {
+			if strings.HasPrefix(r.Msg, "job failed") || strings.HasPrefix(r.Msg, "job panicked") {
+				out = append(out, r)
 			}
 		}
-		// In attempt order (single digits here): a goroutine's log call
-		// can come after another's claim and failure of the next attempt.
-		slices.Sort(out)
 		return out
 	}
 	var flakyRuns sync.Map
 	w, err := q.NewWorker(&fanout.WorkerConfig{
 		Workers: 2, IdleMin: 5 * time.Millisecond, IdleMax: 20 * time.Millisecond, NoMaintenance: true,
-		Logf: func(f string, a ...any) { mu.Lock(); lines = append(lines, fmt.Sprintf(f, a...)); mu.Unlock() },
+		Logger: log.Logger(),
 		Handler: func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
 			switch string(job.Payload) {
 			case `"fail"`:
@@ -87,43 +83,46 @@ func TestWorkerLogsFailures(t *testing.T) {
 	got := about(failing)
 	// A claim may find the last attempt's count used up before that
 	// attempt's failure is recorded (the row is unlocked in between): it
-	// buries the job and logs so, and the failing worker's own line then
-	// comes without "no attempts left". Both lines are then right.
-	racedLast := len(got) == 8 && strings.Contains(got[7], "moved to job_dead without running")
-	if racedLast {
-		got = got[:7]
+	// buries the job and logs so, and the failing worker's own record then
+	// comes without "no attempts left". Both records are then right.
+	racedLast := false
+	for _, r := range log.Job(failing) {
+		racedLast = racedLast || strings.Contains(r.Msg, "moved to job_dead without running")
 	}
 	if len(got) != 7 {
-		t.Fatalf("the failing job's 7 failed attempts logged %d times:\n%s", len(got), strings.Join(got, "\n"))
+		t.Fatalf("the failing job's 7 failed attempts logged %d times:\n%s", len(got), log.String())
 	}
-	for i, line := range got {
-		want := fmt.Sprintf("job %s failed, attempt %d of 7: smtp refused attempt %d; ", failing, i+1, i+1)
+	for i, rec := range got {
+		then := "retry in "
 		switch {
 		case i < 6:
-			want += "retry in "
 		case racedLast:
+			then = ""
 		default:
-			want += "no attempts left: moved to job_dead"
+			then = "no attempts left: moved to job_dead"
 		}
-		if !strings.Contains(line, want) || strings.Contains(line, "second line") {
-			t.Errorf("failed attempt %d logged as %q; want %q and only the error's first line", i+1, line, want)
+		a := rec.Attrs
+		if rec.Msg != "job failed" || a["attempt"] != strconv.Itoa(i+1) || a["max_attempts"] != "7" || a["layout"] != "fanout" ||
+			a["err"] != fmt.Sprintf("smtp refused attempt %d", i+1) || !strings.HasPrefix(a["then"], then) {
+			t.Errorf("failed attempt %d logged as %s; want \"job failed\", attempt %d of 7, only the error's first line, then %q", i+1, rec, i+1, then)
 		}
 	}
 	got = about(panicking)
 	if len(got) != 2 {
-		t.Fatalf("the panicking job's 2 attempts logged %d times:\n%s", len(got), strings.Join(got, "\n"))
+		t.Fatalf("the panicking job's 2 attempts logged %d times:\n%s", len(got), log.String())
 	}
-	for i, line := range got {
-		if !strings.Contains(line, fmt.Sprintf("job %s panicked, attempt %d of 2: handler panicked: kaboom %d", panicking, i+1, i+1)) ||
-			!strings.Contains(line, "fanout_test.explode") || !strings.Contains(line, "failurelog_test.go") {
-			t.Errorf("panic %d logged without its attempt or the panic site's frame:\n%s", i+1, line)
+	for i, rec := range got {
+		a := rec.Attrs
+		if rec.Msg != "job panicked" || a["attempt"] != strconv.Itoa(i+1) || a["err"] != fmt.Sprintf("handler panicked: kaboom %d", i+1) ||
+			!strings.Contains(a["stack"], "fanout_test.explode") || !strings.Contains(a["stack"], "failurelog_test.go") {
+			t.Errorf("panic %d logged without its attempt or the panic site's frame: %s", i+1, rec)
 		}
 	}
-	if !strings.Contains(got[1], "no attempts left: moved to job_dead") {
+	if got[1].Attrs["then"] != "no attempts left: moved to job_dead" {
 		t.Errorf("the last panic does not say the job is dead: %s", got[1])
 	}
-	if got = about(flaky); len(got) != 1 || !strings.Contains(got[0], "attempt 1 of 3: flaky: first attempt fails; retry in ") {
-		t.Errorf("the flaky job's one failure logged as %q", got)
+	if got = about(flaky); len(got) != 1 || got[0].Attrs["attempt"] != "1" || got[0].Attrs["err"] != "flaky: first attempt fails" || !strings.HasPrefix(got[0].Attrs["then"], "retry in ") {
+		t.Errorf("the flaky job's one failure logged as %v", got)
 	}
 	// The flaky job succeeded: its row is gone, and job_dead holds only
 	// the two dead jobs, with their last errors.

@@ -540,7 +540,7 @@ func exactlyOnceOn(t *testing.T, d testdb.Driver, n int, fail func(job *skiplock
 			}
 		},
 		IdleMin: time.Millisecond, IdleMax: 20 * time.Millisecond,
-		Logf: t.Logf,
+		Logger: testdb.Logger(t),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -907,7 +907,7 @@ func TestStop(t *testing.T) {
 	for len(started) > 0 {
 		<-started
 	}
-	w = startWorker(t, ctx, q, &fanout.WorkerConfig{Workers: 4, Handler: slow, Logf: t.Logf})
+	w = startWorker(t, ctx, q, &fanout.WorkerConfig{Workers: 4, Handler: slow, Logger: testdb.Logger(t)})
 	waitStarted(t, started)
 	expired, cancel := context.WithCancel(ctx)
 	cancel()

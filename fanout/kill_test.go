@@ -64,7 +64,7 @@ func TestHelperProcess(t *testing.T) {
 			select {}
 		},
 		IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond,
-		Logf: t.Logf,
+		Logger: testdb.Logger(t),
 	})
 	testdb.WaitFor(t, "no job pending", time.Minute, func() bool {
 		more, err := q.HasQueued(ctx)

@@ -100,7 +100,7 @@ func runRetriedJobs(t *testing.T, cfg *skiplock.OpenConfig, n, workers, failEver
 			}
 		},
 		IdleMin: time.Millisecond, IdleMax: 5 * time.Millisecond,
-		Logf: t.Logf,
+		Logger: testdb.Logger(t),
 	})
 	t.Cleanup(func() { w.Stop(context.Background()) }) //nolint:errcheck // a failed test's worker
 	waitEmpty(t, q, 10*time.Minute, func() string {

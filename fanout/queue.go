@@ -3,6 +3,7 @@ package fanout
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -69,6 +70,9 @@ type Config struct {
 	// 0 means DefaultHintMaxAge; negative turns the watermarks off (every
 	// claim scans each shard from its head).
 	HintMaxAge time.Duration
+	// Logger is its workers' logger unless their WorkerConfig names one;
+	// nil is slog.Default().
+	Logger *slog.Logger
 }
 
 // DefaultHintMaxAge is how often claims probe the shards' heads when
@@ -81,7 +85,7 @@ func (c *Config) withDefaults(d *skiplock.Dialect) (Config, error) {
 	if c != nil {
 		out = *c
 	}
-	shared := queuecfg.Shared{Schema: &out.Schema, MaxPayloadBytes: &out.MaxPayloadBytes, EnqueueBatch: &out.EnqueueBatch, Retry: &out.Retry}
+	shared := queuecfg.Shared{Schema: &out.Schema, MaxPayloadBytes: &out.MaxPayloadBytes, EnqueueBatch: &out.EnqueueBatch, Retry: &out.Retry, Logger: &out.Logger}
 	if err := shared.Fill(d, DefaultEnqueueBatch); err != nil {
 		return out, err
 	}

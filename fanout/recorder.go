@@ -3,8 +3,11 @@ package fanout
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/skiplock/skiplock/internal/logs"
 
 	"github.com/skiplock/skiplock"
 )
@@ -121,7 +124,7 @@ const recordTimeout = 30 * time.Second
 // 50 ms job about 3 ms more, waiting behind the batch's commit).
 type recorder struct {
 	q     *Queue
-	logf  func(format string, args ...any)
+	log   *slog.Logger
 	slots chan *recorderSlot
 	n     int
 	once  sync.Once
@@ -149,9 +152,9 @@ func RecorderConns(workers int) int {
 	return min(8, max(1, workers/4))
 }
 
-func newRecorder(q *Queue, workers int, logf func(string, ...any)) *recorder {
+func newRecorder(q *Queue, workers int, log *slog.Logger) *recorder {
 	n := RecorderConns(workers)
-	r := &recorder{q: q, logf: logf, slots: make(chan *recorderSlot, n), n: n}
+	r := &recorder{q: q, log: log, slots: make(chan *recorderSlot, n), n: n}
 	for range n {
 		r.slots <- &recorderSlot{}
 	}
@@ -173,7 +176,7 @@ func (r *recorder) withConn(ctx context.Context, fn func(context.Context, skiplo
 	}
 	err := fn(sctx, s.conn)
 	if err != nil {
-		r.logf("fanout: recording an attempt failed: %v", err)
+		r.log.Warn("recording an attempt failed", logs.Err(err))
 		s.conn.Release() // a fresh connection for the next count
 		s.conn = nil
 	}

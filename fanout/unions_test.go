@@ -15,6 +15,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/fanout"
+	"github.com/skiplock/skiplock/internal/logs"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -226,7 +227,7 @@ func testHasQueuedNeverEmpty(t *testing.T, crdbForms bool) {
 			}
 		},
 		IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond,
-		Logf: t.Logf,
+		Logger: logs.To(t.Logf),
 	})
 	if err != nil {
 		t.Fatal(err)

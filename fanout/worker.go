@@ -5,12 +5,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/skiplock/skiplock/internal/logs"
+	"github.com/skiplock/skiplock/internal/startstop"
+
 	"github.com/skiplock/skiplock"
-	"github.com/skiplock/skiplock/internal/errtext"
 	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/internal/workloop"
 	"github.com/skiplock/skiplock/maintenance"
@@ -109,13 +112,13 @@ type WorkerConfig struct {
 	// NoMaintenance keeps this worker out of the leader election, where
 	// another part of the process (or another process) runs maintenance.
 	NoMaintenance bool
-	// Logf hears each failed attempt and each panic as it is recorded
-	// (the job, its attempt and max_attempts, the error's first line,
-	// the backoff before it runs again or that it moved to job_dead; a
-	// panic's first stack frames), each job buried because workers that
-	// died used up its attempts, database failures and recoveries, and skipped checks; nil
-	// is silent.
-	Logf func(format string, args ...any)
+	// Logger hears each failed attempt and each panic as it is recorded
+	// (the job, queue, kind, attempt and max_attempts, the error's first
+	// line, the backoff before it runs again or that it moved to
+	// job_dead; a panic's first stack frames), each job buried because
+	// workers that died used up its attempts, database failures and
+	// recoveries, and skipped checks. nil is the Queue's Config.Logger.
+	Logger *slog.Logger
 }
 
 // ConnLimitError says the server allows fewer connections than the
@@ -146,8 +149,8 @@ type Worker struct {
 
 	mu      sync.Mutex
 	started bool
-	pool    *workloop.Pool
-	rec     *recorder // counts attempts before handlers run
+	svc     startstop.Service // runs the pool until Stop, then closes rec
+	rec     *recorder         // counts attempts before handlers run
 	maint   *maintenance.Service
 
 	completed, failed, dead, errored, snoozed atomic.Int64
@@ -212,9 +215,10 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 		return nil, usage.Errorf("fanout worker: job timeout %v is longer than this engine lets a job's transaction stay open (%v, four fifths of its closed-timestamp target %v, kv.closed_timestamp.target_duration): its commit would fail at every try. Use a job timeout of at most %v, set WorkerConfig.HoldLimit to the cluster's setting if it is longer, or run such jobs on the bucketed layout, whose leases hold no transaction open",
 			c.JobTimeout, hold*4/5, hold, hold*4/5)
 	}
-	if c.Logf == nil {
-		c.Logf = func(string, ...any) {}
+	if c.Logger == nil {
+		c.Logger = q.cfg.Logger
 	}
+	c.Logger = c.Logger.With("layout", "fanout", "queue", c.Queue)
 	h, budget := c.Handler, c.JobTimeout
 	c.Handler = func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
 		hctx, cancel := context.WithTimeout(ctx, budget)
@@ -259,7 +263,7 @@ func (w *Worker) Start(ctx context.Context) error {
 	case err != nil:
 		// CockroachDB has no max_connections; its per-gateway limit is
 		// unset by default.
-		cfg.Logf("fanout: cannot read the server's max_connections (%v): skipping the connection check", err)
+		cfg.Logger.Info("cannot read the server's max_connections: skipping the connection check", logs.Err(err))
 	case allowed < need+SpareConns:
 		return &ConnLimitError{Allowed: allowed, Workers: cfg.Workers, Needed: need + SpareConns}
 	}
@@ -269,20 +273,20 @@ func (w *Worker) Start(ctx context.Context) error {
 			mc = *cfg.Maintenance
 		}
 		mc.Schema = q.cfg.Schema
-		if mc.Logf == nil {
-			mc.Logf = cfg.Logf
+		if mc.Logger == nil {
+			mc.Logger = cfg.Logger
 		}
 		if w.maint, err = maintenance.Start(ctx, q.db, &mc); err != nil {
 			return fmt.Errorf("fanout worker: %w", err)
 		}
 	}
-	w.rec = newRecorder(q, cfg.Workers, cfg.Logf)
+	w.rec = newRecorder(q, cfg.Workers, cfg.Logger)
 	pool, err := workloop.Start(ctx, workloop.Config{
 		Workers: cfg.Workers,
 		IdleMin: cfg.IdleMin, IdleMax: cmp.Or(cfg.PollInterval, cfg.IdleMax),
 		ErrorMin: cfg.ErrorMin, ErrorMax: cfg.ErrorMax,
 		SharedIdle: true, Wake: cfg.Wake, WaitWhenDrained: cfg.WaitWhenDrained, Probe: w.idleProbe(),
-		Logf: cfg.Logf,
+		Logger: cfg.Logger,
 	}, w.step)
 	if err != nil {
 		w.rec.close()
@@ -291,8 +295,12 @@ func (w *Worker) Start(ctx context.Context) error {
 		}
 		return err
 	}
-	w.pool, w.started = pool, true
-	return nil
+	w.started = true
+	return w.svc.StartDrain(ctx, func(stop, hard context.Context) {
+		<-stop.Done()
+		pool.Stop(hard) //nolint:errcheck // StopContext reports the hard stop
+		w.rec.close()
+	})
 }
 
 // step processes one job for worker i.
@@ -331,31 +339,14 @@ func (w *Worker) step(ctx context.Context, i int) (bool, error) {
 func (w *Worker) logFailure(res *Result) {
 	j := res.Job
 	if errors.Is(res.HandlerErr, ErrWorkerDied) {
-		w.cfg.Logf("fanout worker: job %s moved to job_dead without running: its %d attempts were used up by workers that died mid-job", j.ID, j.MaxAttempts)
+		w.cfg.Logger.Error("job moved to job_dead without running: its attempts were used up by workers that died mid-job", logs.Job(j)...)
 		return
 	}
-	what, next := "failed", fmt.Sprintf("retry in %v", res.RetryIn.Round(time.Millisecond))
-	if skiplock.IsPanic(res.HandlerErr) {
-		what = "panicked"
-	}
+	next := fmt.Sprintf("retry in %v", res.RetryIn.Round(time.Millisecond))
 	if res.Dead {
 		next = "no attempts left: moved to job_dead"
 	}
-	msg := fmt.Sprintf("fanout worker: job %s %s, attempt %d of %d: %s; %s", j.ID, what, j.Attempts, j.MaxAttempts, errtext.FirstLine(res.HandlerErr), next)
-	if st := errtext.PanicFrames(res.HandlerErr, 3); st != "" {
-		msg += "\n" + st
-	}
-	w.cfg.Logf("%s", msg)
-}
-
-// running is the started pool, or an error for a Worker never started.
-func (w *Worker) running() (*workloop.Pool, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.pool == nil {
-		return nil, errors.New("fanout worker: not started: call Start first")
-	}
-	return w.pool, nil
+	logs.Failure(w.cfg.Logger, j, res.HandlerErr, res.Dead, next)
 }
 
 // Stop stops claiming jobs and waits for the jobs in flight to finish and
@@ -363,12 +354,13 @@ func (w *Worker) running() (*workloop.Pool, error) {
 // and the jobs return to the queue, with no attempt counted) and returns
 // ctx's error once they have returned.
 func (w *Worker) Stop(ctx context.Context) error {
-	pool, err := w.running()
-	if err != nil {
-		return err
+	w.mu.Lock()
+	started := w.started
+	w.mu.Unlock()
+	if !started {
+		return errors.New("fanout worker: not started: call Start first")
 	}
-	err = pool.Stop(ctx)
-	w.rec.close()
+	err := w.svc.StopContext(ctx)
 	if w.maint != nil {
 		if merr := w.maint.Stop(ctx); merr != nil && err == nil {
 			err = merr
@@ -380,9 +372,8 @@ func (w *Worker) Stop(ctx context.Context) error {
 // Wait blocks until every worker goroutine has returned (after Stop, or a
 // cancelled Start context). It returns at once for a Worker never started.
 func (w *Worker) Wait() {
-	if pool, err := w.running(); err == nil {
-		pool.Wait()
-		w.rec.close()
+	if stopped := w.svc.Stopped(); stopped != nil {
+		<-stopped
 	}
 }
 

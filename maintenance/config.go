@@ -5,8 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"time"
+
+	"github.com/skiplock/skiplock/internal/logs"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/sqlident"
@@ -86,8 +89,9 @@ type Config struct {
 	MaxBatches int
 	// Hooks are further tasks to run while leading.
 	Hooks []Hook
-	// Logf, when set, hears leader changes, rescues, deletions and errors.
-	Logf func(format string, args ...any)
+	// Logger hears leader changes, rescues, deletions and errors; nil is
+	// slog.Default().
+	Logger *slog.Logger
 	// AfterTask, when set, is called after each run of a task while this
 	// process leads, with the task's name ("rescuer", "pruner" or a
 	// hook's Name) and the run's error (nil when it went through): a
@@ -110,6 +114,7 @@ func (c *Config) withDefaults() (Config, error) {
 	if out.Holder == "" {
 		out.Holder = defaultHolder()
 	}
+	out.Logger = logs.OrDefault(out.Logger).With("component", "maintenance", "schema", out.Schema, "holder", out.Holder)
 	for name, d := range map[string]time.Duration{"lease TTL": out.LeaseTTL, "elect interval": out.ElectInterval,
 		"rescue interval": out.RescueInterval, "prune interval": out.PruneInterval} {
 		if d < 0 {

@@ -38,6 +38,6 @@
 //     default), and fanout's dead letters after a week;
 //   - hooks registered by other parts (periodic jobs, metric rollups).
 //
-// Leader changes, rescues and deletions are logged (Config.Logf) and
+// Leader changes, rescues and deletions are logged (Config.Logger) and
 // counted ([Service.Stats]).
 package maintenance

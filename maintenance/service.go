@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/skiplock/skiplock/internal/logs"
+	"github.com/skiplock/skiplock/internal/startstop"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/queryrows"
@@ -130,9 +132,7 @@ type Service struct {
 	elected, lost, rescued, rescuedFailed, pruned, hookRuns, errs atomic.Int64
 	heldRescued                                                   atomic.Int64
 
-	cancel context.CancelFunc
-	done   chan struct{}
-	once   sync.Once
+	svc startstop.Service
 }
 
 // Start validates cfg, checks that the schema is migrated, and starts
@@ -164,27 +164,24 @@ func Start(ctx context.Context, db *skiplock.DB, cfg *Config) (*Service, error) 
 	if !leaderTable {
 		return nil, fmt.Errorf("maintenance: schema %q has no %s table: run `skiplock migrate --schema %s` to upgrade it", c.Schema, schema.LeaderTable, c.Schema)
 	}
-	s := &Service{db: db, cfg: c, sql: stmts, layouts: layouts, holdTable: holdTable, iso: db.Dialect().DefaultIsolation, done: make(chan struct{})}
-	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.cancel = cancel
-	go s.run(runCtx)
+	s := &Service{db: db, cfg: c, sql: stmts, layouts: layouts, holdTable: holdTable, iso: db.Dialect().DefaultIsolation}
+	if err := s.svc.Start(ctx, s.run); err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
 // Stop stops competing and, if this process leads, resigns so that another
 // takes over at once. It waits for a task round in progress to end.
 func (s *Service) Stop(ctx context.Context) error {
-	s.once.Do(s.cancel)
-	select {
-	case <-s.done:
-	case <-ctx.Done():
-		return ctx.Err()
+	if err := s.svc.StopContext(ctx); err != nil {
+		return err
 	}
 	if tok := s.token.Swap(0); tok != 0 {
 		if _, err := s.db.Exec(ctx, s.sql["resign"], Name, s.cfg.Holder, tok); err != nil {
 			return fmt.Errorf("maintenance: resign (the lease will expire on its own): %w", err)
 		}
-		s.logf("maintenance: %s resigned as leader (token %d)", s.cfg.Holder, tok)
+		s.cfg.Logger.Info("resigned as leader", "token", tok)
 	}
 	return nil
 }
@@ -269,13 +266,7 @@ func (s *Service) Fenced(ctx context.Context, fn func(ctx context.Context, tx sk
 func (s *Service) stepDown(tok int64, why string) {
 	if s.token.CompareAndSwap(tok, 0) {
 		s.lost.Add(1)
-		s.logf("maintenance: %s is no longer leader (token %d): %s", s.cfg.Holder, tok, why)
-	}
-}
-
-func (s *Service) logf(format string, args ...any) {
-	if s.cfg.Logf != nil {
-		s.cfg.Logf(format, args...)
+		s.cfg.Logger.Warn("no longer leader", "token", tok, "why", why)
 	}
 }
 
@@ -302,7 +293,6 @@ func (s *Service) tasks() []*task {
 }
 
 func (s *Service) run(ctx context.Context) {
-	defer close(s.done)
 	tasks := s.tasks()
 	var renewAt time.Time
 	for {
@@ -332,7 +322,7 @@ func (s *Service) run(ctx context.Context) {
 					err := t.run(ctx)
 					if err != nil && !errors.Is(err, ErrNotLeader) && ctx.Err() == nil {
 						s.errs.Add(1)
-						s.logf("maintenance: %s: %v", t.name, err)
+						s.cfg.Logger.Warn("task failed", "task", t.name, logs.Err(err))
 					}
 					if s.cfg.AfterTask != nil {
 						s.cfg.AfterTask(t.name, err)
@@ -354,7 +344,7 @@ func (s *Service) elect(ctx context.Context) bool {
 	case err != nil:
 		if ctx.Err() == nil {
 			s.errs.Add(1)
-			s.logf("maintenance: election: %v", err)
+			s.cfg.Logger.Warn("election failed", logs.Err(err))
 		}
 		return false
 	case !ok:
@@ -362,7 +352,7 @@ func (s *Service) elect(ctx context.Context) bool {
 	}
 	s.token.Store(tok)
 	s.elected.Add(1)
-	s.logf("maintenance: %s is now leader of schema %q (token %d)", s.cfg.Holder, s.cfg.Schema, tok)
+	s.cfg.Logger.Info("now leader", "token", tok)
 	return true
 }
 
@@ -376,7 +366,7 @@ func (s *Service) renew(ctx context.Context) {
 		// The lease may still be ours; the next renewal or fenced statement
 		// tells. Fencing keeps it safe meanwhile.
 		s.errs.Add(1)
-		s.logf("maintenance: renew lease: %v", err)
+		s.cfg.Logger.Warn("renewing the leader's lease failed", logs.Err(err))
 	}
 }
 
@@ -447,11 +437,11 @@ func (s *Service) rescue(ctx context.Context) error {
 	s.rescued.Add(queued)
 	s.rescuedFailed.Add(failed)
 	if queued+failed > 0 {
-		s.logf("maintenance: rescuer: %d expired leases back to Queued, %d Failed with no attempts left", queued, failed)
+		s.cfg.Logger.Info("rescuer: expired leases back to Queued, or Failed with no attempts left", "queued", queued, "failed", failed)
 	}
 	if held > 0 {
 		s.heldRescued.Add(held)
-		s.logf("maintenance: rescuer: counted the attempts of %d jobs whose held claim ended without a result", held)
+		s.cfg.Logger.Info("rescuer: counted the attempts of jobs whose held claim ended without a result", "jobs", held)
 	}
 	return err
 }
@@ -596,7 +586,7 @@ const orphanAttemptAge = time.Minute
 func (s *Service) addPruned(n int64) {
 	if n > 0 {
 		s.pruned.Add(n)
-		s.logf("maintenance: pruner deleted %d finished jobs", n)
+		s.cfg.Logger.Info("pruner deleted finished jobs", "jobs", n)
 	}
 }
 

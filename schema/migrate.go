@@ -6,10 +6,13 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/skiplock/skiplock/internal/logs"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/sqlident"
@@ -22,8 +25,9 @@ type MigrateConfig struct {
 	Options
 	// Layouts to create or upgrade; nil means all of them.
 	Layouts []Layout
-	// Logf, when set, hears one line per migration applied.
-	Logf func(format string, args ...any)
+	// Logger hears each migration applied and each wait for another
+	// process's migration lock; nil is slog.Default().
+	Logger *slog.Logger
 
 	// forceLockRow makes PostgreSQL use the lock row, so tests can prove
 	// that path on the engine they have.
@@ -50,10 +54,7 @@ func Migrate(ctx context.Context, db *skiplock.DB, cfg *MigrateConfig) ([]Migrat
 	if err != nil {
 		return nil, err
 	}
-	logf := cfg.Logf
-	if logf == nil {
-		logf = func(string, ...any) {}
-	}
+	log := logs.OrDefault(cfg.Logger)
 
 	d := db.Dialect()
 	var lock migrationLock
@@ -69,7 +70,7 @@ func Migrate(ctx context.Context, db *skiplock.DB, cfg *MigrateConfig) ([]Migrat
 		if err := runBootstrap(ctx, db, d, opts.Schema); err != nil {
 			return nil, err
 		}
-		lock = newRowLock(db, opts.Schema, logf)
+		lock = newRowLock(db, opts.Schema, log)
 	}
 	conn, err := lock.acquire(ctx)
 	if err != nil {
@@ -92,7 +93,7 @@ func Migrate(ctx context.Context, db *skiplock.DB, cfg *MigrateConfig) ([]Migrat
 		if err := apply(ctx, conn, d, opts, m); err != nil {
 			return nil, err
 		}
-		logf("applied migration %s/%d %s to schema %q", m.Layout, m.Version, m.Name, opts.Schema)
+		log.Info("applied a migration", "layout", m.Layout, "version", m.Version, "name", m.Name, "schema", opts.Schema)
 	}
 	return todo, nil
 }
@@ -421,7 +422,7 @@ type rowLock struct {
 	conn   skiplock.Conn
 	table  string
 	holder string
-	logf   func(format string, args ...any)
+	log    *slog.Logger
 	stop   chan struct{}
 	done   chan struct{}
 }
@@ -432,7 +433,7 @@ const lockWaitNotice = 2 * time.Second
 
 const rowLockLease = 60 * time.Second
 
-func newRowLock(db *skiplock.DB, schemaName string, logf func(string, ...any)) *rowLock {
+func newRowLock(db *skiplock.DB, schemaName string, log *slog.Logger) *rowLock {
 	var b [8]byte
 	rand.Read(b[:]) //nolint:errcheck // crypto/rand does not fail on Linux
 	host, _ := os.Hostname()
@@ -440,7 +441,7 @@ func newRowLock(db *skiplock.DB, schemaName string, logf func(string, ...any)) *
 		db:     db,
 		table:  sqlident.Quote(schemaName) + "." + sqlident.Quote(LockTable),
 		holder: fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b[:])),
-		logf:   logf,
+		log:    log,
 	}
 }
 
@@ -472,8 +473,8 @@ WHERE l."expires_at" < now()`, l.table, int(rowLockLease.Seconds()))
 		}
 		if !noticed && time.Since(started) > lockWaitNotice {
 			noticed = true
-			if by := l.heldBy(ctx); by != "" && l.logf != nil {
-				l.logf("waiting for the migration lock, %s", by)
+			if by := l.heldBy(ctx); by != "" {
+				l.log.Info("waiting for the migration lock", "held_by", by)
 			}
 		}
 		if err := retry.Sleep(ctx, wait); err != nil {

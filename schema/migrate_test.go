@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiplock/skiplock/internal/logs"
 	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/internal/usage"
@@ -171,11 +172,11 @@ ON CONFLICT ("name") DO UPDATE SET "holder" = excluded."holder", "expires_at" = 
 	}
 	var mu sync.Mutex
 	var lines []string
-	cfg := &MigrateConfig{Options: Options{Schema: name}, Logf: func(format string, args ...any) {
+	cfg := &MigrateConfig{Options: Options{Schema: name}, Logger: logs.To(func(format string, args ...any) {
 		mu.Lock()
 		defer mu.Unlock()
 		lines = append(lines, fmt.Sprintf(format, args...))
-	}}
+	})}
 	ForceLockRow(cfg)
 	wctx, cancel := context.WithTimeout(ctx, 4*time.Second)
 	defer cancel()
@@ -187,7 +188,7 @@ ON CONFLICT ("name") DO UPDATE SET "holder" = excluded."holder", "expires_at" = 
 	defer mu.Unlock()
 	waits := 0
 	for _, l := range lines {
-		if strings.Contains(l, "waiting for the migration lock, held by other-host/4242/cafe") {
+		if strings.Contains(l, `msg="waiting for the migration lock" held_by="held by other-host/4242/cafe`) {
 			waits++
 		}
 	}

@@ -46,17 +46,25 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"maps"
 	"reflect"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/skiplock/skiplock/internal/logs"
+
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/client"
 	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/schema"
 )
+
+// Logger is a logger for a Config's Logger that writes each record as
+// one line through tb.Logf, so that a test shows the client's log only
+// when it fails or runs with -v.
+func Logger(tb TB) *slog.Logger { return logs.To(tb.Logf) }
 
 // TB is the part of testing.TB the helpers use; *testing.T, *testing.B
 // and *testing.F are TBs. A TB whose Fatalf returns (a fake, in a test of

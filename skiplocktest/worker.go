@@ -46,8 +46,8 @@ type Worker[T client.Args] struct {
 // Schema, Queues' layouts, Middleware, JobTimeout, MaxSnoozes, OnComplete
 // and the rest apply as in a client). w, with opts (may be nil), is
 // registered as the worker of T's kind in place of cfg.Workers; with w nil,
-// cfg.Workers runs the jobs. The client's log goes to tb.Logf unless
-// cfg.Logf is set.
+// cfg.Workers runs the jobs. The client's log goes to tb.Logf (Logger)
+// unless cfg.Logger is set.
 func NewWorker[T client.Args](tb TB, db *skiplock.DB, cfg *client.Config, w client.Worker[T], opts *client.KindOptions) *Worker[T] {
 	tb.Helper()
 	out := &Worker[T]{db: db}
@@ -66,8 +66,8 @@ func NewWorker[T client.Args](tb TB, db *skiplock.DB, cfg *client.Config, w clie
 		tb.Fatalf("skiplocktest.NewWorker: no worker: pass one, or a Config whose Workers has one for %T", *new(T))
 		return nil
 	}
-	if out.cfg.Logf == nil {
-		out.cfg.Logf = tb.Logf
+	if out.cfg.Logger == nil {
+		out.cfg.Logger = Logger(tb)
 	}
 	c := out.config("", "")
 	var err error

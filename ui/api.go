@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/skiplock/skiplock/internal/logs"
+
 	"github.com/skiplock/skiplock/admin"
 	"github.com/skiplock/skiplock/internal/metricsink"
 	"github.com/skiplock/skiplock/internal/usage"
@@ -124,7 +126,7 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	code := status(err)
 	if code >= 500 {
-		s.logf("ui: %s %s: %v", r.Method, r.URL.Path, err)
+		s.cfg.Logger.Warn("request failed", "method", r.Method, "path", r.URL.Path, logs.Err(err))
 	}
 	writeError(w, code, err.Error())
 }

@@ -242,7 +242,7 @@ func mustInt(t *testing.T, id string) int64 {
 func (f *fixture) serve(t *testing.T, cfg ui.Config) (*ui.Server, *httptest.Server) {
 	t.Helper()
 	cfg.Schema = f.schema
-	cfg.Logf = t.Logf
+	cfg.Logger = testdb.Logger(t)
 	s, err := ui.New(context.Background(), f.db, &cfg)
 	if err != nil {
 		t.Fatal(err)

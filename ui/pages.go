@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/skiplock/skiplock/internal/logs"
+
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
 )
@@ -121,7 +123,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, code int, name, 
 		Schema: s.schema, Engine: engineName(s.db), Data: data}
 	var b bytes.Buffer
 	if err := s.pages[name].Execute(&b, p); err != nil {
-		s.logf("ui: render %s: %v", name, err)
+		s.cfg.Logger.Warn("rendering a page failed", "page", name, logs.Err(err))
 		http.Error(w, "ui: render the page failed: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
@@ -134,7 +136,7 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, code int, name, 
 func (s *Server) failPage(w http.ResponseWriter, r *http.Request, err error) {
 	code := status(err)
 	if code >= 500 {
-		s.logf("ui: %s %s: %v", r.Method, r.URL.Path, err)
+		s.cfg.Logger.Warn("request failed", "method", r.Method, "path", r.URL.Path, logs.Err(err))
 	}
 	s.render(w, r, code, "error", http.StatusText(code), err.Error())
 }

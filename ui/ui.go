@@ -45,10 +45,13 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/skiplock/skiplock/internal/logs"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
@@ -78,8 +81,9 @@ type Config struct {
 	// QueuesTTL is how long the queue counts are reused between
 	// requests; 0 means 2 seconds, negative never.
 	QueuesTTL time.Duration
-	// Logf hears failed requests (database errors); nil is silent.
-	Logf func(format string, args ...any)
+	// Logger hears failed requests (database errors); nil is
+	// slog.Default().
+	Logger *slog.Logger
 	// Metrics, when set, counts the jobs cancelled through the dashboard
 	// (skiplock_jobs_cancelled_total).
 	Metrics *metrics.Metrics
@@ -127,6 +131,7 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Server, error) {
 	if cfg != nil {
 		c = *cfg
 	}
+	c.Logger = logs.OrDefault(c.Logger).With("component", "ui")
 	if c.Schema == "" {
 		c.Schema = schema.DefaultSchema
 	}
@@ -167,12 +172,6 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Server, error) {
 	}
 	s.routes()
 	return s, nil
-}
-
-func (s *Server) logf(format string, args ...any) {
-	if s.cfg.Logf != nil {
-		s.cfg.Logf(format, args...)
-	}
 }
 
 func (s *Server) routes() {

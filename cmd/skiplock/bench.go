@@ -136,7 +136,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	cfg.ListenDSN = oc.ListenDSN
 	cfg.Out = e.stderr
-	cfg.Logf = e.logf
+	cfg.Logger = e.log
 	// Check the flags before starting a server.
 	if err := bench.Validate(&cfg); err != nil {
 		return err

@@ -1,17 +1,21 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sort"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/skiplock/skiplock/internal/logs"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/cluster"
@@ -54,6 +58,7 @@ type globals struct {
 	listenDSN   string
 	schema      string
 	json        bool
+	logLevel    string
 }
 
 func (g *globals) bind(fs *flag.FlagSet) {
@@ -64,6 +69,7 @@ func (g *globals) bind(fs *flag.FlagSet) {
 	fs.StringVar(&g.emulateOpts, "emulate-opts", g.emulateOpts, "the personality's options, comma-separated: read-committed (CockroachDB's READ COMMITTED setting on), notify (YugabyteDB's LISTEN/NOTIFY on), version=24.1 (the release it reports), inject=RETRY/AMBIGUOUS (shares of statements answered 40001 and of commits answered 40003, CockroachDB) (else $SKIPLOCK_EMULATE_OPTS)")
 	fs.StringVar(&g.schema, "schema", g.schema, "schema that holds skiplock's tables")
 	fs.BoolVar(&g.json, "json", g.json, "report as JSON")
+	fs.StringVar(&g.logLevel, "log-level", g.logLevel, "the least level of the library's log records on stderr: debug, info, warn or error (else $SKIPLOCK_LOG_LEVEL, else info)")
 }
 
 // env is what a command runs with: the global flags, the output streams,
@@ -72,16 +78,41 @@ type env struct {
 	globals
 	stdout, stderr io.Writer
 	db             *skiplock.DB
-	// logMu serializes logf: workers log from many goroutines, and
-	// stderr may be a buffer (tests).
+	// logMu serializes logf's lines and log's records: workers log from
+	// many goroutines, and stderr may be a buffer (tests).
 	logMu sync.Mutex
+	// log takes the library's structured records (Config.Logger), as
+	// text on stderr at --log-level and above.
+	log *slog.Logger
 }
 
-// logf prints a progress or diagnostic line to stderr.
+// logf prints one of the command's own progress or diagnostic lines to
+// stderr.
 func (e *env) logf(format string, args ...any) {
-	e.logMu.Lock()
-	defer e.logMu.Unlock()
-	fmt.Fprintf(e.stderr, "skiplock: "+format+"\n", args...)
+	fmt.Fprintf(lockedWriter{&e.logMu, e.stderr}, "skiplock: "+format+"\n", args...)
+}
+
+// lockedWriter writes to w under mu, one Write at a time.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// newLogger builds e.log from --log-level or $SKIPLOCK_LOG_LEVEL.
+func (e *env) newLogger() error {
+	name := cmp.Or(e.logLevel, os.Getenv("SKIPLOCK_LOG_LEVEL"), "info")
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(name)); err != nil {
+		return usage.Errorf("--log-level %q: use debug, info, warn or error", name)
+	}
+	e.log = slog.New(slog.NewTextHandler(lockedWriter{&e.logMu, e.stderr}, &slog.HandlerOptions{Level: level}))
+	return nil
 }
 
 // printJSON writes v as indented JSON to stdout.
@@ -105,7 +136,7 @@ func (e *env) resolveDSN(ctx context.Context) (string, error) {
 			return d, nil
 		}
 	}
-	pg := cluster.NewPostgres(&cluster.PostgresConfig{Logf: e.logf})
+	pg := cluster.NewPostgres(&cluster.PostgresConfig{Logger: e.log})
 	if err := pg.Start(ctx); err != nil {
 		return "", fmt.Errorf("no --dsn given, and the embedded PostgreSQL did not start: %w", err)
 	}
@@ -215,6 +246,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "skiplock: unknown command %q: run skiplock -h for the list\n", name)
 		return exitUsage
 	}
+	if err := e.newLogger(); err != nil {
+		fmt.Fprintf(stderr, "skiplock: %v\n", err)
+		return exitUsage
+	}
 	err := c.run(ctx, e, fs.Args()[1:])
 	if e.db != nil {
 		e.db.Close()
@@ -230,7 +265,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "skiplock %s: %v\n", name, err)
 		return exitUsage
 	default:
-		fmt.Fprintf(stderr, "skiplock %s: %v%s\n", name, err, skiplock.Hint(err))
+		fmt.Fprintf(stderr, "skiplock %s: %v%s\n", name, err, logs.Hint(err))
 		return exitError
 	}
 }

@@ -51,7 +51,7 @@ func runCluster(ctx context.Context, e *env, args []string) error {
 		return usage.Errorf("--engine %s: a local cluster is --engine yugabyte or --engine cockroach (the embedded PostgreSQL is `skiplock local`)", e.engine)
 	}
 	c, err := cluster.NewMultiNode(&cluster.MultiNodeConfig{
-		Engine: engine, Nodes: *nodes, BaseDir: *baseDir, Bin: *bin, Logf: e.logf,
+		Engine: engine, Nodes: *nodes, BaseDir: *baseDir, Bin: *bin, Logger: e.log,
 	})
 	if err != nil {
 		return err

@@ -83,7 +83,7 @@ func (bucketedCLI) work(ctx context.Context, e *env, small *skiplock.DB, o workO
 		return workReport{}, err
 	}
 	defer db.Close()
-	q, err := bucketed.New(ctx, db, &bucketed.Config{Schema: o.Schema, VisibilityTimeout: o.VisibilityTimeout, DeleteCompleted: o.DeleteCompleted, Logf: e.logf})
+	q, err := bucketed.New(ctx, db, &bucketed.Config{Schema: o.Schema, VisibilityTimeout: o.VisibilityTimeout, DeleteCompleted: o.DeleteCompleted, Logger: e.log})
 	if err != nil {
 		return workReport{}, err
 	}
@@ -95,7 +95,7 @@ func (bucketedCLI) work(ctx context.Context, e *env, small *skiplock.DB, o workO
 		}
 	}
 	cfg := &bucketed.WorkerConfig{
-		Queue: o.Queue, Workers: o.Workers, Prefetch: o.Workers * (batch - 1), Logf: e.logf, Maintenance: o.maintenanceConfig(),
+		Queue: o.Queue, Workers: o.Workers, Prefetch: o.Workers * (batch - 1), Logger: e.log, Maintenance: o.maintenanceConfig(),
 		Handler: func(ctx context.Context, job *skiplock.Job) error {
 			return demoWork(ctx, e, o, job)
 		},

@@ -68,7 +68,7 @@ func (fanoutCLI) work(ctx context.Context, e *env, db *skiplock.DB, o workOption
 	start := time.Now()
 	// The workers get a context that outlives ctx, so that an interrupt
 	// stops them gracefully (jobs in flight finish) rather than abruptly.
-	w, err := q.NewWorker(&fanout.WorkerConfig{Workers: o.Workers, Handler: handler, JobTimeout: o.fanoutJobTimeout(db.Dialect()), Logf: e.logf, Maintenance: o.maintenanceConfig()})
+	w, err := q.NewWorker(&fanout.WorkerConfig{Workers: o.Workers, Handler: handler, JobTimeout: o.fanoutJobTimeout(db.Dialect()), Logger: e.log, Maintenance: o.maintenanceConfig()})
 	if err != nil {
 		return workReport{}, err
 	}

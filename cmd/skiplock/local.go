@@ -37,7 +37,7 @@ func runLocal(ctx context.Context, e *env, args []string) error {
 	if *maxConns < 10 || *maxConns > maxServerConnections {
 		return usage.Errorf("--max-connections %d: use 10 to %d", *maxConns, maxServerConnections)
 	}
-	pg := cluster.NewPostgres(&cluster.PostgresConfig{Logf: e.logf, NoFsync: *noFsync, MaxConnections: *maxConns})
+	pg := cluster.NewPostgres(&cluster.PostgresConfig{Logger: e.log, NoFsync: *noFsync, MaxConnections: *maxConns})
 	switch sub {
 	case "start":
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)

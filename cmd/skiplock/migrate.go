@@ -49,7 +49,7 @@ func runMigrate(ctx context.Context, e *env, args []string) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
 	defer cancel()
-	cfg := &schema.MigrateConfig{Options: opts, Layouts: ls, Logf: e.logf}
+	cfg := &schema.MigrateConfig{Options: opts, Layouts: ls, Logger: e.log}
 	if *dryRun {
 		plan, err := schema.DryRun(ctx, db, cfg)
 		if err != nil {

@@ -70,7 +70,7 @@ func runUI(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	srv, err := ui.New(ctx, db, &ui.Config{Schema: e.schema, ReadOnly: *readOnly, Auth: auth, Logf: e.logf, Metrics: m})
+	srv, err := ui.New(ctx, db, &ui.Config{Schema: e.schema, ReadOnly: *readOnly, Auth: auth, Logger: e.log, Metrics: m})
 	if err != nil {
 		return err
 	}

@@ -257,7 +257,7 @@ func clientConfig(e *env, o workOptions, specs []queueSpec) (*client.Config, err
 	cfg := &client.Config{
 		Schema: o.Schema, Queues: map[string]client.QueueConfig{}, Workers: ws,
 		JobTimeout: o.JobTimeout, VisibilityTimeout: o.VisibilityTimeout, DeleteCompleted: o.DeleteCompleted,
-		Maintenance: o.maintenanceConfig(), Logf: e.logf,
+		Maintenance: o.maintenanceConfig(), Logger: e.log,
 	}
 	if o.Record {
 		cfg.OnComplete = rec.recordBucketed

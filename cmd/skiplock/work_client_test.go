@@ -134,7 +134,7 @@ func TestWorkKinds(t *testing.T) {
 		t.Fatalf("kinds stored: send_email %d, \"\" %d, other %d (%v); want 3, 2, 1", mail, none, other, err)
 	}
 	code, out, errs := cli(t, "--schema", name, "work", "--kinds", "send_email", "--until-empty")
-	if code != 0 || !strings.Contains(out, "handled 5 job(s), 1 failed") || !strings.Contains(errs, `no worker for kind "other"`) {
+	if code != 0 || !strings.Contains(out, "handled 5 job(s), 1 failed") || !strings.Contains(errs, `no worker for kind \"other\"`) {
 		t.Fatalf("work --kinds send_email: exit %d\n%s%s", code, out, errs)
 	}
 	if st, out := statsJSON(t, name, "bucketed"); st.ByStatus["Success"] != 5 || st.ByStatus["Failed"] != 1 {

@@ -129,7 +129,7 @@ func TestDatabaseRestarts(t *testing.T) {
 			reconnects := strings.Count(logs, "recovered")
 			report(t, "db-restart", layout, c, fmt.Sprintf("restarts=%d worker_recoveries_logged=%d", sc.restarts, reconnects))
 			mustBeExact(t, c)
-			if !strings.Contains(logs, "retrying in") {
+			if !strings.Contains(logs, "retry_in=") {
 				t.Errorf("no worker said it was retrying after %d restarts; logs:\n%s", sc.restarts, tail(logs, 40))
 			}
 		})

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -50,9 +49,13 @@ func TestConnectionSlotsExhausted(t *testing.T) {
 		t.Fatal(err)
 	}
 	gate := make(chan struct{})
-	var mu sync.Mutex
-	var logs []string
+	var logs testdb.Records
 	var retries atomic.Int64
+	logs.OnRecord = func(r testdb.Record) {
+		if strings.Contains(r.Msg, "retrying while the leases hold") && r.Attrs["what"] == "completion" {
+			retries.Add(1)
+		}
+	}
 	logIns := `INSERT INTO "skiplock"."work_log" ("job_id", "worker") VALUES ($1, 'exhaust')`
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
 		Workers: 30, NoMaintenance: true, ErrorMin: 50 * time.Millisecond, ErrorMax: 500 * time.Millisecond,
@@ -72,15 +75,7 @@ func TestConnectionSlotsExhausted(t *testing.T) {
 			}
 			return nil
 		},
-		Logf: func(format string, args ...any) {
-			line := fmt.Sprintf(format, args...)
-			if strings.Contains(line, "retrying in") && strings.Contains(line, "completion") {
-				retries.Add(1)
-			}
-			mu.Lock()
-			logs = append(logs, line)
-			mu.Unlock()
-		},
+		Logger: logs.Logger(),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -144,9 +139,7 @@ func TestConnectionSlotsExhausted(t *testing.T) {
 	var done int64
 	t.Cleanup(func() {
 		if t.Failed() {
-			mu.Lock()
-			defer mu.Unlock()
-			t.Logf("%d of %d jobs Success; worker log:\n%s", done, n, strings.Join(logs, "\n"))
+			t.Logf("%d of %d jobs Success; worker log:\n%s", done, n, logs.String())
 		}
 	})
 	testdb.WaitFor(t, fmt.Sprintf("all %d jobs Success once the slots are free", n), 2*time.Minute, func() bool {
@@ -172,8 +165,7 @@ func TestConnectionSlotsExhausted(t *testing.T) {
 	t.Log(line)
 	fmt.Println(line)
 	if logRows != n || logJobs != n || redeliveries != 0 || st.Lost != 0 {
-		mu.Lock()
-		t.Fatalf("finished work was thrown away: %s\nworker log:\n%s", line, strings.Join(logs, "\n"))
+		t.Fatalf("finished work was thrown away: %s\nworker log:\n%s", line, logs.String())
 	}
 	if retries.Load() == 0 {
 		t.Fatalf("no completion waited for a connection: the test did not exhaust the server (%s)", line)

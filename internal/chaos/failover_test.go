@@ -12,6 +12,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/cluster"
+	"github.com/skiplock/skiplock/internal/testdb"
 )
 
 // TestFailover: a primary with a synchronous streaming replica, both
@@ -37,7 +38,7 @@ func TestFailover(t *testing.T) {
 	}
 	t.Cleanup(func() { os.RemoveAll(base) })
 	cfg := func(dir string) *cluster.PostgresConfig {
-		return &cluster.PostgresConfig{Dir: filepath.Join(base, dir), MaxConnections: 200, SharedBuffers: "128MB", Logf: t.Logf}
+		return &cluster.PostgresConfig{Dir: filepath.Join(base, dir), MaxConnections: 200, SharedBuffers: "128MB", Logger: testdb.Logger(t)}
 	}
 	primary := cluster.NewPostgres(cfg("primary"))
 	if err := primary.Start(ctx); err != nil {
@@ -108,7 +109,7 @@ func TestFailover(t *testing.T) {
 			continue
 		}
 		logs := procs[i].allLogs()
-		if !strings.Contains(logs, "retrying in") && !strings.Contains(logs, "not answering") {
+		if !strings.Contains(logs, "retry_in=") && !strings.Contains(logs, "not answering") {
 			t.Errorf("%s: nothing in the worker's log says it met the failover (it finished before the kill?):\n%s", layout, tail(logs, 20))
 		}
 		c := count(t, after, layout, "failover_"+layout, int64(jobs))

@@ -158,7 +158,7 @@ func TestPoisonJobsKillTheirWorkers(t *testing.T) {
 			if layout == "fanout" {
 				// The claim that finds a job's attempts used up buries it
 				// without running it, and its Worker says so.
-				buried := regexp.MustCompile(`job (\S+) moved to job_dead without running`).FindAllStringSubmatch(logs, -1)
+				buried := regexp.MustCompile(`msg="job moved to job_dead without running[^"]*".* job=(\S+)`).FindAllStringSubmatch(logs, -1)
 				// A burial whose commit came back ambiguous (the cockroach
 				// personality injects them) is in job_dead, checked below,
 				// but its worker cannot say so.

@@ -17,7 +17,6 @@ import (
 	"github.com/skiplock/skiplock/client"
 	"github.com/skiplock/skiplock/cluster"
 	"github.com/skiplock/skiplock/internal/sqlident"
-	"github.com/skiplock/skiplock/internal/syncbuf"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -264,7 +263,7 @@ func TestClientThroughTransactionPooler(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, s := testdb.MigratedOn(t, db, nil)
-		var logs syncbuf.Buffer
+		var logs testdb.Records
 		ran := make(chan int, 10)
 		ws := client.NewWorkers()
 		if err := client.AddWorker(ws, client.WorkFunc[probeArgs](func(ctx context.Context, j *client.Job[probeArgs]) error {
@@ -275,7 +274,7 @@ func TestClientThroughTransactionPooler(t *testing.T) {
 		}
 		c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, FetchPollInterval: poll,
 			Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 2}}, NoMaintenance: true,
-			Logf: func(format string, args ...any) { fmt.Fprintf(&logs, format+"\n", args...) }})
+			Logger: logs.Logger()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -312,7 +311,7 @@ func TestClientThroughTransactionPooler(t *testing.T) {
 			}
 		}
 		c.Stop(ctx) //nolint:errcheck // test end
-		if got := strings.Count(logs.String(), "LISTEN/NOTIFY does not work"); got != wantLine {
+		if got := len(logs.Matching("LISTEN/NOTIFY does not work")); got != wantLine {
 			t.Errorf("%s pooling: %d log lines say notifications do not work, want %d:\n%s", mode, got, wantLine, logs.String())
 		}
 		db.Close()

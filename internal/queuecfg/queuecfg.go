@@ -5,7 +5,10 @@
 package queuecfg
 
 import (
+	"log/slog"
+
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/logs"
 	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/retry"
@@ -18,11 +21,13 @@ type Shared struct {
 	MaxPayloadBytes *int
 	EnqueueBatch    *int
 	Retry           **retry.Options
+	Logger          **slog.Logger
 }
 
 // Fill validates the shared fields and fills their defaults: the default
-// schema, defaultBatch jobs per INSERT, and a copy of the retry options at
-// the engine's queue isolation when none is set. Bad values are usage
+// schema, defaultBatch jobs per INSERT, a copy of the retry options at
+// the engine's queue isolation when none is set, and slog.Default() for
+// a nil logger. Bad values are usage
 // errors that name the field and the fix.
 func (s Shared) Fill(d *skiplock.Dialect, defaultBatch int) error {
 	if *s.Schema == "" {
@@ -48,6 +53,7 @@ func (s Shared) Fill(d *skiplock.Dialect, defaultBatch int) error {
 		r.Isolation = d.DefaultIsolation
 	}
 	*s.Retry = &r
+	*s.Logger = logs.OrDefault(*s.Logger)
 	return nil
 }
 

@@ -29,6 +29,7 @@ type Service struct {
 	hard     context.CancelFunc // ends a drain's hard context; nil for Start
 	stopping <-chan struct{}
 	stopped  chan struct{}
+	ctx      context.Context // the work's context: Start's loop context, a drain's hard one
 }
 
 // Start runs loop in a goroutine under a context that Stop cancels; the
@@ -42,7 +43,7 @@ func (s *Service) Start(ctx context.Context, loop func(ctx context.Context)) err
 	}
 	s.started = true
 	ctx, s.cancel = context.WithCancel(context.WithoutCancel(ctx))
-	s.stopping = ctx.Done()
+	s.stopping, s.ctx = ctx.Done(), ctx
 	s.stopped = make(chan struct{})
 	go func() {
 		defer close(s.stopped)
@@ -67,7 +68,7 @@ func (s *Service) StartDrain(ctx context.Context, loop func(stop, hard context.C
 	s.started = true
 	hard, cancelHard := context.WithCancel(ctx)
 	stop, cancelStop := context.WithCancel(hard)
-	s.cancel, s.hard, s.stopping = cancelStop, cancelHard, stop.Done()
+	s.cancel, s.hard, s.stopping, s.ctx = cancelStop, cancelHard, stop.Done(), hard
 	s.stopped = make(chan struct{})
 	go func() {
 		defer close(s.stopped)
@@ -89,11 +90,13 @@ func (s *Service) Stop() {
 	<-stopped
 }
 
-// StopContext is Stop with a bound on a drain: it cancels the loop's
-// (stop) context and waits for the loop to return; when ctx ends first,
-// it ends a drain's hard context too, still waits for the loop, and
-// returns ctx's error. Called again with a shorter ctx, it can cut short
-// a drain that an earlier call waits for.
+// StopContext is Stop with a bound: it cancels the loop's (stop) context
+// and waits for the loop to return. When ctx ends first, it ends a
+// drain's hard context too, still waits for the loop, and returns ctx's
+// error; a service started with Start has no harder stop, so StopContext
+// returns ctx's error at once and the loop returns on its own (Stopped
+// says when). Called again with a shorter ctx, it can cut short a drain
+// that an earlier call waits for.
 func (s *Service) StopContext(ctx context.Context) error {
 	s.mu.Lock()
 	cancel, hard, stopped := s.cancel, s.hard, s.stopped
@@ -112,9 +115,10 @@ func (s *Service) StopContext(ctx context.Context) error {
 		return nil
 	default:
 	}
-	if hard != nil {
-		hard()
+	if hard == nil {
+		return ctx.Err()
 	}
+	hard()
 	<-stopped
 	return ctx.Err()
 }
@@ -132,4 +136,13 @@ func (s *Service) Stopped() <-chan struct{} {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.stopped
+}
+
+// Context is the context the service's work runs under: the loop's for
+// Start, the hard one for StartDrain (it ends at a hard stop). nil before
+// Start.
+func (s *Service) Context() context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ctx
 }

@@ -92,14 +92,7 @@ func TestStartDrain(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		if err := s.StopContext(ctx); !errors.Is(err, context.Canceled) {
-			t.Fatalf("StopContext with an ended context: %v, want context.Canceled", err)
-		}
-		select {
-		case <-s.Stopped():
-		default:
+		if !stopEnded(t, &s) {
 			t.Fatal("StopContext returned before the loop did")
 		}
 	})
@@ -119,4 +112,41 @@ func TestStartDrain(t *testing.T) {
 		<-s.Stopping()
 		s.Stop() // after the loop: nothing to wait for
 	})
+}
+
+// TestStopContextOfStartGivesUp: a service started with Start has no hard
+// stop, so StopContext with an ended context returns its error without
+// waiting for a loop that is slow to return; Stopped still says when it
+// has.
+func TestStopContextOfStartGivesUp(t *testing.T) {
+	var s Service
+	release := make(chan struct{})
+	if err := s.Start(context.Background(), func(ctx context.Context) {
+		<-ctx.Done()
+		<-release // slow to return after the stop
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if stopEnded(t, &s) {
+		t.Fatal("Stopped closed before the loop returned")
+	}
+	close(release)
+	<-s.Stopped()
+}
+
+// stopEnded calls s.StopContext with an ended context, which must return
+// context.Canceled, and reports whether s had stopped by then.
+func stopEnded(t *testing.T, s *Service) bool {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := s.StopContext(ctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("StopContext with an ended context: %v, want context.Canceled", err)
+	}
+	select {
+	case <-s.Stopped():
+		return true
+	default:
+		return false
+	}
 }

@@ -20,6 +20,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -28,6 +29,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/skiplock/skiplock/internal/logs"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	ybpgxpool "github.com/yugabyte/pgx/v5/pgxpool"
@@ -48,6 +51,10 @@ var (
 
 // Main runs the tests and then stops the server they started, and exits.
 func Main(m *testing.M) {
+	// Services given no Logger log through the default: warnings and
+	// errors only, so that a failing package's output shows what went
+	// wrong rather than every leader change.
+	slog.SetDefault(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 	code := m.Run()
 	if server != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -147,7 +154,7 @@ func ExampleDB(schemaName string, layouts ...schema.Layout) *skiplock.DB {
 	if _, err := db.Exec(ctx, "DROP SCHEMA IF EXISTS "+sqlident.Quote(schemaName)+" CASCADE"); err != nil {
 		panic(err)
 	}
-	if _, err := schema.Migrate(ctx, db, &schema.MigrateConfig{Options: schema.Options{Schema: schemaName}, Layouts: layouts}); err != nil {
+	if _, err := schema.Migrate(ctx, db, &schema.MigrateConfig{Options: schema.Options{Schema: schemaName}, Layouts: layouts, Logger: logs.Discard()}); err != nil {
 		panic(err)
 	}
 	return db
@@ -175,6 +182,7 @@ func startServer() error {
 		MaxConnections: 700,
 		SharedBuffers:  "256MB",
 		NoFsync:        true,
+		Logger:         logs.Discard(),
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -254,7 +262,7 @@ func Migrated(t testing.TB, opts *schema.Options, layouts ...schema.Layout) (*sk
 func MigratedOn(t testing.TB, db *skiplock.DB, opts *schema.Options, layouts ...schema.Layout) (*skiplock.DB, string) {
 	t.Helper()
 	name := Schema(t, db)
-	cfg := &schema.MigrateConfig{Layouts: layouts}
+	cfg := &schema.MigrateConfig{Layouts: layouts, Logger: logs.Discard()}
 	if opts != nil {
 		cfg.Options = *opts
 	}
@@ -388,3 +396,7 @@ func Lines(ctx context.Context, t testing.TB, q skiplock.Querier, sql string, ar
 	}
 	return lines
 }
+
+// Logger is a logger for a Config's Logger that writes each record as one
+// line through t.Logf.
+func Logger(t testing.TB) *slog.Logger { return logs.To(t.Logf) }

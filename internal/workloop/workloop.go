@@ -8,12 +8,15 @@ package workloop
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"runtime/debug"
 	"sync"
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/logs"
+	"github.com/skiplock/skiplock/internal/startstop"
 )
 
 // Step does one unit of work for worker number w (0-based). It reports
@@ -52,19 +55,17 @@ type Config struct {
 	// a step while the pool is idle: false counts as an empty step
 	// without running it.
 	Probe func(ctx context.Context) (bool, error)
-	// Logf hears failures and recoveries; nil is silent.
-	Logf func(format string, args ...any)
+	// Logger hears failures and recoveries; nil is silent.
+	Logger *slog.Logger
 }
 
 // Pool is a running set of workers.
 type Pool struct {
 	cfg      Config
 	step     Step
-	stopping chan struct{} // closed by Stop: claim no more
-	hardCtx  context.Context
-	hardStop context.CancelFunc // cancels the steps' context
-	wg       sync.WaitGroup
-	stopOnce sync.Once
+	svc      startstop.Service
+	stopping <-chan struct{} // closed by Stop: claim no more (set before the goroutines start)
+	hardCtx  context.Context // the steps' parent: ends at a hard stop (set before the goroutines start)
 
 	idleMu  sync.Mutex
 	polling bool          // a worker is the idle poller
@@ -90,20 +91,26 @@ func Start(ctx context.Context, cfg Config, step Step) (*Pool, error) {
 	if cfg.ErrorMax <= 0 {
 		cfg.ErrorMax = 10 * time.Second
 	}
-	if cfg.Logf == nil {
-		cfg.Logf = func(string, ...any) {}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	p := &Pool{cfg: cfg, step: step, stopping: make(chan struct{}), unpark: make(chan struct{}, cfg.Workers)}
-	p.hardCtx, p.hardStop = context.WithCancel(ctx)
-	for w := 0; w < cfg.Workers; w++ {
-		p.wg.Add(1)
-		go p.loop(w)
+	p := &Pool{cfg: cfg, step: step, unpark: make(chan struct{}, cfg.Workers)}
+	return p, p.svc.StartDrain(ctx, p.run)
+}
+
+// run is the pool's service: the goroutines run until stop (then they
+// finish their steps) or hard ends, and the pool has stopped when all
+// have returned.
+func (p *Pool) run(stop, hard context.Context) {
+	p.stopping, p.hardCtx = stop.Done(), hard
+	var wg sync.WaitGroup
+	for w := range p.cfg.Workers {
+		wg.Go(func() { p.loop(w) })
 	}
-	return p, nil
+	wg.Wait()
 }
 
 func (p *Pool) loop(w int) {
-	defer p.wg.Done()
 	// The goroutine's own child of the hard-stop context: contexts a step
 	// derives from it (one per job) register with this one, not all with
 	// the pool's, whose lock every goroutine would otherwise take twice
@@ -141,13 +148,13 @@ func (p *Pool) loop(w int) {
 		case err != nil && p.hardCtx.Err() == nil:
 			failing = Grow(failing, p.cfg.ErrorMin, p.cfg.ErrorMax)
 			wait = Jitter(failing)
-			p.cfg.Logf("worker %d: %v%s (retrying in %v)", w, err, skiplock.Hint(err), wait.Round(time.Millisecond))
+			p.cfg.Logger.Warn("work step failed", "worker", w, logs.Err(err), "retry_in", wait.Round(time.Millisecond))
 			idle = 0
 		case err != nil:
 			return
 		case worked:
 			if failing > 0 {
-				p.cfg.Logf("worker %d: recovered", w)
+				p.cfg.Logger.Info("work step recovered", "worker", w)
 			}
 			idle, failing = 0, 0
 			streak++
@@ -157,7 +164,7 @@ func (p *Pool) loop(w int) {
 			continue
 		default:
 			if failing > 0 {
-				p.cfg.Logf("worker %d: recovered", w)
+				p.cfg.Logger.Info("work step recovered", "worker", w)
 			}
 			failing, streak = 0, 0
 			if p.cfg.SharedIdle && !p.becomePoller(&poller) {
@@ -239,31 +246,18 @@ func (p *Pool) park() bool {
 // ends first, it cancels their context (a hard stop: handlers see a
 // cancelled ctx and their transactions roll back) and waits for them to
 // return, and returns ctx's error.
-func (p *Pool) Stop(ctx context.Context) error {
-	p.stopOnce.Do(func() { close(p.stopping) })
-	done := make(chan struct{})
-	go func() { p.wg.Wait(); close(done) }()
-	select {
-	case <-done:
-		p.hardStop()
-		return nil
-	case <-ctx.Done():
-		p.hardStop()
-		<-done
-		return ctx.Err()
-	}
-}
+func (p *Pool) Stop(ctx context.Context) error { return p.svc.StopContext(ctx) }
 
 // Context is the steps' context: it ends on a hard stop (Stop's ctx
 // ended, or Start's ctx was cancelled).
-func (p *Pool) Context() context.Context { return p.hardCtx }
+func (p *Pool) Context() context.Context { return p.svc.Context() }
 
-// Stopping is closed once Stop has been called.
-func (p *Pool) Stopping() <-chan struct{} { return p.stopping }
+// Stopping is closed once Stop has been called (or at a hard stop).
+func (p *Pool) Stopping() <-chan struct{} { return p.svc.Stopping() }
 
 // Wait blocks until every worker has returned (after Stop, or a cancelled
 // parent context).
-func (p *Pool) Wait() { p.wg.Wait() }
+func (p *Pool) Wait() { <-p.svc.Stopped() }
 
 // Grow is the next wait of a backoff from lo doubling to hi.
 func Grow(cur, lo, hi time.Duration) time.Duration {

@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/skiplock/skiplock/internal/logs"
 )
 
 func TestStartRefusesNoWorkers(t *testing.T) {
@@ -143,7 +145,7 @@ func TestErrorsBackOffAndRecoverySaysSo(t *testing.T) {
 	var calls atomic.Int64
 	fifth := make(chan struct{}) // closed by the fifth call: the fourth's recovery is logged
 	p, _ := Start(context.Background(), Config{Workers: 1, ErrorMin: time.Millisecond, ErrorMax: 2 * time.Millisecond,
-		Logf: func(f string, a ...any) { mu.Lock(); log = append(log, fmt.Sprintf(f, a...)); mu.Unlock() }},
+		Logger: logs.To(func(f string, a ...any) { mu.Lock(); log = append(log, fmt.Sprintf(f, a...)); mu.Unlock() })},
 		func(ctx context.Context, w int) (bool, error) {
 			n := calls.Add(1)
 			if n == 5 {
@@ -163,7 +165,7 @@ func TestErrorsBackOffAndRecoverySaysSo(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	all := strings.Join(log, "\n")
-	if strings.Count(all, "connection refused (retrying in") != 3 || strings.Count(all, "recovered") != 1 {
+	if strings.Count(all, `msg="work step failed" worker=0 err="connection refused" retry_in=`) != 3 || strings.Count(all, `msg="work step recovered"`) != 1 {
 		t.Fatalf("log:\n%s", all)
 	}
 }

@@ -54,8 +54,7 @@ type Job struct {
 	// layouts, the one job ID type every API that takes or returns a job
 	// id by itself shares: fanout's ids are UUIDs, which no integer holds,
 	// and bucketed's int64 ids travel as decimal text (bucketed.FormatID,
-	// bucketed.ParseID; bucketed keeps int64 forms such as Enqueued.ID and
-	// Lookup for existing callers).
+	// bucketed.ParseID).
 	ID string
 	// Queue is the job's queue (the job-queue Q&A's message type).
 	Queue string
@@ -63,7 +62,9 @@ type Job struct {
 	Payload json.RawMessage
 	// Priority orders jobs within a queue: lower runs first.
 	Priority int
-	// Status is the job's lifecycle status (bucketed).
+	// Status is the job's lifecycle status (bucketed). Fanout keeps none:
+	// its claimed jobs say Running, and its LookupJob Queued (pending) or
+	// Failed (dead).
 	Status Status
 	// Attempts counts how many times the job has been claimed, this one
 	// included.
@@ -171,6 +172,18 @@ func (j *NewJob) Normalize(maxPayload int) error {
 		return err
 	}
 	return checkUniqueKey(j.UniqueKey)
+}
+
+// Enqueued reports what a layout's Enqueue did.
+type Enqueued struct {
+	// ID is the new job's id as text (the form Job.ID carries), or, for a
+	// duplicate, the id of the live job holding the unique key ("" if that
+	// job finished in the meantime).
+	ID string
+	// Duplicate is true when a Queued or Running job of the same queue
+	// already had the unique key (NewJob.UniqueKey, bucketed), so nothing
+	// was added. Always false on fanout, which has no unique keys.
+	Duplicate bool
 }
 
 // ValidateQueueName checks a queue name: 1 to MaxQueueNameLen bytes of

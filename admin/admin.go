@@ -22,6 +22,7 @@ import (
 	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/sqltext"
 	"github.com/skiplock/skiplock/internal/usage"
+	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -519,15 +520,54 @@ func (a *Admin) Do(ctx context.Context, action Action, id string) error {
 	if l == schema.LayoutBucketed {
 		q = a.bq
 	}
+	var run func(ctx context.Context, id string) error
 	switch action {
 	case Retry:
-		return q.RetryJob(ctx, id)
+		run = q.RetryJob
 	case Cancel:
-		return q.CancelJob(ctx, id)
+		run = q.CancelJob
 	case Delete:
-		return q.DeleteJob(ctx, id)
+		run = q.DeleteJob
+	default:
+		return usage.Errorf("action %q: use retry, cancel or delete", action)
 	}
-	return usage.Errorf("action %q: use retry, cancel or delete", action)
+	// An ambiguous commit (CockroachDB's 40003) leaves the action done or
+	// not: the job's state says which, and an action not done runs again
+	// (each applies only in the states it leaves).
+	for tries := 1; ; tries++ {
+		err := run(ctx, id)
+		var amb *retry.AmbiguousCommitError
+		if !errors.As(err, &amb) || tries == ambiguousTries {
+			return err
+		}
+		if done, rerr := a.reached(ctx, action, id); rerr == nil && done {
+			return nil
+		}
+	}
+}
+
+// ambiguousTries bounds the runs of one action whose commits keep coming
+// back ambiguous.
+const ambiguousTries = 20
+
+// reached reports whether the job with this id is where action leads:
+// deleted (gone), cancelled (Canceled, or dead on fanout, where a cancel
+// buries the job), or retried (no longer failed, cancelled or dead).
+func (a *Admin) reached(ctx context.Context, action Action, id string) (bool, error) {
+	j, err := a.Show(ctx, id)
+	if errors.Is(err, skiplock.ErrNoJob) {
+		return action == Delete, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	switch action {
+	case Cancel:
+		return j.State == "canceled" || j.State == "dead", nil
+	case Retry:
+		return j.State == "queued" || j.State == "running" || j.State == "success", nil
+	}
+	return false, nil
 }
 
 // Outcome is what Do did to one job of a bulk action.

@@ -378,6 +378,7 @@ func TestPickup(t *testing.T) {
 		"fanout same client": {Layout: "fanout", SameClient: true},
 	} {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel()
 			tc.Scenario, tc.Samples, tc.Gap, tc.Progress = bench.ScenarioPickup, 4, 150*time.Millisecond, -1
 			c, _ := config(t, tc)
 			rep := run(t, c)

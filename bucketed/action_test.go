@@ -18,15 +18,19 @@ func TestActionsByID(t *testing.T) {
 	t.Parallel()
 	q, name := newQueue(t, nil)
 	ctx := ctxT(t)
-	status := func(id int64) string {
+	status := func(id string) string {
 		t.Helper()
+		n, err := bucketed.ParseID(id)
+		if err != nil {
+			t.Fatal(err)
+		}
 		var s string
-		if err := q.DB().QueryRow(ctx, `SELECT "status"::TEXT FROM `+jobsTable(name)+` WHERE "id" = $1`, id).Scan(&s); err != nil {
+		if err := q.DB().QueryRow(ctx, `SELECT "status"::TEXT FROM `+jobsTable(name)+` WHERE "id" = $1`, n).Scan(&s); err != nil {
 			t.Fatal(err)
 		}
 		return s
 	}
-	enq := func(key string) int64 {
+	enq := func(key string) string {
 		t.Helper()
 		e, err := q.Enqueue(ctx, skiplock.NewJob{Payload: json.RawMessage(`1`), UniqueKey: key})
 		if err != nil {
@@ -45,7 +49,7 @@ func TestActionsByID(t *testing.T) {
 	// A Queued job is cancelled and never claimed; cancelling it again,
 	// or deleting an unknown id, says why not.
 	queued := enq("")
-	if err := q.CancelJob(ctx, bucketed.FormatID(queued)); err != nil {
+	if err := q.CancelJob(ctx, queued); err != nil {
 		t.Fatal(err)
 	}
 	if s := status(queued); s != "Canceled" {
@@ -54,7 +58,7 @@ func TestActionsByID(t *testing.T) {
 	if got, err := q.Dequeue(ctx, "default", 5); err != nil || len(got) != 0 {
 		t.Fatalf("claimed %d jobs after the only one was cancelled (%v)", len(got), err)
 	}
-	stateErr(q.CancelJob(ctx, bucketed.FormatID(queued)), "cancel", "Canceled")
+	stateErr(q.CancelJob(ctx, queued), "cancel", "Canceled")
 	if err := q.DeleteJob(ctx, bucketed.FormatID(1<<60)); !errors.Is(err, skiplock.ErrNoJob) || !strings.Contains(err.Error(), strconv.FormatInt(1<<60, 10)) {
 		t.Fatalf("delete of an unknown id: %v", err)
 	}
@@ -70,9 +74,9 @@ func TestActionsByID(t *testing.T) {
 	if err != nil || len(held) != 1 {
 		t.Fatalf("dequeue: %d, %v", len(held), err)
 	}
-	stateErr(q.RetryJob(ctx, bucketed.FormatID(running)), "retry", "Running")
-	stateErr(q.DeleteJob(ctx, bucketed.FormatID(running)), "delete", "Running")
-	if err := q.CancelJob(ctx, bucketed.FormatID(running)); err != nil {
+	stateErr(q.RetryJob(ctx, running), "retry", "Running")
+	stateErr(q.DeleteJob(ctx, running), "delete", "Running")
+	if err := q.CancelJob(ctx, running); err != nil {
 		t.Fatal(err)
 	}
 	if err := q.Extend(ctx, held[0], 0); !errors.Is(err, skiplock.ErrLeaseLost) {
@@ -86,7 +90,7 @@ func TestActionsByID(t *testing.T) {
 	}
 
 	// Retry brings a Canceled job back with its attempts reset; it runs.
-	if err := q.RetryJob(ctx, bucketed.FormatID(running)); err != nil {
+	if err := q.RetryJob(ctx, running); err != nil {
 		t.Fatal(err)
 	}
 	again, err := q.Dequeue(ctx, "default", 5)
@@ -96,22 +100,22 @@ func TestActionsByID(t *testing.T) {
 	if err := q.Complete(ctx, again[0]); err != nil {
 		t.Fatal(err)
 	}
-	stateErr(q.RetryJob(ctx, bucketed.FormatID(running)), "retry", "Success")
-	stateErr(q.CancelJob(ctx, bucketed.FormatID(running)), "cancel", "Success")
-	if err := q.DeleteJob(ctx, bucketed.FormatID(running)); err != nil {
+	stateErr(q.RetryJob(ctx, running), "retry", "Success")
+	stateErr(q.CancelJob(ctx, running), "cancel", "Success")
+	if err := q.DeleteJob(ctx, running); err != nil {
 		t.Fatal(err)
 	}
-	if err := q.DeleteJob(ctx, bucketed.FormatID(running)); !errors.Is(err, skiplock.ErrNoJob) {
+	if err := q.DeleteJob(ctx, running); !errors.Is(err, skiplock.ErrNoJob) {
 		t.Fatalf("second delete: %v", err)
 	}
 
 	// A retry that would make two live jobs of one unique key is refused.
 	first := enq("k")
-	if err := q.CancelJob(ctx, bucketed.FormatID(first)); err != nil {
+	if err := q.CancelJob(ctx, first); err != nil {
 		t.Fatal(err)
 	}
 	enq("k") // the key is free again: a new live job takes it
-	if err := q.RetryJob(ctx, bucketed.FormatID(first)); !usage.Is(err) || !strings.Contains(err.Error(), "unique key") {
+	if err := q.RetryJob(ctx, first); !usage.Is(err) || !strings.Contains(err.Error(), "unique key") {
 		t.Fatalf("retry into a held unique key: %v", err)
 	}
 	if s := status(first); s != "Canceled" {

@@ -3,7 +3,6 @@ package bucketed
 import (
 	"context"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/skiplock/skiplock"
@@ -158,33 +157,29 @@ func (q *Queue) Backlog(ctx context.Context, queue string) (Backlog, error) {
 	return b, nil
 }
 
-// LookupJob is Lookup by the id in the form skiplock.Job.ID, EnqueueIn
-// and Enqueued.JobID carry it (decimal text), the form the fanout layout's
-// ids share.
+// LookupJob reads one job by id, in the form skiplock.Job.ID, EnqueueIn
+// and skiplock.Enqueued carry it (decimal text), for tools and tests. It
+// returns an error wrapping skiplock.ErrNoJob when no job has the id, and
+// a usage error when the id is not a bucketed one (ParseID).
 func (q *Queue) LookupJob(ctx context.Context, id string) (*skiplock.Job, error) {
 	n, err := ParseID(id)
 	if err != nil {
 		return nil, err
 	}
-	return q.Lookup(ctx, n)
-}
-
-// Lookup reads one job by id, for tools and tests.
-func (q *Queue) Lookup(ctx context.Context, id int64) (*skiplock.Job, error) {
-	rows, err := q.db.Query(ctx, q.sql.lookup, id)
+	rows, err := q.db.Query(ctx, q.sql.lookup, n)
 	if err != nil {
-		return nil, fmt.Errorf("bucketed: lookup %d: %w", id, err)
+		return nil, fmt.Errorf("bucketed: lookup %d: %w", n, err)
 	}
 	defer rows.Close()
 	if !rows.Next() {
 		if err := rows.Err(); err != nil {
-			return nil, fmt.Errorf("bucketed: lookup %d: %w", id, err)
+			return nil, fmt.Errorf("bucketed: lookup %d: %w", n, err)
 		}
-		return nil, fmt.Errorf("%w: id %s", skiplock.ErrNoJob, strconv.FormatInt(id, 10))
+		return nil, fmt.Errorf("%w: id %s", skiplock.ErrNoJob, FormatID(n))
 	}
 	j, _, err := scanJob(rows)
 	if err != nil {
-		return nil, fmt.Errorf("bucketed: lookup %d: %w", id, err)
+		return nil, fmt.Errorf("bucketed: lookup %d: %w", n, err)
 	}
 	return j, nil
 }

@@ -386,6 +386,13 @@ FROM (SELECT
   /* TEMPLATE: due_exists */ AS due,
   EXISTS (SELECT 1 FROM /* TEMPLATE: table */ WHERE "status" = 'Running' AND "queue" = $1) AS running) AS d;
 
+-- name: claimed_by
+-- The jobs of queue $1 a claim leased under its token ($2), read back when
+-- the claim's commit came back ambiguous: the token is the claim's own,
+-- fresh and random, so only that claim's commit made jobs Running under it.
+SELECT /* TEMPLATE: job_columns */ FROM /* TEMPLATE: table */ AS j
+WHERE j."status" = 'Running' AND j."queue" = $1 AND j."lease_token" = $2;
+
 -- name: lookup
 -- One job by id ($1).
 SELECT /* TEMPLATE: job_columns */ FROM /* TEMPLATE: table */ AS j WHERE j."id" = $1;

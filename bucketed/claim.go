@@ -3,6 +3,7 @@ package bucketed
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -11,6 +12,7 @@ import (
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/internal/watermark"
+	"github.com/skiplock/skiplock/retry"
 )
 
 // noHintPriority sorts before every SMALLINT priority, so a branch given
@@ -139,6 +141,12 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 		claimed, err = claimRows(ctx, tx, q.sql.claim, p.args())
 		return err
 	})
+	if amb := (*retry.AmbiguousCommitError)(nil); errors.As(err, &amb) {
+		// The claim may have committed: its jobs would sit Running under
+		// its token until their leases lapse. Read them back by that
+		// token and hand them out; none back means it rolled back.
+		claimed, err = claimRows(ctx, q.db, q.sql.claimedBy, []any{queue, p.Token})
+	}
 	if err != nil {
 		return nil, fmt.Errorf("bucketed: dequeue from %q: %w", queue, err)
 	}

@@ -132,7 +132,7 @@ func TestLeaseExpiry(t *testing.T) {
 		t.Fatal("a leased job was claimed again before its lease expired")
 	}
 	// Time passes for the lease, not the test: move its end to the past.
-	if _, err := db.Exec(ctx, "UPDATE "+jobsTable(name)+` SET "lease_expires_at" = now() - interval '1 second' WHERE "id" = $1`, e.ID); err != nil {
+	if _, err := db.Exec(ctx, "UPDATE "+jobsTable(name)+` SET "lease_expires_at" = now() - interval '1 second' WHERE "id" = $1`, parseID(t, e.ID)); err != nil {
 		t.Fatal(err)
 	}
 	if again, _ := q.Dequeue(ctx, "default", 1); len(again) != 0 {
@@ -143,7 +143,7 @@ func TestLeaseExpiry(t *testing.T) {
 	if len(fresh) != 1 || fresh[0].ID != stale[0].ID || fresh[0].Attempts != 2 || fresh[0].LeaseToken == stale[0].LeaseToken {
 		t.Fatalf("expired lease: claimed %+v", fresh)
 	}
-	before, _ := q.Lookup(ctx, e.ID)
+	before, _ := q.LookupJob(ctx, e.ID)
 	for what, call := range map[string]func() error{
 		"Complete": func() error { return q.Complete(ctx, stale[0]) },
 		"Fail":     func() error { return q.Fail(ctx, stale[0], errors.New("late")) },
@@ -155,7 +155,7 @@ func TestLeaseExpiry(t *testing.T) {
 			t.Errorf("stale %s: want ErrLeaseLost, got %v", what, err)
 		}
 	}
-	after, _ := q.Lookup(ctx, e.ID)
+	after, _ := q.LookupJob(ctx, e.ID)
 	if !reflect.DeepEqual(after, before) || after.Status != skiplock.StatusRunning || after.LeaseOwner != "fresh" {
 		t.Fatalf("stale calls changed the job:\nbefore %+v\nafter  %+v", before, after)
 	}
@@ -286,7 +286,7 @@ func TestWorkerRetries(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
-		id       int64
+		id       string
 		status   skiplock.Status
 		attempts int
 		lastErr  string
@@ -295,7 +295,7 @@ func TestWorkerRetries(t *testing.T) {
 		{doomed.ID, skiplock.StatusFailed, 4, "doomed failure 4"},
 		{panics.ID, skiplock.StatusFailed, 2, "handler panicked: boom 2"},
 	} {
-		j, err := q.Lookup(ctx, c.id)
+		j, err := q.LookupJob(ctx, c.id)
 		lastErr := j.LastError
 		if c.id == panics.ID {
 			// The panic's stack is kept after its message.
@@ -305,7 +305,7 @@ func TestWorkerRetries(t *testing.T) {
 			lastErr, _, _ = strings.Cut(lastErr, "\n")
 		}
 		if err != nil || j.Status != c.status || j.Attempts != c.attempts || lastErr != c.lastErr {
-			t.Errorf("job %d: %s attempts=%d last_error=%q (%v); want %s attempts=%d last_error=%q",
+			t.Errorf("job %s: %s attempts=%d last_error=%q (%v); want %s attempts=%d last_error=%q",
 				c.id, j.Status, j.Attempts, j.LastError, err, c.status, c.attempts, c.lastErr)
 		}
 	}
@@ -394,7 +394,7 @@ func TestWorkerHeartbeatKeepsLease(t *testing.T) {
 	w.Start(ctx) //nolint:errcheck
 	results.Wait(t, "the job's result", 1, 30*time.Second)
 	w.Stop(ctx) //nolint:errcheck
-	j, _ := q.Lookup(ctx, e.ID)
+	j, _ := q.LookupJob(ctx, e.ID)
 	if runs.Load() != 1 || j.Status != skiplock.StatusSuccess || j.Attempts != 1 {
 		t.Fatalf("runs=%d status=%s attempts=%d; want one run, Success", runs.Load(), j.Status, j.Attempts)
 	}
@@ -430,4 +430,14 @@ func mustID(t testing.TB, j *skiplock.Job) int64 {
 		t.Fatal(err)
 	}
 	return id
+}
+
+// parseID is the bucketed id in id (bucketed.ParseID), for SQL on the
+// jobs table.
+func parseID(t testing.TB, id string) int64 {
+	n, err := bucketed.ParseID(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }

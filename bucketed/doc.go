@@ -5,6 +5,15 @@
 // again) and the job-queue Q&A's message types (the queue column). Every job keeps
 // its row, and so its history, until retention deletes it.
 //
+// Most programs want package github.com/skiplock/skiplock/client
+// instead: one client.Client per process runs queues of either layout,
+// with typed job kinds, their workers, and operations on jobs. This
+// package is for direct use of the bucketed layout alone. Its Queue has the
+// fanout layout's method names and types wherever the two do the same
+// thing (Enqueue returns a skiplock.Enqueued, EnqueueMany and EnqueueTx a
+// count, EnqueueIn the ids, LookupJob and the actions by id take a string
+// id, and Stats returns the package's Stats by value).
+//
 // # Lifecycle
 //
 // [Queue.Enqueue] adds a Queued job. [Queue.Dequeue] claims up to n jobs
@@ -139,10 +148,9 @@
 // bucket count every [Config.LayoutRecheck], so a schema migrated again
 // with more buckets under it has every bucket claimed.
 //
-// Job ids are strings wherever a skiplock.Job carries one, in both
-// layouts (bucketed's are decimal: [FormatID], [ParseID]); EnqueueIn
-// returns them and [Queue.LookupJob] takes them. The int64 forms
-// (Enqueued.ID, Lookup) remain for the callers that use them.
+// Job ids are strings in every API of both layouts (bucketed's are
+// decimal: [FormatID], [ParseID]): skiplock.Job.ID and skiplock.Enqueued.ID
+// carry them, EnqueueIn returns them and [Queue.LookupJob] takes them.
 //
 // Every transaction runs through package retry, at the engine's queue
 // isolation level, named in its BEGIN (Dialect.DefaultIsolation: READ

@@ -36,7 +36,7 @@ func TestWorkerLogsFailuresAndKeepsLastError(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return e.JobID()
+		return e.ID
 	}
 	failing, panicking, flaky := enqueue(`"fail"`, 7), enqueue(`"panic"`, 2), enqueue(`"flaky"`, 3)
 	var log testdb.Records

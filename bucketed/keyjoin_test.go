@@ -236,7 +236,7 @@ func mustEnqueueOne(ctx context.Context, t *testing.T, q *bucketed.Queue, j skip
 	if err != nil {
 		t.Fatal(err)
 	}
-	return fmt.Sprint(e.ID)
+	return e.ID
 }
 
 // TestYugabyteClaimHasNoRowComparison: the claim YugabyteDB gets bounds its

@@ -238,7 +238,7 @@ func (q *Queue) failBatch(ctx context.Context, failures []delayedFailure) ([]*sk
 		return nil, err
 	}
 	var done []int64
-	err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+	err = q.runFenced(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		var err error
 		done, err = queryrows.Int64s(ctx, tx, q.sql.fail, ids, tokens, texts, delays)
 		return err
@@ -331,7 +331,7 @@ func (q *Queue) fencedBatch(ctx context.Context, what, sql string, jobs []*skipl
 		return nil, err
 	}
 	var done []int64
-	err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+	err = q.runFenced(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		var err error
 		done, err = queryrows.Int64s(ctx, tx, sql, append([]any{ids, tokens}, extra...)...)
 		return err
@@ -340,6 +340,20 @@ func (q *Queue) fencedBatch(ctx context.Context, what, sql string, jobs []*skipl
 		return nil, fmt.Errorf("bucketed: %s %d job(s): %w", what, len(jobs), err)
 	}
 	return lostJobs(jobs, done), nil
+}
+
+// runFenced runs a lease-fenced write's transaction, and runs it once
+// more when its commit's outcome is unknown (an ambiguous commit): the
+// fence makes the second run change nothing for the jobs the first commit
+// changed (they read as lost then), and apply where that commit rolled
+// back, instead of leaving those jobs Running until their leases lapse.
+func (q *Queue) runFenced(ctx context.Context, fn func(ctx context.Context, tx skiplock.Tx) error) error {
+	err := q.runGeneric(ctx, fn)
+	var amb *retry.AmbiguousCommitError
+	if errors.As(err, &amb) {
+		err = q.runGeneric(ctx, fn)
+	}
+	return err
 }
 
 // Extend is the heartbeat: the job's lease now ends d from now (d <= 0

@@ -90,3 +90,65 @@ func TestEveryJobCompletesUnderThePersonality(t *testing.T) {
 
 // hashTenth picks about a tenth of the jobs by id.
 func hashTenth(id string) bool { return len(id) > 0 && id[len(id)-1] == '3' }
+
+// TestAmbiguousClaimHandsOutWhatItLeased: under the cockroach personality
+// with every COMMIT answered "result is ambiguous" (half after committing,
+// half after rolling back), a claim never fails and never leaves a job
+// Running that it did not hand out: it reads its jobs back by its lease
+// token, so a committed claim's jobs run now rather than after their
+// leases lapse.
+func TestAmbiguousClaimHandsOutWhatItLeased(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
+	const n = 30
+	mustEnqueue(t, queueOn(t, db, name, nil), nJobs(n, "default")...)
+	edb, err := skiplock.Open(ctx, testdb.DSN(t), &skiplock.OpenConfig{MaxConns: 4, Emulate: skiplock.PersonalityCockroach,
+		Emulation: &skiplock.EmulateConfig{AmbiguousCommitRate: 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(edb.Close)
+	q := queueOn(t, edb, name, nil)
+	got := map[string]int64{} // id -> lease token handed out
+	for claims := 0; len(got) < n; claims++ {
+		if claims == 20*n {
+			t.Fatalf("%d claims handed out %d of %d jobs", claims, len(got), n)
+		}
+		jobs, err := q.Dequeue(ctx, "default", 2)
+		if err != nil {
+			t.Fatalf("claim %d: %v; want the jobs it leased, or none", claims, err)
+		}
+		for _, j := range jobs {
+			if _, again := got[j.ID]; again {
+				t.Fatalf("job %s handed out twice", j.ID)
+			}
+			got[j.ID] = j.LeaseToken
+		}
+	}
+	// Every Running job is one a claim handed out, under the token it
+	// handed out: none waits for its lease to lapse.
+	rows, err := db.Query(ctx, `SELECT "id"::TEXT, "lease_token" FROM `+jobsTable(name)+` WHERE "status" = 'Running'`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	running := 0
+	for rows.Next() {
+		var id string
+		var token int64
+		if err := rows.Scan(&id, &token); err != nil {
+			t.Fatal(err)
+		}
+		running++
+		if tok, ok := got[id]; !ok || tok != token {
+			t.Errorf("job %s is Running under token %d, but no claim handed it out under it", id, token)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if running != n {
+		t.Errorf("%d jobs Running, want the %d handed out", running, n)
+	}
+}

@@ -134,54 +134,35 @@ func (q *Queue) runGeneric(ctx context.Context, fn func(ctx context.Context, tx 
 	return retry.Run(ctx, q.db, q.genericRetry, fn)
 }
 
-// Enqueued reports what Enqueue did.
-type Enqueued struct {
-	// ID is the new job's id, or, for a duplicate, the id of the live job
-	// holding the unique key (0 if that job finished in the meantime).
-	ID int64
-	// Duplicate is true when a Queued or Running job of the same queue
-	// already had the unique key, so nothing was added.
-	Duplicate bool
-}
-
-// JobID is ID as skiplock.Job.ID carries it (decimal text), the form
-// LookupJob and fanout's ids share; "" when ID is 0.
-func (e Enqueued) JobID() string {
-	if e.ID == 0 {
-		return ""
-	}
-	return FormatID(e.ID)
-}
-
-// Enqueue adds one job. With a UniqueKey that a Queued or Running job of
-// the same queue already holds, it adds nothing and says so in
-// Enqueued.Duplicate. Bad input returns a usage error and changes
-// nothing.
-func (q *Queue) Enqueue(ctx context.Context, job skiplock.NewJob) (Enqueued, error) {
+// Enqueue adds one job and reports its id (as skiplock.Job.ID carries
+// it). With a UniqueKey that a Queued or Running job of the same queue
+// already holds, it adds nothing and says so in Enqueued.Duplicate, with
+// that job's id. Bad input returns a usage error and changes nothing.
+func (q *Queue) Enqueue(ctx context.Context, job skiplock.NewJob) (skiplock.Enqueued, error) {
 	args, err := q.insertArgs([]skiplock.NewJob{job}, 0)
 	if err != nil {
-		return Enqueued{}, err
+		return skiplock.Enqueued{}, err
 	}
-	var out Enqueued
+	var out skiplock.Enqueued
 	err = q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
-		out = Enqueued{}
+		out = skiplock.Enqueued{}
 		ids, err := queryrows.Int64s(ctx, tx, q.sql.insert, args.args()...)
 		if err != nil {
 			return err
 		}
 		if len(ids) == 1 {
-			out.ID = ids[0]
+			out.ID = FormatID(ids[0])
 			return nil
 		}
 		out.Duplicate = true
 		rows, err := queryrows.Int64s(ctx, tx, q.sql.uniqueLookup, args.Queues[0], job.UniqueKey)
 		if err == nil && len(rows) > 0 {
-			out.ID = rows[0]
+			out.ID = FormatID(rows[0])
 		}
 		return err
 	})
 	if err != nil {
-		return Enqueued{}, fmt.Errorf("bucketed: enqueue: %w", err)
+		return skiplock.Enqueued{}, fmt.Errorf("bucketed: enqueue: %w", err)
 	}
 	return out, nil
 }
@@ -189,8 +170,9 @@ func (q *Queue) Enqueue(ctx context.Context, job skiplock.NewJob) (Enqueued, err
 // EnqueueMany adds jobs, Config.EnqueueBatch per INSERT (one round trip
 // each) or per COPY (Config.CopyMin), all in one transaction: either every job is added or none is.
 // It returns how many it added: fewer than len(jobs) when unique keys
-// deduplicate. Every job is validated before anything is written, and bad
-// input returns a usage error naming the job's index.
+// deduplicate (EnqueueIn returns the ids). Every job is validated before
+// anything is written, and bad input returns a usage error naming the
+// job's index.
 func (q *Queue) EnqueueMany(ctx context.Context, jobs []skiplock.NewJob) (int, error) {
 	batches := make([]insertParams, 0, len(jobs)/q.cfg.EnqueueBatch+1)
 	for i := 0; i < len(jobs); i += q.cfg.EnqueueBatch {
@@ -234,7 +216,8 @@ func (q *Queue) EnqueueMany(ctx context.Context, jobs []skiplock.NewJob) (int, e
 // YugabyteDB smart driver one through skiplock.WrapYugabyteTx, or the
 // transaction skiplock hands a fanout handler or an OnComplete hook. It
 // does not retry: a serialization failure is the caller's transaction's
-// to retry. It returns how many jobs it added (unique keys may skip some).
+// to retry. It returns how many jobs it added (unique keys may skip some);
+// EnqueueIn, given tx, returns their ids.
 func (q *Queue) EnqueueTx(ctx context.Context, tx skiplock.Tx, jobs ...skiplock.NewJob) (int, error) {
 	if tx == nil {
 		return 0, usage.Errorf("bucketed.EnqueueTx: tx is nil: pass the transaction the jobs belong to")

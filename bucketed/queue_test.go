@@ -199,7 +199,7 @@ func testLifecycle(t *testing.T, d testdb.Driver) {
 	q, name := newQueueOn(t, d, nil)
 	ctx := ctxT(t)
 	e, err := q.Enqueue(ctx, skiplock.NewJob{Queue: "mail", Payload: json.RawMessage(`{"to":"a"}`), Priority: 3, MaxAttempts: 7})
-	if err != nil || e.ID == 0 || e.Duplicate {
+	if err != nil || e.ID == "" || e.Duplicate {
 		t.Fatalf("Enqueue: %+v %v", e, err)
 	}
 	if jobs, err := q.Dequeue(ctx, "other", 10); err != nil || len(jobs) != 0 {
@@ -210,7 +210,7 @@ func testLifecycle(t *testing.T, d testdb.Driver) {
 		t.Fatalf("Dequeue: %d jobs, %v", len(jobs), err)
 	}
 	j := jobs[0]
-	if j.ID != fmt.Sprint(e.ID) || j.Queue != "mail" || string(j.Payload) != `{"to": "a"}` || j.Priority != 3 ||
+	if j.ID != e.ID || j.Queue != "mail" || string(j.Payload) != `{"to": "a"}` || j.Priority != 3 ||
 		j.Status != skiplock.StatusRunning || j.Attempts != 1 || j.MaxAttempts != 7 || j.LeaseToken == 0 ||
 		j.LeaseOwner == "" || !j.LeaseExpiresAt.After(time.Now().Add(20*time.Second)) {
 		t.Fatalf("claimed job: %+v", j)
@@ -225,12 +225,9 @@ func testLifecycle(t *testing.T, d testdb.Driver) {
 	if err := q.Complete(ctx, j); !errors.Is(err, skiplock.ErrLeaseLost) {
 		t.Fatalf("second Complete: want ErrLeaseLost, got %v", err)
 	}
-	got, err := q.Lookup(ctx, e.ID)
-	if err != nil || got.Status != skiplock.StatusSuccess {
-		t.Fatalf("Lookup: %+v %v", got, err)
-	}
-	if got, err := q.LookupJob(ctx, j.ID); err != nil || got.ID != j.ID || e.JobID() != j.ID {
-		t.Fatalf("LookupJob(%q): %+v %v; Enqueued.JobID %q", j.ID, got, err, e.JobID())
+	got, err := q.LookupJob(ctx, e.ID)
+	if err != nil || got.Status != skiplock.StatusSuccess || got.ID != j.ID {
+		t.Fatalf("LookupJob(%q): %+v %v", e.ID, got, err)
 	}
 	if _, err := q.LookupJob(ctx, "not-a-number"); !usage.Is(err) {
 		t.Fatalf("LookupJob of a fanout-style id: %v, want a usage error", err)
@@ -274,7 +271,7 @@ func TestUniqueKeysDedupe(t *testing.T) {
 	}
 	b, err := q.Enqueue(ctx, skiplock.NewJob{UniqueKey: "k1"})
 	if err != nil || !b.Duplicate || b.ID != a.ID {
-		t.Fatalf("second enqueue of k1: %+v %v; want Duplicate with id %d", b, err, a.ID)
+		t.Fatalf("second enqueue of k1: %+v %v; want Duplicate with id %s", b, err, a.ID)
 	}
 	if c, err := q.Enqueue(ctx, skiplock.NewJob{Queue: "other", UniqueKey: "k1"}); err != nil || c.Duplicate {
 		t.Fatalf("same key on another queue: %+v %v", c, err)
@@ -443,7 +440,7 @@ func TestNotClaimedBeforeRunAt(t *testing.T) {
 	if ok, _ := q.Pending(ctx, "default"); !ok {
 		t.Fatal("a scheduled job is pending")
 	}
-	if _, err := db.Exec(ctx, "UPDATE "+jobsTable(name)+` SET "run_at" = now() - interval '1 second' WHERE "id" = $1`, e.ID); err != nil {
+	if _, err := db.Exec(ctx, "UPDATE "+jobsTable(name)+` SET "run_at" = now() - interval '1 second' WHERE "id" = $1`, parseID(t, e.ID)); err != nil {
 		t.Fatal(err)
 	}
 	if jobs, err := q.Dequeue(ctx, "default", 10); err != nil || len(jobs) != 1 {
@@ -467,7 +464,7 @@ func TestFailManyKeepsEachError(t *testing.T) {
 		t.Fatal(lost, err)
 	}
 	for _, j := range jobs {
-		got, _ := q.Lookup(ctx, mustID(t, j))
+		got, _ := q.LookupJob(ctx, j.ID)
 		if got.LastError != "error of "+j.ID || got.Status != skiplock.StatusQueued {
 			t.Errorf("job %s: %s %q", j.ID, got.Status, got.LastError)
 		}

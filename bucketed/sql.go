@@ -22,6 +22,7 @@ type statements struct {
 	insertNotify                                          string // insert with its notifications (sqltext.WithNotify)
 	completedWith, deleteFinished, stats, pending, lookup string
 	cancelByID, retryByID, deleteByID, statusByID         string
+	claimedBy                                             string // a claim read back after an ambiguous commit
 	backlog                                               string
 	// The completion and its ambiguous-commit check where completed jobs
 	// are deleted (Config.DeleteCompleted); New puts them in place of
@@ -151,6 +152,7 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		"pending":                  &s.pending,
 		"backlog":                  &s.backlog,
 		"lookup":                   &s.lookup,
+		"claimed_by":               &s.claimedBy,
 		"cancel_by_id":             &s.cancelByID,
 		"retry_by_id":              &s.retryByID,
 		"delete_by_id":             &s.deleteByID,
@@ -191,7 +193,7 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 // all lists every statement the engine is sent, for tests that check them.
 func (s *statements) all() []string {
 	return slices.DeleteFunc([]string{s.insert, s.uniqueLookup, s.claim, s.heads, s.complete, s.fail, s.cancel, s.release, s.snooze, s.extend, s.extendIDs,
-		s.completedWith, s.deleteFinished, s.stats, s.pending, s.backlog, s.lookup, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID, s.reserveIDs, s.notify,
+		s.completedWith, s.deleteFinished, s.stats, s.pending, s.backlog, s.lookup, s.claimedBy, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID, s.reserveIDs, s.notify,
 		s.completeDelete, s.completedWithDelete, s.claimHeld, s.holdOpen, s.holdClose, s.holdExists,
 		s.heldComplete, s.heldCompleteDelete, s.heldFail, s.heldSnooze}, func(sql string) bool { return sql == "" })
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/fanout"
 	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -19,7 +20,7 @@ func TestActionsByID(t *testing.T) {
 	t.Parallel()
 	q, db, s := setup(t, 0, nil)
 	ctx := context.Background()
-	ids, err := q.EnqueueMany(ctx, jobs(2))
+	ids, err := fanout.EnqueueManyIDs(ctx, q, jobs(2))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func TestHandlerRunsAtMostMaxAttempts(t *testing.T) {
 	for i := range in {
 		in[i].MaxAttempts = maxAttempts
 	}
-	ids, err := q.EnqueueMany(ctx, in)
+	ids, err := fanout.EnqueueManyIDs(ctx, q, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func TestBackoff(t *testing.T) {
 	}
 
 	// An hour's backoff: the failed job stays pending and is not claimed.
-	id, err := q.Enqueue(ctx, skiplock.NewJob{MaxAttempts: 3})
+	id, err := idOf(q.Enqueue(ctx, skiplock.NewJob{MaxAttempts: 3}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestBackoff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err = short.Enqueue(ctx, skiplock.NewJob{MaxAttempts: 3})
+	id, err = idOf(short.Enqueue(ctx, skiplock.NewJob{MaxAttempts: 3}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -242,7 +242,7 @@ func TestCancelAndRetryResetTheCount(t *testing.T) {
 	t.Parallel()
 	q, db, s := setup(t, 0, &fanout.Config{RetryBase: time.Hour, RetryMax: time.Hour})
 	ctx := context.Background()
-	id, err := q.Enqueue(ctx, skiplock.NewJob{MaxAttempts: 2})
+	id, err := idOf(q.Enqueue(ctx, skiplock.NewJob{MaxAttempts: 2}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -75,8 +75,8 @@ func TestCopyWritesWhatInsertWrites(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		defer cancel()
 		for _, q := range []*fanout.Queue{qi, qc} {
-			if ids, err := q.EnqueueMany(ctx, in); err != nil || len(ids) != len(in) {
-				t.Fatalf("EnqueueMany: %d ids, %v", len(ids), err)
+			if n, err := q.EnqueueMany(ctx, in); err != nil || n != len(in) {
+				t.Fatalf("EnqueueMany: %d added, %v", n, err)
 			}
 		}
 		want, got := fanoutRows(t, dbi, si), fanoutRows(t, dbc, sc)

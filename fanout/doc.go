@@ -2,6 +2,15 @@
 // queue ("Scalable Job Queue in SQL", YugabyteDB), made correct, with
 // exactly-once processing of the work's database side effects.
 //
+// Most programs want package github.com/skiplock/skiplock/client
+// instead: one client.Client per process runs queues of either layout,
+// with typed job kinds, their workers, and operations on jobs. This
+// package is for direct use of the fanout layout alone. Its Queue has the
+// bucketed layout's method names and types wherever the two do the same
+// thing (Enqueue returns a skiplock.Enqueued, EnqueueMany and EnqueueTx a
+// count, EnqueueIn the ids, LookupJob and the actions by id take a string
+// id, and Stats returns the package's Stats by value).
+//
 // # How it works
 //
 // A job is a row in <schema>.job_queue that exists only while the work is
@@ -175,11 +184,14 @@
 // transaction and act on them elsewhere.
 //
 // A COMMIT that fails in a way that leaves its outcome unknown (the
-// connection drops during COMMIT) is returned as *retry.AmbiguousCommitError
-// and not retried. Exactly-once still holds for the database effects: the
-// handler's writes and the delete are one transaction, so either both
-// committed (the job is gone) or neither did (the job is back in the queue
-// and will run again, from scratch). Only the caller's knowledge is lost.
+// connection drops during COMMIT) is not retried. Exactly-once still holds
+// for the database effects: the handler's writes and the delete are one
+// transaction, so either both committed (the job is gone) or neither did
+// (the job is back in the queue and will run again, from scratch).
+// Process resolves it from the data: a job gone while its attempt count is
+// still the one this attempt made committed, and Process returns its
+// Result as for any commit; otherwise it returns
+// *retry.AmbiguousCommitError.
 //
 // # Connections
 //

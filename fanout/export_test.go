@@ -55,6 +55,12 @@ func ClaimArgs(start int, queue string) []any {
 	return []any{lo, after, hi, queue}
 }
 
+// EnqueueManyIDs is q.EnqueueMany returning the jobs' ids, in order, for
+// the tests that follow particular jobs.
+func EnqueueManyIDs(ctx context.Context, q *Queue, jobs []skiplock.NewJob) ([]string, error) {
+	return q.enqueueMany(ctx, jobs)
+}
+
 // ShardOf is the shard of a fanout id, from its first two hex digits.
 func ShardOf(id string) int {
 	n, _ := strconv.ParseUint(id[:2], 16, 8)

@@ -30,7 +30,7 @@ func TestWorkerLogsFailures(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	enqueue := func(payload string, maxAttempts int) string {
-		id, err := q.Enqueue(ctx, skiplock.NewJob{Payload: []byte(payload), MaxAttempts: maxAttempts})
+		id, err := idOf(q.Enqueue(ctx, skiplock.NewJob{Payload: []byte(payload), MaxAttempts: maxAttempts}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,9 +5,9 @@
 --   attempt_table  job_attempt, schema-qualified and quoted: a job's count
 --                of started attempts and its retry time, written outside
 --                the job's transaction (see doc.go, "Failures")
---   job_columns  the columns claim returns, in scan order; the payload
---                travels as text so that both drivers scan it into a
---                string
+--   job_columns  the columns claim and lookup return, in scan order; the
+--                payload travels as text so that both drivers scan it
+--                into a string
 --   id_default   the id column's default (schema.FanoutIDDefault)
 --   not_paused, push_error, max_error_history  see sql.go
 --   shard_n, shard_lo, shard_hi, shard_after  a shard union's branch:
@@ -231,6 +231,16 @@ WHERE "job_id" = ANY($1::text[]);
 -- commit at every try. forget drops it after the commit.
 DELETE FROM /* TEMPLATE: queue_table */ WHERE "id" = $1;
 
+-- name: committed
+-- Whether the transaction of an attempt whose COMMIT's outcome is unknown
+-- (an ambiguous commit) committed: $1 the job's id, $2 the count that
+-- attempt made. Only a commit of that transaction (del, bury_lost)
+-- removes the job and leaves its count as it was: forget drops it only
+-- after Process returned, a later claim counts again, and cancel_by_id and
+-- bury drop it. A rollback leaves the job in the queue.
+SELECT NOT EXISTS (SELECT 1 FROM /* TEMPLATE: queue_table */ WHERE "id" = $1::text)
+  AND EXISTS (SELECT 1 FROM /* TEMPLATE: attempt_table */ WHERE "job_id" = $1::text AND "attempts" = $2::int);
+
 -- name: forget
 -- Drops the attempt counts of jobs whose removal committed (processed, or
 -- moved to job_dead by bury_lost): $1 their ids (text[]). Sent after the
@@ -377,3 +387,18 @@ DELETE FROM /* TEMPLATE: dead_table */ WHERE "id" = $1 RETURNING "id";
 SELECT 'pending' FROM /* TEMPLATE: queue_table */ WHERE "id" = $1
 UNION ALL
 SELECT 'dead' FROM /* TEMPLATE: dead_table */ WHERE "id" = $1;
+
+-- name: lookup
+-- One job by id ($1), for tools and tests, read without locks: pending (in
+-- the queue, held by a worker or not, which this read cannot tell) or
+-- dead. The job_columns, then the attempts job_attempt counted (the claims
+-- count an attempt there before its handler runs) and the end of the job's
+-- backoff, both NULL when the job has no count and for a dead job, then
+-- whether it is dead. No row: no job has the id (a job that succeeded left
+-- none). job_columns name their columns unqualified, so the job is read in
+-- a derived table, which job_attempt (with an "attempts" of its own) joins.
+SELECT "j".*, "a"."attempts"::INT8 AS "counted", "a"."retry_at"::TIMESTAMPTZ AS "retry_at", false AS "dead"
+FROM (SELECT /* TEMPLATE: job_columns */ FROM /* TEMPLATE: queue_table */ WHERE "id" = $1) AS "j"
+LEFT JOIN /* TEMPLATE: attempt_table */ AS "a" ON "a"."job_id" = "j"."id"
+UNION ALL
+SELECT /* TEMPLATE: job_columns */, NULL::INT8, NULL::TIMESTAMPTZ, true FROM /* TEMPLATE: dead_table */ WHERE "id" = $1;

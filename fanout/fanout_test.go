@@ -63,6 +63,9 @@ func table(schemaName, name string) string {
 	return sqlident.Quote(schemaName) + "." + sqlident.Quote(name)
 }
 
+// idOf is the id an Enqueue reported: id, err := idOf(q.Enqueue(ctx, job)).
+func idOf(e skiplock.Enqueued, err error) (string, error) { return e.ID, err }
+
 func jobs(n int) []skiplock.NewJob {
 	out := make([]skiplock.NewJob, n)
 	for i := range out {
@@ -161,7 +164,7 @@ func TestEnqueueManyBatchesAndKeepsFields(t *testing.T) {
 	in := jobs(2500)
 	in[7].MaxAttempts = 3
 	in[8].Queue = "other"
-	ids, err := q.EnqueueMany(ctx, in)
+	ids, err := fanout.EnqueueManyIDs(ctx, q, in)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,9 +189,12 @@ func TestEnqueueManyBatchesAndKeepsFields(t *testing.T) {
 	if n := count(t, db, "SELECT count(*) FROM "+tq+` WHERE id = $1 AND queue = 'other' AND max_attempts = $2`, ids[8], skiplock.DefaultMaxAttempts); n != 1 {
 		t.Errorf("job 8 lost its queue or default max attempts")
 	}
-	id, err := q.Enqueue(ctx, skiplock.NewJob{})
-	if err != nil || id == "" {
-		t.Fatalf("Enqueue: %q %v", id, err)
+	if n, err := q.EnqueueMany(ctx, jobs(3)); err != nil || n != 3 {
+		t.Fatalf("EnqueueMany: %d added, %v; want 3", n, err)
+	}
+	e, err := q.Enqueue(ctx, skiplock.NewJob{})
+	if err != nil || e.ID == "" || e.Duplicate {
+		t.Fatalf("Enqueue: %+v %v", e, err)
 	}
 }
 
@@ -202,8 +208,8 @@ func TestEnqueueTxFollowsTheCallersTransaction(t *testing.T) {
 		}
 		for _, commit := range []bool{false, true} {
 			tx := d.Begin(t) // the caller's own driver transaction
-			if _, err := q.EnqueueTx(ctx, tx, jobs(3)...); err != nil {
-				t.Fatal(err)
+			if n, err := q.EnqueueTx(ctx, tx, jobs(3)...); err != nil || n != 3 {
+				t.Fatalf("EnqueueTx: %d added, %v; want 3", n, err)
 			}
 			var err error
 			if commit {
@@ -237,7 +243,7 @@ func TestHandlerEnqueuesFollowUpInItsTransaction(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := q.Enqueue(ctx, skiplock.NewJob{Payload: []byte(`{"step":1}`), MaxAttempts: 5})
+		id, err := idOf(q.Enqueue(ctx, skiplock.NewJob{Payload: []byte(`{"step":1}`), MaxAttempts: 5}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -247,12 +253,16 @@ func TestHandlerEnqueuesFollowUpInItsTransaction(t *testing.T) {
 		var followID string
 		handler := func(fail bool) fanout.Handler {
 			return func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
-				ids, err := follow.EnqueueTx(ctx, tx, skiplock.NewJob{Payload: []byte(`{"step":2,"after":"` + job.ID + `"}`)})
+				ids, err := follow.EnqueueIn(ctx, tx, skiplock.NewJob{Payload: []byte(`{"step":2,"after":"` + job.ID + `"}`)})
 				if err != nil {
 					return err
 				}
-				if _, err := q.EnqueueIn(ctx, tx, skiplock.NewJob{Queue: "follow-up"}); err != nil {
+				n, err := q.EnqueueTx(ctx, tx, skiplock.NewJob{Queue: "follow-up"})
+				if err != nil {
 					return err
+				}
+				if n != 1 {
+					t.Errorf("EnqueueTx reports %d jobs added, want 1", n)
 				}
 				followID = ids[0]
 				if n := count(t, tx, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)+" WHERE queue = 'follow-up'"); n != 2 {
@@ -308,7 +318,7 @@ func TestHeldRowIsSkipped(t *testing.T) {
 func testHeldRowIsSkipped(t *testing.T, d testdb.Driver) {
 	q, db, _ := setupOn(t, d, 0, nil)
 	ctx := context.Background()
-	id, err := q.Enqueue(ctx, skiplock.NewJob{})
+	id, err := idOf(q.Enqueue(ctx, skiplock.NewJob{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -512,7 +522,7 @@ func exactlyOnceOn(t *testing.T, d testdb.Driver, n int, fail func(job *skiplock
 		fanout.UseDialect(q, fanout.CockroachForms(q))
 	}
 	ctx := context.Background()
-	ids, err := q.EnqueueMany(ctx, jobs(n))
+	ids, err := fanout.EnqueueManyIDs(ctx, q, jobs(n))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -586,17 +596,18 @@ func exactlyOnceOn(t *testing.T, d testdb.Driver, n int, fail func(job *skiplock
 	return c
 }
 
-// exactlyOnceJobs is how many jobs the exactly-once runs work: 20,000 in
-// make test, 50,000 at full scale (SKIPLOCK_CHAOS=full, make test-chaos).
+// exactlyOnceJobs is how many jobs the exactly-once runs work: 8,000 in
+// make test (125 per worker), 50,000 at full scale (SKIPLOCK_CHAOS=full,
+// make test-chaos).
 func exactlyOnceJobs() int {
 	if os.Getenv("SKIPLOCK_CHAOS") == "full" {
 		return 50000
 	}
-	return 20000
+	return 8000
 }
 
 // failureRunJobs is how many jobs the runs with failures work: a quarter
-// of exactlyOnceJobs in make test (TestExactlyOnce carries the 20,000
+// of exactlyOnceJobs in make test (TestExactlyOnce carries the 8,000
 // there), all 50,000 under make test-chaos.
 func failureRunJobs() int {
 	if os.Getenv("SKIPLOCK_CHAOS") == "full" {
@@ -616,7 +627,7 @@ func TestExactlyOnce(t *testing.T) {
 // load_balance off.
 func TestExactlyOnceYugabyteAdapter(t *testing.T) {
 	t.Parallel()
-	exactlyOnceOn(t, testdb.Drivers()[1], 3000, nil, false)
+	exactlyOnceOn(t, testdb.Drivers()[1], failureRunJobs(), nil, false)
 }
 
 // TestExactlyOnceWithFailures: one job in ten fails its first handler call
@@ -670,7 +681,7 @@ func TestPoisonJobGoesDead(t *testing.T) {
 	q, db, s := setup(t, 0, &fanout.Config{RetryBase: time.Millisecond, RetryMax: 4 * time.Millisecond})
 	ctx := context.Background()
 	for _, panics := range []bool{false, true} {
-		id, err := q.Enqueue(ctx, skiplock.NewJob{MaxAttempts: 3, Payload: []byte(`"poison"`)})
+		id, err := idOf(q.Enqueue(ctx, skiplock.NewJob{MaxAttempts: 3, Payload: []byte(`"poison"`)}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1020,7 +1031,7 @@ func TestMisbehavingHandlers(t *testing.T) {
 			return nil
 		},
 	} {
-		id, err := q.Enqueue(ctx, skiplock.NewJob{})
+		id, err := idOf(q.Enqueue(ctx, skiplock.NewJob{}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -1052,7 +1063,7 @@ func TestConnectionDiesMidJob(t *testing.T) {
 	t.Parallel()
 	q, db, s := setup(t, 0, &fanout.Config{RetryBase: time.Millisecond, RetryMax: 4 * time.Millisecond})
 	ctx := context.Background()
-	id, err := q.Enqueue(ctx, skiplock.NewJob{})
+	id, err := idOf(q.Enqueue(ctx, skiplock.NewJob{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,7 +101,7 @@ func TestPoisonJobsKillTheirWorkers(t *testing.T) {
 	for i := range in {
 		in[i].MaxAttempts = maxAttempts
 	}
-	ids, err := q.EnqueueMany(ctx, in)
+	ids, err := fanout.EnqueueManyIDs(ctx, q, in)
 	if err != nil {
 		t.Fatal(err)
 	}

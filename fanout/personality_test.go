@@ -70,7 +70,7 @@ func runRetriedJobs(t *testing.T, cfg *skiplock.OpenConfig, n, workers, failEver
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	ids, err := q.EnqueueMany(ctx, jobs(n))
+	ids, err := fanout.EnqueueManyIDs(ctx, q, jobs(n))
 	if err != nil {
 		t.Fatal(err)
 	}

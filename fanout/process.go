@@ -113,8 +113,9 @@ const giveBackTimeout = 10 * time.Second
 // moved to job_dead without running, with Dead set and HandlerErr
 // wrapping ErrWorkerDied. Process returns an error when its own statements
 // fail for good, when ctx ends, or as *retry.AmbiguousCommitError when the
-// commit's outcome is unknown (see the package doc: the job's work and its
-// removal committed together or not at all).
+// commit's outcome is unknown and the data does not show that it
+// committed (see the package doc: the job's work and its removal
+// committed together or not at all).
 func (q *Queue) Process(ctx context.Context, h Handler) (Result, error) {
 	return q.process(ctx, q.cfg.Queue, h, poolCounter{q})
 }
@@ -166,6 +167,12 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter)
 		}
 		return err
 	})
+	var amb *retry.AmbiguousCommitError
+	if errors.As(err, &amb) && res.Job != nil && q.committed(ctx, res.Job) {
+		// Only a transaction whose job was handled (or moved to
+		// job_dead) commits: it did, so its Result stands.
+		err = nil
+	}
 	var he *handlerError
 	if err != nil && res.Job != nil && !errors.As(err, &he) {
 		q.marks.ProbeSoon(queue) // a failed or unknown commit: the job may be back
@@ -211,6 +218,20 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter)
 	return res, fmt.Errorf("fanout: process a job of queue %q: %w", queue, err)
 }
 
+// committed resolves an ambiguous commit of job's transaction from the
+// data (committed in fanout.sql): the job gone while its count is still
+// the one this attempt made. It reports false when it cannot tell: the
+// error stands then, and the job, if it is back, runs again.
+func (q *Queue) committed(ctx context.Context, job *skiplock.Job) bool {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	var ok bool
+	if err := q.db.QueryRow(ctx, q.sql.committed, job.ID, job.Attempts).Scan(&ok); err != nil {
+		return false
+	}
+	return ok
+}
+
 // handle runs the handler on a claimed and counted job, then deletes the
 // job in the same transaction (its count is dropped after the commit:
 // forget).
@@ -254,8 +275,9 @@ func (q *Queue) buryLost(ctx context.Context, tx skiplock.Tx, job *skiplock.Job)
 }
 
 // scanJob reads a claimed job's columns (jobColumns), after the shard's
-// ordinal into n when n is not nil.
-func scanJob(r skiplock.Rows, n *int64) (*skiplock.Job, error) {
+// ordinal into n when n is not nil, and into extra the columns the
+// statement returns after them.
+func scanJob(r skiplock.Rows, n *int64, extra ...any) (*skiplock.Job, error) {
 	var (
 		j              skiplock.Job
 		payload, meta  string
@@ -266,7 +288,7 @@ func scanJob(r skiplock.Rows, n *int64) (*skiplock.Job, error) {
 	if n != nil {
 		dest = append([]any{n}, dest...)
 	}
-	if err := r.Scan(dest...); err != nil {
+	if err := r.Scan(append(dest, extra...)...); err != nil {
 		return nil, err
 	}
 	j.Payload, j.Metadata = json.RawMessage(payload), json.RawMessage(meta)

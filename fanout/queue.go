@@ -207,19 +207,27 @@ func (q *Queue) Schema() string { return q.cfg.Schema }
 // DB is the database it runs on.
 func (q *Queue) DB() *skiplock.DB { return q.db }
 
-// Enqueue adds one job and returns its id.
-func (q *Queue) Enqueue(ctx context.Context, job skiplock.NewJob) (string, error) {
-	ids, err := q.EnqueueMany(ctx, []skiplock.NewJob{job})
+// Enqueue adds one job and reports its id in Enqueued.ID. Enqueued.Duplicate
+// is always false: fanout has no unique keys.
+func (q *Queue) Enqueue(ctx context.Context, job skiplock.NewJob) (skiplock.Enqueued, error) {
+	ids, err := q.enqueueMany(ctx, []skiplock.NewJob{job})
 	if err != nil {
-		return "", err
+		return skiplock.Enqueued{}, err
 	}
-	return ids[0], nil
+	return skiplock.Enqueued{ID: ids[0]}, nil
 }
 
 // EnqueueMany adds jobs in one transaction (retried on serialization
-// failures), EnqueueBatch jobs per INSERT, and returns their ids in order.
-// Either every job is added or none is. Bad input adds nothing.
-func (q *Queue) EnqueueMany(ctx context.Context, jobs []skiplock.NewJob) ([]string, error) {
+// failures), EnqueueBatch jobs per INSERT, and returns how many it added:
+// len(jobs). Either every job is added or none is. Bad input adds
+// nothing. EnqueueIn returns the jobs' ids.
+func (q *Queue) EnqueueMany(ctx context.Context, jobs []skiplock.NewJob) (int, error) {
+	ids, err := q.enqueueMany(ctx, jobs)
+	return len(ids), err
+}
+
+// enqueueMany is EnqueueMany returning the ids, in order.
+func (q *Queue) enqueueMany(ctx context.Context, jobs []skiplock.NewJob) ([]string, error) {
 	cols, err := q.columns(jobs)
 	if err != nil {
 		return nil, err
@@ -240,12 +248,14 @@ func (q *Queue) EnqueueMany(ctx context.Context, jobs []skiplock.NewJob) ([]stri
 // skiplock.Tx: a jackc/pgx transaction through skiplock.WrapTx, a
 // YugabyteDB smart driver one through skiplock.WrapYugabyteTx, or the
 // transaction a Handler is given. Committing, rolling back and retrying
-// stay the caller's business.
-func (q *Queue) EnqueueTx(ctx context.Context, tx skiplock.Tx, jobs ...skiplock.NewJob) ([]string, error) {
+// stay the caller's business. It returns how many jobs it added; EnqueueIn,
+// given tx, returns their ids.
+func (q *Queue) EnqueueTx(ctx context.Context, tx skiplock.Tx, jobs ...skiplock.NewJob) (int, error) {
 	if tx == nil {
-		return nil, usage.Errorf("fanout.EnqueueTx: tx is nil: pass the transaction the jobs belong to")
+		return 0, usage.Errorf("fanout.EnqueueTx: tx is nil: pass the transaction the jobs belong to")
 	}
-	return q.EnqueueIn(ctx, tx, jobs...)
+	ids, err := q.EnqueueIn(ctx, tx, jobs...)
+	return len(ids), err
 }
 
 // EnqueueIn adds jobs through any Querier, typically the transaction a
@@ -374,8 +384,8 @@ type Stats struct {
 
 // Stats counts the jobs of queue, or of every queue when queue is "". It
 // reads whole tables: meant for operators, not for hot paths.
-func (q *Queue) Stats(ctx context.Context, queue string) (*Stats, error) {
-	st := &Stats{QueuedByQueue: map[string]int64{}, DeadByQueue: map[string]int64{}}
+func (q *Queue) Stats(ctx context.Context, queue string) (Stats, error) {
+	st := Stats{QueuedByQueue: map[string]int64{}, DeadByQueue: map[string]int64{}}
 	err := each(ctx, q.db, q.sql.queued, []any{queue}, func(r skiplock.Rows) error {
 		var name string
 		var n int64
@@ -404,7 +414,7 @@ func (q *Queue) Stats(ctx context.Context, queue string) (*Stats, error) {
 		})
 	}
 	if err != nil {
-		return nil, fmt.Errorf("fanout: stats in schema %s: %w (is the fanout layout migrated?)", q.cfg.Schema, err)
+		return Stats{}, fmt.Errorf("fanout: stats in schema %s: %w (is the fanout layout migrated?)", q.cfg.Schema, err)
 	}
 	return st, nil
 }

@@ -29,7 +29,8 @@ type statements struct {
 	heads, existsAfter                                    string
 	del, fail, bury, insert, queued, dead, exists         string
 	count, giveBack, forget, backoff, buryLost, amendDead string
-	cancelByID, retryByID, deleteByID, whereByID          string
+	committed                                             string // resolves an ambiguous commit
+	cancelByID, retryByID, deleteByID, whereByID, lookup  string
 	snoozeJob, snoozeAttempt                              string
 	insertNotify                                          string // insert with its notifications (sqltext.WithNotify)
 	newIDs, notify                                        string // the COPY path's (copy.go)
@@ -45,8 +46,8 @@ func init() {
 	sqltext.Register(sqltext.Source{Path: sqlFile.Path, File: sqlFile, Vars: sqlVars})
 }
 
-// jobColumns are the columns claim returns, in scan order. The payload
-// travels as text so that both drivers scan it into a string.
+// jobColumns are the columns claim and lookup return, in scan order. The
+// payload travels as text so that both drivers scan it into a string.
 const jobColumns = `"id", "queue", "payload"::text AS "payload", "attempts", "max_attempts", "last_error", "created_at", "kind", "metadata"::text AS "metadata"`
 
 // The shard unions' branch templates (fanout.sql), rendered once per
@@ -147,8 +148,9 @@ func render(d *skiplock.Dialect, schemaName string) statements {
 		"shards_after_branch": &branches, "heads_union_branch": &branches, "exists_after_union_branch": &branches,
 		"del": &s.del, "fail": &s.fail, "bury": &s.bury,
 		"insert": &s.insert, "queued": &s.queued, "dead": &s.dead, "exists": &s.exists,
-		"count": &s.count, "give_back": &s.giveBack, "forget": &s.forget, "backoff": &s.backoff, "bury_lost": &s.buryLost, "amend_dead": &s.amendDead,
+		"count": &s.count, "give_back": &s.giveBack, "committed": &s.committed, "forget": &s.forget, "backoff": &s.backoff, "bury_lost": &s.buryLost, "amend_dead": &s.amendDead,
 		"cancel_by_id": &s.cancelByID, "retry_by_id": &s.retryByID, "delete_by_id": &s.deleteByID, "where_by_id": &s.whereByID,
+		"lookup":     &s.lookup,
 		"snooze_job": &s.snoozeJob, "snooze_attempt": &s.snoozeAttempt,
 		"new_ids": &s.newIDs, "notify": &s.notify,
 	})
@@ -174,8 +176,9 @@ func (s statements) all() map[string]string {
 	out := map[string]string{
 		"claim": s.claim, "claim_shard": s.claimShard, "shards_after": s.shardsAfter, "heads": s.heads, "exists_after": s.existsAfter, "del": s.del, "fail": s.fail, "bury": s.bury,
 		"insert": s.insert, "queued": s.queued, "dead": s.dead, "exists": s.exists,
-		"count": s.count, "give_back": s.giveBack, "forget": s.forget, "backoff": s.backoff, "bury_lost": s.buryLost, "amend_dead": s.amendDead,
+		"count": s.count, "give_back": s.giveBack, "committed": s.committed, "forget": s.forget, "backoff": s.backoff, "bury_lost": s.buryLost, "amend_dead": s.amendDead,
 		"cancel_by_id": s.cancelByID, "retry_by_id": s.retryByID, "delete_by_id": s.deleteByID, "where_by_id": s.whereByID,
+		"lookup":     s.lookup,
 		"snooze_job": s.snoozeJob, "snooze_attempt": s.snoozeAttempt,
 		// new_ids and notify name no table, so no schema either.
 	}

@@ -23,11 +23,11 @@ func TestIDsAreShardThenTime(t *testing.T) {
 	q, _, _ := setup(t, 0, nil)
 	ctx := context.Background()
 	shape := regexp.MustCompile(`^[0-9a-f]{32}$`)
-	first, err := q.EnqueueMany(ctx, jobs(300))
+	first, err := fanout.EnqueueManyIDs(ctx, q, jobs(300))
 	if err != nil {
 		t.Fatal(err)
 	}
-	later, err := q.EnqueueMany(ctx, jobs(300))
+	later, err := fanout.EnqueueManyIDs(ctx, q, jobs(300))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +138,7 @@ func testJobBelowWatermarkIsFound(t *testing.T, crdbForms bool) {
 	if _, err := db.Exec(ctx, "INSERT INTO "+tbl+" (id, queue) VALUES ($1, $2)", uuid, q.Name()); err != nil {
 		t.Fatal(err)
 	}
-	dead, err := q.Enqueue(ctx, skiplock.NewJob{MaxAttempts: 1})
+	dead, err := idOf(q.Enqueue(ctx, skiplock.NewJob{MaxAttempts: 1}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -291,7 +291,7 @@ func TestRescuer(t *testing.T) {
 		t.Fatalf("stats %+v: want one rescued, one failed", st)
 	}
 	for _, job := range held {
-		got, err := q.Lookup(ctx, mustID(t, job))
+		got, err := q.LookupJob(ctx, job.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -415,13 +415,4 @@ func TestConfigErrors(t *testing.T) {
 	if _, err := maintenance.Start(ctx, db, &maintenance.Config{Schema: "unmigrated"}); err == nil || !strings.Contains(err.Error(), "migrate") {
 		t.Errorf("unmigrated schema: err = %v, want one that says to migrate", err)
 	}
-}
-
-func mustID(t *testing.T, job *skiplock.Job) int64 {
-	t.Helper()
-	var id int64
-	if _, err := fmt.Sscan(job.ID, &id); err != nil {
-		t.Fatalf("job id %q: %v", job.ID, err)
-	}
-	return id
 }

@@ -56,7 +56,7 @@ func seed(t *testing.T) *fixture {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ids = append(ids, strconv.FormatInt(e.ID, 10))
+			ids = append(ids, e.ID)
 		}
 		return ids
 	}
@@ -101,11 +101,11 @@ func seed(t *testing.T) *fixture {
 		t.Fatal(err)
 	}
 	for i := range 4 {
-		id, err := reports.Enqueue(ctx, skiplock.NewJob{Kind: "render", Payload: json.RawMessage(fmt.Sprintf(`{"report":%d}`, i))})
+		e, err := reports.Enqueue(ctx, skiplock.NewJob{Kind: "render", Payload: json.RawMessage(fmt.Sprintf(`{"report":%d}`, i))})
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.pending = append(f.pending, id)
+		f.pending = append(f.pending, e.ID)
 	}
 	hooks, err := fanout.New(ctx, db, &fanout.Config{Schema: s, Queue: "webhooks"})
 	if err != nil {

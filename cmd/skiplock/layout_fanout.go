@@ -24,8 +24,7 @@ func (fanoutCLI) enqueue(ctx context.Context, db *skiplock.DB, schemaName string
 	if err != nil {
 		return 0, err
 	}
-	ids, err := q.EnqueueMany(ctx, jobs)
-	return len(ids), err
+	return q.EnqueueMany(ctx, jobs)
 }
 
 // workPoolSpare is how many connections the work command's pool has beyond

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/skiplock/skiplock/internal/copyio"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/skiplock/skiplock/internal/usage"
@@ -518,10 +520,10 @@ func (db *DB) BulkCopy() bool {
 	return d.BulkCopy && (d.BulkCopySince == "" || db.RequireRelease(d.BulkCopySince, "COPY in one transaction") == nil)
 }
 
-// CopyFrom copies through the pool (see Copier): each call is its own
+// CopyFrom copies through the pool (see copyio.Copier): each call is its own
 // transaction unless the server says otherwise.
-func (db *DB) CopyFrom(ctx context.Context, table []string, columns []string, src CopySource) (int64, error) {
-	c, ok := db.Pool.(Copier)
+func (db *DB) CopyFrom(ctx context.Context, table []string, columns []string, src copyio.Source) (int64, error) {
+	c, ok := db.Pool.(copyio.Copier)
 	if !ok {
 		return 0, usage.Errorf("this pool's driver cannot COPY: use the INSERT path")
 	}

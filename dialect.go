@@ -189,11 +189,6 @@ func (d *Dialect) Rules() Engine {
 	return d.Engine
 }
 
-// DefaultCopyMin is the fewest jobs a batch sends by COPY where the
-// engine has it (Dialect.BulkCopy); smaller batches take the INSERT, whose
-// one statement costs less than COPY's extra round trips.
-const DefaultCopyMin = 64
-
 // IsoLevel is a transaction isolation level.
 type IsoLevel string
 

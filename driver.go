@@ -3,6 +3,8 @@ package skiplock
 import (
 	"context"
 
+	"github.com/skiplock/skiplock/internal/copyio"
+
 	"github.com/skiplock/skiplock/internal/usage"
 )
 
@@ -63,8 +65,8 @@ func (a adaptTx[Tag, R, RW, T]) Rollback(ctx context.Context) error {
 
 // CopyFrom runs the driver's CopyFrom: each driver file offers a function
 // that recognizes its own module's queriers (jackcCopy, ybCopy).
-func (a adapt[Tag, R, RW, Q]) CopyFrom(ctx context.Context, table []string, columns []string, src CopySource) (int64, error) {
-	for _, cp := range []func(context.Context, any, []string, []string, CopySource) (int64, bool, error){jackcCopy, ybCopy} {
+func (a adapt[Tag, R, RW, Q]) CopyFrom(ctx context.Context, table []string, columns []string, src copyio.Source) (int64, error) {
+	for _, cp := range []func(context.Context, any, []string, []string, copyio.Source) (int64, bool, error){jackcCopy, ybCopy} {
 		if n, ok, err := cp(ctx, a.q, table, columns, src); ok {
 			return n, err
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 
+	"github.com/skiplock/skiplock/internal/copyio"
+
 	jackcpgx "github.com/jackc/pgx/v5"
 	jackcpgconn "github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/puddle/v2"
@@ -108,9 +110,9 @@ func (t interpretedTx) QueryRow(ctx context.Context, sql string, args ...any) Ro
 func (t interpretedTx) Commit(ctx context.Context) error   { return interpretError(t.tx.Commit(ctx)) }
 func (t interpretedTx) Rollback(ctx context.Context) error { return interpretError(t.tx.Rollback(ctx)) }
 
-// CopyFrom copies through the Tx when it is a Copier.
-func (t interpretedTx) CopyFrom(ctx context.Context, table []string, columns []string, src CopySource) (int64, error) {
-	c, ok := t.tx.(Copier)
+// CopyFrom copies through the Tx when it is a copyio.Copier.
+func (t interpretedTx) CopyFrom(ctx context.Context, table []string, columns []string, src copyio.Source) (int64, error) {
+	c, ok := t.tx.(copyio.Copier)
 	if !ok {
 		return 0, usage.Errorf("this transaction cannot COPY: use the INSERT path")
 	}

@@ -6,6 +6,8 @@ import (
 	"context"
 	"strings"
 
+	"github.com/skiplock/skiplock/internal/copyio"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -87,7 +89,7 @@ func (a jackcConn) WaitForNotification(ctx context.Context) (Notification, error
 
 // jackcCopy runs CopyFrom on q when q is a jackc/pgx querier; ok is false
 // when it is not.
-func jackcCopy(ctx context.Context, q any, table []string, columns []string, src CopySource) (n int64, ok bool, err error) {
+func jackcCopy(ctx context.Context, q any, table []string, columns []string, src copyio.Source) (n int64, ok bool, err error) {
 	c, ok := q.(interface {
 		CopyFrom(context.Context, pgx.Identifier, []string, pgx.CopyFromSource) (int64, error)
 	})

@@ -6,6 +6,8 @@ import (
 	"context"
 	"strings"
 
+	"github.com/skiplock/skiplock/internal/copyio"
+
 	"github.com/yugabyte/pgx/v5"
 	"github.com/yugabyte/pgx/v5/pgconn"
 	"github.com/yugabyte/pgx/v5/pgxpool"
@@ -89,7 +91,7 @@ func (a ybConn) WaitForNotification(ctx context.Context) (Notification, error) {
 
 // ybCopy runs CopyFrom on q when q is a YugabyteDB smart driver querier; ok is false
 // when it is not.
-func ybCopy(ctx context.Context, q any, table []string, columns []string, src CopySource) (n int64, ok bool, err error) {
+func ybCopy(ctx context.Context, q any, table []string, columns []string, src copyio.Source) (n int64, ok bool, err error) {
 	c, ok := q.(interface {
 		CopyFrom(context.Context, pgx.Identifier, []string, pgx.CopyFromSource) (int64, error)
 	})

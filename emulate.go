@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/skiplock/skiplock/internal/copyio"
+
 	"github.com/skiplock/skiplock/internal/usage"
 )
 
@@ -451,7 +453,7 @@ func (t *emulatedTx) Commit(ctx context.Context) error {
 
 // CopyFrom is refused: the cockroach personality, the only one that
 // injects, has no COPY (Dialect.BulkCopy).
-func (t *emulatedTx) CopyFrom(context.Context, []string, []string, CopySource) (int64, error) {
+func (t *emulatedTx) CopyFrom(context.Context, []string, []string, copyio.Source) (int64, error) {
 	return 0, usage.Errorf("this personality has no COPY: use the INSERT path")
 }
 

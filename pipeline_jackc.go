@@ -4,6 +4,8 @@ import (
 	"context"
 	"strings"
 
+	"github.com/skiplock/skiplock/internal/copyio"
+
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -240,7 +242,7 @@ func (r batchRow) Scan(dest ...any) error {
 
 // CopyFrom sends BEGIN on its own first if no statement has: COPY cannot
 // share a batch with it.
-func (t *pipelinedTx) CopyFrom(ctx context.Context, table []string, columns []string, src CopySource) (int64, error) {
+func (t *pipelinedTx) CopyFrom(ctx context.Context, table []string, columns []string, src copyio.Source) (int64, error) {
 	if t.closed {
 		return 0, pgx.ErrTxClosed
 	}

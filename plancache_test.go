@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"github.com/skiplock/skiplock/internal/copyio"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/skiplock/skiplock"
@@ -51,7 +53,7 @@ func TestGenericPlansTransaction(t *testing.T) {
 					t.Fatal(err)
 				}
 			case "copy":
-				if _, err := tx.(skiplock.Copier).CopyFrom(ctx, []string{"generic_plans_copy"}, []string{"v"}, pgx.CopyFromRows([][]any{{int32(1)}})); err != nil {
+				if _, err := tx.(copyio.Copier).CopyFrom(ctx, []string{"generic_plans_copy"}, []string{"v"}, pgx.CopyFromRows([][]any{{int32(1)}})); err != nil {
 					t.Fatal(err)
 				}
 			}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"sync/atomic"
 
+	"github.com/skiplock/skiplock/internal/copyio"
+
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/usage"
 )
@@ -203,8 +205,8 @@ func (t *countingTx) Rollback(ctx context.Context) error {
 
 // CopyFrom counts a COPY as the two round trips pgx makes of it (the
 // columns' description, then the COPY itself).
-func (c counted) CopyFrom(ctx context.Context, table []string, columns []string, src skiplock.CopySource) (int64, error) {
-	cp, ok := c.q.(skiplock.Copier)
+func (c counted) CopyFrom(ctx context.Context, table []string, columns []string, src copyio.Source) (int64, error) {
+	cp, ok := c.q.(copyio.Copier)
 	if !ok {
 		return 0, usage.Errorf("this connection cannot COPY")
 	}

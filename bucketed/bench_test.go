@@ -50,7 +50,7 @@ func BenchmarkBurnDown(b *testing.B) {
 		mustEnqueue(b, q, nJobs(n, "default")...)
 		var completed atomic.Int64
 		done := make(chan struct{}) // closed at the n-th committed completion
-		w, err := q.NewWorker(&bucketed.WorkerConfig{Workers: workers, Batch: batch, IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond,
+		w, err := q.NewWorker(&bucketed.WorkerConfig{Workers: workers, Prefetch: workers * (batch - 1), IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond,
 			Handler: func(context.Context, *skiplock.Job) error { return nil },
 			AfterComplete: func(*skiplock.Job, time.Time, time.Time) {
 				if completed.Add(1) == int64(n) {

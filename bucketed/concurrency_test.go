@@ -194,7 +194,7 @@ func noDoubleDelivery(t *testing.T, d testdb.Driver, jobs int) {
 	var total, recorded atomic.Int64
 	var completed testdb.Counter
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
-		Workers: workers, Batch: 16, IdleMin: time.Millisecond, IdleMax: 20 * time.Millisecond,
+		Workers: workers, Prefetch: workers * 15, IdleMin: time.Millisecond, IdleMax: 20 * time.Millisecond,
 		Handler: func(ctx context.Context, j *skiplock.Job) error {
 			c, _ := deliveries.LoadOrStore(j.ID, new(atomic.Int32))
 			c.(*atomic.Int32).Add(1)
@@ -322,7 +322,7 @@ func TestWorkerGracefulStop(t *testing.T) {
 	mustEnqueue(t, q, nJobs(10, "default")...)
 	started := make(chan struct{}, 10)
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
-		Workers: 1, Batch: 10,
+		Workers: 1, Prefetch: 9,
 		Handler: func(ctx context.Context, j *skiplock.Job) error {
 			started <- struct{}{}
 			<-ctx.Done() // a long job that honours cancellation

@@ -66,7 +66,7 @@ type Config struct {
 	// INSERT, where the engine has COPY (skiplock.Dialect.BulkCopy), the
 	// batch is written in a transaction (EnqueueMany, EnqueueTx, EnqueueIn
 	// and EnqueueNotify given a Tx) and no job has a unique key (those
-	// need the INSERT's ON CONFLICT). 0 means skiplock.DefaultCopyMin; a
+	// need the INSERT's ON CONFLICT). 0 means 64 (the default); a
 	// negative value turns COPY off.
 	CopyMin int
 	// Retry tunes the retries of serialization failures and lost
@@ -106,7 +106,7 @@ func (c *Config) withDefaults(d *skiplock.Dialect) (Config, error) {
 		return out, err
 	}
 	if out.CopyMin == 0 {
-		out.CopyMin = skiplock.DefaultCopyMin
+		out.CopyMin = queuecfg.DefaultCopyMin
 	}
 	if out.Queue == "" {
 		out.Queue = skiplock.DefaultQueue

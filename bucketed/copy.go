@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 
+	"github.com/skiplock/skiplock/internal/copyio"
+
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/copyrows"
 	"github.com/skiplock/skiplock/internal/queryrows"
@@ -27,7 +29,7 @@ import (
 
 // copier is the Copier to send a's jobs through db, or nil when they take
 // the INSERT.
-func (q *Queue) copier(db skiplock.Querier, a insertParams) skiplock.Copier {
+func (q *Queue) copier(db skiplock.Querier, a insertParams) copyio.Copier {
 	if !q.db.BulkCopy() || q.cfg.CopyMin < 0 || len(a.Queues) < q.cfg.CopyMin {
 		return nil
 	}
@@ -36,7 +38,7 @@ func (q *Queue) copier(db skiplock.Querier, a insertParams) skiplock.Copier {
 	if _, ok := db.(skiplock.Tx); !ok {
 		return nil
 	}
-	c, ok := db.(skiplock.Copier)
+	c, ok := db.(copyio.Copier)
 	if !ok {
 		return nil
 	}
@@ -51,7 +53,7 @@ func (q *Queue) copier(db skiplock.Querier, a insertParams) skiplock.Copier {
 // copyJobs writes a's jobs by COPY through tx (c is tx as a Copier).
 // withIDs: reserve the jobs' ids first and return them in the jobs'
 // order; otherwise the column's default numbers them and ids is nil.
-func (q *Queue) copyJobs(ctx context.Context, tx skiplock.Querier, c skiplock.Copier, a insertParams, withIDs bool) ([]int64, error) {
+func (q *Queue) copyJobs(ctx context.Context, tx skiplock.Querier, c copyio.Copier, a insertParams, withIDs bool) ([]int64, error) {
 	n := len(a.Queues)
 	var ids []int64
 	if withIDs {

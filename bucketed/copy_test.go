@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiplock/skiplock/internal/copyio"
+
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/internal/sqlident"
@@ -22,9 +24,9 @@ type copyCounter struct {
 	copies atomic.Int64
 }
 
-func (c *copyCounter) CopyFrom(ctx context.Context, table []string, columns []string, src skiplock.CopySource) (int64, error) {
+func (c *copyCounter) CopyFrom(ctx context.Context, table []string, columns []string, src copyio.Source) (int64, error) {
 	c.copies.Add(1)
-	return c.Tx.(skiplock.Copier).CopyFrom(ctx, table, columns, src)
+	return c.Tx.(copyio.Copier).CopyFrom(ctx, table, columns, src)
 }
 
 // copyJobs are 300 jobs that differ in every column the caller sets:

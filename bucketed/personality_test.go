@@ -46,7 +46,7 @@ func TestEveryJobCompletesUnderThePersonality(t *testing.T) {
 	var total atomic.Int64
 	var logs testdb.Records
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
-		Workers: workers, Batch: 8, IdleMin: time.Millisecond, IdleMax: 20 * time.Millisecond,
+		Workers: workers, Prefetch: workers * 7, IdleMin: time.Millisecond, IdleMax: 20 * time.Millisecond,
 		Handler: func(ctx context.Context, j *skiplock.Job) error {
 			c, _ := runs.LoadOrStore(j.ID, new(atomic.Int32))
 			total.Add(1)

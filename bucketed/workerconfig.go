@@ -53,11 +53,6 @@ type WorkerConfig struct {
 	// than the pickup of jobs that nothing announces. Jobs this worker
 	// puts back (snoozes, retries) wake it when due either way.
 	WaitWhenDrained bool
-	// Batch was how many jobs a goroutine claimed at once.
-	//
-	// Deprecated: one producer claims for every goroutine (see Prefetch);
-	// Batch > 1 with Prefetch 0 sets Prefetch to Workers*(Batch-1).
-	Batch int
 	// Completers is how many goroutines write results as they arrive; 0
 	// means an eighth of the queue's pool, at least 1 and at most 2. As
 	// many again write while results back up (a batch filled to
@@ -88,8 +83,8 @@ type WorkerConfig struct {
 	// AfterComplete, when set, is called once for each job whose Success
 	// committed, after the commit, with when its goroutine asked for work
 	// (before the claim) and when the claim returned it: time.Since(asked)
-	// is the job's latency from request to committed completion (with
-	// Batch > 1 it includes waiting behind the batch's earlier jobs). It
+	// is the job's latency from request to committed completion (with a
+	// Prefetch it includes waiting behind the jobs claimed before it). It
 	// runs on a completer goroutine: keep it quick.
 	AfterComplete func(job *skiplock.Job, asked, claimed time.Time)
 	// AfterResult, when set, is called once for each job whose result
@@ -162,7 +157,7 @@ func (q *Queue) workerConfig(cfg *WorkerConfig) (WorkerConfig, error) {
 		v    *int
 		def  int
 		max  int
-	}{{"workers", &c.Workers, DefaultWorkers, 100000}, {"batch", &c.Batch, 1, MaxClaim}, {"flush size", &c.FlushSize, 1000, 100000}, {"prefetch", &c.Prefetch, 0, 100000}} {
+	}{{"workers", &c.Workers, DefaultWorkers, 100000}, {"flush size", &c.FlushSize, 1000, 100000}, {"prefetch", &c.Prefetch, 0, 100000}} {
 		if f.name == "prefetch" && *f.v < 0 {
 			continue
 		}
@@ -176,8 +171,6 @@ func (q *Queue) workerConfig(cfg *WorkerConfig) (WorkerConfig, error) {
 	switch {
 	case c.Prefetch < 0:
 		c.Prefetch = 0
-	case c.Prefetch == 0 && c.Batch > 1:
-		c.Prefetch = c.Workers * (c.Batch - 1)
 	case c.Prefetch == 0:
 		c.Prefetch = min(256, max(1, c.Workers/4))
 	}

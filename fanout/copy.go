@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/skiplock/skiplock/internal/copyio"
+
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/copyrows"
 	"github.com/skiplock/skiplock/schema"
@@ -19,7 +21,7 @@ import (
 
 // copier is the Copier to send n jobs through db, or nil when they take
 // the INSERT.
-func (q *Queue) copier(db skiplock.Querier, n int) skiplock.Copier {
+func (q *Queue) copier(db skiplock.Querier, n int) copyio.Copier {
 	if !q.db.BulkCopy() || q.cfg.CopyMin < 0 || n < q.cfg.CopyMin {
 		return nil
 	}
@@ -28,13 +30,13 @@ func (q *Queue) copier(db skiplock.Querier, n int) skiplock.Copier {
 	if _, ok := db.(skiplock.Tx); !ok {
 		return nil
 	}
-	c, _ := db.(skiplock.Copier)
+	c, _ := db.(copyio.Copier)
 	return c
 }
 
 // copyJobs writes jobs lo..hi-1 of c by COPY through tx (cp is tx as a
 // Copier) and returns their ids in order.
-func (q *Queue) copyJobs(ctx context.Context, tx skiplock.Querier, cp skiplock.Copier, c jobColumnsIn, lo, hi int) ([]string, error) {
+func (q *Queue) copyJobs(ctx context.Context, tx skiplock.Querier, cp copyio.Copier, c jobColumnsIn, lo, hi int) ([]string, error) {
 	n := hi - lo
 	ids, err := appendIDs(ctx, tx, make([]string, 0, n), q.sql.newIDs, n)
 	if err != nil {

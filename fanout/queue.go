@@ -48,7 +48,7 @@ type Config struct {
 	// INSERT, where the engine has COPY (skiplock.Dialect.BulkCopy) and
 	// the batch is written in a transaction (EnqueueMany, EnqueueTx, and
 	// EnqueueIn or EnqueueNotify given a Tx). 0 means
-	// skiplock.DefaultCopyMin; a negative value turns COPY off.
+	// 64 (the default); a negative value turns COPY off.
 	CopyMin int
 	// Retry tunes the retries of serialization failures and lost
 	// connections (nil: retry's defaults). When its Isolation is
@@ -90,7 +90,7 @@ func (c *Config) withDefaults(d *skiplock.Dialect) (Config, error) {
 		return out, err
 	}
 	if out.CopyMin == 0 {
-		out.CopyMin = skiplock.DefaultCopyMin
+		out.CopyMin = queuecfg.DefaultCopyMin
 	}
 	if out.Queue == "" {
 		out.Queue = skiplock.DefaultQueue

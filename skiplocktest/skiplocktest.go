@@ -43,6 +43,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -54,6 +55,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock/internal/logs"
+	"github.com/skiplock/skiplock/internal/sqltext"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/client"
@@ -440,30 +442,46 @@ func schemaOrDefault(name string) string {
 	return name
 }
 
-// jobsTables are the layouts' tables of live jobs, and what to select from
-// each as a skiplock.Job (scanRow's order; fanout has no priority, status,
-// run time or lease: its layout gives RunAt as the creation time).
+//go:embed skiplocktest.sql
+var sqlSource string
+
+// sqlFile is skiplocktest.sql, parsed once.
+var sqlFile = sqltext.MustParse("skiplocktest/skiplocktest.sql", sqlSource)
+
+func init() {
+	sqltext.Register(sqltext.Source{Path: sqlFile.Path, File: sqlFile, Vars: sqlVars})
+}
+
+func sqlVars(_ *skiplock.Dialect, schemaName string) map[string]string {
+	q := func(t string) string { return sqlident.Quote(schemaName) + "." + sqlident.Quote(t) }
+	return map[string]string{"jobs": q(schema.JobsTable), "job_queue": q(schema.JobQueueTable), "job_dead": q(schema.DeadJobTable)}
+}
+
+// statement renders the statement of skiplocktest.sql with this name for
+// the schema ("" for the default).
+func statement(schemaName, name string) (string, error) {
+	return sqltext.Render(sqlFile.Template(name), sqlVars(nil, schemaOrDefault(schemaName)))
+}
+
+// jobsTables are the layouts' tables of live jobs, and the prefix of
+// their statements in skiplocktest.sql.
 var jobsTables = []struct {
-	layout  schema.Layout
-	table   string
-	columns string
-	order   string
+	layout schema.Layout
+	table  string
+	prefix string
 }{
-	{schema.LayoutBucketed, schema.JobsTable,
-		`"id"::TEXT, "queue", "payload"::TEXT, "priority"::INT8, "status"::TEXT, "attempts"::INT8, "max_attempts"::INT8,
-		"create_ts", "run_at", "last_error", "lease_owner", "lease_token", "lease_expires_at", "kind", "metadata"::TEXT`,
-		`"id"`},
-	{schema.LayoutFanout, schema.JobQueueTable,
-		`"id", "queue", "payload"::TEXT, 0::INT8, '', "attempts"::INT8, "max_attempts"::INT8,
-		"created_at", "created_at", "last_error", NULL::TEXT, NULL::INT8, NULL::TIMESTAMPTZ, "kind", "metadata"::TEXT`,
-		`"created_at", "id"`},
+	{schema.LayoutBucketed, schema.JobsTable, "bucketed"},
+	{schema.LayoutFanout, schema.JobQueueTable, "fanout"},
 }
 
 // tables lists the layouts' tables the schema has. It reads the catalog,
 // so that a missing table does not abort the caller's transaction.
 func tables(ctx context.Context, db skiplock.Querier, schemaName string) (map[string]bool, error) {
-	rs, err := db.Query(ctx, `SELECT "table_name"::TEXT FROM "information_schema"."tables" WHERE "table_schema" = $1 AND "table_name" IN ($2, $3)`,
-		schemaOrDefault(schemaName), schema.JobsTable, schema.JobQueueTable)
+	sql, err := statement(schemaName, "tables")
+	if err != nil {
+		return nil, err
+	}
+	rs, err := db.Query(ctx, sql, schemaOrDefault(schemaName), schema.JobsTable, schema.JobQueueTable)
 	if err != nil {
 		return nil, err
 	}
@@ -484,7 +502,7 @@ func tables(ctx context.Context, db skiplock.Querier, schemaName string) (map[st
 // query fails.
 func load(ctx context.Context, tb TB, db skiplock.Querier, schemaName string, kinds ...string) ([]row, bool) {
 	tb.Helper()
-	rows, err := queryJobs(ctx, db, schemaName, `"kind" = ANY($1)`, kinds)
+	rows, err := queryJobs(ctx, db, schemaName, "by_kind", kinds)
 	if err != nil {
 		tb.Fatalf("skiplocktest: %v", err)
 		return nil, false
@@ -492,8 +510,9 @@ func load(ctx context.Context, tb TB, db skiplock.Querier, schemaName string, ki
 	return rows, true
 }
 
-// queryJobs reads the schema's jobs that where (with args) selects.
-func queryJobs(ctx context.Context, db skiplock.Querier, schemaName, where string, args ...any) ([]row, error) {
+// queryJobs reads the schema's jobs that each layout's statement "by"
+// ("all", "by_kind", "by_id"; skiplocktest.sql) selects with args.
+func queryJobs(ctx context.Context, db skiplock.Querier, schemaName, by string, args ...any) ([]row, error) {
 	name := schemaOrDefault(schemaName)
 	has, err := tables(ctx, db, name)
 	if err != nil {
@@ -508,7 +527,10 @@ func queryJobs(ctx context.Context, db skiplock.Querier, schemaName, where strin
 		if !has[t.table] {
 			continue
 		}
-		sql := "SELECT " + t.columns + " FROM " + sqlident.Quote(name) + "." + sqlident.Quote(t.table) + " WHERE " + where + " ORDER BY " + t.order
+		sql, err := statement(name, t.prefix+"_"+by)
+		if err != nil {
+			return nil, err
+		}
 		rs, err := db.Query(ctx, sql, args...)
 		if err != nil {
 			return nil, fmt.Errorf("read the jobs of %s.%s: %v", name, t.table, err)
@@ -564,7 +586,7 @@ func scanRow(rs skiplock.Rows) (*skiplock.Job, error) {
 // kindsIn summarizes the kinds of the schema's jobs, for a failure
 // message: "kinds found: a (2), b (1)".
 func kindsIn(ctx context.Context, db skiplock.Querier, schemaName string) string {
-	rows, err := queryJobs(ctx, db, schemaName, "TRUE")
+	rows, err := queryJobs(ctx, db, schemaName, "all")
 	if err != nil {
 		return "listing the kinds found failed: " + err.Error()
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/client"
 	"github.com/skiplock/skiplock/fanout"
-	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -324,20 +323,23 @@ func (a *attempt) work(ctx context.Context, job *skiplock.Job, next func(ctx con
 
 // others counts the live jobs of the job's queue other than it.
 func (w *Worker[T]) others(ctx context.Context, res *client.InsertResult) (int64, error) {
-	s := sqlident.Quote(schemaOrDefault(w.cfg.Schema))
-	sql := `SELECT count(*) FROM ` + s + `.` + sqlident.Quote(schema.JobsTable) + ` WHERE "queue" = $1 AND "status" IN ('Queued', 'Running') AND "id"::TEXT <> $2`
+	name := "bucketed_others"
 	if res.Layout == schema.LayoutFanout {
-		sql = `SELECT count(*) FROM ` + s + `.` + sqlident.Quote(schema.JobQueueTable) + ` WHERE "queue" = $1 AND "id" <> $2`
+		name = "fanout_others"
+	}
+	sql, err := statement(w.cfg.Schema, name)
+	if err != nil {
+		return 0, err
 	}
 	var n int64
-	err := w.db.QueryRow(ctx, sql, res.Queue, res.ID).Scan(&n)
+	err = w.db.QueryRow(ctx, sql, res.Queue, res.ID).Scan(&n)
 	return n, err
 }
 
 // row reads the job after its attempt: from its layout's table, or, for
 // fanout, job_dead (dead true). nil when it is gone.
 func (w *Worker[T]) row(ctx context.Context, res *client.InsertResult) (*skiplock.Job, bool, error) {
-	rows, err := queryJobs(ctx, w.db, w.cfg.Schema, `"id"::TEXT = $1`, res.ID)
+	rows, err := queryJobs(ctx, w.db, w.cfg.Schema, "by_id", res.ID)
 	if err != nil {
 		return nil, false, err
 	}
@@ -349,8 +351,11 @@ func (w *Worker[T]) row(ctx context.Context, res *client.InsertResult) (*skiploc
 	if res.Layout != schema.LayoutFanout {
 		return nil, false, nil
 	}
-	s := sqlident.Quote(schemaOrDefault(w.cfg.Schema)) + "." + sqlident.Quote(schema.DeadJobTable)
-	rs, err := w.db.Query(ctx, `SELECT `+jobsTables[1].columns+` FROM `+s+` WHERE "id" = $1`, res.ID)
+	sql, err := statement(w.cfg.Schema, "fanout_dead_by_id")
+	if err != nil {
+		return nil, false, err
+	}
+	rs, err := w.db.Query(ctx, sql, res.ID)
 	if err != nil {
 		return nil, false, err
 	}

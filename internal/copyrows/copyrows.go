@@ -1,4 +1,4 @@
-// Package copyrows feeds skiplock.Copier.CopyFrom from parallel column
+// Package copyrows feeds copyio.Copier.CopyFrom from parallel column
 // slices without building a [][]any of the whole batch.
 package copyrows
 
@@ -8,7 +8,7 @@ type Column struct {
 	Value func(i int) any
 }
 
-// Source is a skiplock.CopySource over some rows of some columns. Its
+// Source is a copyio.Source over some rows of some columns. Its
 // row slice is reused: pgx encodes each row before asking for the next.
 type Source struct {
 	idx  []int

@@ -22,6 +22,7 @@ import (
 	_ "github.com/skiplock/skiplock/cluster"
 	_ "github.com/skiplock/skiplock/fanout"
 	_ "github.com/skiplock/skiplock/maintenance"
+	_ "github.com/skiplock/skiplock/skiplocktest"
 )
 
 // schemas are the schema names DDL and registered files are rendered for:

@@ -15,6 +15,11 @@ import (
 	"github.com/skiplock/skiplock/schema"
 )
 
+// DefaultCopyMin is the fewest jobs a batch sends by COPY where the
+// engine has it (Dialect.BulkCopy); smaller batches take the INSERT, whose
+// one statement costs less than COPY's extra round trips.
+const DefaultCopyMin = 64
+
 // Shared points at a layout Config's shared fields.
 type Shared struct {
 	Schema          *string

@@ -35,8 +35,9 @@ type DB struct {
 type OpenConfig struct {
 	// Engine forces an engine instead of detecting it (EngineAuto or "").
 	Engine Engine
-	// MaxConns caps the pool; 0 leaves the driver's default (4 per CPU, at
-	// least 4 here).
+	// MaxConns caps the pool; 0 leaves the driver's default: the DSN's
+	// pool_max_conns when it has one, else the greater of 4 and
+	// runtime.NumCPU().
 	MaxConns int32
 	// PipelineBegin sends each transaction's BEGIN in one network write
 	// with its first statement, sparing a round trip per transaction (see

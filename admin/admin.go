@@ -129,7 +129,7 @@ func New(ctx context.Context, db *skiplock.DB, schemaName string) (*Admin, error
 	a := &Admin{db: db, schema: schemaName, sql: stmts, has: map[schema.Layout]bool{}, countCap: CountCap}
 	applied, err := schema.AppliedMigrations(ctx, db, schemaName)
 	if err != nil {
-		return nil, fmt.Errorf("admin: %w (is the schema migrated? run skiplock migrate)", err)
+		return nil, fmt.Errorf("admin: %w (is schema %q migrated? run %s)", err, schemaName, migrateCmd(schemaName))
 	}
 	for _, m := range applied {
 		a.has[m.Layout] = true
@@ -145,7 +145,7 @@ func New(ctx context.Context, db *skiplock.DB, schemaName string) (*Admin, error
 		}
 	}
 	if !a.has[schema.LayoutBucketed] && !a.has[schema.LayoutFanout] {
-		return nil, usage.Errorf("schema %q has no job layout: run skiplock migrate", schemaName)
+		return nil, usage.Errorf("schema %q has no job layout: run %s", schemaName, migrateCmd(schemaName))
 	}
 	return a, nil
 }
@@ -626,149 +626,12 @@ func (a *Admin) PeriodicJobs(ctx context.Context) ([]Periodic, error) {
 	return out, rows.Err()
 }
 
-// Queue is one queue's state as operators see it.
-type Queue struct {
-	Name string `json:"name"`
-	// Counts are jobs per state (States' names), in either layout. A
-	// count of a state in Capped is a lower bound.
-	Counts map[string]int64 `json:"counts"`
-	// Capped holds the states whose count stopped at the cap (CountCap):
-	// the queue has at least Counts[state] such jobs, maybe many more.
-	// Finished states (success, failed, canceled) and fanout's (queued,
-	// dead) are counted over a sample of the whole table, so when one
-	// queue's are capped, every queue's are. Absent: every count is exact.
-	Capped map[string]bool `json:"capped,omitempty"`
-	// OldestQueuedS is how long the oldest runnable job has waited, in
-	// seconds; null when none waits.
-	OldestQueuedS *float64 `json:"oldest_queued_s"`
-	// Paused says workers do not claim the queue's jobs.
-	Paused bool `json:"paused"`
-}
-
-// Queues lists every queue that has jobs or was paused, by name. Every
-// count is read through an index or under a LIMIT and stops at CountCap
-// (Queue.Capped), so its cost does not grow with the tables: see
-// docs/design.md, "Admin queries at scale".
-func (a *Admin) Queues(ctx context.Context) ([]Queue, error) {
-	qc := &queueCounts{byName: map[string]*Queue{}, limit: a.countCap + 1, now: time.Now()}
-	states, err := a.queueStates(ctx)
-	if err != nil {
-		return nil, err
-	}
-	if a.has[schema.LayoutBucketed] {
-		if err := a.bucketedQueues(ctx, qc); err != nil {
-			return nil, fmt.Errorf("admin: queues (%s): %w", schema.LayoutBucketed, err)
-		}
-	}
-	if a.has[schema.LayoutFanout] {
-		if err := a.fanoutQueues(ctx, qc); err != nil {
-			return nil, fmt.Errorf("admin: queues (%s): %w", schema.LayoutFanout, err)
-		}
-	}
-	for name, paused := range states {
-		if paused {
-			qc.get(name).Paused = true
-		}
-	}
-	out := make([]Queue, 0, len(qc.byName))
-	for _, q := range qc.byName {
-		for _, st := range qc.cappedAll {
-			if q.Capped == nil {
-				q.Capped = map[string]bool{}
-			}
-			q.Capped[st] = true
-		}
-		out = append(out, *q)
-	}
-	slices.SortFunc(out, func(x, y Queue) int { return strings.Compare(x.Name, y.Name) })
-	return out, nil
-}
-
-// queueCounts gathers Queues' counts.
-type queueCounts struct {
-	byName map[string]*Queue
-	// limit is the cap plus one: the most rows a count reads.
-	limit int64
-	now   time.Time
-	// cappedAll are the states capped in every queue: those counted over
-	// a sample of a whole table that stopped at the cap.
-	cappedAll []string
-}
-
-func (c *queueCounts) get(name string) *Queue {
-	q := c.byName[name]
-	if q == nil {
-		q = &Queue{Name: name, Counts: map[string]int64{}}
-		c.byName[name] = q
-	}
-	return q
-}
-
-// add counts n jobs of a state in a queue (capped: at least n).
-func (c *queueCounts) add(name, state string, n int64, capped bool) {
-	q := c.get(name)
-	q.Counts[state] += n
-	if capped {
-		if q.Capped == nil {
-			q.Capped = map[string]bool{}
-		}
-		q.Capped[state] = true
-	}
-}
-
-// oldest records a queue's oldest queued job's time.
-func (c *queueCounts) oldest(name string, at *time.Time) {
-	if at == nil {
-		return
-	}
-	q := c.get(name)
-	age := c.now.Sub(*at).Seconds()
-	if q.OldestQueuedS == nil || age > *q.OldestQueuedS {
-		q.OldestQueuedS = &age
-	}
-}
-
-// sample reads rows of (queue, state, count) and adds them. Each state's
-// rows were counted under one LIMIT of c.limit rows, or, when shared
-// names states, all of those under one LIMIT together; when the rows
-// reach the limit, the states are capped in every queue. It returns the
-// queues seen per state.
-func (c *queueCounts) sample(rows skiplock.Rows, shared ...string) (map[string][]string, error) {
-	defer rows.Close()
-	total, seen := map[string]int64{}, map[string][]string{}
-	for rows.Next() {
-		var name, state string
-		var n int64
-		if err := rows.Scan(&name, &state, &n); err != nil {
-			return nil, err
-		}
-		state = strings.ToLower(state)
-		c.add(name, state, n, false)
-		total[state] += n
-		seen[state] = append(seen[state], name)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	var all int64
-	for st, n := range total {
-		all += n
-		if n >= c.limit && !slices.Contains(shared, st) {
-			c.cappedAll = append(c.cappedAll, st)
-		}
-	}
-	if all >= c.limit && len(shared) > 0 {
-		c.cappedAll = append(c.cappedAll, shared...)
-	}
-	return seen, nil
-}
-
 // queueStates reads skiplock_queue: every queue operators paused or
 // resumed, and whether it is paused.
 func (a *Admin) queueStates(ctx context.Context) (map[string]bool, error) {
 	rows, err := a.db.Query(ctx, a.sql["queue_states"])
 	if err != nil {
-		return nil, fmt.Errorf("admin: queue states: %w (run skiplock migrate: it adds skiplock_queue)", err)
+		return nil, fmt.Errorf("admin: queue states: %w (run %s: it adds skiplock_queue)", err, migrateCmd(a.schema))
 	}
 	defer rows.Close()
 	out := map[string]bool{}
@@ -808,78 +671,6 @@ func (a *Admin) finishedBuckets() []int16 {
 	return []int16{0}
 }
 
-// bucketedQueues counts the bucketed layout's jobs: Running and finished
-// ones over capped samples of their partial indexes, Queued ones per
-// queue (found by a loose scan of jobs_dequeue) with the oldest.
-func (a *Admin) bucketedQueues(ctx context.Context, c *queueCounts) error {
-	buckets := a.buckets()
-	rows, err := a.db.Query(ctx, a.sql["queue_names_bucketed"], buckets)
-	if err != nil {
-		return err
-	}
-	var names []string
-	for rows.Next() {
-		var name string
-		if err := rows.Scan(&name); err != nil {
-			rows.Close()
-			return err
-		}
-		names = append(names, name)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return err
-	}
-	slices.Sort(names)
-	for _, name := range names {
-		var n int64
-		var oldest *time.Time
-		if err := a.db.QueryRow(ctx, a.sql["queue_queued_bucketed"], name, buckets, c.limit).Scan(&n, &oldest); err != nil {
-			return fmt.Errorf("queue %q: %w", name, err)
-		}
-		if n > 0 {
-			c.add(name, "queued", min(n, c.limit-1), n >= c.limit)
-		}
-		c.oldest(name, oldest)
-	}
-	for block, shared := range map[string][]string{
-		"queue_running_bucketed":  {"running"},
-		"queue_finished_bucketed": {"success", "failed", "canceled"},
-	} {
-		rows, err := a.db.Query(ctx, a.sql[block], c.limit)
-		if err != nil {
-			return err
-		}
-		if _, err := c.sample(rows, shared...); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// fanoutQueues counts fanout's pending and dead jobs over capped
-// samples, and reads each pending queue's oldest job by id prefix.
-func (a *Admin) fanoutQueues(ctx context.Context, c *queueCounts) error {
-	rows, err := a.db.Query(ctx, a.sql["queue_counts_fanout"], c.limit)
-	if err != nil {
-		return err
-	}
-	seen, err := c.sample(rows)
-	if err != nil {
-		return err
-	}
-	// Only queues with pending fanout jobs: for another, each prefix's
-	// scan would read to its end finding none.
-	for _, name := range seen["queued"] {
-		var oldest *time.Time
-		if err := a.db.QueryRow(ctx, a.sql["queue_oldest_fanout"], prefixLo, prefixHi, name).Scan(&oldest); err != nil {
-			return fmt.Errorf("queue %q: %w", name, err)
-		}
-		c.oldest(name, oldest)
-	}
-	return nil
-}
-
 // PausedQueues lists the paused queues' names, sorted. It needs no
 // layout: QueueStates reads skiplock_queue alone.
 func PausedQueues(ctx context.Context, db skiplock.Querier, schemaName string) ([]string, error) {
@@ -889,7 +680,7 @@ func PausedQueues(ctx context.Context, db skiplock.Querier, schemaName string) (
 	}
 	rows, err := db.Query(ctx, sql["queue_states"])
 	if err != nil {
-		return nil, fmt.Errorf("admin: queue states: %w (run skiplock migrate: it adds skiplock_queue)", err)
+		return nil, fmt.Errorf("admin: queue states: %w (run %s: it adds skiplock_queue)", err, migrateCmd(schemaName))
 	}
 	defer rows.Close()
 	out := []string{}
@@ -911,13 +702,14 @@ func PausedQueues(ctx context.Context, db skiplock.Querier, schemaName string) (
 // SetPaused pauses or resumes a queue. Workers of every client stop
 // claiming a paused queue's jobs at their next claim (jobs in flight
 // finish); inserts still work. Resuming wakes the queue's listening
-// workers.
+// workers. It records any name, to pause a queue ahead of its first job:
+// CheckQueueKnown first refuses a name the schema does not know.
 func (a *Admin) SetPaused(ctx context.Context, queue string, paused bool) error {
 	if err := skiplock.ValidateQueueName(queue); err != nil {
 		return err
 	}
 	if _, err := a.db.Exec(ctx, a.sql["set_paused"], queue, paused); err != nil {
-		return fmt.Errorf("admin: pause queue %q: %w (run skiplock migrate: it adds skiplock_queue)", queue, err)
+		return fmt.Errorf("admin: pause queue %q: %w (run %s: it adds skiplock_queue)", queue, err, migrateCmd(a.schema))
 	}
 	if !paused && a.db.Dialect().Notifications {
 		// The clients' listeners wake the queue's producers.

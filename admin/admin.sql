@@ -184,90 +184,141 @@ FROM /* TEMPLATE: job_dead */ AS d WHERE d."id" = $1;
 -- Every periodic job's schedule, last enqueued tick and next tick due.
 SELECT "name", "schedule", "last_tick", "next_tick", "updated_at" FROM /* TEMPLATE: periodic */ ORDER BY "name";
 
--- The queues overview (Admin.Queues) counts through indexes and stops
--- every count at a cap: the statements below read at most the cap plus
--- one row per count, and one index descent per bucket, queue and level.
+-- The queues listing (Admin.ListQueues) is paged by (queue, layout): a
+-- page reads, from each source of queue names, its first $2 names at or
+-- after the cursor's name (the page size plus one, so that the merged
+-- page is complete up to the first source that stopped), in the
+-- database's order of names, and counts the page's queues only. Every
+-- count stops at a cap (a LIMIT of the cap plus one row), and every
+-- statement below is one per page, whatever the number of queues: the
+-- statements read index descents per bucket and name of the page, and
+-- samples of at most the cap plus one row.
 
--- name: queue_names_bucketed
--- The queues that have Queued jobs: a loose index scan of jobs_dequeue
--- (bucket, queue, ...), per bucket the first queue, then the first after
--- it, one LIMIT 1 descent per bucket and queue. $1 the buckets (INT2[]);
--- where the engine shards the index itself (bucket_match empty) one
--- element, and each descent spans the shards.
-WITH RECURSIVE "n" ("bucket", "queue") AS (
-  SELECT "b"."bucket", "h"."queue" FROM unnest($1::INT2[]) AS "b" ("bucket")
+-- name: queue_page_bucketed
+-- The bucketed layout's queue names at or after $1 (at most $2 per
+-- source), with the samples' counts, and the totals. $3 the buckets (as
+-- list_bucketed_queued takes them), $4 the cap plus one. Rows (source,
+-- queue, state, count):
+--   queued    the queues with Queued jobs: a loose index scan of
+--             jobs_dequeue (bucket, queue, ...) per bucket, from $1, one
+--             LIMIT 1 descent per bucket and name, $2 names per bucket at
+--             most, merged; count 0 (queue_queued_bucketed counts the
+--             page's queues)
+--   running   Running jobs per queue, over a sample of at most $4 rows of
+--             the partial index jobs_lease_expiry (the jobs in flight)
+--   finished  finished jobs per queue and status, over the $4 most
+--             recently finished (jobs_finished backward where it is
+--             ordered by finished_at alone, finished_order); no index has
+--             a finished job's queue
+--   total     queue '': the samples' totals per state, and the Queued jobs
+--             of every queue, counted in jobs_dequeue's order up to $4.
+-- A sample is filtered by name after its LIMIT, so every page reads the
+-- same rows, and a bounded number of them.
+WITH RECURSIVE "n" ("bucket", "queue", "i") AS (
+  SELECT "b"."bucket", "h"."queue", 1::INT8 FROM unnest($3::INT2[]) AS "b" ("bucket")
   CROSS JOIN LATERAL (SELECT j."queue" FROM /* TEMPLATE: jobs */ AS j
-    WHERE j."status" = 'Queued' AND /* TEMPLATE: bucket_match */ TRUE
+    WHERE j."status" = 'Queued' AND /* TEMPLATE: bucket_match */ j."queue" >= $1::TEXT
     ORDER BY j."queue" LIMIT 1) AS "h"
   UNION ALL
-  SELECT "b"."bucket", "h"."queue" FROM "n" AS "b"
+  SELECT "b"."bucket", "h"."queue", "b"."i" + 1 FROM "n" AS "b"
   CROSS JOIN LATERAL (SELECT j."queue" FROM /* TEMPLATE: jobs */ AS j
     WHERE j."status" = 'Queued' AND /* TEMPLATE: bucket_match */ j."queue" > "b"."queue"
     ORDER BY j."queue" LIMIT 1) AS "h"
+  WHERE "b"."i" < $2::INT8
+), "r" AS (
+  SELECT j."queue" FROM /* TEMPLATE: jobs */ AS j WHERE j."status" = 'Running' LIMIT $4::INT8
+), "f" AS (
+  SELECT j."queue", lower(j."status"::TEXT) AS "state" FROM /* TEMPLATE: jobs */ AS j
+  WHERE j."finished_at" IS NOT NULL /* TEMPLATE: finished_order */ LIMIT $4::INT8
 )
-SELECT DISTINCT "queue" FROM "n";
+SELECT 'queued', "q"."queue", 'queued', 0::INT8 FROM (SELECT DISTINCT "queue" FROM "n" ORDER BY "queue" LIMIT $2::INT8) AS "q"
+UNION ALL
+SELECT 'running', "r"."queue", 'running', count(*) FROM "r"
+WHERE "r"."queue" IN (SELECT DISTINCT "queue" FROM "r" WHERE "queue" >= $1::TEXT ORDER BY "queue" LIMIT $2::INT8)
+GROUP BY "r"."queue"
+UNION ALL
+SELECT 'finished', "f"."queue", "f"."state", count(*) FROM "f"
+WHERE "f"."queue" IN (SELECT DISTINCT "queue" FROM "f" WHERE "queue" >= $1::TEXT ORDER BY "queue" LIMIT $2::INT8)
+GROUP BY "f"."queue", "f"."state"
+UNION ALL
+SELECT 'total', '', 'running', count(*) FROM "r"
+UNION ALL
+SELECT 'total', '', "f"."state", count(*) FROM "f" GROUP BY "f"."state"
+UNION ALL
+SELECT 'total', '', 'queued', count(*) FROM (SELECT 1 FROM unnest($3::INT2[]) AS "b" ("bucket")
+  CROSS JOIN LATERAL (SELECT 1 FROM /* TEMPLATE: jobs */ AS j
+    WHERE j."status" = 'Queued' AND /* TEMPLATE: bucket_match */ TRUE
+    ORDER BY j."queue", j."priority", j."run_at", j."id" LIMIT $4::INT8) AS "x"
+  LIMIT $4::INT8) AS "c";
 
 -- name: queue_queued_bucketed
--- One queue's Queued jobs ($1 the queue, $2 the buckets): how many, read
--- from jobs_dequeue in index order bucket after bucket, up to $3 rows in
--- all (the cap plus one; the ORDER BY keeps PostgreSQL from building a
--- bitmap of the whole queue first), and the run_at of the oldest
--- claimable one. The index orders a bucket's jobs of a queue
--- by (priority, run_at, id), so the oldest is the minimum over the first
+-- The Queued jobs of each queue of $1 (TEXT[], a page's), $2 the buckets:
+-- how many, read from jobs_dequeue in index order bucket after bucket, up
+-- to $3 rows per queue (the cap plus one; the ORDER BY keeps PostgreSQL
+-- from building a bitmap of the whole queue first), and the run_at of the
+-- oldest claimable one. The index orders a bucket's jobs of a queue by
+-- (priority, run_at, id), so the oldest is the minimum over the first
 -- entry of each bucket and priority level: a loose scan of the levels,
--- one LIMIT 1 descent per bucket and level.
-WITH RECURSIVE "lv" ("bucket", "priority", "run_at") AS (
-  SELECT "b"."bucket", "h"."priority", "h"."run_at" FROM unnest($2::INT2[]) AS "b" ("bucket")
+-- one LIMIT 1 descent per queue, bucket and level.
+WITH RECURSIVE "lv" ("queue", "bucket", "priority", "run_at") AS (
+  SELECT "q"."queue", "b"."bucket", "h"."priority", "h"."run_at"
+  FROM unnest($1::TEXT[]) AS "q" ("queue") CROSS JOIN unnest($2::INT2[]) AS "b" ("bucket")
   CROSS JOIN LATERAL (SELECT j."priority", j."run_at" FROM /* TEMPLATE: jobs */ AS j
-    WHERE j."status" = 'Queued' AND /* TEMPLATE: bucket_match */ j."queue" = $1::TEXT
+    WHERE j."status" = 'Queued' AND /* TEMPLATE: bucket_match */ j."queue" = "q"."queue"
     ORDER BY j."priority", j."run_at" LIMIT 1) AS "h"
   UNION ALL
-  SELECT "b"."bucket", "h"."priority", "h"."run_at" FROM "lv" AS "b"
+  SELECT "b"."queue", "b"."bucket", "h"."priority", "h"."run_at" FROM "lv" AS "b"
   CROSS JOIN LATERAL (SELECT j."priority", j."run_at" FROM /* TEMPLATE: jobs */ AS j
-    WHERE j."status" = 'Queued' AND /* TEMPLATE: bucket_match */ j."queue" = $1::TEXT AND j."priority" > "b"."priority"
+    WHERE j."status" = 'Queued' AND /* TEMPLATE: bucket_match */ j."queue" = "b"."queue" AND j."priority" > "b"."priority"
     ORDER BY j."priority", j."run_at" LIMIT 1) AS "h"
-)
-SELECT (SELECT count(*) FROM (SELECT 1 FROM unnest($2::INT2[]) AS "b" ("bucket")
+), "o" AS (
+  SELECT "queue", min("run_at") AS "oldest" FROM "lv" WHERE "run_at" <= now() GROUP BY "queue"
+), "c" AS (
+  SELECT "q"."queue", "x"."n" FROM unnest($1::TEXT[]) AS "q" ("queue")
+  CROSS JOIN LATERAL (SELECT count(*) AS "n" FROM (SELECT 1 FROM unnest($2::INT2[]) AS "b" ("bucket")
     CROSS JOIN LATERAL (SELECT 1 FROM /* TEMPLATE: jobs */ AS j
-      WHERE j."status" = 'Queued' AND /* TEMPLATE: bucket_match */ j."queue" = $1::TEXT
-      ORDER BY j."priority", j."run_at", j."id" LIMIT $3) AS "x"
-    LIMIT $3) AS "c"),
-  (SELECT min("run_at") FROM "lv" WHERE "run_at" <= now());
+      WHERE j."status" = 'Queued' AND /* TEMPLATE: bucket_match */ j."queue" = "q"."queue"
+      ORDER BY j."priority", j."run_at", j."id" LIMIT $3::INT8) AS "y"
+    LIMIT $3::INT8) AS "z") AS "x"
+)
+SELECT "c"."queue", "c"."n", "o"."oldest" FROM "c" LEFT JOIN "o" ON "o"."queue" = "c"."queue";
 
--- name: queue_running_bucketed
--- Running jobs per queue, from the partial index jobs_lease_expiry (the
--- jobs in flight), at most $1 rows (the cap plus one) in all.
-SELECT "queue", 'running', count(*) FROM (SELECT j."queue" FROM /* TEMPLATE: jobs */ AS j WHERE j."status" = 'Running' LIMIT $1) AS "r"
-GROUP BY "queue";
-
--- name: queue_finished_bucketed
--- Finished jobs (Success, Failed, Canceled) per queue and status, from
--- the partial index jobs_finished: at most $1 rows (the cap plus one) in
--- all, the most recently finished first where the index is ordered by
--- finished_at alone (finished_order), which holds the most rows of any
--- state, so a schema with more finished jobs than the cap shows them as
--- "at least".
-SELECT "queue", "status", count(*) FROM (SELECT j."queue", j."status"::TEXT AS "status" FROM /* TEMPLATE: jobs */ AS j
-  WHERE j."finished_at" IS NOT NULL /* TEMPLATE: finished_order */ LIMIT $1) AS "f"
-GROUP BY "queue", "status";
-
--- name: queue_counts_fanout
--- Fanout's pending and dead jobs per queue, at most $1 rows (the cap plus
--- one) of each table: neither has an index on the queue, so the tables
--- are read from their start under the LIMIT, with no filter.
-SELECT "queue", 'queued', count(*) FROM (SELECT q."queue" FROM /* TEMPLATE: job_queue */ AS q LIMIT $1) AS "q" GROUP BY "queue"
+-- name: queue_page_fanout
+-- Fanout's queue names at or after $1 (at most $2 per table) with their
+-- counts and oldest pending job, and the totals: neither job_queue nor
+-- job_dead has an index on the queue, so each is sampled, read from its
+-- start under a LIMIT of $3 rows (the cap plus one) with no filter, and
+-- the sample grouped. Rows (source, queue, count, oldest created_at):
+-- source queued (pending) or dead, and total_queued and total_dead with
+-- queue '' for the samples' sizes. The oldest is the sample's: the
+-- table's own while the table holds no more than the cap.
+WITH "p" AS (
+  SELECT q."queue", q."created_at" FROM /* TEMPLATE: job_queue */ AS q LIMIT $3::INT8
+), "d" AS (
+  SELECT d."queue" FROM /* TEMPLATE: job_dead */ AS d LIMIT $3::INT8
+)
+SELECT 'queued', "p"."queue", count(*), min("p"."created_at") FROM "p"
+WHERE "p"."queue" IN (SELECT DISTINCT "queue" FROM "p" WHERE "queue" >= $1::TEXT ORDER BY "queue" LIMIT $2::INT8)
+GROUP BY "p"."queue"
 UNION ALL
-SELECT "queue", 'dead', count(*) FROM (SELECT d."queue" FROM /* TEMPLATE: job_dead */ AS d LIMIT $1) AS "d" GROUP BY "queue";
+SELECT 'dead', "d"."queue", count(*), NULL::TIMESTAMPTZ FROM "d"
+WHERE "d"."queue" IN (SELECT DISTINCT "queue" FROM "d" WHERE "queue" >= $1::TEXT ORDER BY "queue" LIMIT $2::INT8)
+GROUP BY "d"."queue"
+UNION ALL
+SELECT 'total_queued', '', count(*), NULL::TIMESTAMPTZ FROM "p"
+UNION ALL
+SELECT 'total_dead', '', count(*), NULL::TIMESTAMPTZ FROM "d";
 
--- name: queue_oldest_fanout
--- The creation time of queue $3's oldest pending fanout job: the first
--- job of the queue from the head of each two-digit id prefix ($1 lower,
--- $2 upper bounds), ids being in time order within a prefix; one ordered
--- LIMIT 1 scan per prefix, which skips the other queues' jobs before it.
-SELECT min("x"."created_at") FROM unnest($1::TEXT[], $2::TEXT[]) AS "h" ("lo", "hi")
-CROSS JOIN LATERAL (SELECT q."created_at" FROM /* TEMPLATE: job_queue */ AS q
-  WHERE q."id" >= "h"."lo" AND q."id" < "h"."hi" AND q."queue" = $3::TEXT
-  ORDER BY q."id" LIMIT 1) AS "x";
+-- name: queue_page_states
+-- The queues operators paused or resumed, named at or after $1, the first
+-- $2 by name: a range of skiplock_queue's primary key.
+SELECT "name", "paused" FROM /* TEMPLATE: queue_state */ WHERE "name" >= $1::TEXT ORDER BY "name" LIMIT $2::INT8;
+
+-- name: queue_page_order
+-- The names of $1 (TEXT[]: every source's names of a page) at or after
+-- $2, each once, in the order the sources' statements compare them: the
+-- database's, which may not be the bytes' (a collation).
+SELECT DISTINCT "u"."n" FROM unnest($1::TEXT[]) AS "u" ("n") WHERE "u"."n" >= $2::TEXT ORDER BY "u"."n";
 
 -- name: queue_states
 -- The queues operators paused (or resumed).

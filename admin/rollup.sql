@@ -16,6 +16,23 @@ FROM /* TEMPLATE: rollup */
 WHERE ($1::TEXT = '' OR "queue" = $1::TEXT) AND "minute" >= $2::TIMESTAMPTZ
 ORDER BY "minute", "queue";
 
+-- name: rollups_pending
+-- The clients' partial rows of queue $1 (every queue when $1 is '') since
+-- $2 that no leader folded yet: a minute is folded about 80 s after it
+-- starts, and only while a leader runs, so what a short-lived process
+-- did would be missing without them. skiplock_stat holds only what was
+-- flushed since the leader's last round.
+SELECT "queue", "minute", "completed", "failed", "wait_hist"::TEXT, "run_hist"::TEXT
+FROM /* TEMPLATE: stat */
+WHERE ($1::TEXT = '' OR "queue" = $1::TEXT) AND "minute" >= $2::TIMESTAMPTZ;
+
+-- name: rollup_hists
+-- The histograms of the rollup rows that pending partials add to: $1
+-- queues, $2 minutes, element by element.
+SELECT r."queue", r."minute", r."wait_hist"::TEXT, r."run_hist"::TEXT
+FROM /* TEMPLATE: rollup */ AS r
+  JOIN unnest($1::TEXT[], $2::TIMESTAMPTZ[]) AS k ("q", "m") ON r."queue" = k."q" AND r."minute" = k."m";
+
 -- name: clients
 -- The clients seen in the last $1 seconds, newest first.
 SELECT "id", "host", "pid", "queues"::TEXT, "started_at", "last_seen"

@@ -173,12 +173,10 @@ WHERE "status" = 'Queued' ORDER BY "queue", "priority", "run_at", "id" LIMIT 1 O
 		{block: "list_fanout_queued", args: []any{"", "", 3, lo, hi, ""}},
 		{block: "list_fanout_queued", args: []any{"f1", "k3", 3, lo, hi, cursor[2:]}},
 		{block: "list_fanout_dead", args: []any{"", "", 3, lo, hi, cursor[2:]}},
-		{block: "queue_names_bucketed", args: []any{buckets}},
-		{block: "queue_queued_bucketed", args: []any{"q1", buckets, int64(21)}},
-		{block: "queue_running_bucketed", args: []any{int64(1001)}, bitmap: true},
-		{block: "queue_finished_bucketed", args: []any{int64(1001)}},
-		{block: "queue_counts_fanout", args: []any{int64(1001)}, seqLimited: true},
-		{block: "queue_oldest_fanout", args: []any{lo, hi, "f1"}},
+		{block: "queue_page_bucketed", args: []any{"", int64(101), buckets, int64(1001)}, bitmap: true},
+		{block: "queue_page_bucketed", args: []any{"q1", int64(101), buckets, int64(1001)}, bitmap: true},
+		{block: "queue_queued_bucketed", args: []any{[]string{"q1", "q2"}, buckets, int64(21)}},
+		{block: "queue_page_fanout", args: []any{"f0", int64(101), int64(1001)}, seqLimited: true},
 	}
 	for _, c := range cases {
 		lines := testdb.Lines(ctx, t, db, "EXPLAIN (FORMAT JSON) "+admin.Statement(a, c.block), c.args...)
@@ -219,8 +217,8 @@ WHERE "status" = 'Queued' ORDER BY "queue", "priority", "run_at", "id" LIMIT 1 O
 // TestQueuesCapped: with the cap at 5, a queue of 7 Queued jobs counts
 // "at least 5" and says so, a queue of 3 counts exactly; Running jobs
 // under the cap are exact; finished jobs past the cap in all mark every
-// queue's finished states; fanout's pending jobs past the cap mark every
-// queue's queued count; the oldest queued age is the oldest claimable
+// bucketed queue's finished states; fanout's pending jobs past the cap
+// mark every fanout queue's queued count; the oldest queued age is the oldest claimable
 // job's, whatever its bucket or priority, and a job scheduled later is
 // not waiting. Uncapped counts equal the tables'.
 func TestQueuesCapped(t *testing.T) {
@@ -269,8 +267,8 @@ SELECT $1, $2::TEXT::`+qs+`."job_status", $3, (g % 8)::SMALLINT, `+runAt+`, `+fi
 			Capped: map[string]bool{"queued": true, "success": true, "failed": true, "canceled": true}},
 		"small": {Counts: map[string]int64{"queued": 3, "running": 2, "success": 4},
 			Capped: map[string]bool{"success": true, "failed": true, "canceled": true}},
-		"f": {Counts: map[string]int64{"queued": 3},
-			Capped: map[string]bool{"success": true, "failed": true, "canceled": true}},
+		// A fanout row: the bucketed samples' caps are not its.
+		"f": {Counts: map[string]int64{"queued": 3}},
 	}
 	checkQueues(t, got, want)
 	// The uncapped counts are the tables'.
@@ -301,14 +299,15 @@ SELECT $1, $2::TEXT::`+qs+`."job_status", $3, (g % 8)::SMALLINT, `+runAt+`, `+fi
 		}
 	}
 
-	// Past the cap, fanout's pending jobs mark every queue's queued count.
+	// Past the cap, fanout's pending jobs mark every fanout queue's
+	// queued count, and no bucketed one's.
 	if _, err := fq.EnqueueMany(ctx, make([]skiplock.NewJob, 3)); err != nil {
 		t.Fatal(err)
 	}
 	got = queuesByName(ctx, t, a)
-	for _, name := range []string{"big", "small", "f"} {
-		if !got[name].Capped["queued"] {
-			t.Errorf("%s: 6 pending fanout jobs with the cap at 5, but queued is not capped: %+v", name, got[name])
+	for name, capped := range map[string]bool{"big": true, "small": false, "f": true} {
+		if got[name].Capped["queued"] != capped {
+			t.Errorf("%s: 6 pending fanout jobs with the cap at 5: queued capped %v, want %v: %+v", name, got[name].Capped["queued"], capped, got[name])
 		}
 	}
 	if n := got["f"].Counts["queued"]; n < 5 {

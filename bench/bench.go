@@ -4,7 +4,7 @@
 // people and for machines, and an optional pgbench baseline of the article's
 // own script on the same database.
 //
-// Scenarios (DESIGN.md, "The benchmark scenarios"):
+// Scenarios (docs/benchmarks.md, "The benchmark scenarios"):
 //
 //   - latency: the scalable-job-queue article's pgbench test. Preload jobs; each of W workers
 //     loops: claim one job, work on it for D, complete it. Lease mode runs

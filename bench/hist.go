@@ -114,7 +114,7 @@ func (h *Histogram) Reset() *Histogram {
 }
 
 // Summary is a latency distribution in milliseconds. JSON names are the
-// CLI contract (DESIGN.md, "The benchmark scenarios").
+// CLI contract (docs/benchmarks.md, "The benchmark scenarios").
 type Summary struct {
 	Count uint64  `json:"count"`
 	Min   float64 `json:"min"`

@@ -17,7 +17,7 @@ import (
 )
 
 // Report is one bench run. The JSON names are the CLI contract
-// (DESIGN.md, "The benchmark scenarios"); the baseline is the same shape.
+// (docs/benchmarks.md, "The benchmark scenarios"); the baseline is the same shape.
 type Report struct {
 	// Tool is who ran the load: "skiplock" or "pgbench".
 	Tool     string `json:"tool"`
@@ -61,7 +61,7 @@ type Report struct {
 	// client and the SQL server are counted: inside a distributed engine a
 	// statement makes further RPCs the client cannot see (on YugabyteDB
 	// one per row a SKIP LOCKED claim locks or skips, yugabyte-db #23584),
-	// which docs/design.md ("Round trips of a claim on YugabyteDB")
+	// which docs/engines.md ("Round trips of a claim on YugabyteDB")
 	// estimates from the plan. Null for pgbench.
 	RoundTrips       int64    `json:"round_trips,omitempty"`
 	RoundTripsPerJob *float64 `json:"round_trips_per_job"`

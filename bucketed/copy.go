@@ -70,7 +70,7 @@ func (q *Queue) copyJobs(ctx context.Context, tx skiplock.Querier, c copyio.Copi
 	// it, so that the rows can go in bucket order: consecutive rows then
 	// land next to each other in the dequeue index, which is led by the
 	// bucket (a quarter less server time per row, measured; see
-	// docs/design.md). The count is read in this transaction, so it is
+	// docs/benchmarks.md, "Enqueue"). The count is read in this transaction, so it is
 	// the one the default would use now.
 	buckets, err := schema.Buckets(ctx, tx, q.cfg.Schema)
 	if err != nil {

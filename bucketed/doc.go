@@ -177,7 +177,7 @@
 // On CockroachDB the claim and the retention delete join their limited,
 // locked subquery by key (UPDATE ... FROM, DELETE ... USING) instead of
 // id = ANY(ARRAY(...)), which CockroachDB cannot use to narrow a scan
-// (Dialect.KeyJoinDML; docs/design.md, "Claims on CockroachDB"). A claim
+// (Dialect.KeyJoinDML; docs/engines.md, "Claims on CockroachDB"). A claim
 // there may come up short when a job of a better priority than its hint
 // appears; Dequeue then claims again from the head, as after any short
 // claim with hints.

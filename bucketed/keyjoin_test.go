@@ -33,7 +33,7 @@ func keyJoinClaim(t *testing.T, stmts []string) string {
 
 // TestCockroachClaimGolden pins the claim CockroachDB gets, rendered for
 // the default schema (go test -run TestCockroachClaimGolden -update
-// rewrites it), and checks the shape docs/design.md ("Claims on
+// rewrites it), and checks the shape docs/engines.md ("Claims on
 // CockroachDB") asks for: an UPDATE ... FROM a limited, locked subquery,
 // joined by key; no ANY(ARRAY(...)), no LATERAL. PostgreSQL and YugabyteDB
 // keep ANY(ARRAY(...)) and the per-bucket LATERAL.

@@ -17,7 +17,7 @@ import (
 // TestYugabyteClaimGolden pins the claim YugabyteDB gets
 // (claim_scalar_bounds), rendered for the default schema (go test -run
 // TestYugabyteClaimGolden -update rewrites it), and checks what keeps its
-// round trips down (docs/design.md, "Round trips of a claim on
+// round trips down (docs/engines.md, "Round trips of a claim on
 // YugabyteDB"): best asks for a bucket's second probe only when the first
 // finds nothing (COALESCE) and skips the first where there is no watermark
 // (CASE), rather than taking the min of both probes of every bucket.

@@ -19,6 +19,7 @@ import (
 	"github.com/skiplock/skiplock/internal/metricsink"
 	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/usage"
+	"github.com/skiplock/skiplock/internal/workloop"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -426,7 +427,10 @@ func (c *Client) work(ctx context.Context, job *skiplock.Job) (err error) {
 		jctx, cancel = context.WithTimeout(ctx, timeout)
 	}
 	defer cancel()
-	err = run(jctx)
+	// A panic is recovered here, not only by the layout's worker, so that
+	// what this attempt's deferred accounting (the rollups) sees is the
+	// failure the layout records: an unwinding panic leaves err nil.
+	err = workloop.Call(func() error { return run(jctx) })
 	switch {
 	case err == nil:
 		return nil

@@ -115,8 +115,11 @@ type Config struct {
 	// maintenance leader, among the started clients that have them (give
 	// every process the same list). Needs maintenance (not NoMaintenance).
 	PeriodicJobs []PeriodicJob
-	// PeriodicCatchUp is how many missed ticks of one periodic job are
-	// enqueued after a gap; 0 means DefaultPeriodicCatchUp.
+	// PeriodicCatchUp is how many missed ticks of one periodic job the
+	// next leader enqueues after a gap (a failover, or every process
+	// stopped), the latest ones; older ones are skipped. 0 means
+	// DefaultPeriodicCatchUp: one run for the whole gap. Set more (say
+	// 24 for an hourly report) when each missed tick must run.
 	PeriodicCatchUp int
 	// OnComplete, when set, runs inside each bucketed queue's completion
 	// transaction with the jobs it completed (bucketed.WorkerConfig's

@@ -36,7 +36,7 @@ func (c *Client) engineOf(queue string) (engine, error) {
 		return fq, nil
 	}
 	if c.bq == nil {
-		return nil, usage.Errorf("the schema %q has no bucketed layout: run skiplock migrate --layout bucketed", c.cfg.Schema)
+		return nil, usage.Errorf("the schema %q has no bucketed layout: run `skiplock migrate --schema %s --layout bucketed`", c.cfg.Schema, c.cfg.Schema)
 	}
 	return c.bq, nil
 }

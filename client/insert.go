@@ -50,7 +50,10 @@ func (c *Client) Insert(ctx context.Context, args Args, opts *InsertOpts) (*Inse
 
 // InsertTx adds one job in the caller's transaction: it appears when tx
 // commits (and other processes are notified then), and not at all if tx
-// rolls back. It does not retry: that is tx's owner's business.
+// rolls back. It does not retry: that is tx's owner's business. The
+// metrics count the job when a tx of skiplock.DB.Begin commits; skiplock
+// never sees a skiplock.WrapTx transaction's outcome, so its jobs are
+// counted apart (package metrics).
 func (c *Client) InsertTx(ctx context.Context, tx skiplock.Tx, args Args, opts *InsertOpts) (*InsertResult, error) {
 	if tx == nil {
 		return nil, usage.Errorf("client.InsertTx: tx is nil: pass the transaction the job belongs to")
@@ -204,7 +207,7 @@ func (c *Client) write(ctx context.Context, db skiplock.Querier, jobs []*skiploc
 		if err != nil {
 			return nil, fmt.Errorf("client: insert into queue %q: %w", q, err)
 		}
-		c.countInserted(q, layout, batch, len(ids))
+		c.countInserted(db, q, layout, batch, len(ids))
 		// A job whose unique key a live job holds returns no id; ids
 		// keep the jobs' order otherwise.
 		dupes := len(idx) - len(ids)

@@ -16,6 +16,7 @@ import (
 	"github.com/skiplock/skiplock/internal/metricsink"
 	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/sqltext"
+	"github.com/skiplock/skiplock/internal/txhook"
 	"github.com/skiplock/skiplock/maintenance"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
@@ -32,6 +33,11 @@ const (
 	// cost stays bounded under a backlog of millions.
 	MetricsSampleCap = 100000
 )
+
+// metricsStaleAfter is how many sample intervals old a queue sample may
+// be and still be exported: a missed round or two is lag, more means the
+// sampling fails, and counts that old would mislead more than no gauge.
+const metricsStaleAfter = 3
 
 //go:embed metrics.sql
 var metricsSQLSource string
@@ -223,35 +229,57 @@ func (c *Client) resultHooks(name string, bw *bucketed.WorkerConfig, fw *fanout.
 	}
 }
 
-// countInserted counts the jobs an insert into queue wrote: jobs are the
-// batch, inserted how many of them the statement wrote (fewer when unique
-// keys skipped some). Which were skipped is known only by key, so a
-// short batch counts its jobs without a key, then the rest under the
-// kinds of the keyed jobs in order.
-func (c *Client) countInserted(queue string, layout schema.Layout, jobs []skiplock.NewJob, inserted int) {
+// countInserted counts the jobs an insert into queue through db wrote:
+// jobs are the batch, inserted how many of them the statement wrote.
+// They are counted once they committed: at once for a statement of its
+// own (db is the client's *skiplock.DB), after the commit for a
+// transaction of DB.Begin (InsertMany, a Tx the caller began on a DB);
+// a transaction whose outcome skiplock cannot see (skiplock.WrapTx)
+// counts them now, in the in-caller-transaction counter.
+func (c *Client) countInserted(db skiplock.Querier, queue string, layout schema.Layout, jobs []skiplock.NewJob, inserted int) {
 	m := c.meter
 	if m == nil || inserted <= 0 {
 		return
 	}
+	n := insertedByKind(jobs, inserted)
+	count := func(add func(metricsink.Labels, int)) func() {
+		return func() {
+			for _, kind := range slices.Sorted(maps.Keys(n)) {
+				add(metricsink.Labels{Queue: queue, Kind: kind, Layout: string(layout)}, n[kind])
+			}
+		}
+	}
+	if _, ok := db.(*skiplock.DB); ok {
+		count(m.Inserted)()
+		return
+	}
+	if !txhook.AfterCommit(db, count(m.Inserted)) {
+		count(m.InsertedInCallerTx)()
+	}
+}
+
+// insertedByKind splits the inserted jobs of a batch by kind. When unique
+// keys skipped some, which were skipped is known only by key, so a short
+// batch counts its jobs without a key, then the rest under the kinds of
+// the keyed jobs in order.
+func insertedByKind(jobs []skiplock.NewJob, inserted int) map[string]int {
 	n := map[string]int{}
 	if inserted == len(jobs) {
 		for _, j := range jobs {
 			n[j.Kind]++
 		}
-	} else {
-		left := inserted
-		for _, keyed := range []bool{false, true} {
-			for _, j := range jobs {
-				if (j.UniqueKey != "") == keyed && left > 0 {
-					n[j.Kind]++
-					left--
-				}
+		return n
+	}
+	left := inserted
+	for _, keyed := range []bool{false, true} {
+		for _, j := range jobs {
+			if (j.UniqueKey != "") == keyed && left > 0 {
+				n[j.Kind]++
+				left--
 			}
 		}
 	}
-	for _, kind := range slices.Sorted(maps.Keys(n)) {
-		m.Inserted(metricsink.Labels{Queue: queue, Kind: kind, Layout: string(layout)}, n[kind])
-	}
+	return n
 }
 
 // watchMaintenance exports the leader flag and the rescues of the
@@ -309,7 +337,7 @@ func (c *Client) sampleQueues(ctx context.Context, tx skiplock.Tx) error {
 		}
 		out = append(out, s)
 	}
-	c.meter.SetQueues(out)
+	c.meter.SetQueues(out, metricsStaleAfter*c.cfg.MetricsSampleInterval)
 	return nil
 }
 

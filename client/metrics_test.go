@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
@@ -403,5 +404,77 @@ func TestMetrics(t *testing.T) {
 		if got := float64(count(t, db, d.sql)); got != d.want {
 			t.Errorf("%s: %v, the metrics say %v", d.sql, got, d.want)
 		}
+	}
+}
+
+// TestInsertedCountsCommits: skiplock_jobs_inserted_total counts jobs
+// once their insert committed. InsertTx and InsertManyTx into a Tx of
+// DB.Begin count nothing before the commit, nothing after a rollback, and
+// every job after a commit; Insert and InsertMany, which commit
+// themselves, count at once. An insert into the caller's own pgx
+// transaction (skiplock.WrapTx), whose outcome skiplock cannot see, counts
+// in skiplock_jobs_inserted_in_caller_tx_total instead, even rolled back.
+// The committed counter then equals the jobs in the table.
+func TestInsertedCountsCommits(t *testing.T) {
+	t.Parallel()
+	db, s := openDB(t)
+	ctx := ctxT(t)
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	must(t, err)
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Metrics: m, Logger: testdb.Logger(t)})
+	must(t, err)
+	opts := &client.InsertOpts{Queue: "ins"}
+	committed := job("skiplock_jobs_inserted_total", "ins", "ok", "bucketed")
+	inCallerTx := job("skiplock_jobs_inserted_in_caller_tx_total", "ins", "ok", "bucketed")
+	check := func(when string, wantCommitted, wantInCallerTx float64) {
+		t.Helper()
+		got := series(t, reg)
+		if got[committed] != wantCommitted || got[inCallerTx] != wantInCallerTx {
+			t.Fatalf("%s: inserted_total %v, inserted_in_caller_tx_total %v; want %v and %v", when, got[committed], got[inCallerTx], wantCommitted, wantInCallerTx)
+		}
+	}
+	insertTx := func(tx skiplock.Tx) {
+		t.Helper()
+		// A failed check must not leave tx open: dropping the test's
+		// schema would wait for its locks.
+		t.Cleanup(func() { tx.Rollback(context.Background()) }) //nolint:errcheck // after a commit or rollback, a no-op
+		_, err := c.InsertTx(ctx, tx, fineArgs{N: 1}, opts)
+		must(t, err)
+		_, err = c.InsertManyTx(ctx, tx, []client.InsertParams{{Args: fineArgs{N: 2}, Opts: opts}, {Args: fineArgs{N: 3}, Opts: opts}})
+		must(t, err)
+	}
+
+	tx, err := db.Begin(ctx, skiplock.TxOptions{})
+	must(t, err)
+	insertTx(tx)
+	check("inserted, not committed", 0, 0)
+	must(t, tx.Rollback(ctx))
+	check("rolled back", 0, 0)
+
+	tx, err = db.Begin(ctx, skiplock.TxOptions{})
+	must(t, err)
+	insertTx(tx)
+	check("inserted again, not committed", 0, 0)
+	must(t, tx.Commit(ctx))
+	check("committed", 3, 0)
+
+	_, err = c.Insert(ctx, fineArgs{N: 4}, opts)
+	must(t, err)
+	_, err = c.InsertMany(ctx, []client.InsertParams{{Args: fineArgs{N: 5}, Opts: opts}, {Args: fineArgs{N: 6}, Opts: opts}})
+	must(t, err)
+	check("Insert and InsertMany", 6, 0)
+
+	pool, err := pgxpool.New(ctx, testdb.DSN(t))
+	must(t, err)
+	t.Cleanup(pool.Close)
+	ptx, err := pool.Begin(ctx)
+	must(t, err)
+	insertTx(skiplock.WrapTx(ptx))
+	must(t, ptx.Rollback(ctx))
+	check("in the caller's rolled back pgx transaction", 6, 3)
+
+	if n := count(t, db, `SELECT count(*) FROM `+sqlident.Quote(s)+`."jobs" WHERE "queue" = 'ins'`); n != 6 {
+		t.Errorf("%d jobs in the table, want the 6 committed", n)
 	}
 }

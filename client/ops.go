@@ -146,29 +146,50 @@ func (c *Client) QueueList(ctx context.Context) ([]QueueRow, error) {
 	return a.Queues(ctx)
 }
 
+// QueuePauseOpts are QueuePause's and QueueResume's options (River's
+// names); nil is the zero value.
+type QueuePauseOpts struct {
+	// Create pauses a queue the schema does not know yet (no jobs in
+	// either layout, no running client working it, never paused), so
+	// that its jobs wait from the first one. Without it, an unknown name is refused as a likely typo.
+	// QueueResume ignores it: a queue never paused has nothing to resume.
+	Create bool
+}
+
 // QueuePause stops every client's workers from claiming the queue's jobs
-// at their next claim (jobs in flight finish); inserts still work.
-func (c *Client) QueuePause(ctx context.Context, queue string) error {
-	return c.setPaused(ctx, queue, true)
+// at their next claim (jobs in flight finish); inserts still work. A
+// queue the schema does not know is a usage error that names the known
+// queues, unless opts.Create.
+func (c *Client) QueuePause(ctx context.Context, queue string, opts *QueuePauseOpts) error {
+	create := opts != nil && opts.Create
+	return c.setPaused(ctx, queue, true, create, "set QueuePauseOpts.Create to pause it ahead of its first job")
 }
 
 // QueueResume lets workers claim the queue's jobs again, and wakes the
-// ones that listen.
-func (c *Client) QueueResume(ctx context.Context, queue string) error {
-	if err := c.setPaused(ctx, queue, false); err != nil {
+// ones that listen. A queue the schema does not know is a usage error
+// that names the known queues.
+func (c *Client) QueueResume(ctx context.Context, queue string, opts *QueuePauseOpts) error {
+	if err := c.setPaused(ctx, queue, false, false, "leave it: a queue never paused has nothing to resume"); err != nil {
 		return err
 	}
 	c.wakeQueue(queue)
 	return nil
 }
 
-func (c *Client) setPaused(ctx context.Context, queue string, paused bool) error {
+// setPaused records the pause, after refusing a queue the schema does not
+// know unless create; orElse is what the refusal tells the caller to do.
+func (c *Client) setPaused(ctx context.Context, queue string, paused, create bool, orElse string) error {
 	if err := skiplock.ValidateQueueName(queue); err != nil {
 		return err
 	}
 	a, err := c.admin(ctx)
 	if err != nil {
 		return err
+	}
+	if !create {
+		if err := a.CheckQueueKnown(ctx, queue, orElse); err != nil {
+			return fmt.Errorf("client: %w", err)
+		}
 	}
 	return a.SetPaused(ctx, queue, paused)
 }

@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/client"
+	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -248,7 +251,7 @@ func TestOperations(t *testing.T) {
 		t.Errorf("JobGet of an unknown id: %v, want ErrNoJob", err)
 	}
 	// Paused: a retried job waits; resumed, it runs.
-	if err := c.QueuePause(ctx, "b"); err != nil {
+	if err := c.QueuePause(ctx, "b", nil); err != nil {
 		t.Fatal(err)
 	}
 	qs, err := c.QueueList(ctx)
@@ -277,7 +280,7 @@ func TestOperations(t *testing.T) {
 	if row, err := c.JobGet(ctx, ids["b"]); err != nil || row.State != "queued" {
 		t.Fatalf("paused queue b's job, retried before f's ran: %+v, %v; want it queued", row, err)
 	}
-	if err := c.QueueResume(ctx, "b"); err != nil {
+	if err := c.QueueResume(ctx, "b", nil); err != nil {
 		t.Fatal(err)
 	}
 	if got := <-ran; got != "b" {
@@ -294,7 +297,48 @@ func TestOperations(t *testing.T) {
 	if _, err := c.JobGet(ctx, ids["b"]); !errors.Is(err, skiplock.ErrNoJob) {
 		t.Errorf("JobGet after JobDelete: %v, want ErrNoJob", err)
 	}
-	if err := c.QueuePause(ctx, "bad\nname"); err == nil {
+	if err := c.QueuePause(ctx, "bad\nname", nil); err == nil {
 		t.Error("QueuePause took a queue name with a newline")
 	}
+}
+
+// TestQueuePauseUnknown: pausing or resuming a queue the schema does not
+// know is a usage error that names the known queues and records nothing;
+// QueuePauseOpts.Create pauses it ahead of its first job.
+func TestQueuePauseUnknown(t *testing.T) {
+	t.Parallel()
+	db, s := openDB(t)
+	ctx := ctxT(t)
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Logger: testdb.Logger(t)})
+	must(t, err)
+	_, err = c.Insert(ctx, eventArgs{N: 1}, &client.InsertOpts{Queue: "mail"})
+	must(t, err)
+	for name, act := range map[string]func() error{
+		"QueuePause":  func() error { return c.QueuePause(ctx, "mial", nil) },
+		"QueueResume": func() error { return c.QueueResume(ctx, "mial", &client.QueuePauseOpts{Create: true}) },
+	} {
+		err := act()
+		if !usage.Is(err) || !strings.Contains(err.Error(), `"mial" is unknown`) || !strings.Contains(err.Error(), "known queues: mail") {
+			t.Fatalf("%s of an unknown queue: %v, want a usage error naming the known queues", name, err)
+		}
+	}
+	queueRows := `SELECT count(*) FROM ` + sqlident.Quote(s) + `."skiplock_queue" WHERE "name" = 'mial'`
+	if n := count(t, db, queueRows); n != 0 {
+		t.Fatalf("a refused pause recorded %d rows", n)
+	}
+	must(t, c.QueuePause(ctx, "mail", nil))
+	must(t, c.QueuePause(ctx, "mial", &client.QueuePauseOpts{Create: true}))
+	qs, err := c.QueueList(ctx)
+	must(t, err)
+	// A queue is listed once per layout that has it: paused in each.
+	paused := map[string]bool{}
+	for _, q := range qs {
+		was, seen := paused[q.Name]
+		paused[q.Name] = q.Paused && (was || !seen)
+	}
+	if len(paused) != 2 || !paused["mail"] || !paused["mial"] {
+		t.Fatalf("queues after pausing mail and creating mial: %+v", qs)
+	}
+	// Known now: it can be resumed.
+	must(t, c.QueueResume(ctx, "mial", nil))
 }

@@ -22,9 +22,10 @@ import (
 // leads the schema's maintenance: each tick exactly once, whatever the
 // number of processes. The tick's enqueue and the record of it
 // (skiplock_periodic) commit in one transaction fenced by the leader's
-// lease, so a leader that dies mid-round enqueues nothing, and the next
-// leader enqueues every tick missed meanwhile (up to
-// Config.PeriodicCatchUp of them).
+// lease, so a leader that dies mid-round enqueues nothing. Ticks missed
+// while no leader ran (a failover, every process stopped) are caught up
+// by the next leader: the latest one only, unless Config.PeriodicCatchUp
+// asks for more.
 type PeriodicJob struct {
 	// Name identifies the schedule across processes and restarts: keep it
 	// stable. Required, unique.
@@ -46,8 +47,11 @@ type PeriodicJob struct {
 
 // DefaultPeriodicCatchUp is how many missed ticks of one periodic job a
 // leader enqueues after a gap (no leader, or a stopped schema), when
-// Config.PeriodicCatchUp is 0. Older missed ticks are skipped, and logged.
-const DefaultPeriodicCatchUp = 1000
+// Config.PeriodicCatchUp is 0: the latest one. One run stands for the
+// missed ones, as in River and Oban, so that a restart after an outage
+// does not run a burst of the same job. Older missed ticks are skipped,
+// and logged.
+const DefaultPeriodicCatchUp = 1
 
 //go:embed client.sql
 var sqlSource string
@@ -120,7 +124,8 @@ func (c *Client) periodicHook() maintenance.Hook {
 }
 
 // enqueueDue enqueues, in the leader's fenced transaction, every periodic
-// job's ticks due since its last recorded one.
+// job's ticks due since its last recorded one: the latest
+// Config.PeriodicCatchUp of them.
 func (c *Client) enqueueDue(ctx context.Context, tx skiplock.Tx) error {
 	now := time.Now().UTC()
 	for _, s := range c.periodic {
@@ -146,7 +151,8 @@ func (c *Client) enqueueDue(ctx context.Context, tx skiplock.Tx) error {
 			}
 		}
 		if skipped > 0 {
-			c.cfg.Logger.Warn("periodic job: missed ticks skipped (Config.PeriodicCatchUp)", "periodic_job", s.job.Name, "skipped", skipped, "caught_up", c.cfg.PeriodicCatchUp)
+			// Info, not Warn: skipping is the default's intent after a gap.
+			c.cfg.Logger.Info("periodic job: older missed ticks skipped, the latest enqueued (Config.PeriodicCatchUp)", "periodic_job", s.job.Name, "skipped", skipped, "caught_up", c.cfg.PeriodicCatchUp)
 		}
 		if len(ticks) == 0 && err == nil {
 			continue

@@ -31,7 +31,10 @@ func periodicClient(t testing.TB, ctx context.Context, db *skiplock.DB, s, holde
 	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws,
 		Queues:       map[string]client.QueueConfig{"default": {MaxWorkers: 1}},
 		PeriodicJobs: []client.PeriodicJob{{Name: "heartbeat", Every: period, Args: tickArgs{}, RunOnStart: true}},
-		Maintenance:  &maintenance.Config{Holder: holder, LeaseTTL: time.Second, ElectInterval: 200 * time.Millisecond},
+		// These tests check that no tick is lost across failovers, so the
+		// next leader catches every missed tick up, not just the latest.
+		PeriodicCatchUp: 100,
+		Maintenance:     &maintenance.Config{Holder: holder, LeaseTTL: time.Second, ElectInterval: 200 * time.Millisecond},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -220,5 +223,53 @@ func TestPeriodicList(t *testing.T) {
 	ps, err := a.PeriodicJobs(ctx)
 	if err != nil || len(ps) != 1 || ps[0].Name != "heartbeat" || ps[0].NextTick.Sub(ps[0].LastTick) != 200*time.Millisecond {
 		t.Fatalf("periodic jobs %+v, %v", ps, err)
+	}
+}
+
+// TestPeriodicCatchUp: an hourly job whose last recorded tick is 50
+// hours old, as after an outage. By default the next leader enqueues one
+// job for the gap, the latest missed tick; PeriodicCatchUp 5 enqueues the
+// latest 5. Before the default was 1, it enqueued all 50 at once.
+func TestPeriodicCatchUp(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		catchUp, want int
+	}{{0, 1}, {5, 5}} {
+		t.Run(fmt.Sprint("catch-up ", tc.catchUp), func(t *testing.T) {
+			t.Parallel()
+			db, s := openDB(t)
+			ctx := ctxT(t)
+			now := time.Now().UTC().Truncate(time.Hour)
+			if _, err := db.Exec(ctx, `INSERT INTO `+sqlident.Quote(s)+`."skiplock_periodic" ("name", "schedule", "last_tick", "next_tick", "updated_at")
+VALUES ('heartbeat', 'every 1h0m0s', $1, $2, $1)`, now.Add(-50*time.Hour), now.Add(-49*time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			ws := client.NewWorkers()
+			must(t, client.AddWorker(ws, client.WorkFunc[tickArgs](func(context.Context, *client.Job[tickArgs]) error { return nil }), nil))
+			c, err := client.New(ctx, db, &client.Config{Schema: s, Logger: testdb.Logger(t), Workers: ws,
+				Queues:          map[string]client.QueueConfig{"default": {MaxWorkers: 1}},
+				PeriodicJobs:    []client.PeriodicJob{{Name: "heartbeat", Every: time.Hour, Args: tickArgs{}}},
+				PeriodicCatchUp: tc.catchUp,
+				Maintenance:     &maintenance.Config{Holder: "solo", LeaseTTL: time.Second, ElectInterval: 100 * time.Millisecond},
+			})
+			must(t, err)
+			must(t, c.Start(ctx))
+			// The round that enqueues the catch-up records the latest tick
+			// in the same transaction.
+			testdb.WaitFor(t, "the catch-up round", time.Minute, func() bool {
+				return count(t, db, `SELECT count(*) FROM `+sqlident.Quote(s)+`."skiplock_periodic" WHERE "last_tick" >= '`+now.Format(time.RFC3339)+`'`) == 1
+			})
+			must(t, c.Stop(ctx))
+			// Ticks up to now only: an hour that turns during the test adds
+			// its own, on-time tick.
+			rows := testdb.Lines(ctx, t, db, `SELECT "metadata"->>'tick' FROM `+sqlident.Quote(s)+`."jobs"
+WHERE "metadata"->>'periodic' = 'heartbeat' AND ("metadata"->>'tick')::timestamptz <= $1 ORDER BY 1`, now)
+			if len(rows) != tc.want {
+				t.Fatalf("PeriodicCatchUp %d: %d jobs for 50 missed ticks, want %d (the latest): %v", tc.catchUp, len(rows), tc.want, rows)
+			}
+			if latest, _ := time.Parse(time.RFC3339Nano, rows[len(rows)-1]); !latest.Equal(now) {
+				t.Fatalf("the last job caught up is tick %s, want the latest missed, %s", rows[len(rows)-1], now.Format(time.RFC3339))
+			}
+		})
 	}
 }

@@ -141,9 +141,26 @@ func (c *Client) newRecorder() (*recorder, error) {
 		rand.Read(b[:]) //nolint:errcheck // crypto/rand does not fail on Linux
 		r.id = fmt.Sprintf("%s/%d/%s", host, r.pid, hex.EncodeToString(b[:]))
 	}
-	queues, _ := json.Marshal(slices.Sorted(slices.Values(c.cfg.worked()))) //nolint:errcheck // strings marshal
-	r.queues = string(queues)
+	r.queues = declaredQueues(&c.cfg)
 	return r, nil
+}
+
+// declaredQueue is one queue a client works, as its presence row says:
+// admin lists the queue in that layout even while it has no jobs.
+type declaredQueue struct {
+	Name   string        `json:"name"`
+	Layout schema.Layout `json:"layout"`
+}
+
+// declaredQueues is the presence row's queues: a JSON array of the
+// worked queues, by name, each with its layout.
+func declaredQueues(cfg *Config) string {
+	out := []declaredQueue{} // "[]", not "null", for a client that works none
+	for _, name := range slices.Sorted(slices.Values(cfg.worked())) {
+		out = append(out, declaredQueue{Name: name, Layout: cfg.Queues[name].Layout})
+	}
+	b, _ := json.Marshal(out) //nolint:errcheck // strings marshal
+	return string(b)
 }
 
 // start starts the flusher. Start calls it once the maintenance leader

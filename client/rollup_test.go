@@ -99,15 +99,7 @@ func TestRollupsCountEveryAttempt(t *testing.T) {
 		run(80 * time.Millisecond)
 		return slow.count(fail(j.Args.N, j.Attempts, true))
 	}), &client.KindOptions{Queue: "f", Backoff: noBackoff}))
-	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Logger: testdb.Logger(t),
-		Queues: map[string]client.QueueConfig{
-			"b": {MaxWorkers: 4},
-			"f": {Layout: schema.LayoutFanout, MaxWorkers: 4},
-		}})
-	must(t, err)
-	must(t, c.Start(ctx))
-	t.Cleanup(func() { c.Stop(context.Background()) }) //nolint:errcheck // a second Stop is a no-op
-	idleClient(t, ctx, db, s)
+	c := startBothQueues(t, ctx, db, s, ws)
 	runAt := time.Now().Add(-2 * time.Minute)
 	var params []client.InsertParams
 	for i := range perQueue {
@@ -119,14 +111,7 @@ func TestRollupsCountEveryAttempt(t *testing.T) {
 			client.InsertParams{Args: fastArgs{N: i}, Opts: &client.InsertOpts{RunAt: runAt, MaxAttempts: maxAttempts}},
 			client.InsertParams{Args: slowArgs{N: i}, Opts: &client.InsertOpts{MaxAttempts: maxAttempts}})
 	}
-	_, err = c.InsertMany(ctx, params)
-	must(t, err)
-	q := sqlident.Quote(s)
-	testdb.WaitFor(t, "every job finished", time.Minute, func() bool {
-		return count(t, db, `SELECT count(*) FROM `+q+`."jobs" WHERE "status" IN ('Queued', 'Running')`)+
-			count(t, db, `SELECT count(*) FROM `+q+`."job_queue"`) == 0
-	})
-	must(t, c.Stop(ctx))
+	runToEnd(t, ctx, c, db, s, params)
 	doneAt := time.Now()
 	// Per queue, 6 jobs (n%10 == 1) fail for good; on f, 15 (n%4 == 0)
 	// fail once, then complete: 54 completed attempts, 6 and 21 failed, as
@@ -139,13 +124,7 @@ func TestRollupsCountEveryAttempt(t *testing.T) {
 				name, a.completed.Load(), a.failed.Load(), st, perQueue-6, failed)
 		}
 	}
-	testdb.WaitFor(t, "every partial folded", time.Minute, func() bool {
-		return count(t, db, `SELECT count(*) FROM `+q+`."skiplock_stat"`) == 0
-	})
-	a, err := admin.New(ctx, db, s)
-	must(t, err)
-	rollups, err := a.Rollups(ctx, "", time.Now().Add(-time.Hour))
-	must(t, err)
+	rollups := foldedRollups(t, ctx, db, s)
 	type sums struct{ completed, failed int64 }
 	got := map[string]sums{}
 	for i, r := range rollups {
@@ -341,4 +320,125 @@ func TestRollupsWithWorkerGrants(t *testing.T) {
 	if done.Load() != 5 {
 		t.Fatalf("%d jobs ran, want 5", done.Load())
 	}
+}
+
+// TestRollupsCountPanicsAsFailures: on both layouts, a handler fails some
+// attempts with an error and others with a panic (jobs n%4 == 0 and
+// n%4 == 1 fail their first attempt; n%8 == 5 panics on its only
+// attempt). Once every partial is folded, the rollups' completed and
+// failed counts equal, per queue, the handlers' attempts with a panic
+// counted as a failure, and on bucketed the jobs table: its Success jobs
+// and their failed attempts (attempts - 1 for a success, all of a failed
+// job's). A panic unwinds past the attempt's accounting with no error
+// set, so it used to be counted as a completion.
+func TestRollupsCountPanicsAsFailures(t *testing.T) {
+	t.Parallel()
+	const perQueue = 24
+	db, s := openDB(t)
+	ctx := ctxT(t)
+	var fast, slow attempts
+	// outcome is attempt's result for job n; a panic is counted as a
+	// failure before it unwinds.
+	outcome := func(a *attempts, n, attempt int) error {
+		switch {
+		case n%8 == 5 || n%4 == 1 && attempt == 1:
+			a.failed.Add(1)
+			panic(fmt.Sprintf("job %d panics on attempt %d", n, attempt))
+		case n%4 == 0 && attempt == 1:
+			return a.count(fmt.Errorf("job %d fails its first attempt", n))
+		}
+		return a.count(nil)
+	}
+	noBackoff := func(int) time.Duration { return 0 }
+	ws := client.NewWorkers()
+	must(t, client.AddWorker(ws, client.WorkFunc[fastArgs](func(ctx context.Context, j *client.Job[fastArgs]) error {
+		return outcome(&fast, j.Args.N, j.Attempts)
+	}), &client.KindOptions{Queue: "b", Backoff: noBackoff}))
+	must(t, client.AddWorker(ws, client.WorkFunc[slowArgs](func(ctx context.Context, j *client.Job[slowArgs]) error {
+		return outcome(&slow, j.Args.N, j.Attempts)
+	}), &client.KindOptions{Queue: "f", Backoff: noBackoff}))
+	c := startBothQueues(t, ctx, db, s, ws)
+	var params []client.InsertParams
+	for i := range perQueue {
+		maxAttempts := 3
+		if i%8 == 5 {
+			maxAttempts = 1
+		}
+		o := &client.InsertOpts{MaxAttempts: maxAttempts}
+		params = append(params, client.InsertParams{Args: fastArgs{N: i}, Opts: o}, client.InsertParams{Args: slowArgs{N: i}, Opts: o})
+	}
+	runToEnd(t, ctx, c, db, s, params)
+	rollups := foldedRollups(t, ctx, db, s)
+	type sums struct{ completed, failed int64 }
+	got := map[string]sums{}
+	for _, r := range rollups {
+		g := got[r.Queue]
+		got[r.Queue] = sums{g.completed + r.Completed, g.failed + r.Failed}
+	}
+	// Per queue: 3 jobs (n%8 == 5) fail for good on a panic; 6 (n%4 == 0)
+	// fail once with an error and 3 (n%4 == 1, n%8 != 5) once with a
+	// panic, then complete.
+	want := sums{completed: perQueue - 3, failed: 3 + 6 + 3}
+	for name, a := range map[string]*attempts{"b": &fast, "f": &slow} {
+		if seen := (sums{a.completed.Load(), a.failed.Load()}); seen != want {
+			t.Fatalf("queue %s: the handlers saw %+v, want %+v", name, seen, want)
+		}
+		if got[name] != want {
+			t.Errorf("queue %s: rollups count %+v, the handlers %+v", name, got[name], want)
+		}
+	}
+	q := sqlident.Quote(s)
+	table := sums{
+		completed: count(t, db, `SELECT count(*) FROM `+q+`."jobs" WHERE "queue" = 'b' AND "status" = 'Success'`),
+		failed: count(t, db, `SELECT coalesce(sum(CASE WHEN "status" = 'Success' THEN "attempts" - 1 ELSE "attempts" END), 0)::INT8 FROM `+q+`."jobs"
+WHERE "queue" = 'b' AND "status" IN ('Success', 'Failed')`),
+	}
+	if got["b"] != table {
+		t.Errorf("queue b: rollups count %+v, the jobs table %+v", got["b"], table)
+	}
+}
+
+// startBothQueues starts a client of ws working queue "b" (bucketed) and
+// "f" (fanout), 4 workers each, stopped at cleanup, and waits until the
+// schema's other client is idle (idleClient).
+func startBothQueues(t *testing.T, ctx context.Context, db *skiplock.DB, s string, ws *client.Workers) *client.Client {
+	t.Helper()
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Logger: testdb.Logger(t),
+		Queues: map[string]client.QueueConfig{
+			"b": {MaxWorkers: 4},
+			"f": {Layout: schema.LayoutFanout, MaxWorkers: 4},
+		}})
+	must(t, err)
+	must(t, c.Start(ctx))
+	t.Cleanup(func() { c.Stop(context.Background()) }) //nolint:errcheck // a second Stop is a no-op
+	idleClient(t, ctx, db, s)
+	return c
+}
+
+// foldedRollups waits until the leader folded every partial row of schema
+// s, then reads the last hour's rollups.
+func foldedRollups(t *testing.T, ctx context.Context, db *skiplock.DB, s string) []admin.Rollup {
+	t.Helper()
+	testdb.WaitFor(t, "every partial folded", time.Minute, func() bool {
+		return count(t, db, `SELECT count(*) FROM `+sqlident.Quote(s)+`."skiplock_stat"`) == 0
+	})
+	a, err := admin.New(ctx, db, s)
+	must(t, err)
+	rollups, err := a.Rollups(ctx, "", time.Now().Add(-time.Hour))
+	must(t, err)
+	return rollups
+}
+
+// runToEnd inserts params through c, waits until no job of schema s is
+// queued or running in either layout, and stops c (its last flush).
+func runToEnd(t *testing.T, ctx context.Context, c *client.Client, db *skiplock.DB, s string, params []client.InsertParams) {
+	t.Helper()
+	_, err := c.InsertMany(ctx, params)
+	must(t, err)
+	q := sqlident.Quote(s)
+	testdb.WaitFor(t, "every job finished", time.Minute, func() bool {
+		return count(t, db, `SELECT count(*) FROM `+q+`."jobs" WHERE "status" IN ('Queued', 'Running')`)+
+			count(t, db, `SELECT count(*) FROM `+q+`."job_queue"`) == 0
+	})
+	must(t, c.Stop(ctx))
 }

@@ -33,12 +33,42 @@ func init() {
 	}
 }
 
+// OtherQueues is the queue label under which the queues beyond
+// MaxQueueLabels are counted, together.
+const OtherQueues = metricsink.OtherQueues
+
+// DefaultMaxQueueLabels is how many queues get a queue label of their own
+// unless MaxQueueLabels says otherwise.
+const DefaultMaxQueueLabels = metricsink.DefaultMaxQueueLabels
+
+// Option tunes New; MaxQueueLabels makes one.
+type Option struct{ set func(*metricsink.Options) }
+
+// MaxQueueLabels bounds how many queues get a queue label of their own,
+// so that a schema with thousands of queues keeps a bounded set of
+// series: the first n queues the Metrics meets (in an insert, an outcome
+// or the leader's sample) keep their label for its life, and every later
+// one is counted under OtherQueues (its counters add up there; its queue
+// gauges are summed, the oldest wait is the longest, queue_paused counts
+// the paused queues). First come keeps the labels stable: a queue's
+// series never moves to OtherQueues once it has its own. 0 means
+// DefaultMaxQueueLabels; negative, no limit.
+func MaxQueueLabels(n int) Option {
+	return Option{func(o *metricsink.Options) { o.MaxQueueLabels = n }}
+}
+
 // New makes skiplock's collectors and registers them in reg
 // (prometheus.DefaultRegisterer when nil). Register once per registry:
 // a second New on the same registry fails with an error that says so;
 // share the first Metrics between the clients of a process instead.
-func New(reg prometheus.Registerer) (*Metrics, error) {
-	r, err := metricsink.New(reg)
+func New(reg prometheus.Registerer, opts ...Option) (*Metrics, error) {
+	var o metricsink.Options
+	for _, opt := range opts {
+		if opt.set != nil {
+			opt.set(&o)
+		}
+	}
+	r, err := metricsink.New(reg, o)
 	if err != nil {
 		return nil, err
 	}

@@ -18,16 +18,10 @@ import (
 
 // The JSON API: the pages' data for scripts, and the actions.
 
-// QueuesResponse is GET /api/queues.
-type QueuesResponse struct {
-	Queues []admin.Queue `json:"queues"`
-	// Totals are the counts by state summed over the queues.
-	Totals map[string]int64 `json:"totals"`
-	// TotalsCapped are the states whose total is a lower bound: some
-	// queue's count of that state stopped at admin.CountCap
-	// (admin.Queue.Capped). Absent when every count is exact.
-	TotalsCapped map[string]bool `json:"totals_capped,omitempty"`
-}
+// QueuesResponse is GET /api/queues?limit=&after=: a page of queues,
+// one row per queue and layout, by name then layout, with the schema's
+// totals and next_after, the after= of the next page ("" on the last).
+type QueuesResponse = admin.QueuePage
 
 // JobsResponse is GET /api/jobs: a page of jobs in admin.List's order
 // (bucketed jobs by id, newest first, queued ones in the order they run
@@ -122,13 +116,25 @@ func writeError(w http.ResponseWriter, code int, msg string) {
 	writeJSON(w, code, ErrorResponse{Error: msg})
 }
 
-// fail answers an error with its status; server errors are logged.
+// fail answers an error with its status and publicText.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	code := status(err)
-	if code >= 500 {
-		s.cfg.Logger.Warn("request failed", "method", r.Method, "path", r.URL.Path, logs.Err(err))
+	writeError(w, code, s.publicText(r, code, err))
+}
+
+// publicText is what the client reads of err, answered with code: its
+// text for a client's error; for a server error, which may carry the
+// database's own words (its SQL, its tables, its host), a generic
+// sentence, the error itself going to Config.Logger.
+func (s *Server) publicText(r *http.Request, code int, err error) string {
+	if code < 500 {
+		return err.Error()
 	}
-	writeError(w, code, err.Error())
+	s.cfg.Logger.Warn("request failed", "method", r.Method, "path", r.URL.Path, logs.Err(err))
+	if code == http.StatusServiceUnavailable {
+		return "the request was canceled or timed out before the database answered: try again"
+	}
+	return "internal error: the dashboard could not read or change the jobs; the server's log has the details"
 }
 
 func (s *Server) apiCSRF(w http.ResponseWriter, r *http.Request) {
@@ -136,40 +142,17 @@ func (s *Server) apiCSRF(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) apiQueues(w http.ResponseWriter, r *http.Request) {
-	qs, err := s.queues(r.Context())
+	f, err := queueFilter(r, "after")
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, QueuesResponse{Queues: qs, Totals: totals(qs), TotalsCapped: totalsCapped(qs)})
-}
-
-// totals sums the counts of the queues by state.
-func totals(qs []admin.Queue) map[string]int64 {
-	t := map[string]int64{}
-	for _, q := range qs {
-		for st, n := range q.Counts {
-			t[st] += n
-		}
+	p, err := s.queues(r.Context(), f)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
-	return t
-}
-
-// totalsCapped says which states' totals include a capped count; nil
-// when none does.
-func totalsCapped(qs []admin.Queue) map[string]bool {
-	var t map[string]bool
-	for _, q := range qs {
-		for st, c := range q.Capped {
-			if c {
-				if t == nil {
-					t = map[string]bool{}
-				}
-				t[st] = true
-			}
-		}
-	}
-	return t
+	writeJSON(w, http.StatusOK, p)
 }
 
 // filter reads a job filter from the query string.
@@ -206,6 +189,12 @@ func (s *Server) list(r *http.Request) (admin.Filter, JobsResponse, error) {
 	if jobs == nil {
 		jobs = []admin.Job{}
 	}
+	for i, j := range jobs {
+		if j.LastError != nil {
+			c := cut(*j.LastError)
+			jobs[i].LastError = &c
+		}
+	}
 	res := JobsResponse{Jobs: jobs}
 	limit := f.Limit
 	if limit == 0 {
@@ -227,7 +216,12 @@ func (s *Server) apiJobs(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) apiJob(w http.ResponseWriter, r *http.Request) {
-	j, err := s.admin.Show(r.Context(), r.PathValue("id"))
+	id := r.PathValue("id")
+	if err := checkJobID("the path", id); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	j, err := s.admin.Show(r.Context(), id)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -280,12 +274,9 @@ func (s *Server) apiClients(w http.ResponseWriter, r *http.Request) {
 func (s *Server) apiRollups(w http.ResponseWriter, r *http.Request) {
 	since := time.Now().Add(-time.Hour)
 	if v := r.URL.Query().Get("since"); v != "" {
-		if d, err := time.ParseDuration(v); err == nil {
-			since = time.Now().Add(-d)
-		} else if t, err := time.Parse(time.RFC3339, v); err == nil {
-			since = t
-		} else {
-			writeError(w, http.StatusBadRequest, "since "+strconv.Quote(v)+": use a duration (1h, 24h) or an RFC 3339 time")
+		var err error
+		if since, err = parseSince(v, time.Now()); err != nil {
+			s.fail(w, r, err)
 			return
 		}
 	}
@@ -341,6 +332,10 @@ func (s *Server) apiJobAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	id := r.PathValue("id")
+	if err := checkJobID("the path", id); err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	if err := s.admin.Do(r.Context(), action, id); err != nil {
 		s.fail(w, r, err)
 		return
@@ -380,7 +375,18 @@ func (s *Server) apiJobsAction(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, usage.Errorf(`send {"ids": [...]} with 1 to %d job ids`, admin.MaxLimit))
 		return
 	}
+	for i, id := range req.IDs {
+		if err := checkJobID("ids["+strconv.Itoa(i)+"]", id); err != nil {
+			s.fail(w, r, err)
+			return
+		}
+	}
 	out := s.admin.DoAll(r.Context(), action, req.IDs)
+	for i, o := range out {
+		if o.Err != nil {
+			out[i].Error = s.publicText(r, status(o.Err), o.Err)
+		}
+	}
 	s.forgetQueues()
 	if action == admin.Cancel && s.cfg.Metrics != nil {
 		for _, o := range out {
@@ -403,6 +409,13 @@ func (s *Server) apiQueueAction(w http.ResponseWriter, r *http.Request) {
 	}
 	var ignored map[string]any
 	if err := readBody(w, r, &ignored); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	// Only a queue the schema knows: a forged or mistyped name would
+	// otherwise leave a paused queue no job goes to (the CLI's --create
+	// is the deliberate way to pause one ahead of its first job).
+	if err := s.admin.CheckQueueKnown(r.Context(), name, "pause it ahead of its first job with skiplock queues pause --create"); err != nil {
 		s.fail(w, r, err)
 		return
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/skiplock/skiplock/admin"
+	"github.com/skiplock/skiplock/schema"
 )
 
 // TestCountText: an exact count is its number, as the browser test reads
@@ -33,10 +34,11 @@ func TestOverviewShowsCapped(t *testing.T) {
 		t.Fatal(err)
 	}
 	qs := []admin.Queue{
-		{Name: "big", Counts: map[string]int64{"queued": 100000, "running": 3}, Capped: map[string]bool{"queued": true}},
-		{Name: "small", Counts: map[string]int64{"queued": 7}},
+		{Name: "big", Layout: schema.LayoutBucketed, Counts: map[string]int64{"queued": 100000, "running": 3}, Capped: map[string]bool{"queued": true}},
+		{Name: "small", Layout: schema.LayoutFanout, Counts: map[string]int64{"queued": 7}},
 	}
-	o := overview{Queues: qs, States: admin.States, Totals: totals(qs), TotalsCapped: totalsCapped(qs), Cap: admin.CountCap}
+	o := overview{Queues: qs, States: admin.States, Totals: map[string]int64{"queued": 100007, "running": 3},
+		TotalsCapped: map[string]bool{"queued": true}, Cap: admin.CountCap}
 	for _, n := range o.Totals {
 		o.Total += n
 	}
@@ -47,9 +49,9 @@ func TestOverviewShowsCapped(t *testing.T) {
 	}
 	html := b.String()
 	for _, want := range []string{
-		`data-state="queued" data-capped title="at least 100000: counting stops there"><a href="/jobs?queue=big&amp;state=queued">100,000&#43;</a>`,
-		`data-state="running"><a href="/jobs?queue=big&amp;state=running">3</a>`,
-		`data-state="queued"><a href="/jobs?queue=small&amp;state=queued">7</a>`,
+		`data-state="queued" data-capped title="at least 100000: counting stops there"><a href="/jobs?queue=big&amp;layout=bucketed&amp;state=queued">100,000&#43;</a>`,
+		`data-state="running"><a href="/jobs?queue=big&amp;layout=bucketed&amp;state=running">3</a>`,
+		`data-state="queued"><a href="/jobs?queue=small&amp;layout=fanout&amp;state=queued">7</a>`, `<td data-layout>fanout</td>`,
 		`<th class="num" data-state="queued" data-capped title="at least 100007: some counts stop at the cap">100,007&#43;</th>`,
 		`id="total-all" data-total="100010" data-capped>100,010&#43; jobs</th>`,
 		`id="capped-note"`,

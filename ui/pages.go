@@ -65,7 +65,12 @@ var funcs = template.FuncMap{
 		}
 		return b.String()
 	},
-	"path":  url.PathEscape,
+	"path": url.PathEscape,
+	// show writes a value users or their jobs supplied: every such text
+	// in element content goes through it (see show).
+	"show": show,
+	// cut shortens a long text for a list; the job's page shows it whole.
+	"cut":   cut,
 	"count": func(counts map[string]int64, state string) int64 { return counts[state] },
 	// countText shows a count, "100,000+" when it stopped at the cap
 	// (admin.Queue.Capped): at least that many.
@@ -116,15 +121,25 @@ type page struct {
 	Schema   string
 	Engine   string
 	Data     any
+	// Leader is the maintenance leader's lease; NoLeader says none runs
+	// (every page says so: rescues, pruning, periodic jobs, gauges and
+	// the charts' minutes wait for one).
+	Leader   *admin.Leader
+	NoLeader bool
 }
 
 func (s *Server) render(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {
 	p := page{Title: title, Nav: name, Base: s.cfg.BasePath, CSRF: s.csrf, ReadOnly: s.cfg.ReadOnly,
 		Schema: s.schema, Engine: engineName(s.db), Data: data}
+	if s.admin != nil {
+		if l, err := s.admin.Leader(r.Context()); err == nil {
+			p.Leader, p.NoLeader = l, l == nil || !l.Live
+		}
+	}
 	var b bytes.Buffer
 	if err := s.pages[name].Execute(&b, p); err != nil {
 		s.cfg.Logger.Warn("rendering a page failed", "page", name, logs.Err(err))
-		http.Error(w, "ui: render the page failed: "+err.Error(), http.StatusInternalServerError)
+		http.Error(w, "internal error: the dashboard could not render the page; the server's log has the details", http.StatusInternalServerError)
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
@@ -135,37 +150,53 @@ func (s *Server) render(w http.ResponseWriter, r *http.Request, code int, name, 
 // failPage shows an error in the layout, with its status.
 func (s *Server) failPage(w http.ResponseWriter, r *http.Request, err error) {
 	code := status(err)
-	if code >= 500 {
-		s.cfg.Logger.Warn("request failed", "method", r.Method, "path", r.URL.Path, logs.Err(err))
-	}
-	s.render(w, r, code, "error", http.StatusText(code), err.Error())
+	s.render(w, r, code, "error", http.StatusText(code), s.publicText(r, code, err))
 }
 
 // overview is the overview page's data.
 type overview struct {
+	// Queues are a page of queues, one row per queue and layout.
 	Queues []admin.Queue
 	States []string
+	// Totals are the schema's, every queue's (admin.QueuePage.Totals).
 	Totals map[string]int64
-	// TotalsCapped are the states whose total includes a capped count.
+	// TotalsCapped are the states whose total is a lower bound.
 	TotalsCapped map[string]bool
 	// Total is every job counted; TotalCapped says it is a lower bound.
 	Total       int64
 	TotalCapped bool
 	// Cap is where counts stop (admin.CountCap).
 	Cap int64
-	// ChartQueue narrows the charts to one queue; "" is all.
-	ChartQueue string
-	Windows    []window
+	// NextURL is the next page of queues ("" on the last page); Paged
+	// says this is not the first.
+	NextURL string
+	Paged   bool
+	// ChartQueue narrows the charts to one queue; "" is all. ChartQueues
+	// are the names the menu offers: the page's.
+	ChartQueue  string
+	ChartQueues []string
+	Windows     []window
 }
 
 func (s *Server) overviewPage(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	qs, err := s.queues(ctx)
+	f, err := queueFilter(r, overviewAfter)
 	if err != nil {
 		s.failPage(w, r, err)
 		return
 	}
-	o := overview{Queues: qs, States: admin.States, Totals: totals(qs), TotalsCapped: totalsCapped(qs), Cap: admin.CountCap, ChartQueue: r.URL.Query().Get("queue")}
+	p, err := s.queues(ctx, f)
+	if err != nil {
+		s.failPage(w, r, err)
+		return
+	}
+	o := overview{Queues: p.Queues, States: admin.States, Totals: p.Totals, TotalsCapped: p.TotalsCapped, Cap: admin.CountCap,
+		Paged: f.After != "", ChartQueue: r.URL.Query().Get("queue"), ChartQueues: chartQueues(p.Queues)}
+	if p.NextAfter != "" {
+		q := r.URL.Query()
+		q.Set(overviewAfter, p.NextAfter)
+		o.NextURL = s.cfg.BasePath + "/?" + q.Encode()
+	}
 	for _, n := range o.Totals {
 		o.Total += n
 	}
@@ -212,7 +243,12 @@ func (s *Server) jobsPage(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) jobPage(w http.ResponseWriter, r *http.Request) {
-	j, err := s.admin.Show(r.Context(), r.PathValue("id"))
+	id := r.PathValue("id")
+	if err := checkJobID("the path", id); err != nil {
+		s.failPage(w, r, err)
+		return
+	}
+	j, err := s.admin.Show(r.Context(), id)
 	if err != nil {
 		s.failPage(w, r, err)
 		return

@@ -10,7 +10,7 @@
 // pages, hand-drawn SVG charts, one small script for the buttons. The
 // same data and actions are JSON under /api for scripts:
 //
-//	GET  /api/queues, /api/jobs?queue=&kind=&state=&layout=&limit=&after=,
+//	GET  /api/queues?limit=&after=, /api/jobs?queue=&kind=&state=&layout=&limit=&after=,
 //	     /api/jobs/{id}, /api/periodic, /api/clients, /api/rollups?queue=&since=,
 //	     /api/csrf
 //	POST /api/jobs/{id}/retry|cancel|delete, /api/jobs/retry|cancel|delete
@@ -18,20 +18,31 @@
 //
 // Security: with Config.Auth set, every request needs the bearer token
 // (Authorization: Bearer TOKEN) or the basic-auth user and password;
-// both are compared in constant time. Every POST needs the server's CSRF
-// token in the X-CSRF-Token header (pages carry it; scripts read it from
-// GET /api/csrf once), even with a bearer token: one rule, no exceptions
-// to get wrong. POSTs from another origin are refused as well
-// (Sec-Fetch-Site and Origin, net/http.CrossOriginProtection). ReadOnly
-// hides the buttons and refuses every POST with 403. The handler never
-// sees the DSN, and pages show the engine and schema only.
+// both are compared in constant time, and the scheme's name may be in
+// any case. Every POST needs the server's CSRF token in the X-CSRF-Token
+// header (pages carry it; scripts read it from GET /api/csrf once), even
+// with a bearer token: one rule, no exceptions to get wrong. POSTs from
+// another origin are refused as well (Sec-Fetch-Site and Origin,
+// net/http.CrossOriginProtection). ReadOnly hides the buttons and refuses
+// every POST with 403. The handler never sees the DSN, and pages show the
+// engine and schema only.
+//
+// Truth: a filter parameter that cannot be one answers 400 naming it,
+// before any query; a server error answers a generic message, the error
+// itself going to Config.Logger. Pages write user-supplied text through
+// one template function (show) that isolates it and shows bidirectional
+// controls instead of obeying them; lists cut long texts, which the
+// job's page shows whole.
 //
 // Cost: the pages read through package admin. The job list and job pages
 // are bounded queries (a LIMIT, a primary key); the charts read the
-// rollups, a small table; the queue counts come from admin.Queues, which
-// counts through indexes and stops each count at admin.CountCap (shown
-// as "100,000+", read "at least"; see its doc), and are cached for
-// Config.QueuesTTL so that many open tabs cost one count.
+// rollups, a small table; the queues come a page at a time (one row per
+// queue and layout, after= the previous page's last NAME/LAYOUT) from
+// admin.ListQueues, which costs a fixed number of statements per page,
+// counts through indexes and samples and stops each count at
+// admin.CountCap (shown as "100,000+", read "at least"; see its doc);
+// the pages are cached for Config.QueuesTTL so that many open tabs cost
+// one count.
 package ui
 
 import (
@@ -112,10 +123,10 @@ type Server struct {
 	mux    *http.ServeMux
 	pages  map[string]*template.Template
 	cop    *http.CrossOriginProtection
-	// queues caches admin.Queues for cfg.QueuesTTL.
+	// queues caches admin.ListQueues' pages for cfg.QueuesTTL, from qAt.
 	qmu     sync.Mutex
 	qAt     time.Time
-	qCached []admin.Queue
+	qCached map[admin.QueueFilter]*admin.QueuePage
 }
 
 //go:embed templates/*.html
@@ -244,6 +255,14 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if err := checkQuery(r.URL.Path, r.URL.RawQuery); err != nil {
+		if strings.HasPrefix(r.URL.Path, "/api/") {
+			writeError(w, http.StatusBadRequest, err.Error())
+		} else {
+			s.failPage(w, r, err)
+		}
+		return
+	}
 	s.mux.ServeHTTP(w, r)
 }
 
@@ -253,8 +272,10 @@ func (s *Server) authorized(r *http.Request) bool {
 	if !a.enabled() {
 		return true
 	}
-	v := r.Header.Get("Authorization")
-	if tok, ok := strings.CutPrefix(v, "Bearer "); ok && a.Token != "" {
+	// Schemes are case-insensitive (RFC 7235): "bearer" is "Bearer", as
+	// BasicAuth takes "basic" for "Basic".
+	scheme, tok, _ := strings.Cut(strings.TrimSpace(r.Header.Get("Authorization")), " ")
+	if strings.EqualFold(scheme, "Bearer") && a.Token != "" {
 		return equal(strings.TrimSpace(tok), a.Token)
 	}
 	if user, pass, ok := r.BasicAuth(); ok && a.User != "" {
@@ -272,19 +293,28 @@ func equal(got, want string) bool {
 	return subtle.ConstantTimeCompare(g[:], w[:]) == 1 && want != ""
 }
 
-// queues returns admin.Queues, reused for cfg.QueuesTTL.
-func (s *Server) queues(ctx context.Context) ([]admin.Queue, error) {
+// queues returns a page of admin.ListQueues, reused for cfg.QueuesTTL.
+// The pages cached are those asked for within the TTL: a few at most.
+func (s *Server) queues(ctx context.Context, f admin.QueueFilter) (*admin.QueuePage, error) {
 	s.qmu.Lock()
 	defer s.qmu.Unlock()
-	if s.qCached != nil && s.cfg.QueuesTTL > 0 && time.Since(s.qAt) < s.cfg.QueuesTTL {
-		return s.qCached, nil
+	if s.cfg.QueuesTTL <= 0 || time.Since(s.qAt) >= s.cfg.QueuesTTL {
+		s.qCached, s.qAt = nil, time.Now()
 	}
-	qs, err := s.admin.Queues(ctx)
+	if p, ok := s.qCached[f]; ok {
+		return p, nil
+	}
+	p, err := s.admin.ListQueues(ctx, f)
 	if err != nil {
 		return nil, err
 	}
-	s.qCached, s.qAt = qs, time.Now()
-	return qs, nil
+	if s.cfg.QueuesTTL > 0 {
+		if s.qCached == nil {
+			s.qCached = map[admin.QueueFilter]*admin.QueuePage{}
+		}
+		s.qCached[f] = p
+	}
+	return p, nil
 }
 
 // forgetQueues drops the cached counts after an action changed them.

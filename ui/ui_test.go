@@ -2,6 +2,7 @@ package ui_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
+	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/maintenance"
@@ -198,8 +200,22 @@ func TestActions(t *testing.T) {
 	if p := f.paused(t, "emails"); p == nil || *p {
 		t.Errorf("resumed queue's row: %v", p)
 	}
-	// A queue name that needs escaping in a path.
-	post("/api/queues/"+url.PathEscape("a b/c")+"/pause", "", http.StatusOK)
+	// A queue name that needs escaping in a path: refused while no job,
+	// client or pause knows it (a paused queue no job goes to), then
+	// paused once a job is in it.
+	odd := "/api/queues/" + url.PathEscape("a b/c") + "/pause"
+	post(odd, "", http.StatusBadRequest)
+	if p := f.paused(t, "a b/c"); p != nil {
+		t.Errorf(`pausing the unknown queue "a b/c" recorded a row: %v`, *p)
+	}
+	bq, err := bucketed.New(context.Background(), f.db, &bucketed.Config{Schema: f.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := bq.Enqueue(context.Background(), skiplock.NewJob{Queue: "a b/c"}); err != nil {
+		t.Fatal(err)
+	}
+	post(odd, "", http.StatusOK)
 	if p := f.paused(t, "a b/c"); p == nil || !*p {
 		t.Errorf(`queue "a b/c" paused row: %v`, p)
 	}
@@ -268,7 +284,8 @@ func TestReadOnly(t *testing.T) {
 
 // TestAuth: with a token and basic auth configured, a request without
 // credentials or with wrong ones gets 401 (with a basic-auth challenge),
-// and either right credential gets 200; static files are protected too.
+// and either right credential gets 200, its scheme in any case; static
+// files are protected too.
 func TestAuth(t *testing.T) {
 	t.Parallel()
 	f := seed(t)
@@ -300,11 +317,16 @@ func TestAuth(t *testing.T) {
 				t.Errorf("GET %s with %s: %d", p, name, res.StatusCode)
 			}
 		}
-		if res := get(p, func(r *http.Request) { r.Header.Set("Authorization", "Bearer tok-123") }); res.StatusCode != http.StatusOK {
-			t.Errorf("GET %s with the token: %d", p, res.StatusCode)
+		// Auth schemes are case-insensitive (RFC 7235), every one of them.
+		basic := base64.StdEncoding.EncodeToString([]byte("ops:pw-456"))
+		for _, v := range []string{"Bearer tok-123", "bearer tok-123", "BEARER tok-123", "bEaReR  tok-123",
+			"Basic " + basic, "basic " + basic, "BASIC " + basic} {
+			if res := get(p, func(r *http.Request) { r.Header.Set("Authorization", v) }); res.StatusCode != http.StatusOK {
+				t.Errorf("GET %s with Authorization: %s: %d", p, v, res.StatusCode)
+			}
 		}
-		if res := get(p, func(r *http.Request) { r.SetBasicAuth("ops", "pw-456") }); res.StatusCode != http.StatusOK {
-			t.Errorf("GET %s with basic auth: %d", p, res.StatusCode)
+		if res := get(p, func(r *http.Request) { r.Header.Set("Authorization", "bearer tok-124") }); res.StatusCode != http.StatusUnauthorized {
+			t.Errorf("GET %s with a wrong token in lower case: %d", p, res.StatusCode)
 		}
 	}
 	// Without a token, a POST with credentials is refused and changes

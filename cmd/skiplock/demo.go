@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -15,20 +16,36 @@ import (
 )
 
 // demoWork is the built-in handler's work on one attempt, whatever runs
-// it: crash on --crash-on-payload, sleep --work, then fail a fraction
-// --fail of the attempts (never a job's last: --fail alone kills no job),
-// retried after --retry-backoff when it is set.
+// it: crash on --crash-on-payload, sleep --work, then panic in a fraction
+// --panic of the attempts and fail a fraction --fail of them (never a
+// job's last: neither alone kills a job), retried after --retry-backoff
+// when it is set.
 func demoWork(ctx context.Context, e *env, o workOptions, job *skiplock.Job) error {
 	crashOn(e, o.CrashOn, job)
 	err := demoOutcome(ctx, o, job)
 	o.Runs.note(e, job, err)
+	var p demoPanic
+	if errors.As(err, &p) {
+		// After the note: --runs-log counts the panicked run too.
+		panic(string(p))
+	}
 	return err
 }
 
-// demoOutcome sleeps --work and decides whether this attempt fails.
+// demoPanic is an attempt --panic picked: demoWork panics with it.
+type demoPanic string
+
+func (p demoPanic) Error() string { return string(p) }
+
+// demoOutcome sleeps --work and decides whether this attempt panics or
+// fails.
 func demoOutcome(ctx context.Context, o workOptions, job *skiplock.Job) error {
 	if err := retry.Sleep(ctx, o.Work); err != nil {
 		return err
+	}
+	if o.Panic > 0 && job.Attempts < job.MaxAttempts && rand.Float64() < o.Panic {
+		return demoPanic(fmt.Sprintf("demo handler: simulated panic in attempt %d of %d of job %s (--panic %g panics in that fraction of attempts, never a job's last)",
+			job.Attempts, job.MaxAttempts, job.ID, o.Panic))
 	}
 	if o.Fail <= 0 || job.Attempts >= job.MaxAttempts || rand.Float64() >= o.Fail {
 		return nil

@@ -141,9 +141,16 @@ func jobsShow(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "  payload %s\n  metadata %s\n", j.Payload, j.Metadata)
 	for _, er := range j.Errors {
-		fmt.Fprintf(e.stdout, "  attempt %d failed at %s: %s\n", er.Attempt, er.At.Local().Format(time.RFC3339), firstLine(er.Error, 200))
+		fmt.Fprintf(e.stdout, "  attempt %d failed at %s: %s\n", er.Attempt, er.At.Local().Format(time.RFC3339), indentLines(er.Error, "    "))
 	}
 	return nil
+}
+
+// indentLines indents every line of s after the first: show prints an
+// error whole (a panic's stack is what finds the bug), and the indent
+// keeps it under its attempt.
+func indentLines(s, indent string) string {
+	return strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n"+indent)
 }
 
 // actionReport is jobs retry|cancel|delete's JSON.

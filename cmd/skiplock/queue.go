@@ -88,6 +88,9 @@ type workOptions struct {
 	Kinds []string
 	// Fail is the fraction of attempts the demo handler fails (0..1).
 	Fail float64
+	// Panic is the fraction of attempts the demo handler panics in
+	// (0..1), never a job's last.
+	Panic float64
 	// RetryBackoff, when positive, is the wait before a job whose attempt
 	// Fail failed runs again (instead of the layout's exponential backoff).
 	RetryBackoff time.Duration
@@ -151,7 +154,7 @@ func init() {
 	})
 	register(&command{
 		name:    "work",
-		usage:   "work --layout L {--workers N | --queues Q=N[:LAYOUT],...} [--kinds K,...] [--work D] [--fail P] [--retry-backoff D] [--until-empty] [--mode lease|tx] [--visibility-timeout D] [--job-timeout D] [--record] [--rescue-interval D] [--crash-on-payload TEXT] [--runs-log FILE] [--metrics-addr HOST:PORT]",
+		usage:   "work --layout L {--workers N | --queues Q=N[:LAYOUT],...} [--kinds K,...] [--work D] [--fail P] [--panic P] [--retry-backoff D] [--until-empty] [--mode lease|tx] [--visibility-timeout D] [--job-timeout D] [--record] [--rescue-interval D] [--crash-on-payload TEXT] [--runs-log FILE] [--metrics-addr HOST:PORT]",
 		summary: "run the built-in demo handler with N workers, or on several queues with one client",
 		run:     runWork,
 	})
@@ -321,6 +324,7 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	kinds := kindsFlag{}
 	fs.Var(&kinds, "kinds", "job kinds the demo handler runs besides \"\" (the jobs enqueued without a kind), comma-separated or repeated; other kinds fail as unknown (runs with the client, as --queues does)")
 	fs.Float64Var(&o.Fail, "fail", 0, "for tests and demos: the handler fails this fraction (0 to 1) of attempts, never a job's last")
+	fs.Float64Var(&o.Panic, "panic", 0, "for tests and demos: the handler panics in this fraction (0 to 1) of attempts, never a job's last; the worker records each panic as a failed attempt, with its stack")
 	fs.DurationVar(&o.RetryBackoff, "retry-backoff", 0, "wait before running a job again after --fail failed its attempt (default: the layout's exponential backoff from 1s)")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "serve Prometheus metrics at http://ADDR/metrics, such as 127.0.0.1:9090 (default: none)")
 	runsPath := fs.String("runs-log", "", "for tests and demos: append one line per handler run to this file (job id, attempt, ok or failed), written as the handler returns, so that runs are counted across processes and kills")
@@ -334,6 +338,9 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	}
 	if o.Fail < 0 || o.Fail > 1 || o.Fail != o.Fail {
 		return usage.Errorf("--fail %g: use a fraction from 0 (no failures) to 1 (every attempt but a job's last)", o.Fail)
+	}
+	if o.Panic < 0 || o.Panic > 1 || o.Panic != o.Panic {
+		return usage.Errorf("--panic %g: use a fraction from 0 (no panics) to 1 (every attempt but a job's last)", o.Panic)
 	}
 	if o.RetryBackoff < 0 {
 		return usage.Errorf("--retry-backoff %v: a duration cannot be negative", o.RetryBackoff)
@@ -455,7 +462,7 @@ func runStats(ctx context.Context, e *env, args []string) error {
 	if layouts == nil {
 		applied, err := schema.AppliedMigrations(ctx, db, e.schema)
 		if err != nil {
-			return fmt.Errorf("%w: run skiplock migrate first", err)
+			return fmt.Errorf("%w: run `skiplock migrate --schema %s` first", err, e.schema)
 		}
 		seen := map[schema.Layout]bool{}
 		for _, a := range applied {
@@ -489,7 +496,7 @@ func runStats(ctx context.Context, e *env, args []string) error {
 		return e.printJSON(all)
 	}
 	if len(all) == 0 {
-		fmt.Fprintf(e.stdout, "schema %q has no queue layouts: run skiplock migrate\n", e.schema)
+		fmt.Fprintf(e.stdout, "schema %q has no queue layouts: run `skiplock migrate --schema %s`\n", e.schema, e.schema)
 	}
 	for _, st := range all {
 		printStats(e, st)

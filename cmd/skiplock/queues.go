@@ -5,19 +5,15 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"slices"
 	"strings"
-	"text/tabwriter"
-	"time"
 
-	"github.com/skiplock/skiplock/admin"
 	"github.com/skiplock/skiplock/internal/usage"
 )
 
 func init() {
 	register(&command{
 		name:    "queues",
-		usage:   "queues list | queues pause QUEUE | queues resume QUEUE",
+		usage:   "queues list [--limit N] [--after NAME/LAYOUT] | queues pause [--create] QUEUE | queues resume QUEUE",
 		summary: "queues: counts by state, oldest queued age, paused; pause and resume",
 		run:     runQueues,
 	})
@@ -29,7 +25,17 @@ func runQueues(ctx context.Context, e *env, args []string) error {
 	}
 	sub, rest := args[0], args[1:]
 	fs := e.flags("queues "+sub, commands["queues"].usage)
-	if err := fs.Parse(flagsFirst(rest)); err != nil {
+	page := queuesListFlags(fs, sub)
+	create := new(bool)
+	if sub == "pause" {
+		fs.BoolVar(create, "create", false, "pause a queue the schema does not know yet (no jobs, no running client working it, never paused), ahead of its first job; without it an unknown name is refused (exit 2), as a typo")
+	}
+	if sub != "list" {
+		// list takes no arguments, and its flags take values, which
+		// flagsFirst would part from them.
+		rest = flagsFirst(rest)
+	}
+	if err := fs.Parse(rest); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
@@ -40,26 +46,41 @@ func runQueues(ctx context.Context, e *env, args []string) error {
 		if fs.NArg() > 0 {
 			return usage.Errorf("queues list takes no arguments")
 		}
-		return queuesList(ctx, e)
+		return queuesList(ctx, e, *page)
 	case "pause", "resume":
 		if fs.NArg() != 1 {
 			return usage.Errorf("queues %s takes one queue name", sub)
 		}
-		a, err := jobsAdmin(ctx, e)
-		if err != nil {
-			return err
-		}
-		if err := a.SetPaused(ctx, fs.Arg(0), sub == "pause"); err != nil {
-			return err
-		}
-		past := map[string]string{"pause": "paused", "resume": "resumed"}[sub]
-		if e.json {
-			return e.printJSON(map[string]any{"queue": fs.Arg(0), "paused": sub == "pause"})
-		}
-		fmt.Fprintf(e.stdout, "queue %q %s\n", fs.Arg(0), past)
-		return nil
+		return queuesPause(ctx, e, fs.Arg(0), sub == "pause", *create)
 	}
 	return usage.Errorf("queues %s: unknown subcommand: use list, pause or resume", sub)
+}
+
+// queuesPause pauses or resumes a queue the schema knows; create lets
+// it pause one it does not know yet.
+func queuesPause(ctx context.Context, e *env, queue string, pause, create bool) error {
+	a, err := jobsAdmin(ctx, e)
+	if err != nil {
+		return err
+	}
+	orElse := "pass --create to pause it ahead of its first job"
+	if !pause {
+		orElse = "leave it: a queue never paused has nothing to resume"
+	}
+	if !create {
+		if err := a.CheckQueueKnown(ctx, queue, orElse); err != nil {
+			return err
+		}
+	}
+	if err := a.SetPaused(ctx, queue, pause); err != nil {
+		return err
+	}
+	if e.json {
+		return e.printJSON(map[string]any{"queue": queue, "paused": pause})
+	}
+	past := map[bool]string{true: "paused", false: "resumed"}[pause]
+	fmt.Fprintf(e.stdout, "queue %q %s\n", queue, past)
+	return nil
 }
 
 // flagsFirst moves flags before the positional arguments, so that
@@ -74,40 +95,4 @@ func flagsFirst(args []string) []string {
 		}
 	}
 	return append(flags, pos...)
-}
-
-func queuesList(ctx context.Context, e *env) error {
-	a, err := jobsAdmin(ctx, e)
-	if err != nil {
-		return err
-	}
-	qs, err := a.Queues(ctx)
-	if err != nil {
-		return err
-	}
-	if e.json {
-		return e.printJSON(qs)
-	}
-	tw := tabwriter.NewWriter(e.stdout, 2, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "QUEUE\tPAUSED\tOLDEST QUEUED\tCOUNTS")
-	for _, q := range qs {
-		oldest := "-"
-		if q.OldestQueuedS != nil {
-			oldest = (time.Duration(*q.OldestQueuedS * float64(time.Second))).Round(time.Millisecond).String()
-		}
-		var parts []string
-		for _, s := range admin.States {
-			if n, ok := q.Counts[s]; ok || q.Capped[s] {
-				if q.Capped[s] {
-					// The count stopped at admin.CountCap: at least n.
-					parts = append(parts, fmt.Sprintf("%s %d+", s, n))
-				} else {
-					parts = append(parts, fmt.Sprintf("%s %d", s, n))
-				}
-			}
-		}
-		slices.Sort(parts)
-		fmt.Fprintf(tw, "%s\t%v\t%s\t%s\n", q.Name, q.Paused, oldest, strings.Join(parts, ", "))
-	}
-	return tw.Flush()
 }

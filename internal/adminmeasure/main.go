@@ -1,6 +1,6 @@
 // Command adminmeasure times admin.Queues and admin.List pages (the
 // median of 5 calls each) against a schema loaded with load.psql (and
-// grown with grow.psql): the figures of docs/design.md, "Admin queries at
+// grown with grow.psql): the figures of docs/benchmarks.md, "Admin queries at
 // scale". Against a throwaway server, not one with data that matters:
 //
 //	bin/skiplock migrate                      # schema "skiplock"

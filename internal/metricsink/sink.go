@@ -39,7 +39,61 @@ type Labels struct {
 	Queue, Kind, Layout string
 }
 
-func (l Labels) values() []string { return []string{l.Queue, l.Kind, l.Layout} }
+// OtherQueues is the queue label of the queues beyond
+// Options.MaxQueueLabels: they share its series. Parentheses make it
+// unlikely to be a real queue's name (a queue so named would share them).
+const OtherQueues = "(other)"
+
+// DefaultMaxQueueLabels is Options.MaxQueueLabels when it is 0.
+const DefaultMaxQueueLabels = 1000
+
+// Options tune a Recorder.
+type Options struct {
+	// MaxQueueLabels bounds how many queues get a queue label of their
+	// own: the first this many queues the Recorder meets keep theirs for
+	// its life, and later ones are counted under OtherQueues, so that
+	// thousands of queues cannot make thousands of series per metric.
+	// 0 means DefaultMaxQueueLabels; negative, no limit.
+	MaxQueueLabels int
+}
+
+// queueLabels hands out the queue label values under a limit.
+type queueLabels struct {
+	max  int // negative: no limit
+	mu   sync.RWMutex
+	seen map[string]bool
+}
+
+func newQueueLabels(max int) *queueLabels {
+	if max == 0 {
+		max = DefaultMaxQueueLabels
+	}
+	return &queueLabels{max: max, seen: map[string]bool{}}
+}
+
+// label is queue's label value: its name if it is among the first max
+// queues seen, else OtherQueues.
+func (q *queueLabels) label(queue string) string {
+	if q.max < 0 {
+		return queue
+	}
+	q.mu.RLock()
+	own := q.seen[queue]
+	q.mu.RUnlock()
+	if own {
+		return queue
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.seen[queue] {
+		return queue
+	}
+	if len(q.seen) >= q.max {
+		return OtherQueues
+	}
+	q.seen[queue] = true
+	return queue
+}
 
 // Timing is what a completed job's histograms record.
 type Timing struct {
@@ -67,6 +121,10 @@ type QueueSample struct {
 	OldestQueued time.Duration
 	// Paused is whether an operator paused the queue.
 	Paused bool
+
+	// pausedQueues counts the paused queues of a folded OtherQueues
+	// sample.
+	pausedQueues int
 }
 
 // Recorder is skiplock's Prometheus collectors and the methods through
@@ -82,24 +140,27 @@ type QueueSample struct {
 // value lingers). Scrape every process: sum the counters across them, and
 // read the queue gauges from whichever process has skiplock_leader 1.
 type Recorder struct {
-	inserted, completed, failed, cancelled, snoozed, leaseLost *prometheus.CounterVec
-	wait, run, endToEnd, claim                                 *prometheus.HistogramVec
+	inserted, insertedInCallerTx, completed, failed, cancelled, snoozed, leaseLost *prometheus.CounterVec
+	wait, run, endToEnd, claim                                                     *prometheus.HistogramVec
 
-	retriesDesc, rescuedDesc, leaderDesc, queueJobsDesc, oldestDesc, pausedDesc *prometheus.Desc
+	retriesDesc, rescuedDesc, leaderDesc, queueJobsDesc, oldestDesc, pausedDesc, sampleAgeDesc *prometheus.Desc
 
-	mu       sync.Mutex
-	retries  []*retry.Counters
-	rescues  []func() (requeued, failed int64)
-	leaders  []func() bool
-	sample   []QueueSample
-	ownedReg prometheus.Registerer
+	mu        sync.Mutex
+	retries   []*retry.Counters
+	rescues   []func() (requeued, failed int64)
+	leaders   []func() bool
+	sample    []QueueSample
+	sampledAt time.Time
+	maxAge    time.Duration
+	ownedReg  prometheus.Registerer
+	queues    *queueLabels
 }
 
 // New makes skiplock's collectors and registers them in reg
 // (prometheus.DefaultRegisterer when nil). Register once per registry:
 // a second New on the same registry fails with an error that says so;
 // share the first Recorder between the clients of a process instead.
-func New(reg prometheus.Registerer) (*Recorder, error) {
+func New(reg prometheus.Registerer, o Options) (*Recorder, error) {
 	if reg == nil {
 		reg = prometheus.DefaultRegisterer
 	}
@@ -111,7 +172,10 @@ func New(reg prometheus.Registerer) (*Recorder, error) {
 		return prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: name, Help: help, Buckets: buckets}, labels)
 	}
 	m := &Recorder{
-		inserted: counter("skiplock_jobs_inserted_total", "Jobs this process inserted (committed or not: an insert in the caller's transaction counts when the statement succeeds).", job...),
+		inserted: counter("skiplock_jobs_inserted_total",
+			"Jobs this process inserted, counted once they committed: an insert in its own statement or in a transaction skiplock ran or began (DB.Begin) after its commit succeeded; never one rolled back, nor one whose commit was ambiguous.", job...),
+		insertedInCallerTx: counter("skiplock_jobs_inserted_in_caller_tx_total",
+			"Jobs this process inserted into a transaction whose outcome skiplock cannot see (the caller's own, wrapped with skiplock.WrapTx), counted when the insert statement succeeded: committed or not.", job...),
 		completed: counter("skiplock_jobs_completed_total",
 			"Jobs this process completed, counted after the completion committed (bucketed: the batched Success; fanout: the job's transaction).", job...),
 		failed: counter("skiplock_jobs_failed_total",
@@ -138,10 +202,16 @@ func New(reg prometheus.Registerer) (*Recorder, error) {
 		oldestDesc: prometheus.NewDesc("skiplock_queue_oldest_queued_seconds",
 			"How long the oldest claimable job of a queue has waited, sampled by the maintenance leader; 0 when none waits. Bucketed: since run_at, the oldest of the buckets' next jobs (exact for a queue of one priority); fanout: since creation, exact below the sample cap, else the oldest of the rows read (a lower bound).",
 			[]string{LabelQueue, LabelLayout}, nil),
-		pausedDesc: prometheus.NewDesc("skiplock_queue_paused", "1 when an operator paused the queue (skiplock queues pause), else 0; sampled by the maintenance leader.", []string{LabelQueue, LabelLayout}, nil),
-		ownedReg:   reg,
+		pausedDesc: prometheus.NewDesc("skiplock_queue_paused",
+			"1 when an operator paused the queue (skiplock queues pause), else 0; sampled by the maintenance leader. For the queue label \""+OtherQueues+"\": how many of its queues are paused.",
+			[]string{LabelQueue, LabelLayout}, nil),
+		sampleAgeDesc: prometheus.NewDesc("skiplock_queue_sample_age_seconds",
+			"Seconds since the maintenance leader took the sample the skiplock_queue_* gauges show, at scrape time. A sample older than the client allows (3 sample intervals: the sampling fails or lags) is not exported, this gauge alone is.",
+			nil, nil),
+		ownedReg: reg,
+		queues:   newQueueLabels(o.MaxQueueLabels),
 	}
-	cs := []prometheus.Collector{m.inserted, m.completed, m.failed, m.cancelled, m.snoozed, m.leaseLost, m.wait, m.run, m.endToEnd, m.claim, (*sourced)(m)}
+	cs := []prometheus.Collector{m.inserted, m.insertedInCallerTx, m.completed, m.failed, m.cancelled, m.snoozed, m.leaseLost, m.wait, m.run, m.endToEnd, m.claim, (*sourced)(m)}
 	for i, c := range cs {
 		if err := reg.Register(c); err != nil {
 			for _, done := range cs[:i] {
@@ -162,15 +232,28 @@ func (m *Recorder) Unregister() {
 	if m == nil {
 		return
 	}
-	for _, c := range []prometheus.Collector{m.inserted, m.completed, m.failed, m.cancelled, m.snoozed, m.leaseLost, m.wait, m.run, m.endToEnd, m.claim, (*sourced)(m)} {
+	for _, c := range []prometheus.Collector{m.inserted, m.insertedInCallerTx, m.completed, m.failed, m.cancelled, m.snoozed, m.leaseLost, m.wait, m.run, m.endToEnd, m.claim, (*sourced)(m)} {
 		m.ownedReg.Unregister(c)
 	}
 }
 
-// Inserted counts n jobs inserted.
+// values are l's label values, the queue's under the label limit.
+func (m *Recorder) values(l Labels) []string {
+	return []string{m.queues.label(l.Queue), l.Kind, l.Layout}
+}
+
+// Inserted counts n jobs whose insert committed.
 func (m *Recorder) Inserted(l Labels, n int) {
 	if m != nil && n > 0 {
-		m.inserted.WithLabelValues(l.values()...).Add(float64(n))
+		m.inserted.WithLabelValues(m.values(l)...).Add(float64(n))
+	}
+}
+
+// InsertedInCallerTx counts n jobs inserted into a transaction whose
+// outcome skiplock cannot see.
+func (m *Recorder) InsertedInCallerTx(l Labels, n int) {
+	if m != nil && n > 0 {
+		m.insertedInCallerTx.WithLabelValues(m.values(l)...).Add(float64(n))
 	}
 }
 
@@ -180,7 +263,7 @@ func (m *Recorder) Completed(l Labels, t Timing) {
 	if m == nil {
 		return
 	}
-	v := l.values()
+	v := m.values(l)
 	m.completed.WithLabelValues(v...).Inc()
 	m.wait.WithLabelValues(v...).Observe(seconds(t.Wait))
 	m.run.WithLabelValues(v...).Observe(seconds(t.Run))
@@ -191,35 +274,35 @@ func (m *Recorder) Completed(l Labels, t Timing) {
 // last attempt.
 func (m *Recorder) Failed(l Labels, final bool) {
 	if m != nil {
-		m.failed.WithLabelValues(l.Queue, l.Kind, l.Layout, fmt.Sprint(final)).Inc()
+		m.failed.WithLabelValues(append(m.values(l), fmt.Sprint(final))...).Inc()
 	}
 }
 
 // Cancelled counts n jobs cancelled by this process.
 func (m *Recorder) Cancelled(l Labels, n int) {
 	if m != nil && n > 0 {
-		m.cancelled.WithLabelValues(l.values()...).Add(float64(n))
+		m.cancelled.WithLabelValues(m.values(l)...).Add(float64(n))
 	}
 }
 
 // Snoozed counts a written snooze.
 func (m *Recorder) Snoozed(l Labels) {
 	if m != nil {
-		m.snoozed.WithLabelValues(l.values()...).Inc()
+		m.snoozed.WithLabelValues(m.values(l)...).Inc()
 	}
 }
 
 // LeaseLost counts a result not written because the lease was lost.
 func (m *Recorder) LeaseLost(l Labels) {
 	if m != nil {
-		m.leaseLost.WithLabelValues(l.values()...).Inc()
+		m.leaseLost.WithLabelValues(m.values(l)...).Inc()
 	}
 }
 
 // Claimed records one claim statement that returned jobs.
 func (m *Recorder) Claimed(queue, layout string, took time.Duration) {
 	if m != nil {
-		m.claim.WithLabelValues(queue, layout).Observe(seconds(took))
+		m.claim.WithLabelValues(m.queues.label(queue), layout).Observe(seconds(took))
 	}
 }
 
@@ -257,16 +340,50 @@ func (m *Recorder) WatchLeader(f func() bool) {
 	}
 }
 
-// SetQueues replaces the queue gauges' sample; the maintenance leader
-// calls it after each sample. They are exported while a watched leader
-// func reports true.
-func (m *Recorder) SetQueues(s []QueueSample) {
+// SetQueues replaces the queue gauges' sample, taken now; the
+// maintenance leader calls it after each sample. They are exported while
+// a watched leader func reports true and the sample is at most maxAge old
+// (0: any age): a leader whose sampling fails or lags then exports no
+// stale count, and skiplock_queue_sample_age_seconds says why. Queues
+// beyond the label limit are folded into one sample per layout.
+func (m *Recorder) SetQueues(s []QueueSample, maxAge time.Duration) {
 	if m == nil {
 		return
 	}
+	folded := m.fold(s)
 	m.mu.Lock()
-	m.sample = slices.Clone(s)
+	m.sample, m.sampledAt, m.maxAge = folded, time.Now(), maxAge
 	m.mu.Unlock()
+}
+
+// fold returns s with the queues beyond the label limit merged into one
+// OtherQueues sample per layout: their jobs summed by state, the oldest
+// wait the longest of theirs, and Paused counting their paused queues
+// (paused holds the counts).
+func (m *Recorder) fold(s []QueueSample) []QueueSample {
+	out := make([]QueueSample, 0, len(s))
+	other := map[string]int{} // layout -> index in out
+	for _, q := range s {
+		if m.queues.label(q.Queue) != OtherQueues {
+			out = append(out, q)
+			continue
+		}
+		i, ok := other[q.Layout]
+		if !ok {
+			i = len(out)
+			other[q.Layout] = i
+			out = append(out, QueueSample{Queue: OtherQueues, Layout: q.Layout, Jobs: map[string]int64{}, OldestQueued: -1})
+		}
+		o := &out[i]
+		for state, n := range q.Jobs {
+			o.Jobs[state] += n
+		}
+		o.OldestQueued = max(o.OldestQueued, q.OldestQueued)
+		if q.Paused {
+			o.pausedQueues++
+		}
+	}
+	return out
 }
 
 func seconds(d time.Duration) float64 { return max(d, 0).Seconds() }
@@ -277,7 +394,7 @@ type sourced Recorder
 
 // Describe sends the descriptors of the sourced metrics.
 func (s *sourced) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{s.retriesDesc, s.rescuedDesc, s.leaderDesc, s.queueJobsDesc, s.oldestDesc, s.pausedDesc} {
+	for _, d := range []*prometheus.Desc{s.retriesDesc, s.rescuedDesc, s.leaderDesc, s.queueJobsDesc, s.oldestDesc, s.pausedDesc, s.sampleAgeDesc} {
 		ch <- d
 	}
 }
@@ -314,18 +431,33 @@ func (s *sourced) Collect(ch chan<- prometheus.Metric) {
 	if len(leaders) > 0 {
 		ch <- prometheus.MustNewConstMetric(s.leaderDesc, prometheus.GaugeValue, b2f(leads))
 	}
+	s.collectQueues(ch, leads)
+}
+
+// collectQueues exports the leader's queue sample with its age; none when
+// this process does not lead or has no sample yet, only the age when the
+// sample is too old.
+func (s *sourced) collectQueues(ch chan<- prometheus.Metric, leads bool) {
 	s.mu.Lock()
 	if !leads {
-		s.sample = nil
+		s.sample, s.sampledAt = nil, time.Time{}
 	}
-	sample := s.sample
+	sample, at, maxAge := s.sample, s.sampledAt, s.maxAge
 	s.mu.Unlock()
+	if at.IsZero() {
+		return
+	}
+	age := time.Since(at)
+	ch <- prometheus.MustNewConstMetric(s.sampleAgeDesc, prometheus.GaugeValue, seconds(age))
+	if maxAge > 0 && age > maxAge {
+		return
+	}
 	for _, q := range sample {
 		for _, state := range slices.Sorted(maps.Keys(q.Jobs)) {
 			ch <- prometheus.MustNewConstMetric(s.queueJobsDesc, prometheus.GaugeValue, float64(q.Jobs[state]), q.Queue, q.Layout, state)
 		}
 		ch <- prometheus.MustNewConstMetric(s.oldestDesc, prometheus.GaugeValue, seconds(q.OldestQueued), q.Queue, q.Layout)
-		ch <- prometheus.MustNewConstMetric(s.pausedDesc, prometheus.GaugeValue, b2f(q.Paused), q.Queue, q.Layout)
+		ch <- prometheus.MustNewConstMetric(s.pausedDesc, prometheus.GaugeValue, b2f(q.Paused)+float64(q.pausedQueues), q.Queue, q.Layout)
 	}
 }
 

@@ -69,9 +69,9 @@ func (q *Queue) copyJobs(ctx context.Context, tx skiplock.Querier, c copyio.Copi
 	// The bucket is drawn here, uniformly as the column's default draws
 	// it, so that the rows can go in bucket order: consecutive rows then
 	// land next to each other in the dequeue index, which is led by the
-	// bucket (a quarter less server time per row, measured; see
-	// docs/benchmarks.md, "Enqueue"). The count is read in this transaction, so it is
-	// the one the default would use now.
+	// bucket (less server time per row: docs/benchmarks.md, "Enqueue").
+	// The count is read in this transaction, so it is the one the default
+	// would use now.
 	buckets, err := schema.Buckets(ctx, tx, q.cfg.Schema)
 	if err != nil {
 		return nil, fmt.Errorf("read the bucket count: %w", err)

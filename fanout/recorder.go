@@ -120,8 +120,7 @@ const recordTimeout = 30 * time.Second
 // A worker takes a free reserved connection and sends its count itself:
 // no goroutine hands the request on (under a loaded CPU each hand-off
 // waits to be scheduled), and counts of several workers commit in
-// parallel (measured: one shared connection batching the counts cost a
-// 50 ms job about 3 ms more, waiting behind the batch's commit).
+// parallel rather than each waiting behind a shared batch's commit.
 type recorder struct {
 	q     *Queue
 	log   *slog.Logger

@@ -59,6 +59,7 @@ type globals struct {
 	schema      string
 	json        bool
 	logLevel    string
+	verbose     bool
 }
 
 func (g *globals) bind(fs *flag.FlagSet) {
@@ -69,6 +70,7 @@ func (g *globals) bind(fs *flag.FlagSet) {
 	fs.StringVar(&g.emulateOpts, "emulate-opts", g.emulateOpts, "the personality's options, comma-separated: read-committed (CockroachDB's READ COMMITTED setting on), notify (YugabyteDB's LISTEN/NOTIFY on), version=24.1 (the release it reports), inject=RETRY/AMBIGUOUS (shares of statements answered 40001 and of commits answered 40003, CockroachDB) (else $SKIPLOCK_EMULATE_OPTS)")
 	fs.StringVar(&g.schema, "schema", g.schema, "schema that holds skiplock's tables")
 	fs.BoolVar(&g.json, "json", g.json, "report as JSON")
+	fs.BoolVar(&g.verbose, "v", g.verbose, "verbose: the library's debug records too (--log-level debug), such as the embedded PostgreSQL already running")
 	fs.StringVar(&g.logLevel, "log-level", g.logLevel, "the least level of the library's log records on stderr: debug, info, warn or error (else $SKIPLOCK_LOG_LEVEL, else info)")
 }
 
@@ -104,9 +106,14 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	return l.w.Write(p)
 }
 
-// newLogger builds e.log from --log-level or $SKIPLOCK_LOG_LEVEL.
+// newLogger builds e.log from --log-level, -v (debug) or
+// $SKIPLOCK_LOG_LEVEL, in that order.
 func (e *env) newLogger() error {
-	name := cmp.Or(e.logLevel, os.Getenv("SKIPLOCK_LOG_LEVEL"), "info")
+	verbose := ""
+	if e.verbose {
+		verbose = "debug"
+	}
+	name := cmp.Or(e.logLevel, verbose, os.Getenv("SKIPLOCK_LOG_LEVEL"), "info")
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(name)); err != nil {
 		return usage.Errorf("--log-level %q: use debug, info, warn or error", name)

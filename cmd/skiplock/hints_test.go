@@ -32,9 +32,10 @@ func TestMissingSchemaHint(t *testing.T) {
 
 // TestEmbeddedServerQuiet: a command that uses the running embedded
 // PostgreSQL (no DSN) says nothing about it at the default log level, and
-// a debug record with --log-level debug; local start says it runs, and
+// a debug record with --log-level debug or -v; local start says it runs, and
 // where.
 func TestEmbeddedServerQuiet(t *testing.T) {
+	testdb.DSN(t) // starts the harness's server unless SKIPLOCK_TEST_DSN is set
 	pg := testdb.Server()
 	if pg == nil {
 		t.Skip("SKIPLOCK_TEST_DSN names the server: no embedded one")
@@ -48,9 +49,11 @@ func TestEmbeddedServerQuiet(t *testing.T) {
 	if code != 0 || errs != "" {
 		t.Fatalf("queues list on the embedded server: exit %d, stderr %q, want nothing\n%s", code, errs, out)
 	}
-	code, _, errs = cli(t, "--schema", s, "--log-level", "debug", "queues", "list")
-	if code != 0 || !strings.Contains(errs, "level=DEBUG") || !strings.Contains(errs, "PostgreSQL already running") {
-		t.Fatalf("queues list --log-level debug: exit %d, want the debug record\n%s", code, errs)
+	for _, verbose := range [][]string{{"--log-level", "debug"}, {"-v"}} {
+		code, _, errs = cli(t, append(append([]string{"--schema", s}, verbose...), "queues", "list")...)
+		if code != 0 || !strings.Contains(errs, "level=DEBUG") || !strings.Contains(errs, "PostgreSQL already running") {
+			t.Fatalf("queues list %s: exit %d, want the debug record\n%s", strings.Join(verbose, " "), code, errs)
+		}
 	}
 	code, out, errs = cli(t, "local", "start")
 	if code != 0 || !strings.Contains(out, "embedded PostgreSQL: running") || !strings.Contains(out, pg.Dir()) {

@@ -1,4 +1,5 @@
 # skiplock: make bench runs the main job, make test runs the tests.
+# make bench-compare measures skiplock beside River, pg-boss and the SQL limit (docs/benchmarks.md).
 GO ?= go
 BIN := bin/skiplock
 # pipefail: a recipe that filters a test's output still fails with the test.
@@ -77,6 +78,27 @@ BENCH_FLAGS ?=
 bench: setup build
 	$(BIN) bench latency --workers 500 --work 1s --duration 30s $(BENCH_FLAGS)
 
+# skiplock's burn-down beside River's and pg-boss's (pinned in
+# bench/compare/river/go.mod and bench/compare/pgboss/package.json, each run
+# by a small harness of its own) and the SQL limit's (pgbench), in
+# alternating rounds on the embedded PostgreSQL, directly and through a delay
+# proxy at each of RTTS: writes the bench-compare section of
+# docs/benchmarks.md (bench/compare/cmd). ROUNDS, JOBS and RTTS override the
+# defaults (5 rounds of 100,000 jobs: about 15 minutes on 2 cores); COMPARE_FLAGS adds the driver's
+# flags (go run ./bench/compare/cmd -h). A peer that cannot run here (npm
+# registry or Go module proxy unreachable) is skipped and the section says why.
+ROUNDS ?= 5
+JOBS ?= 100000
+RTTS ?= 0,1ms,5ms,20ms
+COMPARE_FLAGS ?=
+.PHONY: bench-compare
+bench-compare: setup
+	@start=$$(date +%s); \
+	if command -v npm >/dev/null 2>&1; then \
+	  (cd bench/compare/pgboss && npm ci --no-audit --no-fund) || echo "bench-compare: npm ci failed: pg-boss will be skipped"; \
+	else echo "bench-compare: no npm on PATH: pg-boss will be skipped"; fi; \
+	$(GO) run ./bench/compare/cmd -rounds $(ROUNDS) -jobs $(JOBS) -rtts $(RTTS) -since $$start $(COMPARE_FLAGS)
+
 # The reliability suite at full scale (20,000 jobs, 10 worker kills, two
 # database restarts, connection cuts, jobs that SIGKILL their worker on
 # every attempt, a worker SIGSTOPped past its lease) and fanout's exactly-once runs at
@@ -94,6 +116,8 @@ test-chaos: setup
 	$(GO) test -run '^$$' -fuzz FuzzRedactDSN -fuzztime 30s .
 
 # Every module of the repository: the library and its tool modules.
+# bench/compare/river is left out: linting it would download River, which
+# make test and CI do not need (make bench-compare builds it).
 MODULES := . internal/enginematrix internal/crdbcheck
 
 lint:

@@ -133,7 +133,7 @@ func ExampleConfig_periodicJobs() {
 		panic(err)
 	}
 	c, err := client.New(ctx, db, &client.Config{Schema: "example_periodic", Workers: workers,
-		Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 2}},
+		Queues:       map[string]client.QueueConfig{"default": {MaxWorkers: 2}},
 		PeriodicJobs: []client.PeriodicJob{{Name: "digest", Every: time.Hour, Args: SendEmail{To: "digest@example.com"}, RunOnStart: true}}})
 	if err != nil {
 		panic(err)

@@ -75,3 +75,23 @@ func TestREADMECompiles(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsStayShort holds the docs' size goals: the README is a short
+// product page (under 300 lines) and docs/design.md rationale only (under
+// 50 KiB); what grows goes to the guides, benchmarks.md or the changelog.
+func TestDocsStayShort(t *testing.T) {
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(string(readme), "\n"); n >= 300 {
+		t.Errorf("README.md has %d lines, want under 300: move the detail to a guide in docs/", n)
+	}
+	design, err := os.Stat("docs/design.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if design.Size() >= 50<<10 {
+		t.Errorf("docs/design.md is %d bytes, want under %d: keep the rationale, move figures to docs/benchmarks.md and history to CHANGELOG.md", design.Size(), 50<<10)
+	}
+}

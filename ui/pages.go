@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock/internal/logs"
+	"github.com/skiplock/skiplock/maintenance"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
@@ -124,17 +125,15 @@ type page struct {
 	// Leader is the maintenance leader's lease; NoLeader says none runs
 	// (every page says so: rescues, pruning, periodic jobs, gauges and
 	// the charts' minutes wait for one).
-	Leader   *admin.Leader
+	Leader   *maintenance.Leader
 	NoLeader bool
 }
 
 func (s *Server) render(w http.ResponseWriter, r *http.Request, code int, name, title string, data any) {
 	p := page{Title: title, Nav: name, Base: s.cfg.BasePath, CSRF: s.csrf, ReadOnly: s.cfg.ReadOnly,
 		Schema: s.schema, Engine: engineName(s.db), Data: data}
-	if s.admin != nil {
-		if l, err := s.admin.Leader(r.Context()); err == nil {
-			p.Leader, p.NoLeader = l, l == nil || !l.Live
-		}
+	if l, err := maintenance.CurrentLeader(r.Context(), s.db, s.schema); err == nil {
+		p.Leader, p.NoLeader = l, l == nil || !l.Live
 	}
 	var b bytes.Buffer
 	if err := s.pages[name].Execute(&b, p); err != nil {

@@ -1,6 +1,6 @@
 // Package leadertest starts a maintenance leader for a test and waits
 // until it has led a round, for tests of what a running leader changes
-// (the dashboard's notice, admin.Leader).
+// (the dashboard's notice, maintenance.CurrentLeader).
 package leadertest
 
 import (

@@ -9,7 +9,7 @@ import (
 	"strings"
 
 	"github.com/skiplock/skiplock/internal/copyio"
-
+	"github.com/skiplock/skiplock/internal/txhook"
 	"github.com/skiplock/skiplock/internal/usage"
 )
 
@@ -386,8 +386,24 @@ func (e *emulation) begin(ctx context.Context, b Beginner, opts TxOptions) (Tx, 
 	if e.cfg.RetryErrorRate == 0 && e.cfg.AmbiguousCommitRate == 0 {
 		return tx, nil
 	}
-	return &emulatedTx{Tx: tx, e: e}, nil
+	t := &emulatedTx{Tx: tx, e: e}
+	if e.cfg.AmbiguousCommitRate > 0 && rand.Float64() < e.cfg.AmbiguousCommitRate {
+		t.ambiguous = ambiguousAfterCommit
+		if rand.IntN(2) == 0 {
+			// Rolled back in truth: its COMMIT must not have gone out with
+			// its last statement (txhook.Last), so the mark is dropped.
+			t.ambiguous = ambiguousAfterRollback
+		}
+	}
+	return t, nil
 }
+
+// How an emulated transaction's commit answers 40003 (emulatedTx.Commit).
+const (
+	ambiguousNo = iota
+	ambiguousAfterCommit
+	ambiguousAfterRollback
+)
 
 // injectedRetrySQL aborts the server's transaction with CockroachDB's
 // retry error, so that what follows sees an aborted transaction, as it
@@ -397,7 +413,18 @@ const injectedRetrySQL = `DO $$BEGIN RAISE EXCEPTION USING ERRCODE = '40001', ME
 // emulatedTx is a transaction into which the personality injects errors.
 type emulatedTx struct {
 	Tx
-	e *emulation
+	e         *emulation
+	ambiguous int // whether and how Commit answers 40003, drawn at begin
+}
+
+// statementContext is ctx for one of the transaction's statements: a
+// transaction whose commit will answer 40003 after rolling back keeps its
+// COMMIT apart from its last statement.
+func (t *emulatedTx) statementContext(ctx context.Context) context.Context {
+	if t.ambiguous == ambiguousAfterRollback {
+		return txhook.NotLast(ctx)
+	}
+	return ctx
 }
 
 // inject reports whether this statement gets a retry error instead, and
@@ -406,7 +433,7 @@ func (t *emulatedTx) inject(ctx context.Context) error {
 	if t.e.cfg.RetryErrorRate == 0 || rand.Float64() >= t.e.cfg.RetryErrorRate {
 		return nil
 	}
-	_, err := t.Tx.Exec(ctx, injectedRetrySQL)
+	_, err := t.Tx.Exec(txhook.NotLast(ctx), injectedRetrySQL)
 	return err
 }
 
@@ -414,31 +441,31 @@ func (t *emulatedTx) Exec(ctx context.Context, sql string, args ...any) (int64, 
 	if err := t.inject(ctx); err != nil {
 		return 0, err
 	}
-	return t.Tx.Exec(ctx, sql, args...)
+	return t.Tx.Exec(t.statementContext(ctx), sql, args...)
 }
 
 func (t *emulatedTx) Query(ctx context.Context, sql string, args ...any) (Rows, error) {
 	if err := t.inject(ctx); err != nil {
 		return nil, err
 	}
-	return t.Tx.Query(ctx, sql, args...)
+	return t.Tx.Query(t.statementContext(ctx), sql, args...)
 }
 
 func (t *emulatedTx) QueryRow(ctx context.Context, sql string, args ...any) Row {
 	if err := t.inject(ctx); err != nil {
 		return errRow{err}
 	}
-	return t.Tx.QueryRow(ctx, sql, args...)
+	return t.Tx.QueryRow(t.statementContext(ctx), sql, args...)
 }
 
 // Commit commits, or answers 40003 as a failed coordinator would: after
 // committing or after rolling back, at random.
 func (t *emulatedTx) Commit(ctx context.Context) error {
-	if t.e.cfg.AmbiguousCommitRate == 0 || rand.Float64() >= t.e.cfg.AmbiguousCommitRate {
+	if t.ambiguous == ambiguousNo {
 		return t.Tx.Commit(ctx)
 	}
 	how := "after committing"
-	if rand.IntN(2) == 0 {
+	if t.ambiguous == ambiguousAfterCommit {
 		if err := t.Tx.Commit(ctx); err != nil {
 			return err
 		}

@@ -2,9 +2,11 @@ package skiplock
 
 import (
 	"context"
+	"errors"
 	"strings"
 
 	"github.com/skiplock/skiplock/internal/copyio"
+	"github.com/skiplock/skiplock/internal/txhook"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,6 +19,14 @@ import (
 // n+2. The server sees the same statements in the same order: BEGIN still
 // runs first, alone decides the isolation level, and an error in either
 // ends the batch (the statement after a failed BEGIN is not run).
+//
+// A statement sent under txhook.Last also takes the COMMIT along, after
+// it in the same batch: a transaction of one statement costs one round
+// trip. The server still runs BEGIN, the statement and COMMIT in order; a
+// failed statement makes it skip the COMMIT (the batch's Sync ends the
+// skipping) and leaves the transaction aborted, for Rollback to end. The
+// COMMIT's outcome is read with the statement's results and returned by
+// Commit.
 //
 // It lives apart from driver_jackc.go, which scripts/gen-yugabyte-driver.sh
 // copies for the YugabyteDB smart driver: that driver does not take the
@@ -61,58 +71,107 @@ type pipelinedTx struct {
 	begun   bool     // BEGIN has gone out (with the first statement)
 	closed  bool     // committed or rolled back
 	release func()   // gives a pool's connection back; nil for a Conn's
+
+	// The COMMIT sent with the last statement (txhook.Last): sent says it
+	// went out, read that its outcome (commitErr, rolledBack) is in, and
+	// rows are the statement's rows while they are open.
+	commit struct {
+		sent, read, rolledBack bool
+		err                    error
+		rows                   *batchRows
+	}
 }
 
-// first sends BEGIN (with its settings) and the first statement in one
-// batch and returns the batch positioned at the statement's result.
-func (t *pipelinedTx) first(ctx context.Context, sql string, args []any) (pgx.BatchResults, error) {
-	t.begun = true
+// errCommitSent refuses a statement after the one that took COMMIT along.
+var errCommitSent = errors.New("skiplock: this transaction's COMMIT was sent with its last statement (txhook.Last): send nothing after it")
+
+// send sends sql in one batch with what must go with it: BEGIN (with its
+// settings) if it has not gone out, COMMIT after it if last. It returns
+// the batch positioned at the statement's result.
+func (t *pipelinedTx) send(ctx context.Context, sql string, args []any, last bool) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
-	for _, s := range t.begin {
-		b.Queue(s)
+	begin := !t.begun
+	if begin {
+		for _, s := range t.begin {
+			b.Queue(s)
+		}
 	}
 	b.Queue(sql, args...)
+	if last {
+		b.Queue("commit")
+		t.commit.sent = true
+		txhook.CommitSent(ctx)
+	}
+	t.begun = true
 	br := t.conn.SendBatch(ctx, b)
-	for range t.begin {
-		if _, err := br.Exec(); err != nil {
-			br.Close() //nolint:errcheck // BEGIN's error is the one to report
-			return nil, err
+	if begin {
+		for range t.begin {
+			if _, err := br.Exec(); err != nil {
+				br.Close() //nolint:errcheck // BEGIN's error is the one to report
+				return nil, err
+			}
 		}
 	}
 	return br, nil
 }
 
-func (t *pipelinedTx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
-	if t.closed {
-		return 0, pgx.ErrTxClosed
-	}
-	if t.begun {
-		tag, err := t.conn.Exec(ctx, sql, args...)
-		return tag.RowsAffected(), err
-	}
-	br, err := t.first(ctx, sql, args)
-	if err != nil {
-		return 0, err
-	}
+// readCommit reads the COMMIT's outcome from br, after the statement's
+// result, and closes br.
+func (t *pipelinedTx) readCommit(br pgx.BatchResults) error {
 	tag, err := br.Exec()
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	return tag.RowsAffected(), err
+	t.commit.read = true
+	t.commit.err = err
+	t.commit.rolledBack = err == nil && tag.String() == "ROLLBACK"
+	return err
+}
+
+func (t *pipelinedTx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	switch {
+	case t.closed:
+		return 0, pgx.ErrTxClosed
+	case t.commit.sent:
+		return 0, errCommitSent
+	}
+	last := txhook.IsLast(ctx)
+	if t.begun && !last {
+		tag, err := t.conn.Exec(ctx, sql, args...)
+		return tag.RowsAffected(), err
+	}
+	br, err := t.send(ctx, sql, args, last)
+	if err != nil {
+		return 0, err
+	}
+	tag, err := br.Exec()
+	if err != nil {
+		br.Close() //nolint:errcheck // the statement's error is the one to report
+		return 0, err
+	}
+	if last {
+		t.readCommit(br) //nolint:errcheck // Commit returns it
+		return tag.RowsAffected(), nil
+	}
+	return tag.RowsAffected(), br.Close()
 }
 
 func (t *pipelinedTx) Query(ctx context.Context, sql string, args ...any) (Rows, error) {
-	if t.closed {
+	switch {
+	case t.closed:
 		return nil, pgx.ErrTxClosed
+	case t.commit.sent:
+		return nil, errCommitSent
 	}
-	if t.begun {
+	last := txhook.IsLast(ctx)
+	if t.begun && !last {
 		rows, err := t.conn.Query(ctx, sql, args...)
 		if err != nil {
 			return nil, err
 		}
 		return rows, nil
 	}
-	br, err := t.first(ctx, sql, args)
+	br, err := t.send(ctx, sql, args, last)
 	if err != nil {
 		return nil, err
 	}
@@ -121,11 +180,16 @@ func (t *pipelinedTx) Query(ctx context.Context, sql string, args ...any) (Rows,
 		br.Close() //nolint:errcheck // the query's error is the one to report
 		return nil, err
 	}
-	return &batchRows{rows: rows, br: br}, nil
+	r := &batchRows{rows: rows, br: br}
+	if last {
+		r.commit = t
+		t.commit.rows = r
+	}
+	return r, nil
 }
 
 func (t *pipelinedTx) QueryRow(ctx context.Context, sql string, args ...any) Row {
-	if !t.closed && t.begun {
+	if !t.closed && t.begun && !t.commit.sent && !txhook.IsLast(ctx) {
 		return t.conn.QueryRow(ctx, sql, args...)
 	}
 	rows, err := t.Query(ctx, sql, args...)
@@ -143,6 +207,9 @@ func (t *pipelinedTx) Commit(ctx context.Context) error {
 	if !t.begun {
 		return nil
 	}
+	if t.commit.sent {
+		return t.sentCommit(ctx)
+	}
 	tag, err := t.conn.Exec(ctx, "commit")
 	if err != nil {
 		if t.conn.PgConn().TxStatus() != 'I' {
@@ -151,6 +218,30 @@ func (t *pipelinedTx) Commit(ctx context.Context) error {
 		return err
 	}
 	if tag.String() == "ROLLBACK" {
+		return pgx.ErrTxCommitRollback
+	}
+	return nil
+}
+
+// sentCommit is Commit's outcome when the COMMIT went out with the last
+// statement: read with its rows (read now if they are still open).
+func (t *pipelinedTx) sentCommit(ctx context.Context) error {
+	if r := t.commit.rows; r != nil && !r.closed {
+		r.Close()
+	}
+	err := t.commit.err
+	if !t.commit.read {
+		err = errors.New("skiplock: the COMMIT sent with the last statement was not read")
+	}
+	switch {
+	case err != nil:
+		if t.conn.PgConn().TxStatus() != 'I' {
+			// The statement failed (the server skipped the COMMIT) or the
+			// outcome is unknown: end the transaction with the connection.
+			_ = t.conn.Close(ctx)
+		}
+		return err
+	case t.commit.rolledBack:
 		return pgx.ErrTxCommitRollback
 	}
 	return nil
@@ -165,6 +256,15 @@ func (t *pipelinedTx) Rollback(ctx context.Context) error {
 	defer t.done()
 	if !t.begun {
 		return nil
+	}
+	if t.commit.sent {
+		if r := t.commit.rows; r != nil && !r.closed {
+			r.Close()
+		}
+		if t.conn.PgConn().TxStatus() == 'I' {
+			return nil // the COMMIT ran, or the batch never reached the server
+		}
+		// The statement failed: the server skipped the COMMIT.
 	}
 	if _, err := t.conn.Exec(ctx, "rollback"); err != nil {
 		_ = t.conn.Close(ctx) // a failed rollback leaves the connection in an unknown state
@@ -181,10 +281,12 @@ func (t *pipelinedTx) done() {
 }
 
 // batchRows are the first statement's rows; closing them also reads the
-// batch's end, which frees the connection for the next statement.
+// batch's end, which frees the connection for the next statement, and
+// the COMMIT sent after them if there is one (commit).
 type batchRows struct {
 	rows     pgx.Rows
 	br       pgx.BatchResults
+	commit   *pipelinedTx // the transaction whose COMMIT follows; nil: none
 	closed   bool
 	closeErr error
 }
@@ -212,6 +314,10 @@ func (r *batchRows) Close() {
 	}
 	r.closed = true
 	r.rows.Close()
+	if r.commit != nil && r.rows.Err() == nil {
+		r.commit.readCommit(r.br) //nolint:errcheck // Commit returns it
+		return
+	}
 	r.closeErr = r.br.Close()
 }
 
@@ -245,6 +351,9 @@ func (r batchRow) Scan(dest ...any) error {
 func (t *pipelinedTx) CopyFrom(ctx context.Context, table []string, columns []string, src copyio.Source) (int64, error) {
 	if t.closed {
 		return 0, pgx.ErrTxClosed
+	}
+	if t.commit.sent {
+		return 0, errCommitSent
 	}
 	if !t.begun {
 		t.begun = true

@@ -589,6 +589,7 @@ func (r *recorder) fill(rep *Report, secs float64, window time.Duration, counter
 	rep.Jobs = r.done.Load()
 	rep.setStatements(statements)
 	rep.Seconds = secs
+	rep.setInFlight()
 	if secs > 0 {
 		rep.JobsPerS = float64(rep.Jobs) / secs
 	}

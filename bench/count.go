@@ -4,8 +4,10 @@ import (
 	"context"
 	"strings"
 	"sync/atomic"
+	"time"
 
 	"github.com/skiplock/skiplock/internal/copyio"
+	"github.com/skiplock/skiplock/internal/txhook"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/usage"
@@ -16,7 +18,8 @@ import (
 // counted whichever driver is underneath: Exec, Query and QueryRow count
 // one each, and a transaction's BEGIN and its COMMIT or ROLLBACK one each
 // (a pipelined BEGIN rides in one network write with the first statement,
-// but is still a statement sent). The bench's own bookkeeping on that
+// and a COMMIT sent with the last statement (txhook.Last) in its, but each
+// is still a statement sent). The bench's own bookkeeping on that
 // pool (polling for jobs left, flushing statistics) runs under an
 // uncounted context.
 
@@ -24,22 +27,45 @@ import (
 // them, the BEGINs among them (for the round trips: a pipelined BEGIN
 // takes none of its own), and the claims among them (statements that lock
 // with SKIP LOCKED: every layout's claim does, and nothing else does).
-type stmtCounter struct{ n, begins, claims atomic.Int64 }
+// It also sums the time the statements were out (sent and not yet
+// answered, rows read to the end): over a run's seconds, how many were in
+// flight on average.
+type stmtCounter struct{ n, begins, lastCommits, claims, busy atomic.Int64 }
 
-// counts is a reading of a stmtCounter.
-type counts struct{ statements, begins, claims int64 }
+// counts is a reading of a stmtCounter; busy is in nanoseconds.
+type counts struct{ statements, begins, lastCommits, claims, busy int64 }
 
 // since is what was counted between from and c.
 func (c counts) since(from counts) counts {
-	return counts{c.statements - from.statements, c.begins - from.begins, c.claims - from.claims}
+	return counts{c.statements - from.statements, c.begins - from.begins, c.lastCommits - from.lastCommits, c.claims - from.claims, c.busy - from.busy}
+}
+
+// timer returns the counter that times a statement sent under ctx (nil:
+// none, the bench's own) and when it went out.
+func (s *stmtCounter) timer(ctx context.Context) (*stmtCounter, time.Time) {
+	if ctx.Value(uncountedKey{}) != nil {
+		return nil, time.Time{}
+	}
+	if own, ok := ctx.Value(counterKey{}).(*stmtCounter); ok {
+		return own, time.Now()
+	}
+	return s, time.Now()
+}
+
+// out adds a statement's time out, from sent; nil counts nothing.
+func (s *stmtCounter) out(sent time.Time) {
+	if s != nil {
+		s.busy.Add(int64(time.Since(sent)))
+	}
 }
 
 // roundTrips is how many client round trips the statements took: one
-// each, but a BEGIN pipelined with its transaction's first statement
-// rides in that statement's round trip.
-func (c counts) roundTrips(pipelinedBegin bool) int64 {
-	if pipelinedBegin {
-		return c.statements - c.begins
+// each, but with pipelining a BEGIN rides in its transaction's first
+// statement's round trip and a COMMIT asked to go with the last
+// statement (txhook.Last) in that one's.
+func (c counts) roundTrips(pipelined bool) int64 {
+	if pipelined {
+		return c.statements - c.begins - c.lastCommits
 	}
 	return c.statements
 }
@@ -73,7 +99,7 @@ func (s *stmtCounter) load() counts {
 	if s == nil {
 		return counts{}
 	}
-	return counts{s.n.Load(), s.begins.Load(), s.claims.Load()}
+	return counts{s.n.Load(), s.begins.Load(), s.lastCommits.Load(), s.claims.Load(), s.busy.Load()}
 }
 
 // query counts a statement that returns rows, noting a claim.
@@ -105,17 +131,63 @@ type counted struct {
 
 func (c counted) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	c.s.add(ctx)
+	t, sent := c.s.timer(ctx)
+	defer t.out(sent)
 	return c.q.Exec(ctx, sql, args...)
 }
 
 func (c counted) Query(ctx context.Context, sql string, args ...any) (skiplock.Rows, error) {
 	c.s.query(ctx, sql)
-	return c.q.Query(ctx, sql, args...)
+	t, sent := c.s.timer(ctx)
+	rows, err := c.q.Query(ctx, sql, args...)
+	if err != nil {
+		t.out(sent)
+		return nil, err
+	}
+	return &timedRows{Rows: rows, t: t, sent: sent}, nil
 }
 
 func (c counted) QueryRow(ctx context.Context, sql string, args ...any) skiplock.Row {
 	c.s.query(ctx, sql)
-	return c.q.QueryRow(ctx, sql, args...)
+	t, sent := c.s.timer(ctx)
+	return timedRow{row: c.q.QueryRow(ctx, sql, args...), t: t, sent: sent}
+}
+
+// timedRows are a Query's rows, out until closed (Next's last call closes
+// them).
+type timedRows struct {
+	skiplock.Rows
+	t      *stmtCounter
+	sent   time.Time
+	closed bool
+}
+
+func (r *timedRows) Next() bool {
+	if r.Rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+func (r *timedRows) Close() {
+	r.Rows.Close()
+	if !r.closed {
+		r.closed = true
+		r.t.out(r.sent)
+	}
+}
+
+// timedRow is a QueryRow's row, out until scanned.
+type timedRow struct {
+	row  skiplock.Row
+	t    *stmtCounter
+	sent time.Time
+}
+
+func (r timedRow) Scan(dest ...any) error {
+	defer r.t.out(r.sent)
+	return r.row.Scan(dest...)
 }
 
 // countingPool counts what is sent through a pool and its connections and
@@ -171,7 +243,9 @@ func countBegin(ctx context.Context, b skiplock.Beginner, s *stmtCounter, opts s
 		}
 	}
 	s.add(ctx)
+	t, sent := s.timer(ctx)
 	tx, err := b.Begin(ctx, opts)
+	t.out(sent)
 	if err != nil {
 		return nil, err
 	}
@@ -179,19 +253,45 @@ func countBegin(ctx context.Context, b skiplock.Beginner, s *stmtCounter, opts s
 }
 
 // countingTx counts a transaction's statements and its one COMMIT or
-// ROLLBACK (a Rollback after the end sends nothing and is not counted).
-// Like the driver's transactions, it is not safe for concurrent use.
+// ROLLBACK (a Rollback after the end sends nothing and is not counted),
+// noting a COMMIT that went with the last statement (txhook.Last). Like
+// the driver's transactions, it is not safe for concurrent use.
 type countingTx struct {
 	counted
-	tx    skiplock.Tx
-	ended bool
+	tx       skiplock.Tx
+	ended    bool
+	lastSent bool // a statement went under txhook.Last
+}
+
+func (t *countingTx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	t.lastSent = t.lastSent || txhook.IsLast(ctx)
+	return t.counted.Exec(ctx, sql, args...)
+}
+
+func (t *countingTx) Query(ctx context.Context, sql string, args ...any) (skiplock.Rows, error) {
+	t.lastSent = t.lastSent || txhook.IsLast(ctx)
+	return t.counted.Query(ctx, sql, args...)
+}
+
+func (t *countingTx) QueryRow(ctx context.Context, sql string, args ...any) skiplock.Row {
+	t.lastSent = t.lastSent || txhook.IsLast(ctx)
+	return t.counted.QueryRow(ctx, sql, args...)
 }
 
 func (t *countingTx) Commit(ctx context.Context) error {
 	if !t.ended {
 		t.ended = true
 		t.s.add(ctx)
+		if t.lastSent && ctx.Value(uncountedKey{}) == nil {
+			if own, ok := ctx.Value(counterKey{}).(*stmtCounter); ok {
+				own.lastCommits.Add(1)
+			} else {
+				t.s.lastCommits.Add(1)
+			}
+		}
 	}
+	timer, sent := t.s.timer(ctx)
+	defer timer.out(sent)
 	return t.tx.Commit(ctx)
 }
 
@@ -200,6 +300,8 @@ func (t *countingTx) Rollback(ctx context.Context) error {
 		t.ended = true
 		t.s.add(ctx)
 	}
+	timer, sent := t.s.timer(ctx)
+	defer timer.out(sent)
 	return t.tx.Rollback(ctx)
 }
 
@@ -212,5 +314,7 @@ func (c counted) CopyFrom(ctx context.Context, table []string, columns []string,
 	}
 	c.s.add(ctx)
 	c.s.add(ctx)
+	t, sent := c.s.timer(ctx)
+	defer t.out(sent)
 	return cp.CopyFrom(ctx, table, columns, src)
 }

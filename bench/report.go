@@ -65,6 +65,13 @@ type Report struct {
 	// estimates from the plan. Null for pgbench.
 	RoundTrips       int64    `json:"round_trips,omitempty"`
 	RoundTripsPerJob *float64 `json:"round_trips_per_job"`
+	// InFlight is how many of those statements were out at once on
+	// average: the time each spent sent and not yet answered (its rows
+	// read), summed, over Seconds. Behind a round trip it says how much
+	// of the round trips the queue hides behind concurrency: one means
+	// every statement waited for the one before. Null for pgbench.
+	InFlight *float64 `json:"statements_in_flight"`
+	busy     int64    // the statements' summed time out, in nanoseconds
 	// Claims is how many claim statements were sent (those that lock
 	// with SKIP LOCKED); JobsPerClaim is Jobs over that. Null for pgbench
 	// and where no claim was counted.
@@ -115,10 +122,20 @@ type Report struct {
 	Settings *Settings   `json:"settings,omitempty"`
 }
 
+// setInFlight sets InFlight from the statements' time out and Seconds,
+// once both are in.
+func (r *Report) setInFlight() {
+	if r.Statements > 0 && r.Seconds > 0 {
+		v := float64(r.busy) / 1e9 / r.Seconds
+		r.InFlight = &v
+	}
+}
+
 // setStatements records the statements sent for r.Jobs jobs, and their
 // round trips given how BEGIN was sent (r.Settings.PipelineBegin).
 func (r *Report) setStatements(n counts) {
 	r.Statements = n.statements
+	r.busy = n.busy
 	r.RoundTrips = n.roundTrips(r.Settings != nil && r.Settings.PipelineBegin)
 	r.Claims = n.claims
 	if r.Jobs > 0 {
@@ -318,6 +335,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	if r.StatementsPerJob != nil {
 		fmt.Fprintf(b, "statements: %d sent by the queue clients, %.2f per job\n", r.Statements, *r.StatementsPerJob)
+		if r.InFlight != nil {
+			fmt.Fprintf(b, "in flight: %.2f statements out at once on average (sent, not yet answered)\n", *r.InFlight)
+		}
 	}
 	if r.RoundTripsPerJob != nil {
 		fmt.Fprintf(b, "round trips: %d between the queue clients and the SQL server, %.2f per job (RPCs inside a distributed engine are not seen here)\n",

@@ -405,6 +405,7 @@ func runSoak(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 	rec.fill(rep, secs+drain.Seconds(), 0, counters, int(pool.Stats().Total), counts{})
 	rep.Jobs = tr.done.Load()
 	rep.setStatements(c.stmts.load().since(stmts0))
+	rep.setInFlight()
 	if rep.Seconds > 0 {
 		rep.JobsPerS = float64(rep.Jobs) / rep.Seconds
 	}

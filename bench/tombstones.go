@@ -277,6 +277,7 @@ func runTombstones(ctx context.Context, c *Config, admin *skiplock.DB, rep *Repo
 		rep.JobsPerS = float64(worked) / secs
 	}
 	rep.setStatements(c.stmts.load().since(stmts0))
+	rep.setInFlight()
 	rep.DequeueMS, rep.LatencyMS = all.Summary(), perJob.Summary()
 	rep.Retries = Retries{BySQLState: map[string]int64{}}
 	rep.Connections = int(pool.Stats().Total)

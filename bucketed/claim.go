@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/txhook"
 	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/internal/watermark"
 	"github.com/skiplock/skiplock/retry"
@@ -138,7 +139,7 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 	var claimed []claimedJob
 	err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		var err error
-		claimed, err = claimRows(ctx, tx, q.sql.claim, p.args())
+		claimed, err = claimRows(txhook.Last(ctx), tx, q.sql.claim, p.args()) // one round trip
 		return err
 	})
 	if amb := (*retry.AmbiguousCommitError)(nil); errors.As(err, &amb) {

@@ -48,6 +48,12 @@ func (m *heldMode) budget() time.Duration {
 	return m.q.cfg.VisibilityTimeout - leaseMargin(m.q.cfg.VisibilityTimeout)
 }
 
+// inFlight: one held claim at a time. Each holds a connection while its
+// jobs run, and takes another to record itself; claims overlapping would
+// wait on each other's connections (Queue.heldSlots bounds the claims
+// open, not those still being made).
+func (m *heldMode) inFlight() int { return 1 }
+
 // claim takes a held claim of up to n jobs and hands them out with it.
 func (m *heldMode) claim(ctx context.Context, n int) ([]handed, error) {
 	h, err := m.q.claimHeld(ctx, m.cfg.Queue, n, m.cfg.Owner, m.budget())

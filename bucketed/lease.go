@@ -12,6 +12,7 @@ import (
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/errtext"
 	"github.com/skiplock/skiplock/internal/queryrows"
+	"github.com/skiplock/skiplock/internal/txhook"
 	"github.com/skiplock/skiplock/retry"
 )
 
@@ -123,7 +124,11 @@ func (q *Queue) completeBatch(ctx context.Context, jobs []*skiplock.Job, also fu
 	run := func(ids, tokens []int64) error {
 		return runTx(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 			var err error
-			if done, err = queryrows.Int64s(ctx, tx, q.sql.complete, ids, tokens); err != nil || also == nil || len(done) == 0 {
+			sctx := ctx
+			if also == nil {
+				sctx = txhook.Last(ctx) // one round trip: nothing follows
+			}
+			if done, err = queryrows.Int64s(sctx, tx, q.sql.complete, ids, tokens); err != nil || also == nil || len(done) == 0 {
 				return err
 			}
 			dj := make([]*skiplock.Job, len(done))
@@ -240,7 +245,7 @@ func (q *Queue) failBatch(ctx context.Context, failures []delayedFailure) ([]*sk
 	var done []int64
 	err = q.runFenced(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		var err error
-		done, err = queryrows.Int64s(ctx, tx, q.sql.fail, ids, tokens, texts, delays)
+		done, err = queryrows.Int64s(txhook.Last(ctx), tx, q.sql.fail, ids, tokens, texts, delays)
 		return err
 	})
 	if err != nil {
@@ -333,7 +338,7 @@ func (q *Queue) fencedBatch(ctx context.Context, what, sql string, jobs []*skipl
 	var done []int64
 	err = q.runFenced(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		var err error
-		done, err = queryrows.Int64s(ctx, tx, sql, append([]any{ids, tokens}, extra...)...)
+		done, err = queryrows.Int64s(txhook.Last(ctx), tx, sql, append([]any{ids, tokens}, extra...)...)
 		return err
 	})
 	if err != nil {
@@ -371,7 +376,7 @@ func (q *Queue) Extend(ctx context.Context, job *skiplock.Job, d time.Duration) 
 	var until *time.Time
 	err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		until = nil
-		rows, err := tx.Query(ctx, q.sql.extend, []int64{id}, []int64{job.LeaseToken}, d.Seconds())
+		rows, err := tx.Query(txhook.Last(ctx), q.sql.extend, []int64{id}, []int64{job.LeaseToken}, d.Seconds())
 		if err != nil {
 			return err
 		}

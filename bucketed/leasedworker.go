@@ -22,6 +22,17 @@ type leasedMode struct {
 	results chan result
 }
 
+// inFlight: leased claims overlap (producer.go, "Claims in flight"),
+// except under SERIALIZABLE isolation (CockroachDB's), where claims in
+// flight together conflict with each other and are retried: one at a
+// time there.
+func (m *leasedMode) inFlight() int {
+	if m.q.serializable() {
+		return 1
+	}
+	return maxClaimsInFlight
+}
+
 // claim claims up to n jobs under a lease and enters them in the book:
 // from now on the heartbeat keeps their leases.
 func (m *leasedMode) claim(ctx context.Context, n int) ([]handed, error) {

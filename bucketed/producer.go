@@ -2,7 +2,6 @@ package bucketed
 
 import (
 	"context"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -34,15 +33,20 @@ type claimMode interface {
 	// close follows the last work or giveBack: it returns once every
 	// result can be written (leased: to the completer; held: committed).
 	close()
+	// inFlight is how many claims may be in flight at once.
+	inFlight() int
 }
 
 // producer is a Worker's one claimer. It keeps every handler goroutine
 // fed: it claims for the goroutines that are free plus Prefetch more, and
 // hands the jobs over a channel, so a goroutine that finishes a job takes
-// its next one without waiting for a round trip. While the queue is empty
-// it alone polls (one statement per poll, whatever the number of
-// goroutines), backing off from IdleMin to PollInterval, and a Wake
-// signal ends the wait at once (see produce).
+// its next one without waiting for a round trip. It does not wait for a
+// claim to come back before sending the next (claims in flight, below):
+// behind a round trip of milliseconds, waiting would leave the goroutines
+// idle for each claim's round trip. While the queue is empty it alone
+// polls (one statement per poll, whatever the number of goroutines),
+// backing off from IdleMin to PollInterval, and a Wake signal ends the
+// wait at once (see produce).
 type producer struct {
 	svc     startstop.Service
 	q       *Queue
@@ -58,12 +62,29 @@ type producer struct {
 	held     atomic.Int64    // jobs claimed and not yet finished (ready + running)
 	hungry   atomic.Int64    // goroutines waiting on ready
 	stmts    atomic.Int64    // claim statements sent
-	parallel atomic.Int64    // rounds of parallel claims sent
+	parallel atomic.Int64    // claims sent while another was in flight
+
+	// Claims in flight, the producer goroutine's alone: each reports on
+	// back once; pending is the jobs they asked for, which count against
+	// the capacity as if held.
+	back     chan claimed
+	inFlight int
+	pending  int64
+}
+
+// claimed is what one claim in flight brought back: its jobs, how many it
+// asked for, its error.
+type claimed struct {
+	jobs  []handed
+	got   int // jobs brought back, when jobs is not kept (settle)
+	asked int
+	err   error
 }
 
 func newProducer(q *Queue, cfg *WorkerConfig, t *tally, b *breaker) *producer {
 	return &producer{q: q, cfg: cfg, tally: t, breaker: b,
-		ready: make(chan handed, cfg.Workers+cfg.Prefetch), slots: make(chan struct{}, 1), soon: make(chan struct{}, 1)}
+		ready: make(chan handed, cfg.Workers+cfg.Prefetch), slots: make(chan struct{}, 1), soon: make(chan struct{}, 1),
+		back: make(chan claimed, maxClaimsInFlight)}
 }
 
 // start runs the producer. ctx's cancellation is a hard stop: it ends a
@@ -74,11 +95,29 @@ func (p *producer) start(ctx context.Context) error {
 
 // stop makes the producer claim no more, which stops the Worker: the
 // runner starts no job taken from then on, and gives it back. It waits
-// for a claim in flight, whose jobs go back so, unless ctx ends first,
-// which cuts the claim short.
+// for the claims in flight, whose jobs go back so, unless ctx ends first,
+// which cuts them short.
 func (p *producer) stop(ctx context.Context) error {
 	return p.svc.StopContext(ctx)
 }
+
+// Claims in flight: while the goroutines want jobs, the producer sends a
+// claim as soon as the jobs it lacks make a claim worth sending, without
+// waiting for the claims it sent before, up to maxClaimsInFlight at once
+// (each holds a connection while it runs). Behind a round trip, a claim's
+// jobs arrive a round trip after it was sent; with one claim at a time
+// the goroutines would work through each claim's jobs and then wait out
+// the next one's round trip, at any number of goroutines. A claim that is
+// not the only one in flight asks for at least a share of the capacity
+// (minClaimShare of it, and minClaimChunk when many jobs are wanted at
+// once), so that claims overlap without shrinking into many small ones,
+// which cost the server more per job (docs/benchmarks.md, "Parallel
+// claims").
+const (
+	maxClaimsInFlight = 4
+	minClaimShare     = 4 // a claim beside others asks for at least capacity/minClaimShare
+	minClaimChunk     = 512
+)
 
 // produce is the producer's loop: it claims until stop ends, under hard,
 // which a hard stop ends.
@@ -91,15 +130,20 @@ func (p *producer) stop(ctx context.Context) error {
 // exactly PollInterval, so an idle queue polls once per interval. With
 // WorkerConfig.WaitWhenDrained, a claim that drained the queue waits for
 // a Wake (or PollInterval) instead of polling again within milliseconds.
+// Those waits, and the backoffs after a failed claim or while results
+// are refused, begin once no claim is in flight.
 func (p *producer) produce(stop, hard context.Context) {
 	p.quit = stop.Done() // before any job goes out: the runner reads it only after taking one
 	// The producer is ready's one sender: closing it when the producer
 	// returns (stop, hard stop) wakes every goroutine waiting for a job,
 	// which then wait on ready alone (a select over shared channels locks
-	// each of them, for each job of each goroutine).
+	// each of them, for each job of each goroutine). The claims in flight
+	// are handed first: the runner gives their jobs back.
 	defer close(p.ready)
+	defer p.settle() //nolint:errcheck // stopping: the jobs are handed, to go back
 	capacity := int64(p.cfg.Workers + p.cfg.Prefetch)
 	refill := int64(max(1, p.cfg.Prefetch/2))
+	share := max(refill, capacity/minClaimShare)
 	idle, failing, tripped := time.Duration(0), time.Duration(0), time.Duration(0)
 	probeFirst := false // the last wait was an idle poll's, ended by its timer
 	for {
@@ -108,11 +152,31 @@ func (p *producer) produce(stop, hard context.Context) {
 			return
 		default:
 		}
-		want := capacity - p.held.Load()
+		want := capacity - p.held.Load() - p.pending
+		most := p.mode.inFlight()
 		// Claim in batches of at least refill, unless a goroutine is
-		// waiting with nothing ready for it.
-		if want <= 0 || (want < refill && (p.hungry.Load() == 0 || len(p.ready) > 0)) {
+		// waiting with nothing ready or coming for it; beside another
+		// claim, in batches of at least share.
+		starved := p.hungry.Load() > 0 && len(p.ready) == 0 && p.inFlight == 0
+		if want <= 0 || p.inFlight >= most || (want < refill && !starved) || (p.inFlight > 0 && want < share) {
 			probeFirst = false
+			if p.inFlight > 0 {
+				got, ok := p.awaitClaim(p.slots)
+				if !ok {
+					return
+				}
+				if got == nil || (got.err == nil && len(got.jobs) == got.asked) {
+					continue
+				}
+				// A failed or short claim: take the others in, and go on
+				// as after a claim sent alone.
+				all := p.settle()
+				all.add(*got)
+				if idle, failing, ok = p.after(hard, all.got, all.err, idle, failing, &probeFirst); !ok {
+					return
+				}
+				continue
+			}
 			if ok, _ := p.pause(p.slots, nil, 0); !ok { // until demand changes
 				return
 			}
@@ -121,6 +185,10 @@ func (p *producer) produce(stop, hard context.Context) {
 		if p.breaker.tripped() {
 			// Results are refused: claim one job, once the jobs in hand are
 			// settled, at a growing interval, until a result goes through.
+			if p.inFlight > 0 {
+				p.settle()
+				continue
+			}
 			if p.held.Load() > 0 {
 				if ok, _ := p.pause(p.slots, nil, p.cfg.ErrorMax); !ok {
 					return
@@ -135,125 +203,136 @@ func (p *producer) produce(stop, hard context.Context) {
 		} else {
 			tripped = 0
 		}
-		var jobs []handed
-		asked := 0
-		found, err := true, error(nil)
 		if probeFirst {
-			found, err = p.q.pollHeads(hard, p.cfg.Queue)
+			// An idle poll's timer ended the wait: nothing is in flight.
+			probeFirst = false
+			found, err := p.q.pollHeads(hard, p.cfg.Queue)
 			p.stmts.Add(1)
-		}
-		if err == nil && found {
-			jobs, asked, err = p.claim(hard, int(want))
-		}
-		probeFirst = false
-		if err != nil && len(jobs) > 0 {
-			// One of parallel claims failed: the others' jobs are leased
-			// to this worker, so they are worked all the same.
-			p.hand(jobs)
-		}
-		switch {
-		case err != nil && hard.Err() != nil:
-			return
-		case err != nil:
-			failing = workloop.Grow(failing, p.cfg.ErrorMin, p.cfg.ErrorMax)
-			wait := workloop.Jitter(failing)
-			p.cfg.Logger.Warn("claim failed", logs.Err(err), "retry_in", wait.Round(time.Millisecond))
-			idle = 0
-			if ok, _ := p.pause(nil, nil, wait); !ok {
-				return
-			}
-			continue
-		}
-		if failing > 0 {
-			p.cfg.Logger.Info("claims recovered")
-			failing = 0
-		}
-		if len(jobs) > 0 {
-			p.hand(jobs)
-			if len(jobs) == asked {
-				idle = 0
-				continue // maybe more where these came from
+			if err != nil || !found {
+				var ok bool
+				if idle, failing, ok = p.after(hard, 0, err, idle, failing, &probeFirst); !ok {
+					return
+				}
+				continue
 			}
 		}
-		// A short claim (or none): the queue is drained for now. Poll again
-		// after the idle backoff (or at once when woken).
-		next := workloop.Grow(idle, p.cfg.IdleMin, p.cfg.PollInterval)
-		switch {
-		case len(jobs) > 0 && p.cfg.WaitWhenDrained:
-			next = p.cfg.PollInterval // until a Wake
-		case len(jobs) > 0:
-			next = p.cfg.IdleMin
-		}
-		wait := workloop.Jitter(next)
-		if next == p.cfg.PollInterval && (idle == next || p.cfg.WaitWhenDrained) {
-			wait = next // idle: one poll per interval, from the last claim
-		}
-		idle = next
-		ok, woken := p.pause(p.cfg.Wake, p.soon, wait)
-		if !ok {
-			return
-		}
-		probeFirst = !woken
+		p.send(hard, want, share, most)
 	}
 }
 
-// Parallel claims: when many goroutines are free (a burn-down, a start
-// on a full queue), one claim of all they want would hold the producer
-// for a long statement while completions and other claims could run
-// beside it. It sends up to maxParallelClaims claims at once instead, of
-// at least minClaimChunk jobs each (fewer wanted: one claim, as before).
-// Each starts at its own bucket (the Queue rotates the start), so they
-// mostly lock different rows. Fewer, larger claims do better than many
-// small ones (docs/benchmarks.md, "Parallel claims").
-const (
-	maxParallelClaims = 4
-	minClaimChunk     = 512
-)
+// after goes on from a claim that brought back fewer jobs than it asked
+// for (the queue is drained for now), or failed, once no claim is in
+// flight and their jobs (got) are handed: it waits, and returns the idle
+// and failing backoffs grown or reset. ok is false when the producer is
+// stopping; probeFirst says whether the next claim probes first.
+func (p *producer) after(hard context.Context, got int, err error, idle, failing time.Duration, probeFirst *bool) (time.Duration, time.Duration, bool) {
+	switch {
+	case err != nil && hard.Err() != nil:
+		return idle, failing, false
+	case err != nil:
+		failing = workloop.Grow(failing, p.cfg.ErrorMin, p.cfg.ErrorMax)
+		wait := workloop.Jitter(failing)
+		p.cfg.Logger.Warn("claim failed", logs.Err(err), "retry_in", wait.Round(time.Millisecond))
+		ok, _ := p.pause(nil, nil, wait)
+		return 0, failing, ok
+	}
+	if failing > 0 {
+		p.cfg.Logger.Info("claims recovered")
+		failing = 0
+	}
+	// A short claim (or none): the queue is drained for now. Poll again
+	// after the idle backoff (or at once when woken).
+	next := workloop.Grow(idle, p.cfg.IdleMin, p.cfg.PollInterval)
+	switch {
+	case got > 0 && p.cfg.WaitWhenDrained:
+		next = p.cfg.PollInterval // until a Wake
+	case got > 0:
+		next = p.cfg.IdleMin
+	}
+	wait := workloop.Jitter(next)
+	if next == p.cfg.PollInterval && (idle == next || p.cfg.WaitWhenDrained) {
+		wait = next // idle: one poll per interval, from the last claim
+	}
+	idle = next
+	ok, woken := p.pause(p.cfg.Wake, p.soon, wait)
+	*probeFirst = ok && !woken
+	return idle, failing, ok
+}
 
-// claim claims up to want jobs (at most MaxClaim per statement) through
-// the claim mode and returns them with how many it asked for: fewer back
-// means the queue is drained for now. With parallel claims, a failure of
-// one is returned with the jobs the others claimed.
-func (p *producer) claim(ctx context.Context, want int) (jobs []handed, asked int, err error) {
-	parts := min(maxParallelClaims, (want+minClaimChunk-1)/minClaimChunk)
-	if parts <= 1 {
-		asked = min(want, MaxClaim)
-		began := time.Now()
-		jobs, err = p.mode.claim(ctx, asked)
-		p.stmts.Add(1)
-		p.tally.claimedIn(len(jobs), time.Since(began))
-		return jobs, asked, err
-	}
-	p.parallel.Add(1)
+// send sends claims for want jobs, at most MaxClaim each, without
+// waiting for them: one, or, when many jobs are wanted at once (a
+// burn-down, a start on a full queue), several of at least minClaimChunk
+// side by side, each starting at its own bucket (the Queue rotates the
+// start), so they mostly lock different rows, within most in flight.
+func (p *producer) send(ctx context.Context, want, share int64, most int) {
+	room := int64(most - p.inFlight)
+	parts := min(room, (want+minClaimChunk-1)/minClaimChunk)
 	chunk := min((want+parts-1)/parts, MaxClaim)
-	type claimed struct {
-		jobs []handed
-		err  error
-	}
-	chunks := make([]claimed, parts)
-	var wg sync.WaitGroup
-	for i := range parts {
+	for i := int64(0); i < parts; i++ {
 		n := min(chunk, want-i*chunk)
-		if n <= 0 {
+		if n <= 0 || (i > 0 && n < share) {
 			break
 		}
-		asked += n
-		wg.Go(func() {
-			began := time.Now()
-			got, err := p.mode.claim(ctx, n)
-			p.tally.claimedIn(len(got), time.Since(began))
-			chunks[i] = claimed{got, err}
-		})
-	}
-	wg.Wait()
-	for _, c := range chunks {
-		p.stmts.Add(1)
-		jobs = append(jobs, c.jobs...)
-		if err == nil {
-			err = c.err
+		if p.inFlight > 0 {
+			p.parallel.Add(1)
 		}
+		p.inFlight++
+		p.pending += n
+		p.stmts.Add(1)
+		go func() {
+			began := time.Now()
+			got, err := p.mode.claim(ctx, int(n))
+			p.tally.claimedIn(len(got), time.Since(began))
+			p.back <- claimed{jobs: got, asked: int(n), err: err}
+		}()
 	}
-	return jobs, asked, err
+}
+
+// awaitClaim waits for a claim in flight to come back, a signal on
+// demand, or the producer's stop. A claim that came back is taken in (its
+// jobs handed: even a failed claim's, which some of parallel statements
+// may have claimed) and returned. ok is false when stopping.
+func (p *producer) awaitClaim(demand <-chan struct{}) (got *claimed, ok bool) {
+	select {
+	case <-p.quit:
+		return nil, false
+	case <-demand:
+		return nil, true
+	case c := <-p.back:
+		p.takeIn(c)
+		return &c, true
+	}
+}
+
+// takeIn accounts for a claim that came back and hands its jobs.
+func (p *producer) takeIn(c claimed) {
+	p.inFlight--
+	p.pending -= int64(c.asked)
+	if len(c.jobs) > 0 {
+		p.hand(c.jobs)
+	}
+}
+
+// settle waits for every claim in flight, takes each in, and returns what
+// they brought back together: how many jobs, how many they asked for, the
+// first error.
+func (p *producer) settle() claimed {
+	var all claimed
+	for p.inFlight > 0 {
+		c := <-p.back
+		p.takeIn(c)
+		all.add(c)
+	}
+	return all
+}
+
+// add counts c's jobs and asked into a, and its error if a has none.
+func (a *claimed) add(c claimed) {
+	a.got += len(c.jobs)
+	a.asked += c.asked
+	if a.err == nil {
+		a.err = c.err
+	}
 }
 
 // hand counts claimed jobs and queues them for the goroutines.

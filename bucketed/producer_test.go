@@ -92,8 +92,8 @@ func producerClaims(t *testing.T, workers, prefetch, flush int, parallel, backlo
 		t.Fatalf("batches of %d results: the backlog completers wrote none", flush)
 	}
 	// A claim per goroutine request would need jobs statements.
-	if got := w.ParallelClaims() > 0; got != parallel {
-		t.Fatalf("parallel claims sent: %v, want %v", got, parallel)
+	if got := w.ParallelClaims() > 0; parallel && !got {
+		t.Fatal("600 goroutines on a full queue: no claim was sent beside another")
 	}
 	if stmts := w.ClaimStatements(); stmts >= jobs/batch {
 		t.Fatalf("%d claim statements for %d jobs: claims were not shared", stmts, jobs)

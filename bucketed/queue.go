@@ -108,6 +108,17 @@ func (q *Queue) recheckLayout(ctx context.Context) {
 	q.cfg.Logger.Warn("the schema's bucket count changed under this process (it was migrated again): claims now scan every bucket", "layout", "bucketed", "schema", q.cfg.Schema, "buckets", n, "was", old)
 }
 
+// serializable reports whether the queue's transactions run at
+// SERIALIZABLE: asked for, or the engine's default (CockroachDB's, and a
+// personality's that gives it).
+func (q *Queue) serializable() bool {
+	iso := q.genericRetry.Isolation
+	if iso == skiplock.IsoDefault {
+		iso = q.db.Dialect().DefaultIsolation
+	}
+	return iso == skiplock.IsoSerializable || q.db.Personality() == skiplock.PersonalityCockroach
+}
+
 // DB is the database the queue runs on.
 func (q *Queue) DB() *skiplock.DB { return q.db }
 

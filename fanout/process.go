@@ -10,6 +10,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/errtext"
+	"github.com/skiplock/skiplock/internal/txhook"
 	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/internal/workloop"
 	"github.com/skiplock/skiplock/retry"
@@ -239,7 +240,10 @@ func (q *Queue) handle(ctx context.Context, tx skiplock.Tx, h Handler, job *skip
 	if err := workloop.Call(func() error { return h(ctx, handlerTx{tx}, job) }); err != nil {
 		return &handlerError{err: err}
 	}
-	n, err := tx.Exec(ctx, q.sql.del, job.ID)
+	// The removal is the transaction's last statement: its COMMIT goes
+	// in the same round trip (txhook.Last). When it fails, the server
+	// skipped that COMMIT and Process rolls back.
+	n, err := tx.Exec(txhook.Last(ctx), q.sql.del, job.ID)
 	if skiplock.SQLState(err) == "25P02" {
 		return &handlerError{err: fmt.Errorf("the handler returned no error but left its transaction aborted (it ignored a failed statement): %w", err)}
 	}
@@ -247,8 +251,9 @@ func (q *Queue) handle(ctx context.Context, tx skiplock.Tx, h Handler, job *skip
 		return err
 	}
 	if n != 1 {
-		// Cannot happen while we hold the row lock; if it does, do
-		// not commit the handler's work without the removal.
+		// Cannot happen while we hold the row lock. Were it to, the
+		// COMMIT has gone with the delete all the same: the error says
+		// so, and a failure recorded for the job finds it gone.
 		return fmt.Errorf("job %s vanished while locked (the delete removed %d rows)", job.ID, n)
 	}
 	return nil
@@ -267,7 +272,7 @@ func (q *Queue) buryLost(ctx context.Context, tx skiplock.Tx, job *skiplock.Job)
 	if job.LastError != "" {
 		msg += "; the last recorded error: " + job.LastError
 	}
-	n, err := tx.Exec(ctx, q.sql.buryLost, job.ID, errtext.Of(errors.New(msg)))
+	n, err := tx.Exec(txhook.Last(ctx), q.sql.buryLost, job.ID, errtext.Of(errors.New(msg))) // the transaction's last
 	if err == nil && n != 1 {
 		err = fmt.Errorf("job %s vanished while locked (moving it to job_dead moved %d rows)", job.ID, n)
 	}

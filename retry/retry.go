@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/txhook"
 	"github.com/skiplock/skiplock/internal/usage"
 )
 
@@ -200,6 +201,7 @@ func runOnce(ctx context.Context, b skiplock.Beginner, opts skiplock.TxOptions, 
 	if err != nil {
 		return err
 	}
+	ctx, commitSent := txhook.Tracked(ctx)
 	committing := false
 	defer func() {
 		if committing {
@@ -210,11 +212,20 @@ func runOnce(ctx context.Context, b skiplock.Beginner, opts skiplock.TxOptions, 
 		tx.Rollback(rctx) //nolint:errcheck // fn's error (or panic) is the one to report; a failed rollback closes the connection
 	}()
 	if err := fn(ctx, tx); err != nil {
+		if commitSent() && !serverRolledBack(err) {
+			// The COMMIT went with fn's last statement, and what failed
+			// is not the server refusing a statement (which skips the
+			// COMMIT): the connection failed, or fn after the statement.
+			// Whether it committed is not known.
+			return &AmbiguousCommitError{Err: err}
+		}
 		return err
 	}
-	if err := ctx.Err(); err != nil {
+	if err := ctx.Err(); err != nil && !commitSent() {
 		// Checked here because after COMMIT is sent a cancel makes the
-		// outcome unknown; before, the rollback is certain.
+		// outcome unknown; before, the rollback is certain. A COMMIT that
+		// went with the last statement (txhook.Last) is past that point:
+		// Commit reads its outcome.
 		return fmt.Errorf("retry: context ended before COMMIT, rolled back: %w", err)
 	}
 	committing = true

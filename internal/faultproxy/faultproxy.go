@@ -50,6 +50,8 @@ type Proxy struct {
 	// held counts chunks sent through a latency delay line; minHeld is
 	// the shortest time one was held, in nanoseconds (-1: none yet).
 	held, minHeld atomic.Int64
+	// toServer counts the chunks read from clients.
+	toServer atomic.Int64
 }
 
 // Start listens on 127.0.0.1 (a free port) and forwards to target, a
@@ -80,6 +82,12 @@ func (p *Proxy) Stats() (accepted, cut, delayed int64) {
 func (p *Proxy) Held() (chunks int64, shortest time.Duration) {
 	return p.held.Load(), time.Duration(max(p.minHeld.Load(), 0))
 }
+
+// ToServer returns how many chunks the proxy has read from its clients.
+// A client's one network write arrives as one chunk, and writes it made
+// while waiting for an answer in between arrive as several, so for a
+// client that waits between its writes it counts round trips.
+func (p *Proxy) ToServer() int64 { return p.toServer.Load() }
 
 // SetConfig changes the faults for traffic from now on.
 func (p *Proxy) SetConfig(cfg Config) {
@@ -184,6 +192,9 @@ func (p *Proxy) pipe(dst, src net.Conn, faulty bool) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		if n > 0 && faulty {
+			p.toServer.Add(1)
+		}
 		if n > 0 && !p.forward(dst, src, buf[:n], faulty) {
 			return
 		}
@@ -236,6 +247,9 @@ func (p *Proxy) delayLine(dst, src net.Conn, faulty bool, latency time.Duration)
 		for {
 			buf := make([]byte, 32<<10)
 			n, err := src.Read(buf)
+			if n > 0 && faulty {
+				p.toServer.Add(1)
+			}
 			if n > 0 {
 				line <- stamped{data: buf[:n], read: time.Now()}
 			}

@@ -196,9 +196,10 @@ func TestOpenForcedYugabyteOnPostgresFailsCleanly(t *testing.T) {
 	if !usage.Is(err) || !strings.Contains(err.Error(), "the server is postgres") {
 		t.Fatalf("want a usage error naming the real engine, got %v", err)
 	}
-	if after := backends(t, db); after > before+1 {
-		t.Fatalf("connections grew from %d to %d after a refused forced-yugabyte Open", before, after)
-	}
+	// A leak stays; a connection of an earlier test still closing goes.
+	testdb.WaitFor(t, "the server's client backends back to at most one more than before the refused Open", 10*time.Second, func() bool {
+		return backends(t, db) <= before+1
+	})
 }
 
 // TestAutoOpenNeverSendsLoadBalanceToPostgres is the smart-driver rule (docs/design.md, "Drivers") proper: auto

@@ -54,9 +54,75 @@ func (a pipelinedPool) Acquire(ctx context.Context) (Conn, error) {
 }
 
 // pipelinedConn is an acquired connection whose transactions pipeline
-// their BEGIN.
+// their BEGIN, and whose queries under txhook.Ahead return once sent.
 type pipelinedConn struct {
 	jackcConn
+}
+
+// Query under txhook.Ahead sends the statement as a batch of one, which
+// pgx writes before it returns (once the statement is prepared on this
+// connection), and reads its answer when the rows are first read.
+func (a pipelinedConn) Query(ctx context.Context, sql string, args ...any) (Rows, error) {
+	if !txhook.IsAhead(ctx) {
+		return a.jackcConn.Query(ctx, sql, args...)
+	}
+	b := &pgx.Batch{}
+	b.Queue(sql, args...)
+	return interpretedRows{&aheadRows{br: a.q.Conn().SendBatch(ctx, b)}}, nil
+}
+
+// aheadRows are the rows of a statement sent ahead: the first Next reads
+// its answer.
+type aheadRows struct {
+	br     pgx.BatchResults
+	rows   pgx.Rows
+	err    error // reading the answer failed
+	closed bool
+}
+
+func (r *aheadRows) Next() bool {
+	if r.closed || r.err != nil {
+		return false
+	}
+	if r.rows == nil {
+		if r.rows, r.err = r.br.Query(); r.err != nil {
+			r.Close()
+			return false
+		}
+	}
+	if r.rows.Next() {
+		return true
+	}
+	r.Close()
+	return false
+}
+
+func (r *aheadRows) Scan(dest ...any) error { return r.rows.Scan(dest...) }
+
+func (r *aheadRows) Err() error {
+	if r.err != nil {
+		return r.err
+	}
+	if r.rows != nil {
+		return r.rows.Err()
+	}
+	return nil
+}
+
+func (r *aheadRows) Close() {
+	if r.closed {
+		return
+	}
+	r.closed = true
+	if r.rows != nil {
+		r.rows.Close()
+		if err := r.rows.Err(); err != nil && r.err == nil {
+			r.err = err
+		}
+	}
+	if err := r.br.Close(); err != nil && r.err == nil {
+		r.err = err
+	}
 }
 
 func (a pipelinedConn) Begin(ctx context.Context, opts TxOptions) (Tx, error) {

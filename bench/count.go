@@ -30,14 +30,16 @@ import (
 // It also sums the time the statements were out (sent and not yet
 // answered, rows read to the end): over a run's seconds, how many were in
 // flight on average.
-type stmtCounter struct{ n, begins, lastCommits, claims, busy atomic.Int64 }
+// Statements sent ahead (txhook.Ahead: a fanout attempt's count, which
+// travels beside the job's handler) are counted apart too.
+type stmtCounter struct{ n, begins, lastCommits, claims, busy, ahead atomic.Int64 }
 
 // counts is a reading of a stmtCounter; busy is in nanoseconds.
-type counts struct{ statements, begins, lastCommits, claims, busy int64 }
+type counts struct{ statements, begins, lastCommits, claims, busy, ahead int64 }
 
 // since is what was counted between from and c.
 func (c counts) since(from counts) counts {
-	return counts{c.statements - from.statements, c.begins - from.begins, c.lastCommits - from.lastCommits, c.claims - from.claims, c.busy - from.busy}
+	return counts{c.statements - from.statements, c.begins - from.begins, c.lastCommits - from.lastCommits, c.claims - from.claims, c.busy - from.busy, c.ahead - from.ahead}
 }
 
 // timer returns the counter that times a statement sent under ctx (nil:
@@ -99,7 +101,7 @@ func (s *stmtCounter) load() counts {
 	if s == nil {
 		return counts{}
 	}
-	return counts{s.n.Load(), s.begins.Load(), s.lastCommits.Load(), s.claims.Load(), s.busy.Load()}
+	return counts{s.n.Load(), s.begins.Load(), s.lastCommits.Load(), s.claims.Load(), s.busy.Load(), s.ahead.Load()}
 }
 
 // query counts a statement that returns rows, noting a claim.
@@ -139,6 +141,9 @@ func (c counted) Exec(ctx context.Context, sql string, args ...any) (int64, erro
 func (c counted) Query(ctx context.Context, sql string, args ...any) (skiplock.Rows, error) {
 	c.s.query(ctx, sql)
 	t, sent := c.s.timer(ctx)
+	if t != nil && txhook.IsAhead(ctx) {
+		t.ahead.Add(1)
+	}
 	rows, err := c.q.Query(ctx, sql, args...)
 	if err != nil {
 		t.out(sent)

@@ -65,6 +65,11 @@ type Report struct {
 	// estimates from the plan. Null for pgbench.
 	RoundTrips       int64    `json:"round_trips,omitempty"`
 	RoundTripsPerJob *float64 `json:"round_trips_per_job"`
+	// Ahead is how many of those round trips were statements sent ahead,
+	// beside a job's handler rather than on its path (a fanout attempt's
+	// count: txhook.Ahead); PathRoundTripsPerJob is the others over Jobs.
+	Ahead                int64    `json:"ahead,omitempty"`
+	PathRoundTripsPerJob *float64 `json:"path_round_trips_per_job,omitempty"`
 	// InFlight is how many of those statements were out at once on
 	// average: the time each spent sent and not yet answered (its rows
 	// read), summed, over Seconds. Behind a round trip it says how much
@@ -141,6 +146,10 @@ func (r *Report) setStatements(n counts) {
 	if r.Jobs > 0 {
 		per, trips := float64(n.statements)/float64(r.Jobs), float64(r.RoundTrips)/float64(r.Jobs)
 		r.StatementsPerJob, r.RoundTripsPerJob = &per, &trips
+		if n.ahead > 0 {
+			path := float64(r.RoundTrips-n.ahead) / float64(r.Jobs)
+			r.Ahead, r.PathRoundTripsPerJob = n.ahead, &path
+		}
 	}
 	if n.claims > 0 {
 		per := float64(r.Jobs) / float64(n.claims)
@@ -342,6 +351,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 	if r.RoundTripsPerJob != nil {
 		fmt.Fprintf(b, "round trips: %d between the queue clients and the SQL server, %.2f per job (RPCs inside a distributed engine are not seen here)\n",
 			r.RoundTrips, *r.RoundTripsPerJob)
+		if r.PathRoundTripsPerJob != nil {
+			fmt.Fprintf(b, "  of them %d sent ahead, beside a job's handler: %.2f per job on the job's path\n", r.Ahead, *r.PathRoundTripsPerJob)
+		}
 	}
 	if r.JobsPerClaim != nil {
 		fmt.Fprintf(b, "claims: %d, %.2f jobs per claim\n", r.Claims, *r.JobsPerClaim)

@@ -282,6 +282,9 @@ func runTombstones(ctx context.Context, c *Config, admin *skiplock.DB, rep *Repo
 	rep.Retries = Retries{BySQLState: map[string]int64{}}
 	rep.Connections = int(pool.Stats().Total)
 
+	if err := settleStats(ctx, pool); err != nil {
+		return err
+	}
 	fresh, dropFresh, err := freshTable(ctx, c, admin, pool, mk, name)
 	if err != nil {
 		return err
@@ -410,4 +413,38 @@ func perClaim(v *float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1f", *v)
+}
+
+// settleStats waits until the backends of pool have published their
+// table statistics (n_dead_tup): PostgreSQL flushes a backend's counts at
+// the end of a transaction at most once a second (PGSTAT_MIN_INTERVAL in
+// src/backend/utils/activity/pgstat.c), so the counts of a burn-down's
+// last second would show only once the backend had idled ten seconds. It
+// waits out that second, then ends a transaction on each of the pool's
+// connections, holding them all so that each is a different backend.
+func settleStats(ctx context.Context, pool skiplock.Pool) error {
+	t := time.NewTimer(1100 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+	}
+	var held []skiplock.Conn
+	defer func() {
+		for _, c := range held {
+			c.Release()
+		}
+	}()
+	for range pool.Stats().Total {
+		c, err := pool.Acquire(uncounted(ctx))
+		if err != nil {
+			return fmt.Errorf("settle the statistics: %w", err)
+		}
+		held = append(held, c)
+		if _, err := c.Exec(uncounted(ctx), "SELECT 1"); err != nil {
+			return fmt.Errorf("settle the statistics: %w", err)
+		}
+	}
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/fanout"
 	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -211,8 +212,8 @@ func TestConfigDefaultsAndUsage(t *testing.T) {
 		t.Fatalf("latency defaults %+v", c)
 	}
 	c, err = (&Config{Scenario: ScenarioLatency, Mode: ModeTx, Workers: 20}).withDefaults()
-	// 20 workers, the 5 that count their attempts, the client's one.
-	if err != nil || c.Layout != schema.LayoutFanout || c.Conns != 26 {
+	// 20 workers, the 10 that count their attempts, the client's one.
+	if err != nil || c.Layout != schema.LayoutFanout || c.Conns != 20+fanout.RecorderConns(20)+1 || c.Conns != 31 {
 		t.Fatalf("tx mode: %+v, %v", c, err)
 	}
 	c, err = (&Config{Scenario: ScenarioLock}).withDefaults()

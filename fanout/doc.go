@@ -104,19 +104,29 @@
 //
 // # Failures
 //
-// Every attempt is counted before its handler runs, where neither a
-// rollback nor the death of the worker can erase it: in the side table
-// <schema>.job_attempt (job_id, attempts, started_at, retry_at), by an
-// autocommit upsert sent over another connection once the claim has locked
-// the job's row. (The job's own transaction cannot commit early, and a
-// second session updating job_queue's row would wait on our own lock.) If
-// the count comes back above max_attempts, the handler does not run: the
-// attempts were used up by workers that recorded no result (killed, out of
-// memory, os.Exit, a lost connection), and the claim's transaction moves
-// the job to job_dead with a last_error saying its worker died
+// Every attempt is counted where neither a rollback nor the death of the
+// worker can erase it: in the side table <schema>.job_attempt (job_id,
+// attempts, started_at, retry_at), by an autocommit upsert sent over
+// another connection once the claim has locked the job's row. (The job's
+// own transaction cannot commit early, and a second session updating
+// job_queue's row would wait on our own lock.) The count is written to the
+// server before the handler starts and answered while it runs, off the
+// job's path: the server applies a statement it has received even when
+// the worker dies right after. A failed attempt waits for its count before
+// its rollback unlocks the job. The claim reads the count so far: if the
+// attempt about to start is past max_attempts, the handler does not run:
+// the attempts were used up by workers that recorded no result (killed,
+// out of memory, os.Exit, a lost connection), and the claim's transaction
+// moves the job to job_dead with a last_error saying its worker died
 // (Result.HandlerErr wraps [ErrWorkerDied]). So a handler runs at most
 // max_attempts times per job, also when it kills its process every time
-// and under contention. Only the worker holding a job's row lock counts
+// and under contention; once more only if a claim reads the count in the
+// moment between a killed worker's lock being released and its count,
+// sent earlier on another connection, being applied. The claim's read of
+// the count can also predate a count committed in the moment before it
+// locked the job: the last two attempts therefore wait for their count
+// before their handler runs, and an earlier attempt's Job.Attempts can
+// read one low in that race (the count stored is exact). Only the worker holding a job's row lock counts
 // it, and every other writer of a job_attempt row takes that lock first,
 // so the count never waits on another session's lock.
 //

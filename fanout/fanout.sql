@@ -44,9 +44,14 @@
 -- SubPlan (one primary-key probe for each row the scan reaches, which
 -- finds nothing for a job never claimed), so each shard's scan stays one
 -- index range scan of job_queue. The subquery reads no rows for locking:
--- FOR UPDATE locks job_queue's row only.
+-- FOR UPDATE locks job_queue's row only. After the job's columns comes
+-- "counted", the job's attempts counted so far (job_attempt's, 0 without
+-- a row): the attempt about to start is the next, and is counted while
+-- its handler runs (doc.go, "Failures").
 SELECT "h"."n", "c".* FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS "h" ("lo", "after", "hi", "n")
-CROSS JOIN LATERAL (SELECT /* TEMPLATE: job_columns */ FROM /* TEMPLATE: queue_table */ AS "j"
+CROSS JOIN LATERAL (SELECT /* TEMPLATE: job_columns */,
+    coalesce((SELECT "a"."attempts" FROM /* TEMPLATE: attempt_table */ AS "a" WHERE "a"."job_id" = "j"."id"), 0) AS "counted"
+  FROM /* TEMPLATE: queue_table */ AS "j"
   WHERE "id" >= "h"."lo" AND "id" > "h"."after" AND "id" < "h"."hi" AND "queue" = $4 AND /* TEMPLATE: not_paused */ $4)
     AND NOT coalesce((SELECT "a"."retry_at" > now() FROM /* TEMPLATE: attempt_table */ AS "a" WHERE "a"."job_id" = "j"."id"), false)
   ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED) AS "c"
@@ -61,8 +66,11 @@ LIMIT 1;
 -- queue whose first shard came up empty. With the shard unions
 -- (CockroachDB, below) it is the only locking statement: the start shard,
 -- then each shard shards_after returned. One ordered locking range scan,
--- bounded to the shard, with LIMIT 1 on the scan itself.
-SELECT /* TEMPLATE: job_columns */ FROM /* TEMPLATE: queue_table */ AS "j"
+-- bounded to the shard, with LIMIT 1 on the scan itself. It returns the
+-- job and "counted", as claim does.
+SELECT /* TEMPLATE: job_columns */,
+  coalesce((SELECT "a"."attempts" FROM /* TEMPLATE: attempt_table */ AS "a" WHERE "a"."job_id" = "j"."id"), 0) AS "counted"
+FROM /* TEMPLATE: queue_table */ AS "j"
 WHERE "id" >= $1 AND "id" > $2 AND "id" < $3 AND "queue" = $4 AND /* TEMPLATE: not_paused */ $4)
   AND NOT coalesce((SELECT "a"."retry_at" > now() FROM /* TEMPLATE: attempt_table */ AS "a" WHERE "a"."job_id" = "j"."id"), false)
 ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED;

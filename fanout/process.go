@@ -93,6 +93,18 @@ func (e *handlerError) Unwrap() error { return e.err }
 // another worker took the job over). The dead row's last_error says so.
 var ErrWorkerDied = errors.New("fanout: the job's last attempt ended without a recorded result: its worker died, was killed or lost its connection mid-job")
 
+// exactAttempts: a claim reads the job's count so far in its statement's
+// snapshot, which can predate a count that committed just before the
+// claim locked the job (an attempt that failed in that moment; READ
+// COMMITTED takes the snapshot at the statement's start). The attempt
+// about to start is then one later than the claim says. An attempt whose
+// number as read is within exactAttempts of max_attempts therefore waits
+// for its count's answer before its handler runs, so that the last two
+// attempts run with their true number and none runs past max_attempts;
+// earlier ones run while their count travels, and their handler's
+// Job.Attempts can read one low in that race (the count stored is exact).
+const exactAttempts = 2
+
 // giveBackTimeout bounds the statement that takes back an attempt's count
 // after a hard stop or before a transaction retry.
 const giveBackTimeout = 10 * time.Second
@@ -127,8 +139,10 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter)
 		return Result{}, usage.Errorf("fanout: Process needs a handler")
 	}
 	res := Result{Started: time.Now()}
+	var count *counting // the last attempt's count, on its way
 	err := retry.Run(ctx, q.holding, q.cfg.Retry, func(ctx context.Context, tx skiplock.Tx) (err error) {
 		res = Result{Tries: res.Tries + 1, Started: res.Started}
+		count = nil
 		start := time.Now()
 		job, err := q.claim(ctx, tx, queue)
 		res.Claimed = time.Now()
@@ -145,21 +159,52 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter)
 				q.marks.ProbeSoon(queue)
 			}
 		}()
-		n, err := q.countAttempt(ctx, c, job.ID)
-		if err != nil {
-			return fmt.Errorf("count attempt of job %s before its handler runs: %w", job.ID, err)
-		}
-		job.Attempts = n
-		if n > job.MaxAttempts {
+		// job.Attempts is the attempt about to start (the claim read the
+		// count so far). One past max_attempts: the last attempt's worker
+		// died; the job goes to job_dead without running.
+		if job.Attempts > job.MaxAttempts {
 			res.Dead = true
 			return q.buryLost(ctx, tx, job)
 		}
+		// The count goes out before the handler runs and is answered while
+		// it runs: off the job's path, yet sent by a worker that the
+		// handler kills.
+		if count, err = q.countAhead(ctx, c, job.ID); err != nil {
+			return fmt.Errorf("count attempt of job %s before its handler runs: %w", job.ID, err)
+		}
+		if job.Attempts >= job.MaxAttempts-exactAttempts {
+			// The last attempts wait for their count (see exactAttempts):
+			// no attempt may run past max_attempts, and the handler of
+			// the last ones sees their true number.
+			n, err := count.wait()
+			if err != nil {
+				return fmt.Errorf("count attempt of job %s before its handler runs: %w", job.ID, err)
+			}
+			if job.Attempts = n; n > job.MaxAttempts {
+				res.Dead = true
+				return q.buryLost(ctx, tx, job)
+			}
+		}
 		err = q.handle(ctx, tx, h, job)
-		if err != nil && (ctx.Err() != nil || retry.Classify(err) == retry.Retryable) {
+		if err == nil {
+			return nil
+		}
+		// The rollback unlocks the job's row: its count must have landed
+		// by then, so that a claim after it sees the count (whose
+		// retry_at holds the job off until the failure is recorded) and
+		// starts the attempt after this one.
+		n, cerr := count.wait()
+		if cerr == nil {
+			job.Attempts = n
+		}
+		if ctx.Err() != nil || retry.Classify(err) == retry.Retryable {
 			// A hard stop or a transaction the engine will run again is
 			// not the job's failure: take its count back while this
 			// transaction still holds the job's row, so that no other
 			// claim can have counted since.
+			if cerr != nil {
+				return fmt.Errorf("%w (its attempt count failed, so whether the attempt counts is not known: %v)", err, cerr)
+			}
 			gctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), giveBackTimeout)
 			defer cancel()
 			if gerr := q.giveBackAttempt(gctx, c, job.ID); gerr != nil {
@@ -168,6 +213,14 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter)
 		}
 		return err
 	})
+	if count != nil && res.Job != nil && err != nil {
+		// An ambiguous commit's resolution reads the count: it must have
+		// landed, and its number is the attempt's (a failed attempt's
+		// was waited for before its rollback).
+		if n, cerr := count.wait(); cerr == nil {
+			res.Job.Attempts = n
+		}
+	}
 	var amb *retry.AmbiguousCommitError
 	if errors.As(err, &amb) && res.Job != nil && q.committed(ctx, res.Job) {
 		// Only a transaction whose job was handled (or moved to
@@ -179,8 +232,9 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter)
 		q.marks.ProbeSoon(queue) // a failed or unknown commit: the job may be back
 	}
 	if err == nil && res.Job != nil {
-		// Processed or moved to job_dead, and committed: its count can go.
-		c.forget(ctx, res.Job.ID)
+		// Processed or moved to job_dead, and committed: its count can go,
+		// once it has landed.
+		q.forgetCounted(ctx, c, count, res.Job.ID)
 	}
 	switch {
 	case err == nil:
@@ -217,6 +271,18 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter)
 	}
 	res.Dead = false // a move to job_dead that did not commit (or may not have)
 	return res, fmt.Errorf("fanout: process a job of queue %q: %w", queue, err)
+}
+
+// forgetCounted drops job id's count, once count (nil: none sent) has
+// landed. It rarely waits: the count went out before the handler, a
+// round trip before the commit's answer came back.
+func (q *Queue) forgetCounted(ctx context.Context, c counter, count *counting, id string) {
+	if count != nil {
+		if _, err := count.wait(); err != nil {
+			return // nothing counted, or a row the pruner removes
+		}
+	}
+	c.forget(ctx, id)
 }
 
 // committed resolves an ambiguous commit of job's transaction from the

@@ -10,33 +10,73 @@ import (
 	"github.com/skiplock/skiplock/internal/logs"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/txhook"
 )
 
 // counter gives the connection that a claimed job's attempt is counted
 // over in job_attempt before its handler runs, outside the claim's
 // transaction (and taken back when the attempt turns out not to be the
-// job's failure: countAttempt, giveBackAttempt). The caller holds the
+// job's failure: countAhead, giveBackAttempt). The caller holds the
 // job's row lock throughout, so no other claim counts the job at the same
 // time. withConn does not cut the statement short when ctx ends (only
 // recordTimeout bounds it), so that the caller knows whether the count
 // was applied.
 type counter interface {
 	withConn(ctx context.Context, fn func(context.Context, skiplock.Conn) error) error
+	// take lends a connection for a statement whose answer is read
+	// later (countAhead); give returns it, err being the statement's (a
+	// failed connection is dropped).
+	take(ctx context.Context) (c skiplock.Conn, give func(err error), err error)
 	// forget drops the count of job id, whose removal has committed
 	// (forget in fanout.sql). It reports no error: a count it leaves
 	// behind is the pruner's.
 	forget(ctx context.Context, id string)
 }
 
-// countAttempt adds one attempt to job id over c and returns its new
-// count.
-func (q *Queue) countAttempt(ctx context.Context, c counter, id string) (int, error) {
-	var got map[string]int
-	err := c.withConn(ctx, func(ctx context.Context, conn skiplock.Conn) (err error) {
-		got, err = q.countMany(ctx, conn, []string{id})
-		return err
-	})
-	return got[id], err
+// counting is an attempt's count on its way: sent before the handler
+// runs, answered while it runs (countAhead).
+type counting struct {
+	done chan struct{} // closed once the answer is read
+	n    int           // the job's count with this attempt
+	err  error
+}
+
+// wait returns the count once it is answered.
+func (c *counting) wait() (int, error) {
+	<-c.done
+	return c.n, c.err
+}
+
+// countAhead counts an attempt of job id over c (count in fanout.sql,
+// one autocommit statement), and returns once the count has been written to the server, without
+// waiting for its answer (txhook.Ahead; with a driver that cannot send
+// ahead, once it is answered): the handler runs while the count travels,
+// and a worker that dies in the handler has sent its count already, so
+// the server applies it (it runs a statement it received whether or not
+// its client is still there to hear the answer). Its answer is read on a
+// goroutine of its own, which then gives the connection back.
+func (q *Queue) countAhead(ctx context.Context, c counter, id string) (*counting, error) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	conn, give, err := c.take(sctx)
+	if err != nil {
+		cancel()
+		return nil, err
+	}
+	rows, err := conn.Query(txhook.Ahead(sctx), q.sql.count, []string{id}, q.cfg.RetryBase.Seconds(), q.cfg.RetryMax.Seconds())
+	if err != nil {
+		give(err)
+		cancel()
+		return nil, err
+	}
+	out := &counting{done: make(chan struct{})}
+	go func() {
+		defer close(out.done)
+		defer cancel()
+		got, err := readCounts(rows, []string{id})
+		out.n, out.err = got[id], err
+		give(err)
+	}()
+	return out, nil
 }
 
 // giveBackAttempt takes one attempt back from job id over c.
@@ -76,6 +116,21 @@ func (p poolCounter) withConn(ctx context.Context, fn func(context.Context, skip
 	return fn(sctx, c)
 }
 
+// take lends a connection of the pool, as withConn does.
+func (p poolCounter) take(ctx context.Context) (skiplock.Conn, func(error), error) {
+	actx, cancel := context.WithTimeout(ctx, poolCountWait)
+	defer cancel()
+	c, err := p.q.db.Acquire(actx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, nil, err
+		}
+		return nil, nil, fmt.Errorf("no connection of the pool (%d at most) came free within %v to count the attempt while the job's transaction holds another: goroutines that call Process need a pool of one more connection than there are of them (a Worker reserves it): %w",
+			p.q.db.Stats().Max, poolCountWait, err)
+	}
+	return c, func(error) { c.Release() }, nil
+}
+
 // forget drops job id's count at once, over the pool.
 func (p poolCounter) forget(ctx context.Context, id string) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
@@ -83,20 +138,19 @@ func (p poolCounter) forget(ctx context.Context, id string) {
 	p.q.db.Exec(sctx, p.q.sql.forget, []string{id}) //nolint:errcheck // the pruner removes what this leaves
 }
 
-// countMany counts one attempt for each of ids (distinct) in one
-// statement and returns their new counts.
-func (q *Queue) countMany(ctx context.Context, db skiplock.Querier, ids []string) (map[string]int, error) {
+// readCounts reads a count's answer for ids, and closes rows.
+func readCounts(rows skiplock.Rows, ids []string) (map[string]int, error) {
+	defer rows.Close()
 	got := make(map[string]int, len(ids))
-	err := each(ctx, db, q.sql.count, []any{ids, q.cfg.RetryBase.Seconds(), q.cfg.RetryMax.Seconds()}, func(r skiplock.Rows) error {
+	for rows.Next() {
 		var id string
 		var n int32
-		if err := r.Scan(&id, &n); err != nil {
-			return err
+		if err := rows.Scan(&id, &n); err != nil {
+			return nil, err
 		}
 		got[id] = int(n)
-		return nil
-	})
-	if err != nil {
+	}
+	if err := rows.Err(); err != nil {
 		return nil, err
 	}
 	for _, id := range ids {
@@ -144,11 +198,13 @@ const forgetBatch = 128
 type recorderSlot struct{ conn skiplock.Conn }
 
 // RecorderConns is how many connections a Worker of n goroutines keeps to
-// count attempts: one per 4 goroutines, at least 1 and at most 8. A count
-// is one short statement while a job's own transaction takes at least
-// three, so a few connections serve many workers.
+// count attempts: one per 2 goroutines, at least 1 and at most 16. A
+// count holds its connection for one round trip while its handler runs
+// (countAhead), and a job takes at least two (its claim, and its removal
+// with the COMMIT), so half as many connections as goroutines keep the
+// counts from waiting for one.
 func RecorderConns(workers int) int {
-	return min(8, max(1, workers/4))
+	return min(16, max(1, workers/2))
 }
 
 func newRecorder(q *Queue, workers int, log *slog.Logger) *recorder {
@@ -180,6 +236,27 @@ func (r *recorder) withConn(ctx context.Context, fn func(context.Context, skiplo
 		s.conn = nil
 	}
 	return err
+}
+
+// take lends a reserved connection, as withConn does.
+func (r *recorder) take(ctx context.Context) (skiplock.Conn, func(error), error) {
+	s := <-r.slots
+	if s.conn == nil {
+		c, err := r.q.db.Acquire(ctx)
+		if err != nil {
+			r.slots <- s
+			return nil, nil, fmt.Errorf("take a connection that records attempts: %w", err)
+		}
+		s.conn = c
+	}
+	return s.conn, func(err error) {
+		if err != nil {
+			r.log.Warn("recording an attempt failed", logs.Err(err))
+			s.conn.Release() // a fresh connection for the next count
+			s.conn = nil
+		}
+		r.slots <- s
+	}, nil
 }
 
 // forget drops job id's count with the next batch.

@@ -115,7 +115,7 @@ func (q *Queue) claim(ctx context.Context, tx skiplock.Tx, queue string) (*skipl
 	var n int64
 	err = each(ctx, tx, q.sql.claim, []any{lo[1:], after[1:], hi[1:], queue}, func(r skiplock.Rows) error {
 		var err error
-		job, err = scanJob(r, &n)
+		job, err = scanClaimed(r, &n)
 		return err
 	})
 	if err != nil || job == nil {
@@ -125,13 +125,25 @@ func (q *Queue) claim(ctx context.Context, tx skiplock.Tx, queue string) (*skipl
 	return job, nil
 }
 
+// scanClaimed reads a claimed job (scanJob) and its attempts counted so
+// far: its Attempts is the attempt about to start, the next one.
+func scanClaimed(r skiplock.Rows, n *int64) (*skiplock.Job, error) {
+	var counted int32
+	job, err := scanJob(r, n, &counted)
+	if err != nil {
+		return nil, err
+	}
+	job.Attempts = int(counted) + 1
+	return job, nil
+}
+
 // claimShard locks the first claimable job of one shard between its
 // bounds, or returns nil.
 func (q *Queue) claimShard(ctx context.Context, tx skiplock.Tx, queue, lo, after, hi string) (*skiplock.Job, error) {
 	var job *skiplock.Job
 	err := each(ctx, tx, q.sql.claimShard, []any{lo, after, hi, queue}, func(r skiplock.Rows) error {
 		var err error
-		job, err = scanJob(r, nil)
+		job, err = scanClaimed(r, nil)
 		return err
 	})
 	return job, err

@@ -69,3 +69,23 @@ func CommitSent(ctx context.Context) {
 		sent.Store(true)
 	}
 }
+
+// aheadKey marks a context whose query need not wait for its answer.
+type aheadKey struct{}
+
+// Ahead returns ctx marked so that a Query sent under it on an acquired
+// connection returns once the statement has been written to the server,
+// before its answer: the rows read the answer (and report its error)
+// when first read. A driver that pipelines (the jackc/pgx driver with
+// OpenConfig.PipelineBegin) honours it; others answer as usual, which is
+// the same but for the wait. The connection is busy until the rows are
+// closed.
+func Ahead(ctx context.Context) context.Context {
+	return context.WithValue(ctx, aheadKey{}, true)
+}
+
+// IsAhead reports whether ctx was marked by Ahead.
+func IsAhead(ctx context.Context) bool {
+	v, _ := ctx.Value(aheadKey{}).(bool)
+	return v
+}

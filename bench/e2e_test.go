@@ -263,7 +263,7 @@ func TestTombstones(t *testing.T) {
 					t.Fatalf("window %d: %d claims, claim_ms %+v", i+1, w.Claims, w.ClaimMS)
 				}
 				if w.IndexTuplesPerClaim == nil || *w.IndexTuplesPerClaim <= 0 {
-					t.Fatalf("window %d: index tuples per claim %v", i+1, w.IndexTuplesPerClaim)
+					t.Fatalf("window %d: index tuples per claim %s", i+1, fmtFloat(w.IndexTuplesPerClaim))
 				}
 			}
 			if jobs != rep.Jobs {
@@ -410,4 +410,12 @@ func fmtCount(n *int64) string {
 		return "missing"
 	}
 	return strconv.FormatInt(*n, 10)
+}
+
+// fmtFloat prints a figure that may be missing.
+func fmtFloat(v *float64) string {
+	if v == nil {
+		return "missing"
+	}
+	return strconv.FormatFloat(*v, 'g', -1, 64)
 }

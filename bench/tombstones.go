@@ -98,9 +98,11 @@ func (s *indexStats) read(ctx context.Context) (tuples, dead int64, err error) {
 		return 0, 0, nil
 	}
 	if s.forced {
-		// The flush happens as the claim connection goes idle after this
-		// statement, before it answers.
-		if _, err := s.pool.Exec(uncounted(ctx), "SELECT pg_stat_force_next_flush()"); err != nil {
+		// The flush happens as each connection goes idle after this
+		// statement, before it answers: every connection of the pool, so
+		// that the claim connection is among them whichever the pool
+		// hands out first.
+		if err := eachConn(ctx, s.pool, "SELECT pg_stat_force_next_flush()"); err != nil {
 			return 0, 0, fmt.Errorf("flush statistics: %w", err)
 		}
 	} else {
@@ -421,7 +423,7 @@ func perClaim(v *float64) string {
 // src/backend/utils/activity/pgstat.c), so the counts of a burn-down's
 // last second would show only once the backend had idled ten seconds. It
 // waits out that second, then ends a transaction on each of the pool's
-// connections, holding them all so that each is a different backend.
+// connections.
 func settleStats(ctx context.Context, pool skiplock.Pool) error {
 	t := time.NewTimer(1100 * time.Millisecond)
 	defer t.Stop()
@@ -430,6 +432,16 @@ func settleStats(ctx context.Context, pool skiplock.Pool) error {
 		return ctx.Err()
 	case <-t.C:
 	}
+	if err := eachConn(ctx, pool, "SELECT 1"); err != nil {
+		return fmt.Errorf("settle the statistics: %w", err)
+	}
+	return nil
+}
+
+// eachConn runs sql, uncounted, on each of pool's open connections,
+// holding them all so that each is a different backend. Call it while
+// nothing else uses the pool.
+func eachConn(ctx context.Context, pool skiplock.Pool, sql string) error {
 	var held []skiplock.Conn
 	defer func() {
 		for _, c := range held {
@@ -439,11 +451,11 @@ func settleStats(ctx context.Context, pool skiplock.Pool) error {
 	for range pool.Stats().Total {
 		c, err := pool.Acquire(uncounted(ctx))
 		if err != nil {
-			return fmt.Errorf("settle the statistics: %w", err)
+			return err
 		}
 		held = append(held, c)
-		if _, err := c.Exec(uncounted(ctx), "SELECT 1"); err != nil {
-			return fmt.Errorf("settle the statistics: %w", err)
+		if _, err := c.Exec(uncounted(ctx), sql); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"github.com/skiplock/skiplock/internal/txhook"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -139,12 +140,13 @@ type pipelinedTx struct {
 	release func()   // gives a pool's connection back; nil for a Conn's
 
 	// The COMMIT sent with the last statement (txhook.Last): sent says it
-	// went out, read that its outcome (commitErr, rolledBack) is in, and
-	// rows are the statement's rows while they are open.
+	// went out, read that its answer (tag, err) is in, and rows are the
+	// statement's rows while they are open.
 	commit struct {
-		sent, read, rolledBack bool
-		err                    error
-		rows                   *batchRows
+		sent, read bool
+		tag        pgconn.CommandTag
+		err        error
+		rows       *batchRows
 	}
 }
 
@@ -181,17 +183,14 @@ func (t *pipelinedTx) send(ctx context.Context, sql string, args []any, last boo
 	return br, nil
 }
 
-// readCommit reads the COMMIT's outcome from br, after the statement's
-// result, and closes br.
-func (t *pipelinedTx) readCommit(br pgx.BatchResults) error {
+// readCommit reads the COMMIT's answer from br, after the statement's
+// result, and closes br; Commit returns what it means.
+func (t *pipelinedTx) readCommit(br pgx.BatchResults) {
 	tag, err := br.Exec()
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	t.commit.read = true
-	t.commit.err = err
-	t.commit.rolledBack = err == nil && tag.String() == "ROLLBACK"
-	return err
+	t.commit.read, t.commit.tag, t.commit.err = true, tag, err
 }
 
 func (t *pipelinedTx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
@@ -216,7 +215,7 @@ func (t *pipelinedTx) Exec(ctx context.Context, sql string, args ...any) (int64,
 		return 0, err
 	}
 	if last {
-		t.readCommit(br) //nolint:errcheck // Commit returns it
+		t.readCommit(br)
 		return tag.RowsAffected(), nil
 	}
 	return tag.RowsAffected(), br.Close()
@@ -273,13 +272,25 @@ func (t *pipelinedTx) Commit(ctx context.Context) error {
 	if !t.begun {
 		return nil
 	}
+	var tag pgconn.CommandTag
+	var err error
 	if t.commit.sent {
-		return t.sentCommit(ctx)
+		// Its answer was read with the statement's rows (now, if they
+		// are still open).
+		t.closeLastRows()
+		tag, err = t.commit.tag, t.commit.err
+		if !t.commit.read {
+			err = errors.New("skiplock: the COMMIT sent with the last statement was not read")
+		}
+	} else {
+		tag, err = t.conn.Exec(ctx, "commit")
 	}
-	tag, err := t.conn.Exec(ctx, "commit")
 	if err != nil {
 		if t.conn.PgConn().TxStatus() != 'I' {
-			_ = t.conn.Close(ctx) // the error to return is err; the connection's state is unknown
+			// The statement before a pipelined COMMIT failed (the server
+			// skipped the COMMIT), or the outcome is unknown: end the
+			// transaction with the connection.
+			_ = t.conn.Close(ctx)
 		}
 		return err
 	}
@@ -289,28 +300,12 @@ func (t *pipelinedTx) Commit(ctx context.Context) error {
 	return nil
 }
 
-// sentCommit is Commit's outcome when the COMMIT went out with the last
-// statement: read with its rows (read now if they are still open).
-func (t *pipelinedTx) sentCommit(ctx context.Context) error {
+// closeLastRows closes the rows of the statement the COMMIT went with, if
+// still open, which reads the COMMIT's answer.
+func (t *pipelinedTx) closeLastRows() {
 	if r := t.commit.rows; r != nil && !r.closed {
 		r.Close()
 	}
-	err := t.commit.err
-	if !t.commit.read {
-		err = errors.New("skiplock: the COMMIT sent with the last statement was not read")
-	}
-	switch {
-	case err != nil:
-		if t.conn.PgConn().TxStatus() != 'I' {
-			// The statement failed (the server skipped the COMMIT) or the
-			// outcome is unknown: end the transaction with the connection.
-			_ = t.conn.Close(ctx)
-		}
-		return err
-	case t.commit.rolledBack:
-		return pgx.ErrTxCommitRollback
-	}
-	return nil
 }
 
 // Rollback rolls back as pgx's Tx does.
@@ -324,9 +319,7 @@ func (t *pipelinedTx) Rollback(ctx context.Context) error {
 		return nil
 	}
 	if t.commit.sent {
-		if r := t.commit.rows; r != nil && !r.closed {
-			r.Close()
-		}
+		t.closeLastRows()
 		if t.conn.PgConn().TxStatus() == 'I' {
 			return nil // the COMMIT ran, or the batch never reached the server
 		}
@@ -381,7 +374,7 @@ func (r *batchRows) Close() {
 	r.closed = true
 	r.rows.Close()
 	if r.commit != nil && r.rows.Err() == nil {
-		r.commit.readCommit(r.br) //nolint:errcheck // Commit returns it
+		r.commit.readCommit(r.br)
 		return
 	}
 	r.closeErr = r.br.Close()

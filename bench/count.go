@@ -42,16 +42,26 @@ func (c counts) since(from counts) counts {
 	return counts{c.statements - from.statements, c.begins - from.begins, c.lastCommits - from.lastCommits, c.claims - from.claims, c.busy - from.busy, c.ahead - from.ahead}
 }
 
+// target is the counter of a statement sent under ctx: s, the context's
+// own (counterKey), or nil for the bench's own statements (uncounted).
+func (s *stmtCounter) target(ctx context.Context) *stmtCounter {
+	if ctx.Value(uncountedKey{}) != nil {
+		return nil
+	}
+	if own, ok := ctx.Value(counterKey{}).(*stmtCounter); ok {
+		return own
+	}
+	return s
+}
+
 // timer returns the counter that times a statement sent under ctx (nil:
 // none, the bench's own) and when it went out.
 func (s *stmtCounter) timer(ctx context.Context) (*stmtCounter, time.Time) {
-	if ctx.Value(uncountedKey{}) != nil {
+	t := s.target(ctx)
+	if t == nil {
 		return nil, time.Time{}
 	}
-	if own, ok := ctx.Value(counterKey{}).(*stmtCounter); ok {
-		return own, time.Now()
-	}
-	return s, time.Now()
+	return t, time.Now()
 }
 
 // out adds a statement's time out, from sent; nil counts nothing.
@@ -86,14 +96,9 @@ func uncounted(ctx context.Context) context.Context {
 type counterKey struct{}
 
 func (s *stmtCounter) add(ctx context.Context) {
-	if ctx.Value(uncountedKey{}) != nil {
-		return
+	if t := s.target(ctx); t != nil {
+		t.n.Add(1)
 	}
-	if own, ok := ctx.Value(counterKey{}).(*stmtCounter); ok {
-		own.n.Add(1)
-		return
-	}
-	s.n.Add(1)
 }
 
 // load returns what was counted so far (zero for a nil counter).
@@ -106,15 +111,13 @@ func (s *stmtCounter) load() counts {
 
 // query counts a statement that returns rows, noting a claim.
 func (s *stmtCounter) query(ctx context.Context, sql string) {
-	if ctx.Value(uncountedKey{}) != nil {
+	t := s.target(ctx)
+	if t == nil {
 		return
 	}
-	if own, ok := ctx.Value(counterKey{}).(*stmtCounter); ok {
-		s = own // counted apart, as add does
-	}
-	s.n.Add(1)
+	t.n.Add(1)
 	if strings.Contains(sql, "SKIP LOCKED") {
-		s.claims.Add(1)
+		t.claims.Add(1)
 	}
 }
 
@@ -240,12 +243,8 @@ func (c *countingConn) WaitForNotification(ctx context.Context) (skiplock.Notifi
 }
 
 func countBegin(ctx context.Context, b skiplock.Beginner, s *stmtCounter, opts skiplock.TxOptions) (skiplock.Tx, error) {
-	if ctx.Value(uncountedKey{}) == nil {
-		if own, ok := ctx.Value(counterKey{}).(*stmtCounter); ok {
-			own.begins.Add(1)
-		} else {
-			s.begins.Add(1)
-		}
+	if t := s.target(ctx); t != nil {
+		t.begins.Add(1)
 	}
 	s.add(ctx)
 	t, sent := s.timer(ctx)
@@ -287,12 +286,8 @@ func (t *countingTx) Commit(ctx context.Context) error {
 	if !t.ended {
 		t.ended = true
 		t.s.add(ctx)
-		if t.lastSent && ctx.Value(uncountedKey{}) == nil {
-			if own, ok := ctx.Value(counterKey{}).(*stmtCounter); ok {
-				own.lastCommits.Add(1)
-			} else {
-				t.s.lastCommits.Add(1)
-			}
+		if c := t.s.target(ctx); c != nil && t.lastSent {
+			c.lastCommits.Add(1)
 		}
 	}
 	timer, sent := t.s.timer(ctx)

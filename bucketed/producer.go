@@ -76,7 +76,6 @@ type producer struct {
 // asked for, its error.
 type claimed struct {
 	jobs  []handed
-	got   int // jobs brought back, when jobs is not kept (settle)
 	asked int
 	err   error
 }
@@ -140,10 +139,11 @@ func (p *producer) produce(stop, hard context.Context) {
 	// each of them, for each job of each goroutine). The claims in flight
 	// are handed first: the runner gives their jobs back.
 	defer close(p.ready)
-	defer p.settle() //nolint:errcheck // stopping: the jobs are handed, to go back
+	defer p.settle() // stopping: the jobs are handed, to go back
 	capacity := int64(p.cfg.Workers + p.cfg.Prefetch)
 	refill := int64(max(1, p.cfg.Prefetch/2))
 	share := max(refill, capacity/minClaimShare)
+	most := p.mode.inFlight()
 	idle, failing, tripped := time.Duration(0), time.Duration(0), time.Duration(0)
 	probeFirst := false // the last wait was an idle poll's, ended by its timer
 	for {
@@ -153,7 +153,6 @@ func (p *producer) produce(stop, hard context.Context) {
 		default:
 		}
 		want := capacity - p.held.Load() - p.pending
-		most := p.mode.inFlight()
 		// Claim in batches of at least refill, unless a goroutine is
 		// waiting with nothing ready or coming for it; beside another
 		// claim, in batches of at least share.
@@ -170,9 +169,11 @@ func (p *producer) produce(stop, hard context.Context) {
 				}
 				// A failed or short claim: take the others in, and go on
 				// as after a claim sent alone.
-				all := p.settle()
-				all.add(*got)
-				if idle, failing, ok = p.after(hard, all.got, all.err, idle, failing, &probeFirst); !ok {
+				n, err := p.settle()
+				if got.err != nil {
+					err = got.err
+				}
+				if idle, failing, ok = p.after(hard, n+len(got.jobs), err, idle, failing, &probeFirst); !ok {
 					return
 				}
 				continue
@@ -313,26 +314,18 @@ func (p *producer) takeIn(c claimed) {
 	}
 }
 
-// settle waits for every claim in flight, takes each in, and returns what
-// they brought back together: how many jobs, how many they asked for, the
-// first error.
-func (p *producer) settle() claimed {
-	var all claimed
+// settle waits for every claim in flight, takes each in, and returns how
+// many jobs they brought back together and the first error among them.
+func (p *producer) settle() (got int, err error) {
 	for p.inFlight > 0 {
 		c := <-p.back
 		p.takeIn(c)
-		all.add(c)
+		got += len(c.jobs)
+		if err == nil {
+			err = c.err
+		}
 	}
-	return all
-}
-
-// add counts c's jobs and asked into a, and its error if a has none.
-func (a *claimed) add(c claimed) {
-	a.got += len(c.jobs)
-	a.asked += c.asked
-	if a.err == nil {
-		a.err = c.err
-	}
+	return got, err
 }
 
 // hand counts claimed jobs and queues them for the goroutines.

@@ -113,8 +113,9 @@
 // server before the handler starts and answered while it runs, off the
 // job's path: the server applies a statement it has received even when
 // the worker dies right after. A failed attempt waits for its count before
-// its rollback unlocks the job. The claim reads the count so far: if the
-// attempt about to start is past max_attempts, the handler does not run:
+// its rollback unlocks the job. The claim reads the count so far, and an
+// attempt near max_attempts waits for its own count: if it is past
+// max_attempts, the handler does not run:
 // the attempts were used up by workers that recorded no result (killed,
 // out of memory, os.Exit, a lost connection), and the claim's transaction
 // moves the job to job_dead with a last_error saying its worker died

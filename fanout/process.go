@@ -159,23 +159,19 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter)
 				q.marks.ProbeSoon(queue)
 			}
 		}()
-		// job.Attempts is the attempt about to start (the claim read the
-		// count so far). One past max_attempts: the last attempt's worker
-		// died; the job goes to job_dead without running.
-		if job.Attempts > job.MaxAttempts {
-			res.Dead = true
-			return q.buryLost(ctx, tx, job)
-		}
 		// The count goes out before the handler runs and is answered while
 		// it runs: off the job's path, yet sent by a worker that the
-		// handler kills.
+		// handler kills. job.Attempts is the attempt about to start, as
+		// the claim read the count so far.
 		if count, err = q.countAhead(ctx, c, job.ID); err != nil {
 			return fmt.Errorf("count attempt of job %s before its handler runs: %w", job.ID, err)
 		}
 		if job.Attempts >= job.MaxAttempts-exactAttempts {
 			// The last attempts wait for their count (see exactAttempts):
-			// no attempt may run past max_attempts, and the handler of
-			// the last ones sees their true number.
+			// no attempt may run past max_attempts (past it, the last
+			// attempt's worker died: the job goes to job_dead without
+			// running), and the handler of the last ones sees their true
+			// number.
 			n, err := count.wait()
 			if err != nil {
 				return fmt.Errorf("count attempt of job %s before its handler runs: %w", job.ID, err)

@@ -18,14 +18,11 @@ import (
 // transaction (and taken back when the attempt turns out not to be the
 // job's failure: countAhead, giveBackAttempt). The caller holds the
 // job's row lock throughout, so no other claim counts the job at the same
-// time. withConn does not cut the statement short when ctx ends (only
-// recordTimeout bounds it), so that the caller knows whether the count
-// was applied.
+// time.
 type counter interface {
-	withConn(ctx context.Context, fn func(context.Context, skiplock.Conn) error) error
-	// take lends a connection for a statement whose answer is read
-	// later (countAhead); give returns it, err being the statement's (a
-	// failed connection is dropped).
+	// take lends a connection, waiting for one while ctx lives; give
+	// returns it, err being what its statement met (a failed connection
+	// is dropped).
 	take(ctx context.Context) (c skiplock.Conn, give func(err error), err error)
 	// forget drops the count of job id, whose removal has committed
 	// (forget in fanout.sql). It reports no error: a count it leaves
@@ -56,12 +53,11 @@ func (c *counting) wait() (int, error) {
 // its client is still there to hear the answer). Its answer is read on a
 // goroutine of its own, which then gives the connection back.
 func (q *Queue) countAhead(ctx context.Context, c counter, id string) (*counting, error) {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-	conn, give, err := c.take(sctx)
+	conn, give, err := c.take(ctx)
 	if err != nil {
-		cancel()
 		return nil, err
 	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	rows, err := conn.Query(txhook.Ahead(sctx), q.sql.count, []string{id}, q.cfg.RetryBase.Seconds(), q.cfg.RetryMax.Seconds())
 	if err != nil {
 		give(err)
@@ -79,9 +75,24 @@ func (q *Queue) countAhead(ctx context.Context, c counter, id string) (*counting
 	return out, nil
 }
 
+// withConn runs fn on a connection c lends, under a context that ctx's
+// end does not cut short (only recordTimeout bounds it), so that the
+// caller knows whether the statement was applied.
+func withConn(ctx context.Context, c counter, fn func(context.Context, skiplock.Conn) error) error {
+	conn, give, err := c.take(ctx)
+	if err != nil {
+		return err
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	defer cancel()
+	err = fn(sctx, conn)
+	give(err)
+	return err
+}
+
 // giveBackAttempt takes one attempt back from job id over c.
 func (q *Queue) giveBackAttempt(ctx context.Context, c counter, id string) error {
-	return c.withConn(ctx, func(ctx context.Context, conn skiplock.Conn) error {
+	return withConn(ctx, c, func(ctx context.Context, conn skiplock.Conn) error {
 		_, err := conn.Exec(ctx, q.sql.giveBack, []string{id})
 		return err
 	})
@@ -98,25 +109,7 @@ type poolCounter struct{ q *Queue }
 // poolCountWait bounds poolCounter's wait for a free connection.
 const poolCountWait = 5 * time.Second
 
-// withConn runs fn on a connection of the pool.
-func (p poolCounter) withConn(ctx context.Context, fn func(context.Context, skiplock.Conn) error) error {
-	actx, cancel := context.WithTimeout(ctx, poolCountWait)
-	c, err := p.q.db.Acquire(actx)
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil {
-			return err
-		}
-		return fmt.Errorf("no connection of the pool (%d at most) came free within %v to count the attempt while the job's transaction holds another: goroutines that call Process need a pool of one more connection than there are of them (a Worker reserves it): %w",
-			p.q.db.Stats().Max, poolCountWait, err)
-	}
-	defer c.Release()
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-	defer cancel()
-	return fn(sctx, c)
-}
-
-// take lends a connection of the pool, as withConn does.
+// take lends a connection of the pool, waiting at most poolCountWait.
 func (p poolCounter) take(ctx context.Context) (skiplock.Conn, func(error), error) {
 	actx, cancel := context.WithTimeout(ctx, poolCountWait)
 	defer cancel()
@@ -216,33 +209,15 @@ func newRecorder(q *Queue, workers int, log *slog.Logger) *recorder {
 	return r
 }
 
-// withConn runs fn on a reserved connection.
-func (r *recorder) withConn(ctx context.Context, fn func(context.Context, skiplock.Conn) error) error {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-	defer cancel()
-	s := <-r.slots
-	defer func() { r.slots <- s }()
-	if s.conn == nil {
-		c, err := r.q.db.Acquire(sctx)
-		if err != nil {
-			return fmt.Errorf("take a connection that records attempts: %w", err)
-		}
-		s.conn = c
-	}
-	err := fn(sctx, s.conn)
-	if err != nil {
-		r.log.Warn("recording an attempt failed", logs.Err(err))
-		s.conn.Release() // a fresh connection for the next count
-		s.conn = nil
-	}
-	return err
-}
-
-// take lends a reserved connection, as withConn does.
+// take lends a reserved connection, opening it first when it is not (or
+// no longer) open; ctx's end does not cut that short (recordTimeout
+// bounds it). A failed statement's connection is logged and dropped.
 func (r *recorder) take(ctx context.Context) (skiplock.Conn, func(error), error) {
 	s := <-r.slots
 	if s.conn == nil {
-		c, err := r.q.db.Acquire(ctx)
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		c, err := r.q.db.Acquire(actx)
+		cancel()
 		if err != nil {
 			r.slots <- s
 			return nil, nil, fmt.Errorf("take a connection that records attempts: %w", err)
@@ -274,9 +249,9 @@ func (r *recorder) forget(ctx context.Context, id string) {
 }
 
 // forgetNow drops the counts of ids over a reserved connection; a failure
-// is logged by withConn and left to the pruner.
+// is logged by take's give and left to the pruner.
 func (r *recorder) forgetNow(ctx context.Context, ids []string) {
-	r.withConn(ctx, func(ctx context.Context, c skiplock.Conn) error { //nolint:errcheck // logged; the pruner removes what is left
+	withConn(ctx, r, func(ctx context.Context, c skiplock.Conn) error { //nolint:errcheck // logged; the pruner removes what is left
 		_, err := c.Exec(ctx, r.q.sql.forget, ids)
 		return err
 	})

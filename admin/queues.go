@@ -408,34 +408,16 @@ func (l *queueListing) readStates(ctx context.Context) error {
 // statement. Their names are few (what the clients work), so all are
 // read and the order statement keeps those of the page.
 func (l *queueListing) readClients(ctx context.Context) error {
-	sql, err := l.a.rollupSQL("clients")
+	clients, err := l.a.runningClients(ctx)
 	if err != nil {
 		return err
 	}
-	rows, err := l.a.db.Query(ctx, sql, StaleAfter.Seconds())
-	if err != nil {
-		return fmt.Errorf("%w%s", err, l.a.missingTableHint(err))
-	}
-	defer rows.Close()
 	var names []string
-	for rows.Next() {
-		var id, host, queues string
-		var pid int64
-		var started, seen time.Time
-		if err := rows.Scan(&id, &host, &pid, &queues, &started, &seen); err != nil {
-			return err
+	for _, c := range clients {
+		for _, name := range c.Queues {
+			names = append(names, name)
+			l.present(name, c.Layouts[name]) // "" when the client did not say
 		}
-		keys, err := declaredQueues(queues)
-		if err != nil {
-			return fmt.Errorf("client %q: %w", id, err)
-		}
-		for _, k := range keys {
-			names = append(names, k.Name)
-			l.present(k.Name, k.Layout)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return err
 	}
 	l.sources = append(l.sources, nameSource{names: names})
 	return nil

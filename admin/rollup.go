@@ -258,13 +258,30 @@ type RunningClient struct {
 // Clients returns the clients seen in the last StaleAfter (newest first).
 // Newest is the latest start.
 func (a *Admin) Clients(ctx context.Context) ([]RunningClient, error) {
+	out, err := a.runningClients(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("admin: read the clients: %w", err)
+	}
+	l, err := maintenance.CurrentLeader(ctx, a.db, a.schema)
+	if err != nil {
+		return nil, fmt.Errorf("admin: %w", err)
+	}
+	for i := range out {
+		out[i].Leader = l != nil && l.Live && l.Holder == out[i].ID
+	}
+	return out, nil
+}
+
+// runningClients reads the clients seen in the last StaleAfter (newest
+// first), without Leader: one statement.
+func (a *Admin) runningClients(ctx context.Context) ([]RunningClient, error) {
 	sql, err := a.rollupSQL("clients")
 	if err != nil {
 		return nil, err
 	}
 	rows, err := a.db.Query(ctx, sql, StaleAfter.Seconds())
 	if err != nil {
-		return nil, fmt.Errorf("admin: read the clients: %w%s", err, a.missingTableHint(err))
+		return nil, fmt.Errorf("%w%s", err, a.missingTableHint(err))
 	}
 	defer rows.Close()
 	var out []RunningClient
@@ -273,11 +290,11 @@ func (a *Admin) Clients(ctx context.Context) ([]RunningClient, error) {
 		var pid int64
 		var queues string
 		if err := rows.Scan(&c.ID, &c.Host, &pid, &queues, &c.StartedAt, &c.LastSeen); err != nil {
-			return nil, fmt.Errorf("admin: read the clients: %w", err)
+			return nil, err
 		}
 		keys, err := declaredQueues(queues)
 		if err != nil {
-			return nil, fmt.Errorf("admin: client %q: %w", c.ID, err)
+			return nil, fmt.Errorf("client %q: %w", c.ID, err)
 		}
 		c.Queues, c.Layouts = make([]string, 0, len(keys)), map[string]schema.Layout{}
 		for _, k := range keys {
@@ -289,18 +306,7 @@ func (a *Admin) Clients(ctx context.Context) ([]RunningClient, error) {
 		c.PID = int(pid)
 		out = append(out, c)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("admin: read the clients: %w", err)
-	}
-	rows.Close()
-	l, err := maintenance.CurrentLeader(ctx, a.db, a.schema)
-	if err != nil {
-		return nil, fmt.Errorf("admin: %w", err)
-	}
-	for i := range out {
-		out[i].Leader = l != nil && l.Live && l.Holder == out[i].ID
-	}
-	return out, nil
+	return out, rows.Err()
 }
 
 // missingTableHint explains a missing table: the schema predates

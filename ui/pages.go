@@ -69,9 +69,7 @@ var funcs = template.FuncMap{
 	"path": url.PathEscape,
 	// show writes a value users or their jobs supplied: every such text
 	// in element content goes through it (see show).
-	"show": show,
-	// cut shortens a long text for a list; the job's page shows it whole.
-	"cut":   cut,
+	"show":  show,
 	"count": func(counts map[string]int64, state string) int64 { return counts[state] },
 	// countText shows a count, "100,000+" when it stopped at the cap
 	// (admin.Queue.Capped): at least that many.

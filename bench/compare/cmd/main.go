@@ -49,6 +49,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/faultproxy"
 )
 
@@ -397,7 +398,7 @@ func createDatabases(ctx context.Context, admin string) (map[string]string, erro
 	}
 	conn, err := pgx.Connect(ctx, admin)
 	if err != nil {
-		return nil, fmt.Errorf("connecting: %v", redact(err.Error()))
+		return nil, fmt.Errorf("connecting: %w", skiplock.RedactDSNError(err, admin))
 	}
 	defer conn.Close(ctx)
 	dsns := map[string]string{}

@@ -66,13 +66,23 @@ func (s *Service) StartDrain(ctx context.Context, loop func(stop, hard context.C
 		return ErrStarted
 	}
 	s.started = true
-	hard, cancelHard := context.WithCancel(ctx)
+	// hard does not inherit ctx's cancellation directly: Go closes a
+	// parent's Done before it cancels the children, so a loop woken by hard
+	// could still read stop.Err() as nil. Every way hard ends goes through
+	// endHard, which ends stop first.
+	hard, cancelHard := context.WithCancelCause(context.WithoutCancel(ctx))
 	stop, cancelStop := context.WithCancel(hard)
-	s.cancel, s.hard, s.stopping, s.ctx = cancelStop, cancelHard, stop.Done(), hard
+	endHard := func() {
+		cancelStop()
+		cancelHard(context.Cause(ctx))
+	}
+	unwatch := context.AfterFunc(ctx, endHard)
+	s.cancel, s.hard, s.stopping, s.ctx = cancelStop, endHard, stop.Done(), hard
 	s.stopped = make(chan struct{})
 	go func() {
 		defer close(s.stopped)
-		defer cancelHard()
+		defer endHard()
+		defer unwatch()
 		loop(stop, hard)
 	}()
 	return nil

@@ -197,3 +197,35 @@ func TestConflictTargetRepeatsTheIndex(t *testing.T) {
 	}()
 	_ = Index{Name: "y", Columns: []IndexColumn{{Name: "a"}}}.ConflictTarget()
 }
+
+// TestEmulationStandIns: only a personality whose engine merges a
+// hash-sharded index's shards (cockroach) gets the merged stand-in, the
+// dequeue index without its bucket column, and only with the bucketed
+// layout; the engines themselves and PostgreSQL get none.
+func TestEmulationStandIns(t *testing.T) {
+	t.Parallel()
+	emulated := func(p skiplock.Personality) *skiplock.Dialect {
+		d := *p.Engine().Dialect()
+		d.Engine, d.Emulates, d.HashShardedDDL = skiplock.EnginePostgres, p, false
+		return &d
+	}
+	want := `CREATE INDEX IF NOT EXISTS "jobs_dequeue_merged" ON "s"."jobs" ("queue", "priority", "run_at", "id") WHERE "status" = 'Queued'`
+	got := EmulationStandIns(emulated(skiplock.PersonalityCockroach), Layouts, "s")
+	if len(got) != 1 || got[0] != want {
+		t.Errorf("cockroach personality: %q, want [%q]", got, want)
+	}
+	for name, tc := range map[string]struct {
+		d       *skiplock.Dialect
+		layouts []Layout
+	}{
+		"postgres":                   {skiplock.EnginePostgres.Dialect(), Layouts},
+		"cockroach itself":           {skiplock.EngineCockroach.Dialect(), Layouts},
+		"yugabyte personality":       {emulated(skiplock.PersonalityYugabyte), Layouts},
+		"cockroach, fanout only":     {emulated(skiplock.PersonalityCockroach), []Layout{LayoutCore, LayoutFanout}},
+		"yugabyte-snapshot personal": {emulated(skiplock.PersonalityYugabyteSnapshot), Layouts},
+	} {
+		if got := EmulationStandIns(tc.d, tc.layouts, "s"); len(got) != 0 {
+			t.Errorf("%s: %q, want none", name, got)
+		}
+	}
+}

@@ -101,6 +101,8 @@ func modelSchema(t *testing.T, db *skiplock.DB, o Options, edit func(model []str
 		}
 		stmts = append(stmts, model...)
 	}
+	// Migrate adds a personality's stand-ins after the migrations.
+	stmts = append(stmts, EmulationStandIns(d, allLayouts, name)...)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, s := range stmts {

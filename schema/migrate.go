@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -95,7 +96,32 @@ func Migrate(ctx context.Context, db *skiplock.DB, cfg *MigrateConfig) ([]Migrat
 		}
 		log.Info("applied a migration", "layout", m.Layout, "version", m.Version, "name", m.Name, "schema", opts.Schema)
 	}
+	if err := execAll(ctx, conn, EmulationStandIns(d, layouts, opts.Schema)); err != nil {
+		return nil, fmt.Errorf("migrate: create the personality's stand-in indexes in schema %q: %w", opts.Schema, err)
+	}
 	return todo, nil
+}
+
+// EmulationStandIns are the statements that give PostgreSQL, under a
+// personality whose engine merges a hash-sharded index's shards in one
+// ordered scan (CockroachDB), an index that plans that engine's statements
+// as it would: each sharded index again without its bucket column
+// (Index.mergedStandIn). They are not migrations: the DDL stays
+// PostgreSQL's, and Migrate runs them, idempotent, after the migrations
+// whenever the personality asks. None without a personality, or on the
+// engines themselves.
+func EmulationStandIns(d *skiplock.Dialect, layouts []Layout, schemaName string) []string {
+	if d.Emulates == skiplock.PersonalityNone || !d.ShardedIndexFansOut || !slices.Contains(layouts, LayoutBucketed) {
+		return nil
+	}
+	t := JobsTableDef(DefaultBuckets) // the bucket count only sets a default, not an index
+	var out []string
+	for _, ix := range t.Indexes {
+		if s, ok := ix.mergedStandIn(schemaName, t); ok {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // resolve validates the configuration and fills in defaults.
@@ -126,6 +152,10 @@ type Plan struct {
 	Bootstrap []string
 	// Pending lists the migrations Migrate would apply, in order.
 	Pending []PendingMigration
+	// StandIns are the personality's stand-in indexes that Migrate
+	// creates after the migrations when they are missing
+	// (EmulationStandIns); empty without a personality that needs them.
+	StandIns []string
 }
 
 // PendingMigration is a migration not yet applied, with the statements
@@ -169,6 +199,7 @@ func DryRun(ctx context.Context, db *skiplock.DB, cfg *MigrateConfig) (*Plan, er
 		}
 		plan.Pending = append(plan.Pending, PendingMigration{Migration: m, Statements: stmts})
 	}
+	plan.StandIns = EmulationStandIns(d, layouts, opts.Schema)
 	return plan, nil
 }
 

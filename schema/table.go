@@ -230,6 +230,32 @@ func (ix Index) render(d *skiplock.Dialect, schemaName string, t *Table) string 
 	return s
 }
 
+// mergedStandIn renders, for an index that the engine would hash-shard,
+// the index PostgreSQL needs to plan as that engine does: CockroachDB
+// merges a hash-sharded index's per-shard scans into one ordered scan
+// that needs no predicate on its shard column (Dialect.ShardedIndexFansOut),
+// and its statements are written for that; PostgreSQL's DDL leads the
+// index with the bucket instead, so the same statement there would read
+// and sort every entry. The stand-in is the index without its ShardKey
+// columns, named NAME_merged; ok is false for an index the engine would
+// not shard.
+func (ix Index) mergedStandIn(schemaName string, t *Table) (stmt string, ok bool) {
+	if ix.Shards == 0 || ix.Unique || !slices.ContainsFunc(ix.Columns, func(c IndexColumn) bool { return c.ShardKey }) {
+		return "", false
+	}
+	var keys []string
+	for _, c := range ix.Columns {
+		if !c.ShardKey && !c.Spread {
+			keys = append(keys, sqlident.Quote(c.Name))
+		}
+	}
+	s := fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s ON %s (%s)", sqlident.Quote(ix.Name+"_merged"), t.qualified(schemaName), strings.Join(keys, ", "))
+	if ix.Where != "" {
+		s += " WHERE " + ix.Where
+	}
+	return s, true
+}
+
 // ConflictTarget renders ix as the conflict target of INSERT ... ON
 // CONFLICT: its key columns and, for a partial index, its predicate, which
 // the target must repeat for the engine to infer the index. Rendering the

@@ -99,17 +99,19 @@ type pendingJSON struct {
 
 // dryRunJSON is the report of `migrate --dry-run --json`: bootstrap holds
 // the statements that create the schema and bookkeeping tables when they
-// are missing, pending the migrations that would be applied, in order.
+// are missing, pending the migrations that would be applied, in order,
+// and stand_ins a personality's stand-in indexes (schema.EmulationStandIns).
 type dryRunJSON struct {
 	Schema    string        `json:"schema"`
 	Engine    string        `json:"engine"`
 	DryRun    bool          `json:"dry_run"`
 	Bootstrap []string      `json:"bootstrap"`
 	Pending   []pendingJSON `json:"pending"`
+	StandIns  []string      `json:"stand_ins,omitempty"`
 }
 
 func dryRunReport(schemaName, engine string, plan *schema.Plan) dryRunJSON {
-	rep := dryRunJSON{Schema: schemaName, Engine: engine, DryRun: true, Bootstrap: plan.Bootstrap, Pending: []pendingJSON{}}
+	rep := dryRunJSON{Schema: schemaName, Engine: engine, DryRun: true, Bootstrap: plan.Bootstrap, Pending: []pendingJSON{}, StandIns: plan.StandIns}
 	if rep.Bootstrap == nil {
 		rep.Bootstrap = []string{}
 	}
@@ -141,6 +143,9 @@ func printPlan(w io.Writer, schemaName, engine string, plan *schema.Plan) {
 			continue
 		}
 		fmt.Fprintf(w, "%s;\n", strings.Join(m.Statements, ";\n\n"))
+	}
+	if len(plan.StandIns) > 0 {
+		fmt.Fprintf(w, "\n-- the personality's stand-in indexes (not migrations: created when missing)\n%s;\n", strings.Join(plan.StandIns, ";\n\n"))
 	}
 }
 

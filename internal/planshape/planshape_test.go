@@ -138,7 +138,7 @@ func TestClaimPlanShapes(t *testing.T) {
 	t.Run("bucketed", func(t *testing.T) {
 		explainBucketed(ctx, t, db, d, name, bucketedShapes[d.Engine])
 	})
-	if d.Engine == skiplock.EnginePostgres {
+	if d.Engine == skiplock.EnginePostgres && d.Emulates == skiplock.PersonalityNone {
 		// PostgreSQL runs YugabyteDB's claim too: its index conditions
 		// must hold no row comparison there either.
 		t.Run("bucketed_scalar_bounds", func(t *testing.T) {
@@ -172,6 +172,27 @@ func TestClaimPlanShapes(t *testing.T) {
 			})
 		}
 	})
+	if d.Engine == skiplock.EnginePostgres && d.Emulates == skiplock.PersonalityNone {
+		// The cockroach personality sends CockroachDB's key-joined claim,
+		// one branch with no bucket predicate, which CockroachDB reads from
+		// its hash-sharded index in order. PostgreSQL's jobs_dequeue leads
+		// with the bucket, so the personality's migration adds the merged
+		// stand-in (schema.EmulationStandIns): without it the claim sorts
+		// every queued row. Last, since it adds that index to the schema.
+		t.Run("bucketed_key_join_emulated", func(t *testing.T) {
+			edb, err := db.Emulating(skiplock.PersonalityCockroach, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := schema.Migrate(ctx, edb, &schema.MigrateConfig{Options: schema.Options{Schema: name}, Layouts: []schema.Layout{schema.LayoutBucketed}}); err != nil {
+				t.Fatal(err)
+			}
+			explainBucketed(ctx, t, edb, edb.Dialect(), name, shape{
+				want:   []string{"Update on jobs", "LockRows", "jobs_dequeue_merged", "jobs_pkey"},
+				refuse: []string{"Seq Scan on jobs", "Sort"},
+			})
+		})
+	}
 	t.Run("fanout", func(t *testing.T) {
 		// Shard 0x80 from its head (no watermark) to the next shard's.
 		sql := render(t, d, name, "fanout/fanout.sql", "claim_shard")

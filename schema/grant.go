@@ -10,8 +10,8 @@ import (
 
 // WorkerGrants renders the statements an owner runs so that role can
 // enqueue and work the given layouts and nothing more: read the bookkeeping
-// tables and the queues' paused flags, DML on the queue tables and
-// work_log, the id sequence where the engine uses one, its own rollup
+// tables and the queues' paused flags, DML on the queue tables, work_log
+// and work_attempt_log, the id sequence where the engine uses one, its own rollup
 // partials and presence row, and what the maintenance leader writes (its
 // lease row, periodic jobs' ticks, the rollups), so that a worker can
 // lead. The role cannot migrate, create or drop anything, nor
@@ -29,6 +29,8 @@ func WorkerGrants(d *skiplock.Dialect, schemaName, role string, layouts []Layout
 		fmt.Sprintf("GRANT USAGE ON SCHEMA %s TO %s", s, r),
 		fmt.Sprintf("GRANT SELECT ON %s, %s TO %s", table(SettingTable), table(MigrationTable), r),
 		fmt.Sprintf("GRANT SELECT, INSERT ON %s TO %s", table(WorkLogTable), r),
+		// work --record-attempts writes an attempt's row, then its end.
+		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s TO %s", table(WorkAttemptLogTable), r),
 		fmt.Sprintf("GRANT SELECT ON %s TO %s", table(QueueStateTable), r),
 		fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s, %s TO %s", table(LeaderTable), table(PeriodicTable), r),
 		// Every client flushes its partial rollups and presence; the

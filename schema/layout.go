@@ -58,12 +58,15 @@ const (
 	JobAttemptTable = "job_attempt" // fanout's attempt counts and retry times
 	// JobHoldTable lists bucketed's held claims: the jobs each one locked
 	// (see [JobHoldTableDef]).
-	JobHoldTable   = "job_hold"
-	WorkLogTable   = "work_log"
-	MigrationTable = "skiplock_migration"
-	SettingTable   = "skiplock_setting"
-	LockTable      = "skiplock_lock"
-	LeaderTable    = "skiplock_leader"
+	JobHoldTable = "job_hold"
+	WorkLogTable = "work_log"
+	// WorkAttemptLogTable holds `work --record-attempts`'s rows: one per
+	// handler attempt (see [WorkAttemptLogTableDef]).
+	WorkAttemptLogTable = "work_attempt_log"
+	MigrationTable      = "skiplock_migration"
+	SettingTable        = "skiplock_setting"
+	LockTable           = "skiplock_lock"
+	LeaderTable         = "skiplock_leader"
 	// QueueStateTable holds per-queue operator state: paused or not.
 	QueueStateTable = "skiplock_queue"
 	// PeriodicTable holds each periodic job's schedule and last enqueued
@@ -336,6 +339,9 @@ func kindColumns() []Column {
 
 // WorkLogTableDef describes work_log, one row per handled job, written by
 // `skiplock work --record` so deliveries can be counted with SQL.
+// started_at and finished_at (core/006) are the completing attempt's
+// handler start and end on the worker's clock; null in rows written before
+// them.
 func WorkLogTableDef() *Table {
 	return &Table{
 		Name: WorkLogTable,
@@ -343,11 +349,36 @@ func WorkLogTableDef() *Table {
 			{Name: "job_id", Type: TypeText, NotNull: true},
 			{Name: "worker", Type: TypeText, NotNull: true},
 			{Name: "handled_at", Type: TypeTimestamp, NotNull: true, Default: DefaultNow},
+			{Name: "started_at", Type: TypeTimestamp},
+			{Name: "finished_at", Type: TypeTimestamp},
 		},
 		// job_id is looked up by equality only, and a bucketed job's id as
 		// text grows with time: HASH on YugabyteDB, hash-sharded (the
 		// engine's default 16 shards) on CockroachDB.
 		Indexes: []Index{{Name: "work_log_job_id", Columns: []IndexColumn{{Name: "job_id", Hash: true}}, Shards: WorkLogShards}},
+	}
+}
+
+// WorkAttemptLogTableDef describes work_attempt_log, written by `skiplock
+// work --record-attempts` outside the job's transaction: a row when an
+// attempt's handler starts (id random, from the worker), finished_at and
+// outcome set when it returns; a worker that died leaves them null. So
+// what ran at once, failed attempts and killed workers included, can be
+// read with SQL.
+func WorkAttemptLogTableDef() *Table {
+	return &Table{
+		Name: WorkAttemptLogTable,
+		Columns: []Column{
+			{Name: "id", Type: TypeText, NotNull: true},
+			{Name: "job_id", Type: TypeText, NotNull: true},
+			{Name: "attempt", Type: TypeInt, NotNull: true},
+			{Name: "worker", Type: TypeText, NotNull: true},
+			{Name: "started_at", Type: TypeTimestamp, NotNull: true},
+			{Name: "finished_at", Type: TypeTimestamp},
+			{Name: "outcome", Type: TypeText},
+		},
+		PrimaryKey: []string{"id"},
+		Indexes:    []Index{{Name: "work_attempt_log_job_id", Columns: []IndexColumn{{Name: "job_id", Hash: true}}, Shards: WorkLogShards}},
 	}
 }
 

@@ -31,7 +31,7 @@ var Migrations = loadMigrations()
 // ModelStatements renders, from the table model ([JobsTableDef] and the
 // others), the statements that create layout from nothing: the current
 // schema as the model describes it. LayoutCore gives work_log,
-// skiplock_leader, skiplock_queue, skiplock_periodic, and the rollups'
+// work_attempt_log, skiplock_leader, skiplock_queue, skiplock_periodic, and the rollups'
 // skiplock_stat, skiplock_rollup and skiplock_client. Migrate
 // never runs these: `go generate ./schema` freezes them into a new
 // migration file, and the tests check that the frozen migrations create
@@ -45,6 +45,7 @@ func ModelStatements(d *skiplock.Dialect, layout Layout, o *Options) ([]string, 
 	switch layout {
 	case LayoutCore:
 		stmts = WorkLogTableDef().Create(d, opts.Schema)
+		stmts = append(stmts, WorkAttemptLogTableDef().Create(d, opts.Schema)...)
 		stmts = append(stmts, LeaderTableDef().Create(d, opts.Schema)...)
 		stmts = append(stmts, QueueStateTableDef().Create(d, opts.Schema)...)
 		stmts = append(stmts, PeriodicTableDef().Create(d, opts.Schema)...)

@@ -9,21 +9,21 @@ import (
 	"strconv"
 
 	"github.com/skiplock/skiplock"
-	"github.com/skiplock/skiplock/fanout"
-	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/retry"
-	"github.com/skiplock/skiplock/schema"
 )
 
 // demoWork is the built-in handler's work on one attempt, whatever runs
-// it: crash on --crash-on-payload, sleep --work, then panic in a fraction
+// it, recorded by rec (record.go): crash on --crash-on-payload, sleep --work, then panic in a fraction
 // --panic of the attempts and fail a fraction --fail of them (never a
 // job's last: neither alone kills a job), retried after --retry-backoff
 // when it is set.
-func demoWork(ctx context.Context, e *env, o workOptions, job *skiplock.Job) error {
-	crashOn(e, o.CrashOn, job)
-	err := demoOutcome(ctx, o, job)
-	o.Runs.note(e, job, err)
+func demoWork(ctx context.Context, e *env, o workOptions, rec *recorder, job *skiplock.Job) error {
+	err := rec.run(ctx, job, func() error {
+		crashOn(e, o.CrashOn, job) // after the attempt's row: a killed worker's attempt is recorded
+		err := demoOutcome(ctx, o, job)
+		o.Runs.note(e, job, err)
+		return err
+	})
 	var p demoPanic
 	if errors.As(err, &p) {
 		// After the note: --runs-log counts the panicked run too.
@@ -91,45 +91,3 @@ func (r *runsLog) note(e *env, job *skiplock.Job, err error) {
 
 // close closes the file.
 func (r *runsLog) close() { r.f.Close() } //nolint:errcheck // appends are unbuffered: nothing is lost at close
-
-// recorder writes --record's rows: one per completed job into
-// <schema>.work_log, always through the transaction that completes the
-// job, so that a row commits exactly when the job's Success does.
-type recorder struct {
-	one, many string // INSERT of one row; of arrays of ids and owners
-	prefix    string // host:pid:, before a fanout worker's index
-}
-
-// newRecorder prepares --record's statements for schemaName.
-func newRecorder(schemaName string) *recorder {
-	table := sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.WorkLogTable)
-	host, _ := os.Hostname()
-	return &recorder{
-		one:    "INSERT INTO " + table + ` ("job_id", "worker") VALUES ($1, $2)`,
-		many:   "INSERT INTO " + table + ` ("job_id", "worker") SELECT * FROM unnest($1::TEXT[], $2::TEXT[])`,
-		prefix: host + ":" + strconv.Itoa(os.Getpid()) + ":",
-	}
-}
-
-// recordFanout writes the row of a fanout job in its transaction, naming
-// the worker goroutine that ran it.
-func (w *recorder) recordFanout(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
-	n, _ := fanout.WorkerIndex(ctx)
-	if _, err := tx.Exec(ctx, w.one, job.ID, w.prefix+strconv.Itoa(n)); err != nil {
-		return fmt.Errorf("record to %s: %w", schema.WorkLogTable, err)
-	}
-	return nil
-}
-
-// recordBucketed writes the rows of bucketed jobs in their completion's
-// transaction (an OnComplete hook), naming each job's lease owner.
-func (w *recorder) recordBucketed(ctx context.Context, tx skiplock.Tx, done []*skiplock.Job) error {
-	ids, owners := make([]string, len(done)), make([]string, len(done))
-	for i, j := range done {
-		ids[i], owners[i] = j.ID, j.LeaseOwner
-	}
-	if _, err := tx.Exec(ctx, w.many, ids, owners); err != nil {
-		return fmt.Errorf("record to %s: %w", schema.WorkLogTable, err)
-	}
-	return nil
-}

@@ -87,6 +87,11 @@ func (bucketedCLI) work(ctx context.Context, e *env, small *skiplock.DB, o workO
 	if err != nil {
 		return workReport{}, err
 	}
+	rec, err := newRecorder(ctx, e, o)
+	if err != nil {
+		return workReport{}, err
+	}
+	defer rec.close()
 	batch := o.Batch
 	if batch == 0 {
 		batch = 1
@@ -97,13 +102,13 @@ func (bucketedCLI) work(ctx context.Context, e *env, small *skiplock.DB, o workO
 	cfg := &bucketed.WorkerConfig{
 		Queue: o.Queue, Workers: o.Workers, Prefetch: o.Workers * (batch - 1), Logger: e.log, Maintenance: o.maintenanceConfig(),
 		Handler: func(ctx context.Context, job *skiplock.Job) error {
-			return demoWork(ctx, e, o, job)
+			return demoWork(ctx, e, o, rec, job)
 		},
 	}
 	if o.Record {
 		// One work_log row per job, in the completion's transaction: it
 		// commits exactly when the job's Success does.
-		cfg.OnComplete = newRecorder(o.Schema).recordBucketed
+		cfg.OnComplete = rec.recordBucketed
 	}
 	w, err := q.NewWorker(cfg)
 	if err != nil {

@@ -62,7 +62,12 @@ func (fanoutCLI) work(ctx context.Context, e *env, db *skiplock.DB, o workOption
 	if err != nil {
 		return workReport{}, err
 	}
-	handler := demoHandler(e, o)
+	rec, err := newRecorder(ctx, e, o)
+	if err != nil {
+		return workReport{}, err
+	}
+	defer rec.close()
+	handler := demoHandler(e, o, rec)
 
 	start := time.Now()
 	// The workers get a context that outlives ctx, so that an interrupt
@@ -96,10 +101,9 @@ func (fanoutCLI) work(ctx context.Context, e *env, db *skiplock.DB, o workOption
 // demoHandler is the built-in handler (demoWork), and with o.Record a
 // work_log row written inside the job's transaction, so the row commits
 // if and only if the job is removed.
-func demoHandler(e *env, o workOptions) fanout.Handler {
-	rec := newRecorder(o.Schema)
+func demoHandler(e *env, o workOptions, rec *recorder) fanout.Handler {
 	return func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
-		if err := demoWork(ctx, e, o, job); err != nil || !o.Record {
+		if err := demoWork(ctx, e, o, rec, job); err != nil || !o.Record {
 			return err
 		}
 		return rec.recordFanout(ctx, tx, job)

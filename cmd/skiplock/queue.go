@@ -66,7 +66,10 @@ type workOptions struct {
 	// jobs run (client.QueueConfig.HeldClaims).
 	HeldClaims bool
 	Record     bool
-	Batch      int
+	// RecordAttempts writes one work_attempt_log row per attempt
+	// (record.go).
+	RecordAttempts bool
+	Batch          int
 	// RescueInterval, when positive, is how often this process's
 	// maintenance leader (when it leads) puts expired leases back.
 	RescueInterval time.Duration
@@ -154,7 +157,7 @@ func init() {
 	})
 	register(&command{
 		name:    "work",
-		usage:   "work --layout L {--workers N | --queues Q=N[:LAYOUT],...} [--kinds K,...] [--work D] [--fail P] [--panic P] [--retry-backoff D] [--until-empty] [--mode lease|tx] [--visibility-timeout D] [--job-timeout D] [--record] [--rescue-interval D] [--crash-on-payload TEXT] [--runs-log FILE] [--metrics-addr HOST:PORT]",
+		usage:   "work --layout L {--workers N | --queues Q=N[:LAYOUT],...} [--kinds K,...] [--work D] [--fail P] [--panic P] [--retry-backoff D] [--until-empty] [--mode lease|tx] [--visibility-timeout D] [--job-timeout D] [--record] [--record-attempts] [--rescue-interval D] [--crash-on-payload TEXT] [--runs-log FILE] [--metrics-addr HOST:PORT]",
 		summary: "run the built-in demo handler with N workers, or on several queues with one client",
 		run:     runWork,
 	})
@@ -315,7 +318,8 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&o.VisibilityTimeout, "visibility-timeout", 30*time.Second, "lease length (bucketed)")
 	fs.BoolVar(&o.DeleteCompleted, "delete-completed", false, "delete bucketed jobs as they complete instead of keeping them as Success until retention (one write per job less; no history of completed jobs)")
 	fs.BoolVar(&o.HeldClaims, "held-claims", false, "bucketed, on the client: hold each claim's transaction open while its jobs run, one write per job instead of two (PostgreSQL; for short jobs: each must finish within --visibility-timeout less a fifth)")
-	fs.BoolVar(&o.Record, "record", false, "insert one row per handled job into <schema>.work_log")
+	fs.BoolVar(&o.Record, "record", false, "insert one row per handled job into <schema>.work_log, in the transaction that completes it, with the completing attempt's handler start and end (started_at, finished_at)")
+	fs.BoolVar(&o.RecordAttempts, "record-attempts", false, "insert one row per attempt into <schema>.work_attempt_log when its handler starts, outside the job's transaction, and set its finished_at and outcome when it returns (a killed worker leaves them null): failed attempts included, at a statement before and after each")
 	fs.IntVar(&o.Batch, "batch", 0, "jobs claimed per dequeue (default by layout; not with --queues or --kinds, whose client claims for its free workers plus a prefetch)")
 	fs.DurationVar(&o.RescueInterval, "rescue-interval", 0, "how often the schema's maintenance leader, when this process leads, puts jobs whose lease expired back to run (default 5s)")
 	fs.StringVar(&o.CrashOn, "crash-on-payload", "", "for tests and demos: the handler SIGKILLs its own process on every job whose payload contains this text")

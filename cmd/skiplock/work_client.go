@@ -140,7 +140,12 @@ func runClientWork(ctx context.Context, e *env, fs *flag.FlagSet, def schema.Lay
 		}
 	}
 
-	cfg, err := clientConfig(e, o, specs)
+	rec, err := newRecorder(ctx, e, o)
+	if err != nil {
+		return err
+	}
+	defer rec.close()
+	cfg, err := clientConfig(e, o, rec, specs)
 	if err != nil {
 		return err
 	}
@@ -237,10 +242,9 @@ func runClientWork(ctx context.Context, e *env, fs *flag.FlagSet, def schema.Lay
 // handler for each of o.Kinds, and with o.Record the work_log rows written
 // in each job's completing transaction (bucketed: Config.OnComplete;
 // fanout: the job's transaction, client.TxFromContext).
-func clientConfig(e *env, o workOptions, specs []queueSpec) (*client.Config, error) {
-	rec := newRecorder(o.Schema)
+func clientConfig(e *env, o workOptions, rec *recorder, specs []queueSpec) (*client.Config, error) {
 	handler := func(ctx context.Context, job *skiplock.Job) error {
-		if err := demoWork(ctx, e, o, job); err != nil || !o.Record {
+		if err := demoWork(ctx, e, o, rec, job); err != nil || !o.Record {
 			return err
 		}
 		if tx, ok := client.TxFromContext(ctx); ok {

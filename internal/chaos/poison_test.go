@@ -72,7 +72,7 @@ func TestPoisonJobsKillTheirWorkers(t *testing.T) {
 			leader := startWorker(t, dsn, workArgs(name, layout, "--queue", "chaos_idle", "--workers", "1", rescue)...)
 			defer leader.stop() //nolint:errcheck // its exit code is not the point
 			waitLeader(t, db, name, leader.pid())
-			args := workArgs(name, layout, "--crash-on-payload", "poison", rescue)
+			args := workArgs(name, layout, "--crash-on-payload", "poison", rescue, "--record-attempts")
 			procs := []*workerProc{startWorker(t, dsn, args...), startWorker(t, dsn, args...)}
 			live := func() int64 {
 				var n int64
@@ -178,6 +178,26 @@ func TestPoisonJobsKillTheirWorkers(t *testing.T) {
 				t.Errorf("handlers crashed on %d distinct jobs; want the %d poison jobs", len(starts), poison)
 			}
 
+			// work_attempt_log: each poison handler start left its row
+			// unfinished (its worker died in it; ordinary jobs running
+			// beside it may have too), no poison attempt finished, and
+			// every work_log row is the span of a succeeded attempt.
+			var poisonUnfinished, poisonFinished, joined int64
+			if err := db.QueryRow(ctx, `SELECT
+  count(*) FILTER (WHERE "finished_at" IS NULL AND "job_id" = ANY($1)),
+  count(*) FILTER (WHERE "finished_at" IS NOT NULL AND "job_id" = ANY($1)),
+  (SELECT count(*) FROM `+s+`."work_log" AS l JOIN `+s+`."work_attempt_log" AS a
+     ON a."job_id" = l."job_id" AND a."started_at" = l."started_at" AND a."finished_at" = l."finished_at" AND a."outcome" = 'succeeded')
+FROM `+s+`."work_attempt_log"`, poisonIDs).Scan(&poisonUnfinished, &poisonFinished, &joined); err != nil {
+				t.Fatal(err)
+			}
+			if poisonUnfinished != int64(sumValues(starts)) || poisonFinished != 0 {
+				t.Errorf("work_attempt_log: %d unfinished and %d finished attempts of poison jobs; want the %d poison handler starts, unfinished, and none finished",
+					poisonUnfinished, poisonFinished, sumValues(starts))
+			}
+			if joined != int64(ordinary) {
+				t.Errorf("%d work_log rows join their succeeding attempt in work_attempt_log; want every ordinary job's (%d)", joined, ordinary)
+			}
 			// Every ordinary job once: the poison jobs are the only ones
 			// not done and never recorded.
 			c := count(t, db, layout, name, int64(ordinary+poison))

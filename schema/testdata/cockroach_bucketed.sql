@@ -96,6 +96,23 @@ CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_client" (
   PRIMARY KEY ("id")
 );
 
+CREATE TABLE IF NOT EXISTS "skiplock"."work_attempt_log" (
+  "id" TEXT NOT NULL,
+  "job_id" TEXT NOT NULL,
+  "attempt" INTEGER NOT NULL,
+  "worker" TEXT NOT NULL,
+  "started_at" TIMESTAMPTZ NOT NULL,
+  "finished_at" TIMESTAMPTZ,
+  "outcome" TEXT,
+  PRIMARY KEY ("id")
+);
+
+CREATE INDEX IF NOT EXISTS "work_attempt_log_job_id" ON "skiplock"."work_attempt_log" ("job_id") USING HASH WITH (bucket_count = 16);
+
+ALTER TABLE "skiplock"."work_log" ADD COLUMN IF NOT EXISTS "started_at" TIMESTAMPTZ;
+
+ALTER TABLE "skiplock"."work_log" ADD COLUMN IF NOT EXISTS "finished_at" TIMESTAMPTZ;
+
 CREATE TYPE IF NOT EXISTS "skiplock"."job_status" AS ENUM ('Queued', 'Running', 'Canceled', 'Failed', 'Success');
 
 CREATE TABLE IF NOT EXISTS "skiplock"."jobs" (

@@ -96,6 +96,23 @@ CREATE TABLE IF NOT EXISTS "skiplock"."skiplock_client" (
   PRIMARY KEY ("id")
 );
 
+CREATE TABLE IF NOT EXISTS "skiplock"."work_attempt_log" (
+  "id" TEXT NOT NULL,
+  "job_id" TEXT NOT NULL,
+  "attempt" INTEGER NOT NULL,
+  "worker" TEXT NOT NULL,
+  "started_at" timestamptz NOT NULL,
+  "finished_at" timestamptz,
+  "outcome" TEXT,
+  PRIMARY KEY ("id")
+);
+
+CREATE INDEX IF NOT EXISTS "work_attempt_log_job_id" ON "skiplock"."work_attempt_log" ("job_id" HASH);
+
+ALTER TABLE "skiplock"."work_log" ADD COLUMN IF NOT EXISTS "started_at" timestamptz;
+
+ALTER TABLE "skiplock"."work_log" ADD COLUMN IF NOT EXISTS "finished_at" timestamptz;
+
 DO 'BEGIN IF to_regtype(''"skiplock"."job_status"'') IS NULL THEN CREATE TYPE "skiplock"."job_status" AS ENUM (''Queued'', ''Running'', ''Canceled'', ''Failed'', ''Success''); END IF; END';
 
 CREATE TABLE IF NOT EXISTS "skiplock"."jobs" (

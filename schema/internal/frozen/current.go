@@ -3,6 +3,7 @@ package frozen
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -113,7 +114,8 @@ func Current(files []File) ([]Statement, error) {
 }
 
 // appendColumn adds the column definition def as the last column of every
-// CREATE TABLE of table (before its PRIMARY KEY line), where ALTER TABLE
+// CREATE TABLE of table (before its PRIMARY KEY line, or last when it has
+// none), where ALTER TABLE
 // ... ADD COLUMN puts it, and reports whether it found one.
 func appendColumn(stmts []Statement, table, def string) bool {
 	found := false
@@ -123,13 +125,18 @@ func appendColumn(stmts []Statement, table, def string) bool {
 			continue
 		}
 		lines := strings.Split(st.SQL, "\n")
-		for j, line := range lines {
-			if strings.HasPrefix(line, "  PRIMARY KEY ") {
-				lines = append(lines[:j], append([]string{"  " + def + ","}, lines[j:]...)...)
-				found = true
-				break
+		at, entry := slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, "  PRIMARY KEY ") }), "  "+def+","
+		if at < 0 {
+			// No primary key line: the column goes last, after the
+			// column that ended the list, which now takes a comma.
+			at, entry = slices.IndexFunc(lines, func(l string) bool { return strings.HasPrefix(l, ")") }), "  "+def
+			if at < 1 {
+				continue
 			}
+			lines[at-1] += ","
 		}
+		lines = slices.Insert(lines, at, entry)
+		found = true
 		stmts[i].SQL = strings.Join(lines, "\n")
 	}
 	return found

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/internal/usage"
 )
 
@@ -71,4 +72,29 @@ func namedQueues(known []string) string {
 	}
 	return fmt.Sprintf("known queues: %s and %d more (skiplock queues list)",
 		strings.Join(known[:MaxNamedQueues], ", "), len(known)-MaxNamedQueues)
+}
+
+// QueueLimits reads a queue's concurrency limits and how many of its
+// slots are held (bucketed.LimitsState). Limits apply to the bucketed
+// layout; a schema without it has none to read.
+func (a *Admin) QueueLimits(ctx context.Context, queue string) (bucketed.LimitsState, error) {
+	if a.bq == nil {
+		return bucketed.LimitsState{}, errLimitsNeedBucketed(a.schema)
+	}
+	return a.bq.LimitsOf(ctx, queue)
+}
+
+// SetQueueLimits sets a queue's concurrency limits, live (see
+// bucketed.Queue.SetLimits); zero clears a limit.
+func (a *Admin) SetQueueLimits(ctx context.Context, queue string, l bucketed.Limits) error {
+	if a.bq == nil {
+		return errLimitsNeedBucketed(a.schema)
+	}
+	return a.bq.SetLimits(ctx, queue, l)
+}
+
+// errLimitsNeedBucketed says that a schema without the bucketed layout
+// has no concurrency limits: fanout's claims do not read them yet.
+func errLimitsNeedBucketed(schemaName string) error {
+	return usage.Errorf("schema %q has no bucketed layout: concurrency limits apply to bucketed queues (fanout's claims do not read them yet); run `skiplock migrate --schema %s --layout bucketed` to add it", schemaName, schemaName)
 }

@@ -88,6 +88,7 @@ import (
 	"github.com/skiplock/skiplock/internal/logs"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/fanout"
 	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/usage"
@@ -222,6 +223,10 @@ type Config struct {
 	// (client.QueueConfig.HeldClaims): claims hold their transactions open
 	// while the jobs run, and write each job once.
 	HeldClaims bool
+	// Concurrency, when positive, is the bench queue's global concurrency
+	// limit (client.Limits), set before the run (bucketed, on the
+	// client); 0 removes one a previous run left.
+	Concurrency int
 	// SeparateBegin sends each transaction's BEGIN as its own round trip,
 	// as pgbench's scripts do; by default the workers' pool pipelines it
 	// with the transaction's first statement
@@ -320,6 +325,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if o.RTT < 0 {
 		return o, usage.Errorf("--rtt %v cannot be negative: use 0 (no proxy) or a round trip such as 2ms", o.RTT)
+	}
+	if o.Concurrency < 0 || o.Concurrency > bucketed.MaxConcurrency {
+		return o, usage.Errorf("--concurrency %d: use 0 (no limit) to %d", o.Concurrency, bucketed.MaxConcurrency)
 	}
 	if o.Layout != "" {
 		l, err := schema.ParseLayout(string(o.Layout))
@@ -657,6 +665,7 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 			PipelineBegin:   !c.SeparateBegin && admin.Engine() != skiplock.EngineYugabyte,
 			DeleteCompleted: c.DeleteCompleted && c.Layout == schema.LayoutBucketed,
 			HeldClaims:      c.HeldClaims && c.Layout == schema.LayoutBucketed,
+			Concurrency:     c.Concurrency,
 			IdealJobsS:      c.idealRate()},
 	}
 	switch c.Scenario {

@@ -78,6 +78,11 @@ func (d *clientDriver) runWorkers(ctx context.Context, deadline time.Time, rec *
 	}
 	// The handlers' parent outlives the run's context: Stop decides how
 	// they end.
+	if d.layout == schema.LayoutBucketed {
+		if err := cl.QueueSetLimits(ctx, DefaultQueue, client.Limits{Concurrency: d.c.Concurrency}); err != nil {
+			return err
+		}
+	}
 	if err := cl.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}

@@ -216,6 +216,8 @@ type Settings struct {
 	// HeldClaims says the bucketed queue held its claims' transactions
 	// open while the jobs ran (Config.HeldClaims).
 	HeldClaims bool `json:"held_claims"`
+	// Concurrency is the queue's global concurrency limit (0: none).
+	Concurrency int `json:"concurrency,omitempty"`
 	// Samples, GapS, PollIntervalS, Notify and SameClient are the pickup
 	// scenario's settings (Config): Notify says notifications were in
 	// use.
@@ -278,6 +280,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(b, "\nsettings: schema %s, queue %s, preload %d, driver %s, batch %d, conns %d, progress %v, baseline %v, BEGIN %s",
 			s.Schema, s.Queue, s.Preload, s.Driver, s.Batch, s.Conns, time.Duration(s.ProgressS*float64(time.Second)), s.Baseline,
 			map[bool]string{true: "pipelined with the first statement", false: "its own round trip"}[s.PipelineBegin])
+		if s.Concurrency > 0 {
+			fmt.Fprintf(b, ", global concurrency limit %d", s.Concurrency)
+		}
 		if s.DeleteCompleted || s.HeldClaims {
 			fmt.Fprintf(b, ", delete completed %v, held claims %v", s.DeleteCompleted, s.HeldClaims)
 		}

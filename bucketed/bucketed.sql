@@ -7,6 +7,14 @@
 --                     jobs_unique_key index of schema.JobsTableDef
 --   bucket_predicate  the claim's per-bucket filter, empty where the
 --                     engine's sharded index fans out itself
+--   claim_gate        the claims' test that queue $1 is not paused (and,
+--                     for a claim that takes no slots, has no global
+--                     limit): sqltext.NotPaused / NotPausedNorLimited
+--   slot_table, queue_state  job_slot and skiplock_queue
+--   slot_held         whether slot row s is held (sql.go, slotHeld);
+--                     slot_held_h the same of row h
+--   slot_range_*      slot numbers from one bound to another (sql.go,
+--                     slotRange)
 -- Values always travel as $n parameters; statements with many of them
 -- take a params struct whose args method lists them in $n order.
 
@@ -46,7 +54,7 @@ SELECT "id" FROM /* TEMPLATE: table */ WHERE "queue" = $1 AND "unique_key" = $2 
 SELECT min(x."priority") AS p
   FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i) CROSS JOIN LATERAL (
     SELECT "priority" FROM /* TEMPLATE: table */
-    WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: not_paused */ $1)
+    WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: claim_gate */ $1)
       AND ("priority", "run_at", "id") > (h.p, h.t, h.i)
     ORDER BY "priority", "run_at", "id" LIMIT 1) AS x;
 
@@ -87,7 +95,7 @@ WHERE j."id" = ANY(ARRAY(
   SELECT b.id FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i)
   CROSS JOIN LATERAL (
     SELECT "id" FROM /* TEMPLATE: table */
-    WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: not_paused */ $1)
+    WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: claim_gate */ $1)
       AND "priority" = (SELECT p FROM best) AND ("priority", "run_at", "id") > (h.p, h.t, h.i)
       AND "id" NOT IN (SELECT (n.e)::INT8 FROM /* TEMPLATE: hold */ AS k, jsonb_array_elements_text(k."ids") AS n (e)
         WHERE /* TEMPLATE: hold_dead */)
@@ -125,11 +133,11 @@ WITH best AS (SELECT min(x."priority") AS p
   FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i) CROSS JOIN LATERAL (
     SELECT COALESCE(
       CASE WHEN h.p >= -32768 THEN (SELECT "priority" FROM /* TEMPLATE: table */
-        WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: not_paused */ $1)
+        WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: claim_gate */ $1)
           AND "priority" = h.p AND "run_at" >= h.t AND ("run_at" > h.t OR "id" > h.i)
         ORDER BY "run_at", "id" LIMIT 1) END,
       (SELECT "priority" FROM /* TEMPLATE: table */
-        WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: not_paused */ $1)
+        WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: claim_gate */ $1)
           AND "priority" > h.p
         ORDER BY "priority", "run_at", "id" LIMIT 1)) AS "priority") AS x)
 UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Running', "attempts" = j."attempts" + 1, "lease_owner" = $3, "lease_token" = $4,
@@ -138,7 +146,7 @@ WHERE j."id" = ANY(ARRAY(
   SELECT b.id FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i)
   CROSS JOIN LATERAL (
     SELECT "id" FROM /* TEMPLATE: table */
-    WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: not_paused */ $1)
+    WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: claim_gate */ $1)
       AND "priority" = (SELECT p FROM best) AND h.p <= (SELECT p FROM best)
       AND "run_at" >= CASE WHEN h.p = (SELECT p FROM best) THEN h.t ELSE '-infinity'::TIMESTAMPTZ END
       AND (h.p < (SELECT p FROM best) OR "run_at" > h.t OR "id" > h.i)
@@ -208,7 +216,7 @@ ORDER BY "priority", "run_at", "id" LIMIT 1;
 --   │                                        locking strength: for update; locking wait policy: skip locked
 --   └── • subquery                  best: one unlocked LIMIT 1 scan of jobs@jobs_dequeue after the watermark
 WITH best AS (SELECT (SELECT "priority" FROM /* TEMPLATE: table */
-    WHERE "status" = 'Queued' AND "queue" = $1 AND /* TEMPLATE: not_paused */ $1) AND array_length($6::INT2[], 1) > 0
+    WHERE "status" = 'Queued' AND "queue" = $1 AND /* TEMPLATE: claim_gate */ $1) AND array_length($6::INT2[], 1) > 0
       AND ("priority", "run_at", "id") > (($7::INT4[])[1], ($8::TIMESTAMPTZ[])[1], ($9::INT8[])[1])
       AND "run_at" <= now()
     ORDER BY "priority", "run_at", "id" LIMIT 1) AS p)
@@ -217,13 +225,114 @@ UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Running', "attempts" = j."atte
 FROM (
   SELECT b.id FROM (
     SELECT "id", "priority" FROM /* TEMPLATE: table */
-    WHERE "status" = 'Queued' AND "queue" = $1 AND /* TEMPLATE: not_paused */ $1) AND array_length($6::INT2[], 1) > 0
+    WHERE "status" = 'Queued' AND "queue" = $1 AND /* TEMPLATE: claim_gate */ $1) AND array_length($6::INT2[], 1) > 0
       AND ("priority", "run_at", "id") > (($7::INT4[])[1], ($8::TIMESTAMPTZ[])[1], ($9::INT8[])[1])
       AND "run_at" <= now()
     ORDER BY "priority", "run_at", "id" LIMIT $2 FOR UPDATE SKIP LOCKED) AS b
   WHERE b."priority" = (SELECT p FROM best)) AS c
 WHERE j."id" = c.id
 RETURNING /* TEMPLATE: job_columns */;
+
+-- Concurrency slots (a queue's global limit, set with `skiplock
+-- queues configure --concurrency N`; docs/flow-control.md, "How the
+-- limit is kept"). A queue with a limit of N has slot rows 0 to N-1 (job_slot,
+-- partition ''); a claim of it takes free slots (slots_take), claims at
+-- most as many jobs (the claim, rendered with a claim_gate that lets a
+-- limited queue through), and writes each job and its lease token into a
+-- slot (slots_bind), all in one transaction. A slot is held while its job
+-- is Running under that token (slot_held): the job's completion, failure,
+-- release, cancellation or rescue frees it in the same commit.
+
+-- name: slots_take
+-- Up to $2 free slots of queue $1's limit, locked (SKIP LOCKED: slots
+-- other claims are taking are passed over). Nothing while the queue has
+-- no limit or is paused, and nothing while a slot at or past the limit
+-- (rows a lowered limit left, up to "slots", the rows ever made) is held:
+-- after a limit is lowered, no job starts until the jobs running past it
+-- have finished. Slots are read by key: a range of slot numbers under the
+-- queue's prefix, or on YugabyteDB, whose key is hashed whole, the numbers
+-- listed (slot_range); never a scan of the table. Under
+-- READ COMMITTED a slot taken by a claim that committed after this
+-- statement's snapshot can read as free here (the row is re-read when
+-- locked, the job it names is not): slots_free checks each slot again.
+WITH lim AS (SELECT "concurrency" AS n, GREATEST("slots", "concurrency") AS made
+  FROM /* TEMPLATE: queue_state */ WHERE "name" = $1 AND "concurrency" IS NOT NULL AND NOT "paused")
+SELECT s."slot" FROM /* TEMPLATE: slot_table */ AS s
+WHERE s."queue" = $1 AND s."partition" = '' AND /* TEMPLATE: slot_range_s */ AND NOT (/* TEMPLATE: slot_held */)
+  AND NOT EXISTS (SELECT 1 FROM /* TEMPLATE: slot_table */ AS h
+    WHERE h."queue" = $1 AND h."partition" = '' AND /* TEMPLATE: slot_range_h */ AND /* TEMPLATE: slot_held_h */)
+LIMIT $2 FOR UPDATE OF s SKIP LOCKED;
+
+-- name: slots_free
+-- Of the slots $2 that slots_take locked in this transaction, those still
+-- free, read with a snapshot taken after the lock (the next statement's,
+-- under READ COMMITTED): a slot a claim committed between slots_take's
+-- snapshot and its lock is held, and dropped here. Nothing can take a
+-- slot that this transaction holds locked, and a held slot can only come
+-- free, so what this returns stays free until the commit. (Under
+-- REPEATABLE READ and SERIALIZABLE such a slot's lock fails instead, as a
+-- serialization failure, and the claim is retried.) The slots are found
+-- by key (= ANY of the array), whatever the table's statistics say.
+SELECT s."slot" FROM /* TEMPLATE: slot_table */ AS s
+WHERE s."queue" = $1 AND s."partition" = '' AND s."slot" = ANY($2::INT4[]) AND NOT (/* TEMPLATE: slot_held */);
+
+-- name: slots_bind
+-- Gives the slots $2 (locked by slots_take and found free by slots_free in
+-- this transaction) to the jobs $3 the claim took under lease token $4,
+-- in the order given.
+UPDATE /* TEMPLATE: slot_table */ AS s SET "job_id" = ($3::INT8[])[array_position($2::INT4[], s."slot")], "lease_token" = $4
+WHERE s."queue" = $1 AND s."partition" = '' AND s."slot" = ANY($2::INT4[]);
+
+-- name: slots_make
+-- Makes queue $1's slot rows 0 to $2-1 that are missing (partition ''),
+-- and records in skiplock_queue how many were ever made: an operator's
+-- `queues configure --concurrency`, in the transaction that sets the
+-- limit.
+INSERT INTO /* TEMPLATE: slot_table */ ("queue", "partition", "slot")
+SELECT $1, '', g FROM generate_series(0, $2::INT4 - 1) AS g
+ON CONFLICT ("queue", "partition", "slot") DO NOTHING;
+
+-- name: queue_limits
+-- Queue $1's limits: global (concurrency) and per process
+-- (local_concurrency), each null when unset, how many slot rows it has,
+-- and whether it is paused; no row when the queue was never paused or
+-- configured.
+SELECT "concurrency", "local_concurrency", "slots", "paused" FROM /* TEMPLATE: queue_state */ WHERE "name" = $1;
+
+-- name: slots_lock
+-- Queue $1's count of slot rows, its row locked for the transaction that
+-- sets its limits (no row: none made).
+SELECT "slots" FROM /* TEMPLATE: queue_state */ WHERE "name" = $1 FOR UPDATE;
+
+-- name: slots_adopt
+-- When a global limit is set: each Running job of queue $1 that holds no
+-- slot (claimed while the queue had no limit) gets one, numbered from $2
+-- (the rows made so far) up, so that the limit counts the jobs already
+-- running, and those past it keep claims waiting until they finish. A
+-- claim that was in flight as the limit was set, and commits after this
+-- statement read the jobs, is not counted: the plain claim's gate read
+-- the queue before the limit.
+INSERT INTO /* TEMPLATE: slot_table */ ("queue", "partition", "slot", "job_id", "lease_token")
+SELECT $1, '', $2::INT4 + (row_number() OVER (ORDER BY j."id"))::INT4 - 1, j."id", j."lease_token"
+FROM /* TEMPLATE: table */ AS j
+WHERE j."status" = 'Running' AND j."queue" = $1
+  AND NOT EXISTS (SELECT 1 FROM /* TEMPLATE: slot_table */ AS s
+    WHERE s."queue" = $1 AND s."partition" = '' AND s."job_id" = j."id" AND s."lease_token" = j."lease_token")
+ON CONFLICT ("queue", "partition", "slot") DO UPDATE SET "job_id" = excluded."job_id", "lease_token" = excluded."lease_token"
+RETURNING "slot";
+
+-- name: limits_set
+-- Sets queue $1's limits ($2 global, $3 per process; null: none) and
+-- raises its count of slot rows to $4; its paused flag stays as it is.
+INSERT INTO /* TEMPLATE: queue_state */ AS q ("name", "concurrency", "local_concurrency", "slots", "updated_at")
+VALUES ($1, $2::INT4, $3::INT4, $4::INT4, now())
+ON CONFLICT ("name") DO UPDATE SET "concurrency" = excluded."concurrency", "local_concurrency" = excluded."local_concurrency",
+  "slots" = GREATEST(q."slots", excluded."slots"), "updated_at" = excluded."updated_at";
+
+-- name: slots_held
+-- How many of queue $1's slot rows 0 to $2-1 are held.
+SELECT count(*) FROM /* TEMPLATE: slot_table */ AS s
+WHERE s."queue" = $1 AND s."partition" = '' AND /* TEMPLATE: slot_range_all */ AND /* TEMPLATE: slot_held */;
 
 -- Lease operations take parallel arrays of ids ($1) and lease tokens ($2)
 -- and touch only rows still Running under that token (the fence). Under a
@@ -457,7 +566,7 @@ SELECT j."id", j."queue", j."payload"::TEXT, j."priority", 'Running', j."attempt
 FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i)
 CROSS JOIN LATERAL (
   SELECT * FROM /* TEMPLATE: table */
-  WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: not_paused */ $1)
+  WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: claim_gate */ $1)
     AND "priority" = (SELECT p FROM best) AND ("priority", "run_at", "id") > (h.p, h.t, h.i)
     AND "id" NOT IN (SELECT (n.e)::INT8 FROM /* TEMPLATE: hold */ AS k, jsonb_array_elements_text(k."ids") AS n (e)
       WHERE /* TEMPLATE: hold_dead */)

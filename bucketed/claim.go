@@ -119,29 +119,38 @@ type claimedJob struct {
 // back in claim order (priority, run_at, id); see the package doc for the
 // order across buckets.
 func (q *Queue) Dequeue(ctx context.Context, queue string, n int) ([]*skiplock.Job, error) {
-	return q.dequeue(ctx, queue, n, q.cfg.Owner)
+	jobs, _, err := q.dequeue(ctx, queue, n, "")
+	return jobs, err
 }
 
 // DequeueAs is Dequeue with owner recorded as the lease owner, for
 // callers that run several workers in one process.
 func (q *Queue) DequeueAs(ctx context.Context, queue string, n int, owner string) ([]*skiplock.Job, error) {
+	jobs, _, err := q.dequeue(ctx, queue, n, owner)
+	return jobs, err
+}
+
+// dequeue is DequeueAs ("" owner: Config.Owner); cut says that the
+// queue's global limit left the claim fewer slots than it asked for
+// (claimLimited).
+func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) (jobs []*skiplock.Job, cut bool, err error) {
 	if owner == "" {
 		owner = q.cfg.Owner
 	}
-	return q.dequeue(ctx, queue, n, owner)
-}
-
-func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) ([]*skiplock.Job, error) {
 	p, err := q.claimSetup(ctx, queue, n, owner)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	var claimed []claimedJob
-	err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
-		var err error
-		claimed, err = claimRows(txhook.Last(ctx), tx, q.sql.claim, p.args()) // one round trip
-		return err
-	})
+	if q.limitsFor(ctx, queue).Concurrency > 0 {
+		claimed, cut, err = q.claimLimited(ctx, p)
+	} else {
+		err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+			var err error
+			claimed, err = claimRows(txhook.Last(ctx), tx, q.sql.claim, p.args()) // one round trip
+			return err
+		})
+	}
 	if amb := (*retry.AmbiguousCommitError)(nil); errors.As(err, &amb) {
 		// The claim may have committed: its jobs would sit Running under
 		// its token until their leases lapse. Read them back by that
@@ -149,17 +158,21 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 		claimed, err = claimRows(ctx, q.db, q.sql.claimedBy, []any{queue, p.Token})
 	}
 	if err != nil {
-		return nil, fmt.Errorf("bucketed: dequeue from %q: %w", queue, err)
+		return nil, false, fmt.Errorf("bucketed: dequeue from %q: %w", queue, err)
+	}
+	if len(claimed) == 0 {
+		// Perhaps a limit was set or removed: read the limits again soon.
+		q.limits.claimedNone(queue)
 	}
 	q.hints.update(queue, claimed)
-	jobs := make([]*skiplock.Job, len(claimed))
+	jobs = make([]*skiplock.Job, len(claimed))
 	slices.SortFunc(claimed, func(a, b claimedJob) int {
 		return compareKey(int32(a.job.Priority), a.job.RunAt, a.id, int32(b.job.Priority), b.job.RunAt, b.id)
 	})
 	for i := range claimed {
 		jobs[i] = claimed[i].job
 	}
-	return jobs, nil
+	return jobs, cut, nil
 }
 
 // claimSetup checks a claim's arguments, runs the heads probe when one is

@@ -27,6 +27,7 @@ type completer struct {
 	tally   *tally
 	breaker *breaker
 	wakeIn  func(time.Duration) // the producer's: a job put back comes due
+	written func()              // the producer's: a batch's jobs are finished with, their slots free
 
 	backlog        chan struct{} // a steady completer's batch filled to FlushSize: wakes a backlog completer
 	backlogFlushes atomic.Int64  // batches the backlog completers wrote
@@ -146,6 +147,7 @@ func (c *completer) flush(ctx context.Context, batch []result) {
 	t.lost.Add(int64(len(drop)))
 	t.report(drop, drop, OutcomeLost)
 	c.book.written(batch)
+	c.written()
 }
 
 // writeBack persists one kind of result for jobs (see persist) and

@@ -25,6 +25,9 @@ type heldMode struct {
 	runner *runner             // whose context the claims' handlers run under
 	wakeIn func(time.Duration) // the producer's: a job put back comes due
 	open   sync.WaitGroup      // claims not yet committed
+	// limited says, once, that a queue with a global limit gives held
+	// claims nothing: a held job is not Running, so no slot could count it.
+	limited sync.Once
 }
 
 // heldRun is a held claim being worked: the results that have arrived
@@ -55,16 +58,23 @@ func (m *heldMode) budget() time.Duration {
 func (m *heldMode) inFlight() int { return 1 }
 
 // claim takes a held claim of up to n jobs and hands them out with it.
-func (m *heldMode) claim(ctx context.Context, n int) ([]handed, error) {
+func (m *heldMode) claim(ctx context.Context, n int) ([]handed, bool, error) {
+	limits := m.q.limitsFor(ctx, m.cfg.Queue) // for the producer's capacity too
 	h, err := m.q.claimHeld(ctx, m.cfg.Queue, n, m.cfg.Owner, m.budget())
+	if err == nil && (h == nil || len(h.jobs) == 0) && limits.Concurrency > 0 {
+		m.limited.Do(func() {
+			m.cfg.Logger.Warn("the queue has a global concurrency limit, which held claims cannot count: they claim nothing there; work it without HeldClaims, or remove the limit",
+				"queue", m.cfg.Queue)
+		})
+	}
 	if err != nil || h == nil {
-		return nil, err
+		return nil, false, err
 	}
 	if len(h.jobs) == 0 {
 		// Every job it locked is a dead holder's, not yet counted: commit
 		// the empty claim at once.
 		m.commit(&heldRun{claim: h})
-		return nil, nil
+		return nil, false, nil
 	}
 	// One context for the claim's handlers, not one each: a deadline's
 	// timer per job is dear in a burn-down.
@@ -75,7 +85,7 @@ func (m *heldMode) claim(ctx context.Context, n int) ([]handed, error) {
 	for i, j := range h.jobs {
 		hs[i] = handed{job: j, run: run}
 	}
-	return hs, nil
+	return hs, false, nil
 }
 
 // work runs a held job's handler (as the leased mode's work does) and

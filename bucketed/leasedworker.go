@@ -35,17 +35,17 @@ func (m *leasedMode) inFlight() int {
 
 // claim claims up to n jobs under a lease and enters them in the book:
 // from now on the heartbeat keeps their leases.
-func (m *leasedMode) claim(ctx context.Context, n int) ([]handed, error) {
-	jobs, err := m.q.DequeueAs(ctx, m.cfg.Queue, n, m.cfg.Owner)
+func (m *leasedMode) claim(ctx context.Context, n int) ([]handed, bool, error) {
+	jobs, cut, err := m.q.dequeue(ctx, m.cfg.Queue, n, m.cfg.Owner)
 	if len(jobs) == 0 {
-		return nil, err
+		return nil, cut, err
 	}
 	m.book.claimed(jobs, time.Now().Add(m.q.cfg.VisibilityTimeout))
 	hs := make([]handed, len(jobs))
 	for i, j := range jobs {
 		hs[i].job = j
 	}
-	return hs, err
+	return hs, cut, err
 }
 
 // work runs the handler under a context that the heartbeat cancels if the

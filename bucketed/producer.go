@@ -23,8 +23,9 @@ type handed struct {
 // once by NewWorker: leased (leasedworker.go) or held (heldworker.go).
 // The producer claims through it and the runner works through it.
 type claimMode interface {
-	// claim claims up to n jobs, on the producer's goroutine.
-	claim(ctx context.Context, n int) ([]handed, error)
+	// claim claims up to n jobs, on the producer's goroutine; cut says
+	// the queue's global limit left it fewer slots than n.
+	claim(ctx context.Context, n int) (jobs []handed, cut bool, err error)
 	// work runs h's handler on a runner goroutine and passes its result
 	// on; ctx ends at a hard stop.
 	work(ctx context.Context, h handed, asked time.Time)
@@ -58,6 +59,7 @@ type producer struct {
 	ready    chan handed     // claimed, not yet taken by a goroutine; closed when the producer returns
 	slots    chan struct{}   // cap 1: a goroutine took a job or is waiting for one
 	soon     chan struct{}   // cap 1: a job this worker put back is due (wakeIn)
+	freed    chan struct{}   // cap 1: results were written, which frees their jobs' slots (resultsWritten)
 	quit     <-chan struct{} // closed when the producer's stop begins; set before its first job goes out
 	held     atomic.Int64    // jobs claimed and not yet finished (ready + running)
 	hungry   atomic.Int64    // goroutines waiting on ready
@@ -70,6 +72,9 @@ type producer struct {
 	back     chan claimed
 	inFlight int
 	pending  int64
+	// cut says a claim taken in since the last wait was cut short by the
+	// queue's global limit: the queue is not drained.
+	cut bool
 }
 
 // claimed is what one claim in flight brought back: its jobs, how many it
@@ -77,12 +82,13 @@ type producer struct {
 type claimed struct {
 	jobs  []handed
 	asked int
+	cut   bool // the queue's global limit cut it short (claimMode.claim)
 	err   error
 }
 
 func newProducer(q *Queue, cfg *WorkerConfig, t *tally, b *breaker) *producer {
 	return &producer{q: q, cfg: cfg, tally: t, breaker: b,
-		ready: make(chan handed, cfg.Workers+cfg.Prefetch), slots: make(chan struct{}, 1), soon: make(chan struct{}, 1),
+		ready: make(chan handed, cfg.Workers+cfg.Prefetch), slots: make(chan struct{}, 1), soon: make(chan struct{}, 1), freed: make(chan struct{}, 1),
 		back: make(chan claimed, maxClaimsInFlight)}
 }
 
@@ -140,10 +146,9 @@ func (p *producer) produce(stop, hard context.Context) {
 	// are handed first: the runner gives their jobs back.
 	defer close(p.ready)
 	defer p.settle() // stopping: the jobs are handed, to go back
-	capacity := int64(p.cfg.Workers + p.cfg.Prefetch)
-	refill := int64(max(1, p.cfg.Prefetch/2))
-	share := max(refill, capacity/minClaimShare)
+	full := int64(p.cfg.Workers + p.cfg.Prefetch)
 	most := p.mode.inFlight()
+	p.q.limitsFor(hard, p.cfg.Queue) // before the first claim sizes itself by them
 	idle, failing, tripped := time.Duration(0), time.Duration(0), time.Duration(0)
 	probeFirst := false // the last wait was an idle poll's, ended by its timer
 	for {
@@ -152,6 +157,11 @@ func (p *producer) produce(stop, hard context.Context) {
 			return
 		default:
 		}
+		// The queue's limits (as its claims last read them) bound the
+		// jobs held, prefetched ones included.
+		capacity := p.q.capacityFor(p.cfg.Queue, full)
+		refill := min(int64(max(1, p.cfg.Prefetch/2)), capacity)
+		share := max(refill, capacity/minClaimShare)
 		want := capacity - p.held.Load() - p.pending
 		// Claim in batches of at least refill, unless a goroutine is
 		// waiting with nothing ready or coming for it; beside another
@@ -241,6 +251,15 @@ func (p *producer) after(hard context.Context, got int, err error, idle, failing
 		p.cfg.Logger.Info("claims recovered")
 		failing = 0
 	}
+	if cut := p.cut; cut {
+		// Short because the queue's global limit is reached, not drained:
+		// slots free as jobs finish, here (once their results are
+		// written) or elsewhere. Claim again then, or after IdleMin,
+		// without growing the wait or probing first.
+		p.cut = false
+		ok, _ := p.pause(p.freed, p.soon, workloop.Jitter(p.cfg.IdleMin))
+		return 0, failing, ok
+	}
 	// A short claim (or none): the queue is drained for now. Poll again
 	// after the idle backoff (or at once when woken).
 	next := workloop.Grow(idle, p.cfg.IdleMin, p.cfg.PollInterval)
@@ -282,9 +301,9 @@ func (p *producer) send(ctx context.Context, want, share int64, most int) {
 		p.stmts.Add(1)
 		go func() {
 			began := time.Now()
-			got, err := p.mode.claim(ctx, int(n))
+			got, cut, err := p.mode.claim(ctx, int(n))
 			p.tally.claimedIn(len(got), time.Since(began))
-			p.back <- claimed{jobs: got, asked: int(n), err: err}
+			p.back <- claimed{jobs: got, asked: int(n), cut: cut, err: err}
 		}()
 	}
 }
@@ -309,6 +328,7 @@ func (p *producer) awaitClaim(demand <-chan struct{}) (got *claimed, ok bool) {
 func (p *producer) takeIn(c claimed) {
 	p.inFlight--
 	p.pending -= int64(c.asked)
+	p.cut = p.cut || c.cut
 	if len(c.jobs) > 0 {
 		p.hand(c.jobs)
 	}
@@ -411,6 +431,15 @@ func (p *producer) stopping() bool {
 func (p *producer) finished() {
 	p.held.Add(-1)
 	p.poke()
+}
+
+// resultsWritten tells the producer that a batch of results was written:
+// the slots of a limited queue's jobs are free from that commit on.
+func (p *producer) resultsWritten() {
+	select {
+	case p.freed <- struct{}{}:
+	default:
+	}
 }
 
 // poke tells the producer that the goroutines' demand changed.

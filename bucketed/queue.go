@@ -35,6 +35,9 @@ type Queue struct {
 	// pool: each holds a connection while its jobs run, and recording one
 	// takes another, which must be there.
 	heldSlots chan struct{}
+	// limits holds what was last read of each queue's concurrency
+	// limits (limits.go).
+	limits limitsCache
 }
 
 // New returns a Queue on db. The schema must have been migrated with

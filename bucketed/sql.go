@@ -15,8 +15,17 @@ import (
 // Queue from bucketed.sql for the schema and engine. Values always travel
 // as $n parameters.
 type statements struct {
-	insert, uniqueLookup                                  string
-	claim, heads                                          string
+	insert, uniqueLookup string
+	claim, heads         string
+	// claimLimited is the claim of a queue with a global concurrency
+	// limit, sent between slotsTake and slotsBind (limits.go): its gate
+	// lets a limited queue through, where claim's claims nothing there.
+	claimLimited                                          string
+	slotsTake, slotsFree, slotsBind                       string
+	slotsMake                                             string
+	queueLimits, limitsSet                                string
+	slotsLock, slotsAdopt                                 string
+	slotsHeld                                             string
 	complete, fail, cancel, release, extend, extendIDs    string
 	snooze                                                string
 	insertNotify                                          string // insert with its notifications (sqltext.WithNotify)
@@ -73,6 +82,7 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		bucketPred = ""
 	}
 	table := sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobsTable)
+	queueState := sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.QueueStateTable)
 	vars := map[string]string{
 		"table":            table,
 		"queued_exists":    queuedExists(d, table, ""),
@@ -85,17 +95,51 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		"push_error_held":  sqltext.PushError("j", `j."attempts" + 1`),
 		"hold":             sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobHoldTable),
 		// A dead holder's hold row (alias k).
-		"hold_dead":  sqltext.HoldDead("k"),
-		"not_paused": sqltext.NotPaused(sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.QueueStateTable)),
+		"hold_dead":   sqltext.HoldDead("k"),
+		"queue_state": queueState,
+		"slot_table":  sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobSlotTable),
+		"slot_held":   slotHeld("s", table),
+		"slot_held_h": slotHeld("h", table),
+		// slots_take's: the limit's slots, and those past it that a
+		// lowered limit left; slots_held's: $2 of them.
+		"slot_range_s":   slotRange(d, "s", "0", "(SELECT n FROM lim)"),
+		"slot_range_h":   slotRange(d, "h", "(SELECT n FROM lim)", "(SELECT made FROM lim)"),
+		"slot_range_all": slotRange(d, "s", "0", "$2::INT4"),
 	}
-	// The claims' best-priority CTE is a block of its own, rendered once
-	// into both claims (claim, claim_held) that share it.
+	setClaimGate(vars, sqltext.NotPausedNorLimited(queueState))
+	return vars
+}
+
+// setClaimGate sets the claims' gate (claim_gate) and renders the
+// best-priority CTE with it, a block of its own rendered once into every
+// claim that shares it (claim_best).
+func setClaimGate(vars map[string]string, gate string) {
+	vars["claim_gate"] = gate
 	best, err := sqltext.Render(sqlFile.Template("claim_best"), vars)
 	if err != nil {
 		panic(err) // the file is embedded: the tests render it for every engine
 	}
 	vars["claim_best"] = best
-	return vars
+}
+
+// slotRange is the test that slot row alias's number is from lo up to,
+// not including, hi: a range of the key under the queue's prefix, which
+// PostgreSQL's btree and CockroachDB's hash-sharded key (one span per
+// shard) both read as one; on YugabyteDB, whose key is hashed whole, the
+// numbers listed, each a lookup by whole key.
+func slotRange(d *skiplock.Dialect, alias, lo, hi string) string {
+	if d.KeyOrderMarkers {
+		return alias + `."slot" = ANY(ARRAY(SELECT generate_series(` + lo + `, ` + hi + ` - 1)))`
+	}
+	return alias + `."slot" >= ` + lo + ` AND ` + alias + `."slot" < ` + hi
+}
+
+// slotHeld is the test that slot row alias is held: its job is Running
+// under the lease token the slot recorded (bucketed.sql, "Concurrency
+// slots").
+func slotHeld(alias, table string) string {
+	return alias + `."job_id" IS NOT NULL AND EXISTS (SELECT 1 FROM ` + table + ` AS j
+      WHERE j."id" = ` + alias + `."job_id" AND j."lease_token" = ` + alias + `."lease_token" AND j."status" = 'Running')`
 }
 
 // queuedExists is the test, for pending and backlog, that queue $1 has a
@@ -127,7 +171,8 @@ func queuedExists(d *skiplock.Dialect, table, cond string) string {
 func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 	var s statements
 	var claimKeyJoin, headsKeyJoin, deleteFinishedKeyJoin, claimScalarBounds string
-	err := sqlFile.Fill(sqlVars(d, schemaName), map[string]*string{
+	vars := sqlVars(d, schemaName)
+	err := sqlFile.Fill(vars, map[string]*string{
 		"insert":                   &s.insert,
 		"unique_lookup":            &s.uniqueLookup,
 		"reserve_ids":              &s.reserveIDs,
@@ -167,7 +212,21 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		"held_complete_delete":     &s.heldCompleteDelete,
 		"held_fail":                &s.heldFail,
 		"held_snooze":              &s.heldSnooze,
+		"slots_take":               &s.slotsTake,
+		"slots_free":               &s.slotsFree,
+		"slots_bind":               &s.slotsBind,
+		"slots_make":               &s.slotsMake,
+		"queue_limits":             &s.queueLimits,
+		"limits_set":               &s.limitsSet,
+		"slots_lock":               &s.slotsLock,
+		"slots_adopt":              &s.slotsAdopt,
+		"slots_held":               &s.slotsHeld,
 	})
+	if err == nil {
+		// The claim once more, with the gate a limited queue passes.
+		setClaimGate(vars, sqltext.NotPaused(vars["queue_state"]))
+		s.claimLimited, err = sqltext.Render(sqlFile.Template(ClaimBlock(d)), vars)
+	}
 	if err != nil {
 		// The file is embedded and the same for every schema: the tests
 		// render it for every engine, so this cannot happen in a build
@@ -181,13 +240,23 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		s.claimHeld, s.holdOpen, s.holdClose, s.holdExists = "", "", "", ""
 		s.heldComplete, s.heldCompleteDelete, s.heldFail, s.heldSnooze = "", "", "", ""
 	}
-	switch {
-	case d.KeyJoinDML:
-		s.claim, s.heads, s.deleteFinished = claimKeyJoin, headsKeyJoin, deleteFinishedKeyJoin
-	case d.RowBoundsNotPushed:
-		s.claim = claimScalarBounds
+	s.claim = map[string]string{"claim": s.claim, "claim_key_join": claimKeyJoin, "claim_scalar_bounds": claimScalarBounds}[ClaimBlock(d)]
+	if d.KeyJoinDML {
+		s.heads, s.deleteFinished = headsKeyJoin, deleteFinishedKeyJoin
 	}
 	return s
+}
+
+// ClaimBlock names the block of bucketed.sql whose claim a Queue sends on
+// d's engine, for tools that render or explain it.
+func ClaimBlock(d *skiplock.Dialect) string {
+	switch {
+	case d.KeyJoinDML:
+		return "claim_key_join"
+	case d.RowBoundsNotPushed:
+		return "claim_scalar_bounds"
+	}
+	return "claim"
 }
 
 // all lists every statement the engine is sent, for tests that check them.
@@ -195,7 +264,8 @@ func (s *statements) all() []string {
 	return slices.DeleteFunc([]string{s.insert, s.uniqueLookup, s.claim, s.heads, s.complete, s.fail, s.cancel, s.release, s.snooze, s.extend, s.extendIDs,
 		s.completedWith, s.deleteFinished, s.stats, s.pending, s.backlog, s.lookup, s.claimedBy, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID, s.reserveIDs, s.notify,
 		s.completeDelete, s.completedWithDelete, s.claimHeld, s.holdOpen, s.holdClose, s.holdExists,
-		s.heldComplete, s.heldCompleteDelete, s.heldFail, s.heldSnooze}, func(sql string) bool { return sql == "" })
+		s.heldComplete, s.heldCompleteDelete, s.heldFail, s.heldSnooze,
+		s.claimLimited, s.slotsTake, s.slotsFree, s.slotsBind, s.slotsMake, s.queueLimits, s.limitsSet, s.slotsHeld, s.slotsLock, s.slotsAdopt}, func(sql string) bool { return sql == "" })
 }
 
 // claimParams are the claim's parameters.

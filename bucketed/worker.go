@@ -67,7 +67,7 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 	} else {
 		book := newLeaseBook(q.cfg.VisibilityTimeout, w.cfg.Logger)
 		leased := &leasedMode{q: q, cfg: &w.cfg, book: book, results: make(chan result, c.FlushSize)}
-		w.comp = &completer{q: q, cfg: &w.cfg, results: leased.results, book: book, tally: &w.tally, breaker: &brk, wakeIn: w.prod.wakeIn}
+		w.comp = &completer{q: q, cfg: &w.cfg, results: leased.results, book: book, tally: &w.tally, breaker: &brk, wakeIn: w.prod.wakeIn, written: w.prod.resultsWritten}
 		w.parts = append(w.parts, &heartbeat{q: q, cfg: &w.cfg, book: book}, w.comp)
 		mode = leased
 	}

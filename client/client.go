@@ -280,6 +280,9 @@ func (c *Client) Start(ctx context.Context) error {
 	if err := c.db.CheckWritable(ctx); err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
+	if err := c.defaultLimits(ctx); err != nil {
+		return err
+	}
 	c.started = true
 	var err error
 	if c.rec, err = c.newRecorder(); err != nil {

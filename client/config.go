@@ -12,6 +12,7 @@ import (
 	"github.com/skiplock/skiplock/internal/logs"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/fanout"
 	"github.com/skiplock/skiplock/internal/metricsink"
 	"github.com/skiplock/skiplock/internal/sqlident"
@@ -78,8 +79,15 @@ type QueueConfig struct {
 	Prefetch int
 	// HeldClaims holds each claim's transaction open while its jobs run
 	// (bucketed.WorkerConfig.HeldClaims): one write per job instead of
-	// two, for short jobs, on PostgreSQL. Bucketed queues only.
+	// two, for short jobs, on PostgreSQL. Bucketed queues only. A held
+	// claim cannot count against a global limit (Limits): a queue with
+	// one gives held claims nothing.
 	HeldClaims bool
+	// Limits are the queue's default concurrency limits, written at Start
+	// when the database holds none for the queue (an operator's `skiplock
+	// queues configure`, or QueueSetLimits, wins and stays). Bucketed
+	// queues only.
+	Limits Limits
 }
 
 // Config configures a Client. Queues is required to work jobs; a client
@@ -274,6 +282,12 @@ func (c *Config) withDefaults() (Config, error) {
 		}
 		if q.Layout == schema.LayoutFanout && q.HeldClaims {
 			return out, usage.Errorf("client: queue %q: HeldClaims is for bucketed queues (a fanout job is already claimed in the transaction that works it): leave it off", name)
+		}
+		if q.Layout == schema.LayoutFanout && q.Limits != (Limits{}) {
+			return out, usage.Errorf("client: queue %q: concurrency limits apply to bucketed queues (fanout's claims do not read them yet): leave Limits empty", name)
+		}
+		if q.Limits.Concurrency < 0 || q.Limits.LocalConcurrency < 0 || q.Limits.Concurrency > bucketed.MaxConcurrency || q.Limits.LocalConcurrency > bucketed.MaxConcurrency {
+			return out, usage.Errorf("client: queue %q: Limits %+v: use 0 (none) to %d", name, q.Limits, bucketed.MaxConcurrency)
 		}
 		if q.Layout == schema.LayoutFanout && q.Prefetch > 0 {
 			return out, usage.Errorf("client: queue %q: fanout queues cannot prefetch (a job is claimed in the transaction that works it): leave Prefetch at 0", name)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
+	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/internal/metricsink"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -194,6 +195,37 @@ func (c *Client) setPaused(ctx context.Context, queue string, paused, create boo
 	return a.SetPaused(ctx, queue, paused)
 }
 
+// Limits are a queue's concurrency limits: the most jobs running at once
+// across every process (Concurrency) and in one client (LocalConcurrency);
+// zero is none. They live in the database (bucketed.Limits), and apply to
+// bucketed queues.
+type Limits = bucketed.Limits
+
+// LimitsState is a queue's limits, whether it is paused, and how many of
+// its concurrency slots are held (bucketed.LimitsState).
+type LimitsState = bucketed.LimitsState
+
+// QueueLimits reads a queue's concurrency limits and what they hold.
+func (c *Client) QueueLimits(ctx context.Context, queue string) (LimitsState, error) {
+	a, err := c.admin(ctx)
+	if err != nil {
+		return LimitsState{}, err
+	}
+	return a.QueueLimits(ctx, queue)
+}
+
+// QueueSetLimits sets a queue's concurrency limits for every client,
+// live: claims read the global limit in their own statements, and each
+// client reads both again within seconds (bucketed.Queue.SetLimits).
+// Zero removes a limit; lowering one stops nothing that runs.
+func (c *Client) QueueSetLimits(ctx context.Context, queue string, l Limits) error {
+	a, err := c.admin(ctx)
+	if err != nil {
+		return err
+	}
+	return a.SetQueueLimits(ctx, queue, l)
+}
+
 // PeriodicJobList lists the schema's periodic jobs as the maintenance
 // leader records them (Config.PeriodicJobs of the clients that lead).
 func (c *Client) PeriodicJobList(ctx context.Context) ([]PeriodicJobRow, error) {
@@ -227,4 +259,25 @@ func cancelledJob(r *JobRow) *skiplock.Job {
 		j.Status = skiplock.StatusCanceled
 	}
 	return j
+}
+
+// defaultLimits writes each worked queue's QueueConfig.Limits where the
+// database holds no limit for the queue.
+func (c *Client) defaultLimits(ctx context.Context) error {
+	for name, q := range c.cfg.Queues {
+		if q.Limits == (Limits{}) || q.MaxWorkers < 0 {
+			continue
+		}
+		st, err := c.QueueLimits(ctx, name)
+		if err != nil {
+			return fmt.Errorf("client: queue %q: read its limits: %w", name, err)
+		}
+		if st.Limits != (Limits{}) {
+			continue // set in the database: it wins
+		}
+		if err := c.QueueSetLimits(ctx, name, q.Limits); err != nil {
+			return fmt.Errorf("client: queue %q: set its default limits: %w", name, err)
+		}
+	}
+	return nil
 }

@@ -59,6 +59,10 @@ const (
 	// JobHoldTable lists bucketed's held claims: the jobs each one locked
 	// (see [JobHoldTableDef]).
 	JobHoldTable = "job_hold"
+	// JobSlotTable holds bucketed's concurrency slots: a queue's global
+	// limit of N is N rows, each held by at most one running job (see
+	// [JobSlotTableDef]).
+	JobSlotTable = "job_slot"
 	WorkLogTable = "work_log"
 	// WorkAttemptLogTable holds `work --record-attempts`'s rows: one per
 	// handler attempt (see [WorkAttemptLogTableDef]).
@@ -264,6 +268,31 @@ func JobAttemptTableDef() *Table {
 	}
 }
 
+// JobSlotTableDef describes the bucketed layout's concurrency slots
+// (bucketed/006): a queue's global limit of N is slot rows 0 to N-1 of its
+// partition ("" for the whole queue), made when the limit is set. A claim
+// takes free slots in its own transaction, locking them (FOR UPDATE SKIP
+// LOCKED), and writes into each the job and lease token it took it for; a
+// slot is held while that job is Running under that token, so completing,
+// failing or rescuing the job frees it in the same commit, with no write
+// to the slot. Rows are read and written by whole key only, and spread by
+// a hash of it (SpreadKey): no row and no range takes every claim's write
+// (docs/flow-control.md, "How the limit is kept").
+func JobSlotTableDef() *Table {
+	return &Table{
+		Name: JobSlotTable,
+		Columns: []Column{
+			{Name: "queue", Type: TypeText, NotNull: true},
+			{Name: "partition", Type: TypeText, NotNull: true, Default: "''"},
+			{Name: "slot", Type: TypeInt, NotNull: true},
+			{Name: "job_id", Type: TypeBigInt},
+			{Name: "lease_token", Type: TypeBigInt},
+		},
+		PrimaryKey: []string{"queue", "partition", "slot"},
+		SpreadKey:  true,
+	}
+}
+
 // JobHoldTableDef describes the bucketed layout's record of held claims
 // (bucketed.WorkerConfig.HeldClaims): one row per claim transaction that
 // holds its jobs' row locks while their handlers run, naming those jobs
@@ -406,8 +435,11 @@ func LeaderTableDef() *Table {
 }
 
 // QueueStateTableDef describes skiplock_queue: one row per queue an
-// operator paused (or resumed). Claims read it by key; a queue with no
-// row is not paused.
+// operator paused, resumed or configured. Claims read it by key; a queue
+// with no row is not paused and has no limits. concurrency is the queue's
+// global limit (null: none), local_concurrency each process's (null:
+// none), slots how many slot rows of job_slot the queue has had made
+// (core/007), which a lowered limit leaves in place until they drain.
 func QueueStateTableDef() *Table {
 	return &Table{
 		Name: QueueStateTable,
@@ -415,6 +447,9 @@ func QueueStateTableDef() *Table {
 			{Name: "name", Type: TypeText, NotNull: true},
 			{Name: "paused", Type: TypeBool, NotNull: true, Default: "false"},
 			{Name: "updated_at", Type: TypeTimestamp, NotNull: true, Default: DefaultNow},
+			{Name: "concurrency", Type: TypeInt},
+			{Name: "local_concurrency", Type: TypeInt},
+			{Name: "slots", Type: TypeInt, NotNull: true, Default: "0"},
 		},
 		PrimaryKey: []string{"name"},
 	}

@@ -22,6 +22,13 @@ type Table struct {
 	// hash-distributed where the engine distinguishes the two
 	// (YugabyteDB), so that SplitAt can place tablet boundaries.
 	RangeKey bool
+	// SpreadKey spreads the rows over the key space by a hash of the
+	// whole primary key where the engine places rows by key: every key
+	// column HASH on YugabyteDB, a hash-sharded primary key on CockroachDB
+	// (16 shards, its default bucket count, written out). For a table read
+	// and written by whole keys only, whose natural key order would put a
+	// hot group of rows in one tablet or range. Not with RangeKey.
+	SpreadKey bool
 	// SplitAt lists primary key values at which engines with range splits
 	// pre-split the table.
 	SplitAt []string
@@ -112,7 +119,11 @@ func (t *Table) Create(d *skiplock.Dialect, schemaName string) []string {
 		cols = append(cols, "  "+c.render(d, schemaName))
 	}
 	if len(t.PrimaryKey) > 0 {
-		cols = append(cols, "  PRIMARY KEY ("+t.primaryKey(d)+")")
+		pk := "  PRIMARY KEY (" + t.primaryKey(d) + ")"
+		if t.SpreadKey && d.ShardedIndexFansOut && d.HashShardedDDL {
+			pk += fmt.Sprintf(" USING HASH WITH (bucket_count = %d)", spreadKeyShards)
+		}
+		cols = append(cols, pk)
 	}
 	create := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n%s\n)", t.qualified(schemaName), strings.Join(cols, ",\n"))
 	stmts := []string{}
@@ -135,7 +146,19 @@ func (t *Table) Create(d *skiplock.Dialect, schemaName string) []string {
 	return stmts
 }
 
+// spreadKeyShards is a SpreadKey table's shard count on CockroachDB: its
+// default bucket count (sql.defaults.default_hash_sharded_index_bucket_count),
+// written out so that a frozen migration does not depend on a setting.
+const spreadKeyShards = 16
+
 func (t *Table) primaryKey(d *skiplock.Dialect) string {
+	if t.SpreadKey && d.KeyOrderMarkers {
+		keys := make([]string, len(t.PrimaryKey))
+		for i, k := range t.PrimaryKey {
+			keys[i] = sqlident.Quote(k)
+		}
+		return "(" + strings.Join(keys, ", ") + ") HASH"
+	}
 	keys := make([]string, len(t.PrimaryKey))
 	for i, k := range t.PrimaryKey {
 		keys[i] = sqlident.Quote(k)

@@ -9,6 +9,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/skiplock/skiplock"
@@ -28,11 +29,14 @@ import (
 type recorder struct {
 	one, many string // INSERT of one work_log row; of arrays of them
 	prefix    string // host:pid:, before a fanout worker's index
-	// spans holds, by job id, the handler's start and end of an attempt
-	// that returned nil, until its work_log row takes them. An entry
-	// whose completion never came (a lost lease) is replaced when the
-	// job runs here again.
-	spans sync.Map
+	// spans holds, by job id, the handler's start and end of the last
+	// attempt here that returned nil, for its work_log row: read, not
+	// taken, since a completion's transaction may run again (a retried
+	// serialization failure) and write the row again. Entries older than
+	// spanKeep go once the map passes sweepAt entries (keep).
+	spans      sync.Map
+	spanCount  atomic.Int64
+	spanSweeps atomic.Int64 // the count at which the next sweep runs
 	// attempts writes work_attempt_log rows; nil without --record-attempts.
 	attempts *attemptLog
 }
@@ -123,9 +127,9 @@ func (w *recorder) run(ctx context.Context, job *skiplock.Job, fn func() error) 
 	err = fn()
 	finished := time.Now()
 	if err == nil {
-		w.spans.Store(job.ID, span{started, finished})
-	} else {
-		w.spans.Delete(job.ID)
+		w.keep(job.ID, span{started, finished})
+	} else if _, ok := w.spans.LoadAndDelete(job.ID); ok {
+		w.spanCount.Add(-1)
 	}
 	w.attempts.end(ctx, id, finished, err)
 	return err
@@ -206,9 +210,38 @@ func (w *recorder) recordBucketed(ctx context.Context, tx skiplock.Tx, done []*s
 	return nil
 }
 
-// span takes the span of job's attempt that returned nil.
+// span is the span of job's last attempt here that returned nil.
 func (w *recorder) span(id string) span {
-	s, _ := w.spans.LoadAndDelete(id)
+	s, _ := w.spans.Load(id)
 	sp, _ := s.(span)
 	return sp
+}
+
+// Span bookkeeping: a completion follows its handler within a lease, so
+// spans older than spanKeep are no longer read; the map is swept of them
+// once it holds more than minSpanSweep entries, and then again at twice
+// what the sweep left.
+const (
+	spanKeep     = 10 * time.Minute
+	minSpanSweep = 10000
+)
+
+// keep stores job id's span, sweeping old ones when the map has grown.
+func (w *recorder) keep(id string, s span) {
+	if _, replaced := w.spans.Swap(id, s); replaced {
+		return
+	}
+	n := w.spanCount.Add(1)
+	at := w.spanSweeps.Load()
+	if n <= max(at, minSpanSweep) || !w.spanSweeps.CompareAndSwap(at, 2*n) {
+		return
+	}
+	cutoff := time.Now().Add(-spanKeep)
+	w.spans.Range(func(k, v any) bool {
+		if v.(span).finished.Before(cutoff) && w.spans.CompareAndDelete(k, v) {
+			w.spanCount.Add(-1)
+		}
+		return true
+	})
+	w.spanSweeps.Store(max(2*w.spanCount.Load(), minSpanSweep))
 }

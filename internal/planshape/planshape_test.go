@@ -172,6 +172,20 @@ func TestClaimPlanShapes(t *testing.T) {
 			})
 		}
 	})
+	t.Run("bucketed_slots_take", func(t *testing.T) {
+		// A limited queue's claim reads its slot rows by whole key (the
+		// numbers wanted, joined), never by scanning job_slot: on the
+		// distributed engines its rows are spread by a hash of the key.
+		if err := bq.SetLimits(ctx, "default", bucketed.Limits{Concurrency: 50}); err != nil {
+			t.Fatal(err)
+		}
+		sql := render(t, d, name, "bucketed/bucketed.sql", "slots_take")
+		want := shape{want: []string{"job_slot_pkey", "LockRows"}, refuse: []string{"Seq Scan on job_slot"}}
+		if d.Engine == skiplock.EngineCockroach {
+			want = shape{want: []string{"job_slot@job_slot_pkey", "locking wait policy: skip locked"}, refuse: []string{"FULL SCAN"}}
+		}
+		check(t, explain(ctx, t, db, sql, []any{"default", 10}), want)
+	})
 	if d.Engine == skiplock.EnginePostgres && d.Emulates == skiplock.PersonalityNone {
 		// The cockroach personality sends CockroachDB's key-joined claim,
 		// one branch with no bucket predicate, which CockroachDB reads from
@@ -204,7 +218,7 @@ func TestClaimPlanShapes(t *testing.T) {
 // ten jobs from every bucket with no watermark, and checks it against s.
 func explainBucketed(ctx context.Context, t *testing.T, db *skiplock.DB, d *skiplock.Dialect, name string, s shape) {
 	t.Helper()
-	sql := render(t, d, name, "bucketed/bucketed.sql", bucketedClaimBlock(d))
+	sql := render(t, d, name, "bucketed/bucketed.sql", bucketed.ClaimBlock(d))
 	buckets := []int16{0}
 	if !d.ShardedIndexFansOut {
 		buckets = make([]int16, schema.DefaultBuckets)
@@ -218,7 +232,7 @@ func explainBucketed(ctx context.Context, t *testing.T, db *skiplock.DB, d *skip
 	}
 	args := []any{"default", 10, "planshape", int64(1), 30.0, buckets, prio, at, ids}
 	check(t, explain(ctx, t, db, sql, args), s)
-	if d.PlanCacheMode && bucketedClaimBlock(d) == "claim" {
+	if d.PlanCacheMode && bucketed.ClaimBlock(d) == "claim" {
 		// The queue runs this claim on its generic plan
 		// (TxOptions.GenericPlans): that plan must have the shape too.
 		check(t, explainGeneric(ctx, t, db, sql, args), s)
@@ -279,18 +293,6 @@ func literal(t *testing.T, v any) string {
 	}
 	t.Fatalf("no SQL literal for %T", v)
 	return ""
-}
-
-// bucketedClaimBlock names the claim the bucketed queue sends on d's
-// engine, as bucketed's buildStatements selects it.
-func bucketedClaimBlock(d *skiplock.Dialect) string {
-	switch {
-	case d.KeyJoinDML:
-		return "claim_key_join"
-	case d.RowBoundsNotPushed:
-		return "claim_scalar_bounds"
-	}
-	return "claim"
 }
 
 // render renders one block of a registered .sql file as its package

@@ -310,3 +310,11 @@ func HoldDead(alias string) string {
 func NotPaused(queueState string) string {
 	return `NOT EXISTS (SELECT 1 FROM ` + queueState + ` AS "qs" WHERE "qs"."paused" AND "qs"."name" = `
 }
+
+// NotPausedNorLimited is NotPaused for a claim that takes no concurrency
+// slots: it also fails while the queue has a global concurrency limit, so
+// that a process whose view of the queue's limits is stale claims nothing
+// once a limit is set, rather than jobs that no slot counts.
+func NotPausedNorLimited(queueState string) string {
+	return `NOT EXISTS (SELECT 1 FROM ` + queueState + ` AS "qs" WHERE ("qs"."paused" OR "qs"."concurrency" IS NOT NULL) AND "qs"."name" = `
+}

@@ -113,6 +113,12 @@ ALTER TABLE "skiplock"."work_log" ADD COLUMN IF NOT EXISTS "started_at" TIMESTAM
 
 ALTER TABLE "skiplock"."work_log" ADD COLUMN IF NOT EXISTS "finished_at" TIMESTAMPTZ;
 
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "concurrency" INTEGER;
+
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "local_concurrency" INTEGER;
+
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "slots" INTEGER NOT NULL DEFAULT 0;
+
 CREATE TYPE IF NOT EXISTS "skiplock"."job_status" AS ENUM ('Queued', 'Running', 'Canceled', 'Failed', 'Success');
 
 CREATE TABLE IF NOT EXISTS "skiplock"."jobs" (
@@ -169,4 +175,13 @@ CREATE TABLE IF NOT EXISTS "skiplock"."job_hold" (
   "holder" BIGINT NOT NULL,
   "created_at" TIMESTAMPTZ NOT NULL DEFAULT now(),
   PRIMARY KEY ("token")
+);
+
+CREATE TABLE IF NOT EXISTS "skiplock"."job_slot" (
+  "queue" TEXT NOT NULL,
+  "partition" TEXT NOT NULL DEFAULT '',
+  "slot" INTEGER NOT NULL,
+  "job_id" BIGINT,
+  "lease_token" BIGINT,
+  PRIMARY KEY ("queue", "partition", "slot") USING HASH WITH (bucket_count = 16)
 );

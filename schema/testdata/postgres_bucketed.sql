@@ -109,6 +109,12 @@ ALTER TABLE "skiplock"."work_log" ADD COLUMN IF NOT EXISTS "started_at" timestam
 
 ALTER TABLE "skiplock"."work_log" ADD COLUMN IF NOT EXISTS "finished_at" timestamptz;
 
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "concurrency" INTEGER;
+
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "local_concurrency" INTEGER;
+
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "slots" INTEGER NOT NULL DEFAULT 0;
+
 DO 'BEGIN IF to_regtype(''"skiplock"."job_status"'') IS NULL THEN CREATE TYPE "skiplock"."job_status" AS ENUM (''Queued'', ''Running'', ''Canceled'', ''Failed'', ''Success''); END IF; END';
 
 CREATE TABLE IF NOT EXISTS "skiplock"."jobs" (
@@ -157,4 +163,13 @@ CREATE TABLE IF NOT EXISTS "skiplock"."job_hold" (
   "holder" BIGINT NOT NULL,
   "created_at" timestamptz NOT NULL DEFAULT now(),
   PRIMARY KEY ("token")
+);
+
+CREATE TABLE IF NOT EXISTS "skiplock"."job_slot" (
+  "queue" TEXT NOT NULL,
+  "partition" TEXT NOT NULL DEFAULT '',
+  "slot" INTEGER NOT NULL,
+  "job_id" BIGINT,
+  "lease_token" BIGINT,
+  PRIMARY KEY ("queue", "partition", "slot")
 );

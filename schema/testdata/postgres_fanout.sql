@@ -109,6 +109,12 @@ ALTER TABLE "skiplock"."work_log" ADD COLUMN IF NOT EXISTS "started_at" timestam
 
 ALTER TABLE "skiplock"."work_log" ADD COLUMN IF NOT EXISTS "finished_at" timestamptz;
 
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "concurrency" INTEGER;
+
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "local_concurrency" INTEGER;
+
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "slots" INTEGER NOT NULL DEFAULT 0;
+
 CREATE TABLE IF NOT EXISTS "skiplock"."job_queue" (
   "id" TEXT NOT NULL DEFAULT gen_random_uuid()::text,
   "queue" TEXT NOT NULL DEFAULT 'default',

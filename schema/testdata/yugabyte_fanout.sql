@@ -113,6 +113,12 @@ ALTER TABLE "skiplock"."work_log" ADD COLUMN IF NOT EXISTS "started_at" timestam
 
 ALTER TABLE "skiplock"."work_log" ADD COLUMN IF NOT EXISTS "finished_at" timestamptz;
 
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "concurrency" INTEGER;
+
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "local_concurrency" INTEGER;
+
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "slots" INTEGER NOT NULL DEFAULT 0;
+
 DO 'BEGIN IF to_regproc(''gen_random_uuid'') IS NULL THEN CREATE EXTENSION IF NOT EXISTS "pgcrypto"; END IF; END';
 
 CREATE TABLE IF NOT EXISTS "skiplock"."job_queue" (

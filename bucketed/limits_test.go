@@ -1,0 +1,200 @@
+package bucketed_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/internal/sqlident"
+	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// TestGlobalConcurrencyLimitAcrossWorkers: three Workers, each on a Queue
+// of its own as three processes would be, 8 goroutines and a prefetch of
+// 8 each, work a queue whose global limit is 3. Counted in the handlers:
+// never more than 3 run at once, the limit is reached, and every job runs
+// exactly once; a tenth of the first attempts fail, and their retries
+// hold slots too.
+func TestGlobalConcurrencyLimitAcrossWorkers(t *testing.T) {
+	t.Parallel()
+	const total, limit = 90, 3
+	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 30})
+	_, name := testdb.MigratedOn(t, db, nil, schema.LayoutBucketed)
+	cfg := &bucketed.Config{RetryBase: 5 * time.Millisecond, RetryMax: 10 * time.Millisecond, VisibilityTimeout: 10 * time.Second}
+	q := queueOn(t, db, name, cfg)
+	ctx := ctxT(t)
+	if err := q.SetLimits(ctx, "default", bucketed.Limits{Concurrency: limit}); err != nil {
+		t.Fatal(err)
+	}
+	mustEnqueue(t, q, nJobs(total, "default")...)
+	var running, most, done atomic.Int64
+	var runs sync.Map // job id -> *atomic.Int64
+	handler := func(ctx context.Context, j *skiplock.Job) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		c, _ := runs.LoadOrStore(j.ID, new(atomic.Int64))
+		if c.(*atomic.Int64).Add(1) == 1 && hashTenth(j.ID) {
+			return errors.New("a tenth fail their first attempt")
+		}
+		time.Sleep(5 * time.Millisecond) // the job's work: it holds its slot meanwhile
+		done.Add(1)
+		return nil
+	}
+	var workers []*bucketed.Worker
+	for range 3 {
+		w, err := queueOn(t, db, name, cfg).NewWorker(&bucketed.WorkerConfig{
+			Workers: 8, Prefetch: 8, IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond, Handler: handler,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		workers = append(workers, w)
+	}
+	testdb.WaitFor(t, "every job done", time.Minute, func() bool { return done.Load() == total })
+	for _, w := range workers {
+		if err := w.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m := most.Load(); m != limit {
+		t.Errorf("at most %d handlers ran at once; want the limit, %d, reached and never passed", m, limit)
+	}
+	runs.Range(func(id, c any) bool {
+		if n := c.(*atomic.Int64).Load(); n != 1 && !(n == 2 && hashTenth(id.(string))) {
+			t.Errorf("job %s ran %d times", id, n)
+		}
+		return true
+	})
+	if n := count(t, db, `SELECT count(*) FROM `+jobsTable(name)+` WHERE "status" <> 'Success'`); n != 0 {
+		t.Errorf("%d jobs did not succeed", n)
+	}
+	st, err := q.LimitsOf(ctx, "default")
+	if err != nil || st.Concurrency != limit || st.Slots != limit || st.SlotsHeld != 0 {
+		t.Errorf("LimitsOf after the run: %+v, %v; want the limit, %d slots, none held", st, err, limit)
+	}
+}
+
+// TestLoweredLimitStartsNothingUntilUnder: with 5 jobs running under a
+// limit of 5, lowering it to 2 starts nothing until fewer than 2 run: not
+// when the jobs past the new limit finish (2 still run), only when one
+// more does; then exactly one starts. Removing the limit claims freely
+// again, and a queue limited and paused claims nothing.
+func TestLoweredLimitStartsNothingUntilUnder(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, nil)
+	_, name := testdb.MigratedOn(t, db, nil, schema.LayoutBucketed)
+	q := queueOn(t, db, name, &bucketed.Config{VisibilityTimeout: time.Hour})
+	ctx := ctxT(t)
+	mustEnqueue(t, q, nJobs(20, "default")...)
+	set := func(n int) {
+		t.Helper()
+		if err := q.SetLimits(ctx, "default", bucketed.Limits{Concurrency: n}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	claim := func(n int) []*skiplock.Job {
+		t.Helper()
+		got, err := q.Dequeue(ctx, "default", n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	set(5)
+	held := claim(10)
+	if len(held) != 5 {
+		t.Fatalf("a claim of 10 under a limit of 5 took %d", len(held))
+	}
+	set(2)
+	if got := claim(10); len(got) != 0 {
+		t.Fatalf("after lowering the limit to 2 with 5 running, a claim took %d", len(got))
+	}
+	// Finish the jobs in slots 2 to 4: two still run, the new limit.
+	bySlot := map[int64]*skiplock.Job{}
+	for _, j := range held {
+		var slot int64
+		if err := db.QueryRow(ctx, `SELECT "slot" FROM `+slotTable(name)+` WHERE "job_id"::TEXT = $1`, j.ID).Scan(&slot); err != nil {
+			t.Fatal(err)
+		}
+		bySlot[slot] = j
+	}
+	for s := int64(2); s < 5; s++ {
+		if err := q.Complete(ctx, bySlot[s]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := claim(10); len(got) != 0 {
+		t.Fatalf("with 2 running under a limit of 2, a claim took %d", len(got))
+	}
+	if err := q.Complete(ctx, bySlot[0]); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim(10); len(got) != 1 {
+		t.Fatalf("with 1 running under a limit of 2, a claim took %d; want 1", len(got))
+	}
+	st, err := q.LimitsOf(ctx, "default")
+	if err != nil || st.Slots != 5 || st.SlotsHeld != 2 {
+		t.Errorf("LimitsOf: %+v, %v; want 5 slots made, 2 held", st, err)
+	}
+	set(0)
+	if got := claim(10); len(got) != 10 {
+		t.Fatalf("without a limit a claim of 10 took %d", len(got))
+	}
+	set(3)
+	if _, err := db.Exec(ctx, `UPDATE `+sqlident.Quote(name)+"."+sqlident.Quote(schema.QueueStateTable)+` SET "paused" = true WHERE "name" = 'default'`); err != nil {
+		t.Fatal(err)
+	}
+	if got := claim(10); len(got) != 0 {
+		t.Fatalf("a paused queue with a limit gave %d jobs", len(got))
+	}
+}
+
+// TestStaleLimitsClaimNothingUnslotted: a Queue that last read "no limit"
+// claims nothing once another process sets one (the plain claim's gate
+// refuses a limited queue), then reads the limit and claims through the
+// slots; the job it claimed before the limit counts against it.
+func TestStaleLimitsClaimNothingUnslotted(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, nil)
+	_, name := testdb.MigratedOn(t, db, nil, schema.LayoutBucketed)
+	worker := queueOn(t, db, name, &bucketed.Config{VisibilityTimeout: time.Hour})
+	operator := queueOn(t, db, name, nil)
+	ctx := ctxT(t)
+	mustEnqueue(t, worker, nJobs(10, "default")...)
+	if got, err := worker.Dequeue(ctx, "default", 1); err != nil || len(got) != 1 {
+		t.Fatalf("first claim: %d jobs, %v", len(got), err)
+	}
+	if err := operator.SetLimits(ctx, "default", bucketed.Limits{Concurrency: 2}); err != nil {
+		t.Fatal(err)
+	}
+	// The job claimed before the limit was given a slot by SetLimits:
+	// one more may start, and no more.
+	var claimed int
+	testdb.WaitFor(t, "the worker to read the limit and claim through the slots", 10*time.Second, func() bool {
+		got, err := worker.Dequeue(ctx, "default", 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed += len(got)
+		return claimed > 0
+	})
+	if claimed != 1 {
+		t.Errorf("claimed %d jobs under a new limit of 2 with one running from before it; want 1", claimed)
+	}
+	if n := count(t, db, `SELECT count(*) FROM `+jobsTable(name)+` WHERE "status" = 'Running'`); n != 2 {
+		t.Errorf("%d jobs Running; want the limit, 2", n)
+	}
+}
+
+func slotTable(name string) string { return sqlident.Quote(name) + "." + sqlident.Quote(schema.JobSlotTable) }

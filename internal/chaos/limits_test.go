@@ -1,0 +1,66 @@
+package chaos_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/skiplock/skiplock/internal/sqlident"
+	"github.com/skiplock/skiplock/internal/testdb"
+)
+
+// TestGlobalLimitHoldsThroughKills: three `work` processes of 20 workers
+// each work a bucketed queue whose global limit (`queues configure
+// --concurrency 3`) is 3, with a tenth of the attempts failing and one
+// process SIGKILLed after a third of the jobs. From work_attempt_log's
+// intervals, on the workers' clock: never more than 3 attempts run at
+// once, counting the killed process's unfinished attempts until its leases
+// ran out (kill time plus the visibility timeout); the limit is reached;
+// every job is recorded once.
+func TestGlobalLimitHoldsThroughKills(t *testing.T) {
+	t.Parallel()
+	const jobs, limit = 60, 3
+	const visibility = 2 * time.Second
+	dsn, name := setup(t, "bucketed", jobs)
+	db := testdb.Open(t, nil)
+	ctx := context.Background()
+	cli(t, dsn, "--schema", name, "queues", "configure", "default", "--concurrency", strconv.Itoa(limit))
+	// The maintenance leader, which puts the killed process's jobs back
+	// once their leases expire, works another queue and is never killed.
+	rescue := "--rescue-interval=200ms"
+	leader := startWorker(t, dsn, workArgs(name, "bucketed", "--queue", "chaos_idle", "--workers", "1", rescue)...)
+	defer leader.stop() //nolint:errcheck // its exit code is not the point
+	waitLeader(t, db, name, leader.pid())
+	args := workArgs(name, "bucketed", "--workers", "20", "--work", "50ms", "--fail", "0.1", "--retry-backoff", "50ms",
+		"--record-attempts", "--visibility-timeout", visibility.String(), rescue)
+	procs := []*workerProc{startWorker(t, dsn, args...), startWorker(t, dsn, args...), startWorker(t, dsn, args...)}
+	waitRecorded(t, db, name, jobs/3, time.Minute)
+	procs[0].kill()
+	killed := time.Now()
+	waitRecorded(t, db, name, jobs, 2*time.Minute)
+	for _, p := range procs[1:] {
+		p.stop() //nolint:errcheck // the exit code after SIGTERM is not the point
+	}
+
+	s := sqlident.Quote(name)
+	var most, unfinished, rows, distinct int64
+	// An attempt runs from started_at to finished_at; one its process's
+	// death cut short, until that process's leases ran out.
+	if err := db.QueryRow(ctx, `WITH a AS (
+  SELECT "started_at" AS s, coalesce("finished_at", $1::TIMESTAMPTZ) AS f FROM `+s+`."work_attempt_log"),
+e AS (SELECT s AS at, 1 AS d FROM a UNION ALL SELECT f, -1 FROM a)
+SELECT (SELECT max(r) FROM (SELECT sum(d) OVER (ORDER BY at, d) AS r FROM e) AS x),
+  (SELECT count(*) FROM `+s+`."work_attempt_log" WHERE "finished_at" IS NULL),
+  (SELECT count(*) FROM `+s+`."work_log"), (SELECT count(DISTINCT "job_id") FROM `+s+`."work_log")`,
+		killed.Add(visibility)).Scan(&most, &unfinished, &rows, &distinct); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("most attempts at once %d (limit %d), attempts cut short by the kill %d", most, limit, unfinished)
+	if most != limit {
+		t.Errorf("at most %d attempts ran at once; want the limit, %d, reached and never passed", most, limit)
+	}
+	if rows != jobs || distinct != jobs {
+		t.Errorf("work_log: %d rows for %d jobs; want each of the %d jobs once", rows, distinct, jobs)
+	}
+}

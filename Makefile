@@ -40,8 +40,9 @@ test-engines: setup
 
 # The engine-sensitive tests under each engine personality
 # (SKIPLOCK_TEST_EMULATE; docs/engines.md): both layouts' delivery tests,
-# the client's, the maintenance leader and rescuer, periodic jobs, and the
-# chaos suite's kill and poison runs, at the goal's scale (20,000 jobs).
+# the client's, the maintenance leader and rescuer, periodic jobs, the
+# chaos suite's kill and poison runs, at the goal's scale (20,000 jobs), and
+# the global concurrency limit across Workers and through a worker kill.
 # The cockroach personality injects retry errors and ambiguous commits, in
 # the tests' own transactions (SKIPLOCK_TEST_INJECT's default) and in the
 # CLI processes the chaos suite starts (SKIPLOCK_EMULATE_OPTS). Tests of what
@@ -49,7 +50,7 @@ test-engines: setup
 # tests that call the layouts' claims directly and treat an ambiguous
 # commit as a failure are not in the list.
 PERSONALITIES := cockroach yugabyte yugabyte-snapshot
-EMULATED_TESTS := TestEveryJobCompletesUnderThePersonality|TestWorkerRetries|TestWorkerGracefulStop|TestJobThatKillsItsWorkerEndsFailed|TestEveryJobOnceUnderThePersonality|TestKindsAndQueuesExactlyOnce|TestKilledWithPrefetchedJobsLosesNone|TestOnCompleteRecordsExactlyOnce|TestPeriodicOncePerTick|TestPeriodicSurvivesLeaderKills|TestOneLeaderActsAtATime|TestLeaderKilledHandsOver|TestRescuer|TestPruner|TestWorkerCrashes|TestPoisonJobsKillTheirWorkers|TestSubscribeHearsEveryOutcome|TestOperations
+EMULATED_TESTS := TestEveryJobCompletesUnderThePersonality|TestWorkerRetries|TestWorkerGracefulStop|TestJobThatKillsItsWorkerEndsFailed|TestEveryJobOnceUnderThePersonality|TestKindsAndQueuesExactlyOnce|TestKilledWithPrefetchedJobsLosesNone|TestOnCompleteRecordsExactlyOnce|TestPeriodicOncePerTick|TestPeriodicSurvivesLeaderKills|TestOneLeaderActsAtATime|TestLeaderKilledHandsOver|TestRescuer|TestPruner|TestWorkerCrashes|TestPoisonJobsKillTheirWorkers|TestSubscribeHearsEveryOutcome|TestOperations|TestGlobalConcurrencyLimitAcrossWorkers|TestGlobalLimitHoldsThroughKills
 .PHONY: test-emulate
 test-emulate: setup
 	@for p in $(PERSONALITIES); do \

@@ -11,6 +11,7 @@ import (
 	"github.com/skiplock/skiplock/internal/queryrows"
 	"github.com/skiplock/skiplock/internal/txhook"
 	"github.com/skiplock/skiplock/internal/usage"
+	"github.com/skiplock/skiplock/retry"
 )
 
 // Limits are a queue's concurrency limits, kept in the database
@@ -211,7 +212,7 @@ func (q *Queue) SetLimits(ctx context.Context, queue string, l Limits) error {
 		v := int32(n)
 		return &v
 	}
-	err := q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+	set := func(ctx context.Context, tx skiplock.Tx) error {
 		made, err := queryrows.Int64s(ctx, tx, q.sql.slotsLock, queue)
 		if err != nil {
 			return err
@@ -234,7 +235,14 @@ func (q *Queue) SetLimits(ctx context.Context, queue string, l Limits) error {
 			_, err = tx.Exec(ctx, q.sql.slotsMake, queue, l.Concurrency)
 		}
 		return err
-	})
+	}
+	// Setting the same limits again changes nothing more (the running jobs
+	// that got a slot have one), so a commit whose outcome was lost is
+	// simply run again.
+	err := q.run(ctx, set)
+	for i := 0; i < 3 && errors.As(err, new(*retry.AmbiguousCommitError)); i++ {
+		err = q.run(ctx, set)
+	}
 	if err != nil {
 		return fmt.Errorf("bucketed: set the limits of queue %q: %w", queue, err)
 	}

@@ -197,4 +197,6 @@ func TestStaleLimitsClaimNothingUnslotted(t *testing.T) {
 	}
 }
 
-func slotTable(name string) string { return sqlident.Quote(name) + "." + sqlident.Quote(schema.JobSlotTable) }
+func slotTable(name string) string {
+	return sqlident.Quote(name) + "." + sqlident.Quote(schema.JobSlotTable)
+}

@@ -42,7 +42,8 @@ test-engines: setup
 # (SKIPLOCK_TEST_EMULATE; docs/engines.md): both layouts' delivery tests,
 # the client's, the maintenance leader and rescuer, periodic jobs, the
 # chaos suite's kill and poison runs, at the goal's scale (20,000 jobs), and
-# the global concurrency limit across Workers and through a worker kill.
+# the global concurrency limit across Workers and through a worker kill,
+# and the rate limit across Workers and processes.
 # The cockroach personality injects retry errors and ambiguous commits, in
 # the tests' own transactions (SKIPLOCK_TEST_INJECT's default) and in the
 # CLI processes the chaos suite starts (SKIPLOCK_EMULATE_OPTS). Tests of what
@@ -50,7 +51,7 @@ test-engines: setup
 # tests that call the layouts' claims directly and treat an ambiguous
 # commit as a failure are not in the list.
 PERSONALITIES := cockroach yugabyte yugabyte-snapshot
-EMULATED_TESTS := TestEveryJobCompletesUnderThePersonality|TestWorkerRetries|TestWorkerGracefulStop|TestJobThatKillsItsWorkerEndsFailed|TestEveryJobOnceUnderThePersonality|TestKindsAndQueuesExactlyOnce|TestKilledWithPrefetchedJobsLosesNone|TestOnCompleteRecordsExactlyOnce|TestPeriodicOncePerTick|TestPeriodicSurvivesLeaderKills|TestOneLeaderActsAtATime|TestLeaderKilledHandsOver|TestRescuer|TestPruner|TestWorkerCrashes|TestPoisonJobsKillTheirWorkers|TestSubscribeHearsEveryOutcome|TestOperations|TestGlobalConcurrencyLimitAcrossWorkers|TestGlobalLimitHoldsThroughKills
+EMULATED_TESTS := TestEveryJobCompletesUnderThePersonality|TestWorkerRetries|TestWorkerGracefulStop|TestJobThatKillsItsWorkerEndsFailed|TestEveryJobOnceUnderThePersonality|TestKindsAndQueuesExactlyOnce|TestKilledWithPrefetchedJobsLosesNone|TestOnCompleteRecordsExactlyOnce|TestPeriodicOncePerTick|TestPeriodicSurvivesLeaderKills|TestOneLeaderActsAtATime|TestLeaderKilledHandsOver|TestRescuer|TestPruner|TestWorkerCrashes|TestPoisonJobsKillTheirWorkers|TestSubscribeHearsEveryOutcome|TestOperations|TestGlobalConcurrencyLimitAcrossWorkers|TestGlobalLimitHoldsThroughKills|TestRateLimitAcrossWorkers|TestRateLimitAcrossProcesses
 .PHONY: test-emulate
 test-emulate: setup
 	@for p in $(PERSONALITIES); do \

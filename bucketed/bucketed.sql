@@ -13,8 +13,9 @@
 --   slot_table, queue_state  job_slot and skiplock_queue
 --   slot_held         whether slot row s is held (sql.go, slotHeld);
 --                     slot_held_h the same of row h
---   slot_range_*      slot numbers from one bound to another (sql.go,
---                     slotRange)
+--   slot_range_*, token_range  slot or token numbers from one bound to
+--                     another (sql.go, keyRange)
+--   rate_table        job_rate_token
 -- Values always travel as $n parameters; statements with many of them
 -- take a params struct whose args method lists them in $n order.
 
@@ -233,40 +234,60 @@ FROM (
 WHERE j."id" = c.id
 RETURNING /* TEMPLATE: job_columns */;
 
--- Concurrency slots (a queue's global limit, set with `skiplock
--- queues configure --concurrency N`; docs/flow-control.md, "How the
--- limit is kept"). A queue with a limit of N has slot rows 0 to N-1 (job_slot,
--- partition ''); a claim of it takes free slots (slots_take), claims at
--- most as many jobs (the claim, rendered with a claim_gate that lets a
--- limited queue through), and writes each job and its lease token into a
--- slot (slots_bind), all in one transaction. A slot is held while its job
--- is Running under that token (slot_held): the job's completion, failure,
--- release, cancellation or rescue frees it in the same commit.
+-- Concurrency slots and rate tokens (a queue's global limit and rate
+-- limit, set with `skiplock queues configure --concurrency N --rate
+-- N/PERIOD`; docs/flow-control.md, "How the limits are kept"). A queue with
+-- a limit of N has slot rows 0 to N-1 (job_slot, partition ''), and with a
+-- rate of R per period token rows 0 to R-1 (job_rate_token). A claim of it
+-- takes free slots and tokens (limits_take), claims at most as many jobs
+-- (the claim, rendered with a claim_gate that lets a limited queue
+-- through), writes each job and its lease token into a slot and stamps
+-- each token it used (limits_use), all in one transaction. A slot is held
+-- while its job is Running under that token (slot_held): the job's
+-- completion, failure, release, cancellation or rescue frees it in the
+-- same commit. A token is free once a period has passed since its stamp.
 
--- name: slots_take
--- Up to $2 free slots of queue $1's limit, locked (SKIP LOCKED: slots
--- other claims are taking are passed over). Nothing while the queue has
--- no limit or is paused, and nothing while a slot at or past the limit
--- (rows a lowered limit left, up to "slots", the rows ever made) is held:
--- after a limit is lowered, no job starts until the jobs running past it
--- have finished. Slots are read by key: a range of slot numbers under the
--- queue's prefix, or on YugabyteDB, whose key is hashed whole, the numbers
--- listed (slot_range); never a scan of the table. Under
--- READ COMMITTED a slot taken by a claim that committed after this
--- statement's snapshot can read as free here (the row is re-read when
--- locked, the job it names is not): slots_free checks each slot again.
-WITH lim AS (SELECT "concurrency" AS n, GREATEST("slots", "concurrency") AS made
-  FROM /* TEMPLATE: queue_state */ WHERE "name" = $1 AND "concurrency" IS NOT NULL AND NOT "paused")
-SELECT s."slot" FROM /* TEMPLATE: slot_table */ AS s
-WHERE s."queue" = $1 AND s."partition" = '' AND /* TEMPLATE: slot_range_s */ AND NOT (/* TEMPLATE: slot_held */)
-  AND NOT EXISTS (SELECT 1 FROM /* TEMPLATE: slot_table */ AS h
-    WHERE h."queue" = $1 AND h."partition" = '' AND /* TEMPLATE: slot_range_h */ AND /* TEMPLATE: slot_held_h */)
-LIMIT $2 FOR UPDATE OF s SKIP LOCKED;
+-- name: limits_take
+-- Up to $2 free slots of queue $1's global limit and up to $2 of its rate
+-- tokens, locked (SKIP LOCKED: those other claims are taking are passed
+-- over), as ('slot', number) and ('token', number) rows, and ('slot', -1)
+-- or ('token', -1) when the queue has no such limit (nor either while it is
+-- paused: the claim's gate then takes nothing). A slot is free when the job
+-- it names no longer holds it (slot_held); none is taken while a slot at or
+-- past the limit (rows a lowered limit left, up to "slots", the rows ever
+-- made) is held: after a limit is lowered, no job starts until the jobs
+-- running past it have finished. A token is free when its last use
+-- (stamped as its claim committed) is a period before this statement
+-- (clock_timestamp()), and a twentieth of it more, at most 50 ms: a job's
+-- handler starts a moment after its claim commits, and the margin keeps
+-- the rate at the handlers too. A token another claim stamped after this statement's
+-- snapshot is re-read when locked, and its new used_at fails the test.
+-- Rows are read by key: a range of numbers under the queue's prefix, or on
+-- YugabyteDB, whose key is hashed whole, the numbers listed (*_range);
+-- never a scan of the table. Under READ COMMITTED a slot taken by a claim
+-- that committed after this statement's snapshot can read as free here (the
+-- row is re-read when locked, the job it names is not): slots_free checks
+-- each slot again.
+WITH lim AS (SELECT "concurrency" AS n, GREATEST("slots", "concurrency") AS made, "rate_limit" AS r, "rate_period_ms" AS per
+  FROM /* TEMPLATE: queue_state */ WHERE "name" = $1 AND NOT "paused"),
+slots AS (SELECT s."slot" FROM /* TEMPLATE: slot_table */ AS s
+  WHERE s."queue" = $1 AND s."partition" = '' AND /* TEMPLATE: slot_range_s */ AND NOT (/* TEMPLATE: slot_held */)
+    AND NOT EXISTS (SELECT 1 FROM /* TEMPLATE: slot_table */ AS h
+      WHERE h."queue" = $1 AND h."partition" = '' AND /* TEMPLATE: slot_range_h */ AND /* TEMPLATE: slot_held_h */)
+  LIMIT $2 FOR UPDATE OF s SKIP LOCKED),
+tokens AS (SELECT t."token" FROM /* TEMPLATE: rate_table */ AS t
+  WHERE t."queue" = $1 AND t."partition" = '' AND /* TEMPLATE: token_range */
+    AND (t."used_at" IS NULL OR t."used_at" <= clock_timestamp() - (SELECT per::FLOAT8 + LEAST(per::FLOAT8 / 20, 50) FROM lim) * INTERVAL '1 millisecond')
+  LIMIT $2 FOR UPDATE OF t SKIP LOCKED)
+SELECT 'slot', "slot" FROM slots
+UNION ALL SELECT 'token', "token" FROM tokens
+UNION ALL SELECT 'slot', -1 WHERE NOT EXISTS (SELECT 1 FROM lim WHERE n IS NOT NULL)
+UNION ALL SELECT 'token', -1 WHERE NOT EXISTS (SELECT 1 FROM lim WHERE r IS NOT NULL);
 
 -- name: slots_free
--- Of the slots $2 that slots_take locked in this transaction, those still
+-- Of the slots $2 that limits_take locked in this transaction, those still
 -- free, read with a snapshot taken after the lock (the next statement's,
--- under READ COMMITTED): a slot a claim committed between slots_take's
+-- under READ COMMITTED): a slot a claim committed between limits_take's
 -- snapshot and its lock is held, and dropped here. Nothing can take a
 -- slot that this transaction holds locked, and a held slot can only come
 -- free, so what this returns stays free until the commit. (Under
@@ -276,12 +297,27 @@ LIMIT $2 FOR UPDATE OF s SKIP LOCKED;
 SELECT s."slot" FROM /* TEMPLATE: slot_table */ AS s
 WHERE s."queue" = $1 AND s."partition" = '' AND s."slot" = ANY($2::INT4[]) AND NOT (/* TEMPLATE: slot_held */);
 
--- name: slots_bind
--- Gives the slots $2 (locked by slots_take and found free by slots_free in
--- this transaction) to the jobs $3 the claim took under lease token $4,
--- in the order given.
-UPDATE /* TEMPLATE: slot_table */ AS s SET "job_id" = ($3::INT8[])[array_position($2::INT4[], s."slot")], "lease_token" = $4
-WHERE s."queue" = $1 AND s."partition" = '' AND s."slot" = ANY($2::INT4[]);
+-- name: limits_use
+-- Gives the slots $2 (locked by limits_take and found free by slots_free in
+-- this transaction) to the jobs $3 the claim took under lease token $4, in
+-- the order given, and stamps the rate tokens $5 (locked by limits_take)
+-- with the time now, just before the commit that starts the jobs (not the
+-- transaction's start, now(): a claim that took long would otherwise let
+-- the next use of its tokens start its jobs less than a period after
+-- these). Either array may be empty.
+WITH b AS (UPDATE /* TEMPLATE: slot_table */ AS s SET "job_id" = ($3::INT8[])[array_position($2::INT4[], s."slot")], "lease_token" = $4
+    WHERE s."queue" = $1 AND s."partition" = '' AND s."slot" = ANY($2::INT4[]) RETURNING 1),
+u AS (UPDATE /* TEMPLATE: rate_table */ AS t SET "used_at" = clock_timestamp()
+    WHERE t."queue" = $1 AND t."partition" = '' AND t."token" = ANY($5::INT4[]) RETURNING 1)
+SELECT (SELECT count(*) FROM b), (SELECT count(*) FROM u);
+
+-- name: tokens_make
+-- Makes queue $1's rate token rows 0 to $2-1 that are missing (partition
+-- ''), never used: a rate limit's `queues configure --rate`, in the
+-- transaction that sets it.
+INSERT INTO /* TEMPLATE: rate_table */ ("queue", "partition", "token")
+SELECT $1, '', g FROM generate_series(0, $2::INT4 - 1) AS g
+ON CONFLICT ("queue", "partition", "token") DO NOTHING;
 
 -- name: slots_make
 -- Makes queue $1's slot rows 0 to $2-1 that are missing (partition ''),
@@ -293,11 +329,11 @@ SELECT $1, '', g FROM generate_series(0, $2::INT4 - 1) AS g
 ON CONFLICT ("queue", "partition", "slot") DO NOTHING;
 
 -- name: queue_limits
--- Queue $1's limits: global (concurrency) and per process
--- (local_concurrency), each null when unset, how many slot rows it has,
--- and whether it is paused; no row when the queue was never paused or
--- configured.
-SELECT "concurrency", "local_concurrency", "slots", "paused" FROM /* TEMPLATE: queue_state */ WHERE "name" = $1;
+-- Queue $1's limits: global (concurrency), per process
+-- (local_concurrency) and its rate (rate_limit per rate_period_ms), each
+-- null when unset, how many slot rows it has, and whether it is paused; no
+-- row when the queue was never paused or configured.
+SELECT "concurrency", "local_concurrency", "slots", "paused", "rate_limit", "rate_period_ms" FROM /* TEMPLATE: queue_state */ WHERE "name" = $1;
 
 -- name: slots_lock
 -- Queue $1's count of slot rows, its row locked for the transaction that
@@ -322,12 +358,14 @@ ON CONFLICT ("queue", "partition", "slot") DO UPDATE SET "job_id" = excluded."jo
 RETURNING "slot";
 
 -- name: limits_set
--- Sets queue $1's limits ($2 global, $3 per process; null: none) and
--- raises its count of slot rows to $4; its paused flag stays as it is.
-INSERT INTO /* TEMPLATE: queue_state */ AS q ("name", "concurrency", "local_concurrency", "slots", "updated_at")
-VALUES ($1, $2::INT4, $3::INT4, $4::INT4, now())
+-- Sets queue $1's limits ($2 global, $3 per process, $5 starts per $6
+-- milliseconds; null: none) and raises its count of slot rows to $4 and of
+-- rate tokens to $5; its paused flag stays as it is.
+INSERT INTO /* TEMPLATE: queue_state */ AS q ("name", "concurrency", "local_concurrency", "slots", "rate_limit", "rate_period_ms", "rate_tokens", "updated_at")
+VALUES ($1, $2::INT4, $3::INT4, $4::INT4, $5::INT4, $6::INT8, COALESCE($5::INT4, 0), now())
 ON CONFLICT ("name") DO UPDATE SET "concurrency" = excluded."concurrency", "local_concurrency" = excluded."local_concurrency",
-  "slots" = GREATEST(q."slots", excluded."slots"), "updated_at" = excluded."updated_at";
+  "slots" = GREATEST(q."slots", excluded."slots"), "rate_limit" = excluded."rate_limit", "rate_period_ms" = excluded."rate_period_ms",
+  "rate_tokens" = GREATEST(q."rate_tokens", excluded."rate_tokens"), "updated_at" = excluded."updated_at";
 
 -- name: slots_held
 -- How many of queue $1's slot rows 0 to $2-1 are held.

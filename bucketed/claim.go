@@ -142,7 +142,7 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 		return nil, false, err
 	}
 	var claimed []claimedJob
-	if q.limitsFor(ctx, queue).Concurrency > 0 {
+	if q.limitsFor(ctx, queue).limited() {
 		claimed, cut, err = q.claimLimited(ctx, p)
 	} else {
 		err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {

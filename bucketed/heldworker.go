@@ -61,9 +61,9 @@ func (m *heldMode) inFlight() int { return 1 }
 func (m *heldMode) claim(ctx context.Context, n int) ([]handed, bool, error) {
 	limits := m.q.limitsFor(ctx, m.cfg.Queue) // for the producer's capacity too
 	h, err := m.q.claimHeld(ctx, m.cfg.Queue, n, m.cfg.Owner, m.budget())
-	if err == nil && (h == nil || len(h.jobs) == 0) && limits.Concurrency > 0 {
+	if err == nil && (h == nil || len(h.jobs) == 0) && limits.limited() {
 		m.limited.Do(func() {
-			m.cfg.Logger.Warn("the queue has a global concurrency limit, which held claims cannot count: they claim nothing there; work it without HeldClaims, or remove the limit",
+			m.cfg.Logger.Warn("the queue has a global concurrency limit or a rate limit, which held claims cannot count: they claim nothing there; work it without HeldClaims, or remove the limit",
 				"queue", m.cfg.Queue)
 		})
 	}

@@ -26,7 +26,19 @@ type Limits struct {
 	// LocalConcurrency is the most jobs of the queue that one Worker (one
 	// client, in one process) holds at once, prefetched jobs included.
 	LocalConcurrency int
+	// Rate is the most jobs of the queue that start (are claimed) in any
+	// window of RatePeriod, across every process; RatePeriod is required
+	// with it.
+	Rate       int
+	RatePeriod time.Duration
 }
+
+// limited says whether claims of a queue with these limits take slots or
+// tokens (claimLimited).
+func (l Limits) limited() bool { return l.Concurrency > 0 || l.Rate > 0 }
+
+// MaxRatePeriod bounds Limits.RatePeriod.
+const MaxRatePeriod = 24 * time.Hour
 
 // MaxConcurrency bounds Limits.Concurrency: a limit of N is N slot rows.
 const MaxConcurrency = 100000
@@ -130,9 +142,10 @@ func (q *Queue) capacityFor(queue string, want int64) int64 {
 // readLimits reads queue's limits, its count of slot rows and whether it
 // is paused (Limits and LimitsState.Paused, Slots).
 func (q *Queue) readLimits(ctx context.Context, queue string) (LimitsState, error) {
-	var global, local *int32
+	var global, local, rate *int32
+	var periodMS *int64
 	var st LimitsState
-	err := q.db.QueryRow(ctx, q.sql.queueLimits, queue).Scan(&global, &local, &st.Slots, &st.Paused)
+	err := q.db.QueryRow(ctx, q.sql.queueLimits, queue).Scan(&global, &local, &st.Slots, &st.Paused, &rate, &periodMS)
 	if errors.Is(err, skiplock.ErrNoRows) {
 		return LimitsState{}, nil
 	}
@@ -145,48 +158,101 @@ func (q *Queue) readLimits(ctx context.Context, queue string) (LimitsState, erro
 	if local != nil {
 		st.LocalConcurrency = int(*local)
 	}
+	if rate != nil && periodMS != nil {
+		st.Rate, st.RatePeriod = int(*rate), time.Duration(*periodMS)*time.Millisecond
+	}
 	return st, nil
 }
 
-// claimLimited is the claim of a queue with a global limit, in one
-// transaction: free slots, locked (slots_take); those still free after the
-// lock (slots_free); at most as many jobs (the claim with the gate a
-// limited queue passes); and each job written into its slot (slots_bind),
-// whose COMMIT goes with it. cut says the limit left fewer slots than
-// asked for: the claim came back short for want of slots, not of jobs.
+// claimLimited is the claim of a queue with a global or rate limit, in
+// one transaction: free slots and rate tokens, locked (limits_take); the
+// slots still free after the lock (slots_free); at most as many jobs as
+// both allow (the claim with the gate a limited queue passes); and each
+// job written into its slot and each token it used stamped (limits_use),
+// whose COMMIT goes with it. cut says a limit left fewer slots or tokens
+// than asked for: the claim came back short for want of them, not of
+// jobs.
 func (q *Queue) claimLimited(ctx context.Context, p claimParams) (claimed []claimedJob, cut bool, err error) {
 	err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		claimed, cut = nil, false
-		locked, err := queryrows.Int64s(ctx, tx, q.sql.slotsTake, p.Queue, p.Limit)
-		if err != nil || len(locked) == 0 {
-			cut = err == nil
-			return err
-		}
-		asked := make([]int32, len(locked))
-		for i, s := range locked {
-			asked[i] = int32(s)
-		}
-		slots, err := queryrows.Int64s(ctx, tx, q.sql.slotsFree, p.Queue, asked)
+		slots, tokens, err := q.takeLimits(ctx, tx, p.Queue, p.Limit)
 		if err != nil {
 			return err
 		}
-		cut = len(slots) < p.Limit
-		if len(slots) == 0 {
+		n := p.Limit
+		for _, got := range [][]int32{slots, tokens} {
+			if got != nil {
+				n = min(n, len(got))
+			}
+		}
+		if cut = n < p.Limit; n == 0 {
 			return nil
 		}
 		args := p.args()
-		args[1] = len(slots)
+		args[1] = n
 		if claimed, err = claimRows(ctx, tx, q.sql.claimLimited, args); err != nil || len(claimed) == 0 {
 			return err
 		}
-		give, ids := make([]int32, len(claimed)), make([]int64, len(claimed))
+		ids := make([]int64, len(claimed))
 		for i, c := range claimed {
-			give[i], ids[i] = int32(slots[i]), c.id
+			ids[i] = c.id
 		}
-		_, err = tx.Exec(txhook.Last(ctx), q.sql.slotsBind, p.Queue, give, ids, p.Token)
+		give, use := prefix(slots, len(claimed)), prefix(tokens, len(claimed))
+		_, err = tx.Exec(txhook.Last(ctx), q.sql.limitsUse, p.Queue, give, ids, p.Token, use)
 		return err
 	})
 	return claimed, cut, err
+}
+
+// takeLimits runs limits_take and slots_free: the free slots and the rate
+// tokens it locked for queue, each nil when the queue has no such limit.
+func (q *Queue) takeLimits(ctx context.Context, tx skiplock.Tx, queue string, n int) (slots, tokens []int32, err error) {
+	rows, err := tx.Query(ctx, q.sql.limitsTake, queue, n)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	slots, tokens = []int32{}, []int32{}
+	for rows.Next() {
+		var kind string
+		var k int32
+		if err := rows.Scan(&kind, &k); err != nil {
+			return nil, nil, err
+		}
+		switch {
+		case kind == "slot" && k < 0:
+			slots = nil
+		case kind == "slot":
+			slots = append(slots, k)
+		case k < 0:
+			tokens = nil
+		default:
+			tokens = append(tokens, k)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	if len(slots) > 0 {
+		free, err := queryrows.Int64s(ctx, tx, q.sql.slotsFree, queue, slots)
+		if err != nil {
+			return nil, nil, err
+		}
+		slots = slots[:0]
+		for _, s := range free {
+			slots = append(slots, int32(s))
+		}
+	}
+	return slots, tokens, nil
+}
+
+// prefix is s's first n elements, or an empty array when s is nil (no
+// such limit): what limits_use takes.
+func prefix(s []int32, n int) []int32 {
+	if s == nil {
+		return []int32{}
+	}
+	return s[:min(n, len(s))]
 }
 
 // SetLimits sets queue's limits (zero clears one), live: claims read them
@@ -204,6 +270,9 @@ func (q *Queue) SetLimits(ctx context.Context, queue string, l Limits) error {
 	}
 	if l.Concurrency < 0 || l.Concurrency > MaxConcurrency || l.LocalConcurrency < 0 || l.LocalConcurrency > MaxConcurrency {
 		return usage.Errorf("concurrency limits %d (global) and %d (local): use 0 (none) to %d", l.Concurrency, l.LocalConcurrency, MaxConcurrency)
+	}
+	if err := l.CheckRate(); err != nil {
+		return err
 	}
 	null := func(n int) *int32 {
 		if n == 0 {
@@ -228,11 +297,21 @@ func (q *Queue) SetLimits(ctx context.Context, queue string, l Limits) error {
 			}
 			slots = max(slots+int64(len(adopted)), int64(l.Concurrency))
 		}
-		if _, err := tx.Exec(ctx, q.sql.limitsSet, queue, null(l.Concurrency), null(l.LocalConcurrency), slots); err != nil {
+		var periodMS *int64
+		if l.Rate > 0 {
+			ms := l.RatePeriod.Milliseconds()
+			periodMS = &ms
+		}
+		if _, err := tx.Exec(ctx, q.sql.limitsSet, queue, null(l.Concurrency), null(l.LocalConcurrency), slots, null(l.Rate), periodMS); err != nil {
 			return err
 		}
 		if l.Concurrency > 0 {
-			_, err = tx.Exec(ctx, q.sql.slotsMake, queue, l.Concurrency)
+			if _, err := tx.Exec(ctx, q.sql.slotsMake, queue, l.Concurrency); err != nil {
+				return err
+			}
+		}
+		if l.Rate > 0 {
+			_, err = tx.Exec(ctx, q.sql.tokensMake, queue, l.Rate)
 		}
 		return err
 	}
@@ -247,6 +326,21 @@ func (q *Queue) SetLimits(ctx context.Context, queue string, l Limits) error {
 		return fmt.Errorf("bucketed: set the limits of queue %q: %w", queue, err)
 	}
 	q.limits.store(queue, l, time.Now())
+	return nil
+}
+
+// CheckRate refuses a rate limit that cannot be kept: a count out of
+// range, or a period missing, under a millisecond, not whole
+// milliseconds, or over a day. Zero Rate and RatePeriod: no rate limit.
+func (l Limits) CheckRate() error {
+	switch {
+	case l.Rate == 0 && l.RatePeriod == 0:
+		return nil
+	case l.Rate < 1 || l.Rate > MaxConcurrency:
+		return usage.Errorf("rate %d per %v: use 1 to %d starts (0 with no period: no rate limit)", l.Rate, l.RatePeriod, MaxConcurrency)
+	case l.RatePeriod < time.Millisecond || l.RatePeriod > MaxRatePeriod || l.RatePeriod%time.Millisecond != 0:
+		return usage.Errorf("rate %d per %v: the period must be whole milliseconds from 1ms to %v", l.Rate, l.RatePeriod, MaxRatePeriod)
+	}
 	return nil
 }
 

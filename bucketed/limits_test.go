@@ -3,6 +3,7 @@ package bucketed_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -199,4 +200,69 @@ func TestStaleLimitsClaimNothingUnslotted(t *testing.T) {
 
 func slotTable(name string) string {
 	return sqlident.Quote(name) + "." + sqlident.Quote(schema.JobSlotTable)
+}
+
+// TestRateLimitAcrossWorkers: three Workers, each on a Queue of its own,
+// work a queue limited to 20 starts per 300 ms. From the handlers' start
+// times: no window of 300 ms holds more than 22 (the rate and a tenth, as
+// the goal allows: a job starts a moment after its claim commits;
+// with no rate limit all 90 would), and the 90 jobs take at least the 4
+// periods after the first that the rate allows.
+func TestRateLimitAcrossWorkers(t *testing.T) {
+	t.Parallel()
+	const total, rate, period, capacity = 90, 20, 300 * time.Millisecond, 5
+	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 30})
+	_, name := testdb.MigratedOn(t, db, nil, schema.LayoutBucketed)
+	cfg := &bucketed.Config{VisibilityTimeout: 10 * time.Second}
+	q := queueOn(t, db, name, cfg)
+	ctx := ctxT(t)
+	if err := q.SetLimits(ctx, "default", bucketed.Limits{Rate: rate, RatePeriod: period}); err != nil {
+		t.Fatal(err)
+	}
+	mustEnqueue(t, q, nJobs(total, "default")...)
+	var mu sync.Mutex
+	var starts []time.Time
+	handler := func(ctx context.Context, j *skiplock.Job) error {
+		mu.Lock()
+		starts = append(starts, time.Now())
+		mu.Unlock()
+		return nil
+	}
+	var workers []*bucketed.Worker
+	for range 3 {
+		w, err := queueOn(t, db, name, cfg).NewWorker(&bucketed.WorkerConfig{
+			Workers: capacity, Prefetch: -1, IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond, Handler: handler,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		workers = append(workers, w)
+	}
+	testdb.WaitFor(t, "every job started", time.Minute, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(starts) >= total
+	})
+	for _, w := range workers {
+		if err := w.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
+	most := 0
+	for i := range starts {
+		n, _ := slices.BinarySearchFunc(starts, starts[i].Add(period), func(a, b time.Time) int { return a.Compare(b) })
+		most = max(most, n-i)
+	}
+	span := starts[len(starts)-1].Sub(starts[0])
+	t.Logf("%d starts over %v, at most %d in a window of %v", len(starts), span, most, period)
+	if len(starts) != total || most > rate+rate/10 {
+		t.Errorf("%d starts, at most %d in a window of %v; want %d, at most %d (the rate and a tenth)", len(starts), most, period, total, rate+rate/10)
+	}
+	if min := time.Duration(total/rate-1) * period * 9 / 10; span < min {
+		t.Errorf("the starts spanned %v; at %d per %v they need at least %v", span, rate, period, min)
+	}
 }

@@ -18,11 +18,11 @@ type statements struct {
 	insert, uniqueLookup string
 	claim, heads         string
 	// claimLimited is the claim of a queue with a global concurrency
-	// limit, sent between slotsTake and slotsBind (limits.go): its gate
+	// limit, sent between limitsTake and limitsUse (limits.go): its gate
 	// lets a limited queue through, where claim's claims nothing there.
 	claimLimited                                          string
-	slotsTake, slotsFree, slotsBind                       string
-	slotsMake                                             string
+	limitsTake, slotsFree, limitsUse                      string
+	slotsMake, tokensMake                                 string
 	queueLimits, limitsSet                                string
 	slotsLock, slotsAdopt                                 string
 	slotsHeld                                             string
@@ -100,11 +100,13 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		"slot_table":  sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobSlotTable),
 		"slot_held":   slotHeld("s", table),
 		"slot_held_h": slotHeld("h", table),
-		// slots_take's: the limit's slots, and those past it that a
-		// lowered limit left; slots_held's: $2 of them.
-		"slot_range_s":   slotRange(d, "s", "0", "(SELECT n FROM lim)"),
-		"slot_range_h":   slotRange(d, "h", "(SELECT n FROM lim)", "(SELECT made FROM lim)"),
-		"slot_range_all": slotRange(d, "s", "0", "$2::INT4"),
+		// limits_take's: the limit's slots, those past it that a lowered
+		// limit left, and the rate's tokens; slots_held's: $2 slots.
+		"slot_range_s":   keyRange(d, `s."slot"`, "0", "(SELECT n FROM lim)"),
+		"slot_range_h":   keyRange(d, `h."slot"`, "(SELECT n FROM lim)", "(SELECT made FROM lim)"),
+		"slot_range_all": keyRange(d, `s."slot"`, "0", "$2::INT4"),
+		"token_range":    keyRange(d, `t."token"`, "0", "(SELECT r FROM lim)"),
+		"rate_table":     sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobRateTable),
 	}
 	setClaimGate(vars, sqltext.NotPausedNorLimited(queueState))
 	return vars
@@ -122,16 +124,16 @@ func setClaimGate(vars map[string]string, gate string) {
 	vars["claim_best"] = best
 }
 
-// slotRange is the test that slot row alias's number is from lo up to,
-// not including, hi: a range of the key under the queue's prefix, which
-// PostgreSQL's btree and CockroachDB's hash-sharded key (one span per
-// shard) both read as one; on YugabyteDB, whose key is hashed whole, the
-// numbers listed, each a lookup by whole key.
-func slotRange(d *skiplock.Dialect, alias, lo, hi string) string {
+// keyRange is the test that col, the last key column of a slot or token
+// row, is from lo up to, not including, hi: a range of the key under the
+// queue's prefix, which PostgreSQL's btree and CockroachDB's hash-sharded
+// key (one span per shard) both read as one; on YugabyteDB, whose key is
+// hashed whole, the numbers listed, each a lookup by whole key.
+func keyRange(d *skiplock.Dialect, col, lo, hi string) string {
 	if d.KeyOrderMarkers {
-		return alias + `."slot" = ANY(ARRAY(SELECT generate_series(` + lo + `, ` + hi + ` - 1)))`
+		return col + ` = ANY(ARRAY(SELECT generate_series(` + lo + `, ` + hi + ` - 1)))`
 	}
-	return alias + `."slot" >= ` + lo + ` AND ` + alias + `."slot" < ` + hi
+	return col + ` >= ` + lo + ` AND ` + col + ` < ` + hi
 }
 
 // slotHeld is the test that slot row alias is held: its job is Running
@@ -212,9 +214,10 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		"held_complete_delete":     &s.heldCompleteDelete,
 		"held_fail":                &s.heldFail,
 		"held_snooze":              &s.heldSnooze,
-		"slots_take":               &s.slotsTake,
+		"limits_take":              &s.limitsTake,
 		"slots_free":               &s.slotsFree,
-		"slots_bind":               &s.slotsBind,
+		"limits_use":               &s.limitsUse,
+		"tokens_make":              &s.tokensMake,
 		"slots_make":               &s.slotsMake,
 		"queue_limits":             &s.queueLimits,
 		"limits_set":               &s.limitsSet,
@@ -265,7 +268,7 @@ func (s *statements) all() []string {
 		s.completedWith, s.deleteFinished, s.stats, s.pending, s.backlog, s.lookup, s.claimedBy, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID, s.reserveIDs, s.notify,
 		s.completeDelete, s.completedWithDelete, s.claimHeld, s.holdOpen, s.holdClose, s.holdExists,
 		s.heldComplete, s.heldCompleteDelete, s.heldFail, s.heldSnooze,
-		s.claimLimited, s.slotsTake, s.slotsFree, s.slotsBind, s.slotsMake, s.queueLimits, s.limitsSet, s.slotsHeld, s.slotsLock, s.slotsAdopt}, func(sql string) bool { return sql == "" })
+		s.claimLimited, s.limitsTake, s.slotsFree, s.limitsUse, s.slotsMake, s.tokensMake, s.queueLimits, s.limitsSet, s.slotsHeld, s.slotsLock, s.slotsAdopt}, func(sql string) bool { return sql == "" })
 }
 
 // claimParams are the claim's parameters.

@@ -289,6 +289,9 @@ func (c *Config) withDefaults() (Config, error) {
 		if q.Limits.Concurrency < 0 || q.Limits.LocalConcurrency < 0 || q.Limits.Concurrency > bucketed.MaxConcurrency || q.Limits.LocalConcurrency > bucketed.MaxConcurrency {
 			return out, usage.Errorf("client: queue %q: Limits %+v: use 0 (none) to %d", name, q.Limits, bucketed.MaxConcurrency)
 		}
+		if err := q.Limits.CheckRate(); err != nil {
+			return out, fmt.Errorf("client: queue %q: %w", name, err)
+		}
 		if q.Layout == schema.LayoutFanout && q.Prefetch > 0 {
 			return out, usage.Errorf("client: queue %q: fanout queues cannot prefetch (a job is claimed in the transaction that works it): leave Prefetch at 0", name)
 		}

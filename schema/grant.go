@@ -41,6 +41,10 @@ func WorkerGrants(d *skiplock.Dialect, schemaName, role string, layouts []Layout
 		switch l {
 		case LayoutBucketed:
 			stmts = append(stmts, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s, %s TO %s", table(JobsTable), table(JobHoldTable), r))
+			// A limited queue's claims take and stamp its slots and rate
+			// tokens; setting the limits (which makes the rows) is the
+			// owner's.
+			stmts = append(stmts, fmt.Sprintf("GRANT SELECT, UPDATE ON %s, %s TO %s", table(JobSlotTable), table(JobRateTable), r))
 			if d.IDSequence != "" {
 				stmts = append(stmts, fmt.Sprintf("GRANT USAGE, SELECT ON SEQUENCE %s TO %s", table(fmt.Sprintf(d.IDSequence, JobsTable, "id")), r))
 			}

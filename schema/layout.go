@@ -63,6 +63,10 @@ const (
 	// limit of N is N rows, each held by at most one running job (see
 	// [JobSlotTableDef]).
 	JobSlotTable = "job_slot"
+	// JobRateTable holds bucketed's rate tokens: a queue's rate limit of
+	// N per period is N rows, each used at most once per period (see
+	// [JobRateTableDef]).
+	JobRateTable = "job_rate_token"
 	WorkLogTable = "work_log"
 	// WorkAttemptLogTable holds `work --record-attempts`'s rows: one per
 	// handler attempt (see [WorkAttemptLogTableDef]).
@@ -277,7 +281,7 @@ func JobAttemptTableDef() *Table {
 // failing or rescuing the job frees it in the same commit, with no write
 // to the slot. Rows are read and written by whole key only, and spread by
 // a hash of it (SpreadKey): no row and no range takes every claim's write
-// (docs/flow-control.md, "How the limit is kept").
+// (docs/flow-control.md, "How the limits are kept").
 func JobSlotTableDef() *Table {
 	return &Table{
 		Name: JobSlotTable,
@@ -289,6 +293,28 @@ func JobSlotTableDef() *Table {
 			{Name: "lease_token", Type: TypeBigInt},
 		},
 		PrimaryKey: []string{"queue", "partition", "slot"},
+		SpreadKey:  true,
+	}
+}
+
+// JobRateTableDef describes the bucketed layout's rate tokens
+// (bucketed/007): a queue's rate limit of N starts per period is token
+// rows 0 to N-1 of its partition ("" for the whole queue), made when the
+// limit is set. A claim takes tokens whose last use (used_at) is at least
+// a period ago, locking them, and stamps each one it uses with the
+// claim's time, in its own transaction: each token is used at most once
+// in any period, so no window of a period holds more than N starts. Read
+// and written by whole key only, spread like job_slot.
+func JobRateTableDef() *Table {
+	return &Table{
+		Name: JobRateTable,
+		Columns: []Column{
+			{Name: "queue", Type: TypeText, NotNull: true},
+			{Name: "partition", Type: TypeText, NotNull: true, Default: "''"},
+			{Name: "token", Type: TypeInt, NotNull: true},
+			{Name: "used_at", Type: TypeTimestamp},
+		},
+		PrimaryKey: []string{"queue", "partition", "token"},
 		SpreadKey:  true,
 	}
 }
@@ -439,7 +465,9 @@ func LeaderTableDef() *Table {
 // with no row is not paused and has no limits. concurrency is the queue's
 // global limit (null: none), local_concurrency each process's (null:
 // none), slots how many slot rows of job_slot the queue has had made
-// (core/007), which a lowered limit leaves in place until they drain.
+// (core/007), which a lowered limit leaves in place until they drain;
+// rate_limit job starts per rate_period_ms at most (null: none), with
+// rate_tokens rows of job_rate_token made for it (core/008).
 func QueueStateTableDef() *Table {
 	return &Table{
 		Name: QueueStateTable,
@@ -450,6 +478,9 @@ func QueueStateTableDef() *Table {
 			{Name: "concurrency", Type: TypeInt},
 			{Name: "local_concurrency", Type: TypeInt},
 			{Name: "slots", Type: TypeInt, NotNull: true, Default: "0"},
+			{Name: "rate_limit", Type: TypeInt},
+			{Name: "rate_period_ms", Type: TypeBigInt},
+			{Name: "rate_tokens", Type: TypeInt, NotNull: true, Default: "0"},
 		},
 		PrimaryKey: []string{"name"},
 	}

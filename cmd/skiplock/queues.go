@@ -13,7 +13,7 @@ import (
 func init() {
 	register(&command{
 		name:    "queues",
-		usage:   "queues list [--limit N] [--after NAME/LAYOUT] | queues pause [--create] QUEUE | queues resume QUEUE | queues configure QUEUE [--concurrency N|none] [--local-concurrency N|none] | queues show QUEUE",
+		usage:   "queues list [--limit N] [--after NAME/LAYOUT] | queues pause [--create] QUEUE | queues resume QUEUE | queues configure QUEUE [--concurrency N|none] [--local-concurrency N|none] [--rate N/DURATION|none] | queues show QUEUE",
 		summary: "queues: counts by state, oldest queued age, paused; pause and resume; concurrency limits",
 		run:     runQueues,
 	})

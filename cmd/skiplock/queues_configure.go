@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/skiplock/skiplock/admin"
 	"github.com/skiplock/skiplock/bucketed"
@@ -39,9 +40,50 @@ func (f *limitFlag) Set(s string) error {
 	return nil
 }
 
+// rateFlag is a rate limit on the command line: N/DURATION (50/1s, 50/s,
+// 600/1m), or none.
+type rateFlag struct {
+	n      int
+	period time.Duration
+	set    bool
+}
+
+func (f *rateFlag) String() string {
+	if f == nil || f.n == 0 {
+		return "none"
+	}
+	return fmt.Sprintf("%d/%v", f.n, f.period)
+}
+
+func (f *rateFlag) Set(s string) error {
+	f.set = true
+	if strings.EqualFold(s, "none") {
+		f.n, f.period = 0, 0
+		return nil
+	}
+	count, per, ok := strings.Cut(s, "/")
+	n, err := strconv.Atoi(count)
+	if !ok || err != nil {
+		return fmt.Errorf("%q: use N/DURATION, such as 50/1s or 600/1m, or none", s)
+	}
+	if per != "" && !strings.ContainsAny(per[:1], "0123456789") {
+		per = "1" + per // 50/s reads as 50/1s
+	}
+	d, err := time.ParseDuration(per)
+	if err != nil {
+		return fmt.Errorf("%q: the period %q is not a duration: use N/DURATION, such as 50/1s", s, per)
+	}
+	f.n, f.period = n, d
+	if err := (bucketed.Limits{Rate: n, RatePeriod: d}).CheckRate(); err != nil {
+		return err
+	}
+	return nil
+}
+
 // configureFlags are `queues configure`'s flags.
 type configureFlags struct {
 	global, local limitFlag
+	rate          rateFlag
 }
 
 // laterFlags are the flow-control flags `queues configure` will take and
@@ -52,7 +94,6 @@ var laterFlags = []struct {
 }{
 	{"partition-by", "kind or args.FIELD: limits per partition of the queue", false},
 	{"partition-limit", "VALUE=N: one partition's own limit", false},
-	{"rate", "N/DURATION: at most N job starts in any window of DURATION", false},
 	{"fair", "take ready partitions in turn", true},
 }
 
@@ -65,6 +106,7 @@ func queuesConfigureFlags(fs *flag.FlagSet, sub string) *configureFlags {
 	c := &configureFlags{}
 	fs.Var(&c.global, "concurrency", "the most jobs of the queue running at once across every process (prefetched jobs count; a dead worker's job counts until the rescuer puts it back), or none")
 	fs.Var(&c.local, "local-concurrency", "the most jobs of the queue one process (one client or worker) holds at once, or none")
+	fs.Var(&c.rate, "rate", "N/DURATION: at most N jobs of the queue start in any window of DURATION, across every process (50/1s, 50/s, 600/1m), or none")
 	// Flow control that is not enforced yet: refused with a clear error
 	// (queuesConfigure) rather than stored to no effect.
 	for _, l := range laterFlags {
@@ -82,11 +124,11 @@ func queuesConfigureFlags(fs *flag.FlagSet, sub string) *configureFlags {
 func queuesConfigure(ctx context.Context, e *env, fs *flag.FlagSet, queue string, c *configureFlags) error {
 	for _, l := range laterFlags {
 		if flagSet(fs, l.name) {
-			return usage.Errorf("--%s (%s) is not available yet: this release enforces --concurrency and --local-concurrency on bucketed queues", l.name, l.usage)
+			return usage.Errorf("--%s (%s) is not available yet: this release enforces --concurrency, --local-concurrency and --rate on bucketed queues", l.name, l.usage)
 		}
 	}
-	if !c.global.set && !c.local.set {
-		return usage.Errorf("queues configure %s: give --concurrency N or --local-concurrency N (none removes a limit); queues show %s prints them", queue, queue)
+	if !c.global.set && !c.local.set && !c.rate.set {
+		return usage.Errorf("queues configure %s: give --concurrency N, --local-concurrency N or --rate N/DURATION (none removes a limit); queues show %s prints them", queue, queue)
 	}
 	a, st, err := queueLimits(ctx, e, queue)
 	if err != nil {
@@ -99,6 +141,9 @@ func queuesConfigure(ctx context.Context, e *env, fs *flag.FlagSet, queue string
 	if c.local.set {
 		l.LocalConcurrency = c.local.n
 	}
+	if c.rate.set {
+		l.Rate, l.RatePeriod = c.rate.n, c.rate.period
+	}
 	if err := a.SetQueueLimits(ctx, queue, l); err != nil {
 		return err
 	}
@@ -107,12 +152,14 @@ func queuesConfigure(ctx context.Context, e *env, fs *flag.FlagSet, queue string
 
 // queueLimitsJSON is `queues show --json`: a limit is null when unset.
 type queueLimitsJSON struct {
-	Queue            string `json:"queue"`
-	Paused           bool   `json:"paused"`
-	Concurrency      *int   `json:"concurrency"`
-	LocalConcurrency *int   `json:"local_concurrency"`
-	Slots            int    `json:"slots"`
-	SlotsHeld        int    `json:"slots_held"`
+	Queue            string   `json:"queue"`
+	Paused           bool     `json:"paused"`
+	Concurrency      *int     `json:"concurrency"`
+	LocalConcurrency *int     `json:"local_concurrency"`
+	Slots            int      `json:"slots"`
+	SlotsHeld        int      `json:"slots_held"`
+	Rate             *int     `json:"rate"`
+	RatePeriodS      *float64 `json:"rate_period_s"`
 }
 
 // queueLimits reads a queue's limits, with the admin that read them.
@@ -138,12 +185,18 @@ func queuesShow(ctx context.Context, e *env, queue string) error {
 		return &n
 	}
 	if e.json {
-		return e.printJSON(queueLimitsJSON{Queue: queue, Paused: st.Paused, Concurrency: unset(st.Concurrency),
-			LocalConcurrency: unset(st.LocalConcurrency), Slots: st.Slots, SlotsHeld: st.SlotsHeld})
+		rep := queueLimitsJSON{Queue: queue, Paused: st.Paused, Concurrency: unset(st.Concurrency),
+			LocalConcurrency: unset(st.LocalConcurrency), Slots: st.Slots, SlotsHeld: st.SlotsHeld, Rate: unset(st.Rate)}
+		if st.Rate > 0 {
+			s := st.RatePeriod.Seconds()
+			rep.RatePeriodS = &s
+		}
+		return e.printJSON(rep)
 	}
 	paused := map[bool]string{true: "yes", false: "no"}[st.Paused]
 	fmt.Fprintf(e.stdout, "queue %q\n  paused: %s\n", queue, paused)
 	fmt.Fprintf(e.stdout, "  concurrency (all processes): %s, %d of %d slot(s) held\n", (&limitFlag{n: st.Concurrency}).String(), st.SlotsHeld, st.Slots)
 	fmt.Fprintf(e.stdout, "  local concurrency (per process): %s\n", (&limitFlag{n: st.LocalConcurrency}).String())
+	fmt.Fprintf(e.stdout, "  rate (starts per period, all processes): %s\n", (&rateFlag{n: st.Rate, period: st.RatePeriod}).String())
 	return nil
 }

@@ -8,7 +8,8 @@ import (
 	"github.com/skiplock/skiplock/internal/testdb"
 )
 
-// TestQueuesConfigureAndShow: `queues configure` sets a queue's limits,
+// TestQueuesConfigureAndShow: `queues configure` sets a queue's limits
+// (concurrency, local concurrency, rate),
 // each flag leaving the other limit as it was, and `queues show` prints
 // them (JSON: null for none); bad values, flow control not enforced yet,
 // no flag at all and a schema without the bucketed layout are usage
@@ -42,7 +43,10 @@ func TestQueuesConfigureAndShow(t *testing.T) {
 		{"--concurrency", "-1"},
 		{"--concurrency", "lots"},
 		{"--concurrency", "100001"},
-		{"--rate", "50/1s"},
+		{"--rate", "0/1s"},
+		{"--rate", "5/0s"},
+		{"--rate", "5/1.5ms"},
+		{"--rate", "fast"},
 		{"--partition-by", "kind"},
 		{"--fair"},
 		{},
@@ -52,12 +56,16 @@ func TestQueuesConfigureAndShow(t *testing.T) {
 			t.Errorf("configure %v: exit %d, want 2\n%s%s", bad, code, out, errs)
 		}
 	}
-	if code, _, errs := cli(t, "--schema", name, "queues", "configure", "mail", "--rate", "50/1s"); code != 2 || !strings.Contains(errs, "not available yet") {
-		t.Errorf("--rate: exit %d, want 2 saying it is not available yet:\n%s", code, errs)
+	if code, _, errs := cli(t, "--schema", name, "queues", "configure", "mail", "--partition-by", "kind"); code != 2 || !strings.Contains(errs, "not available yet") {
+		t.Errorf("--partition-by: exit %d, want 2 saying it is not available yet:\n%s", code, errs)
+	}
+	cliAll(t, []string{"--schema", name, "queues", "configure", "mail", "--rate", "50/s"})
+	if got := show(); got.Rate == nil || *got.Rate != 50 || got.RatePeriodS == nil || *got.RatePeriodS != 1 || got.Concurrency == nil || *got.Concurrency != 3 {
+		t.Fatalf("after --rate 50/s: %+v; want 50 per 1 s, the concurrency kept", got)
 	}
 	cliAll(t, []string{"--schema", name, "queues", "configure", "mail", "--concurrency", "none"})
-	if got := show(); got.Concurrency != nil || got.LocalConcurrency == nil || *got.LocalConcurrency != 5 || got.Slots != 3 {
-		t.Fatalf("after --concurrency none: %+v; want no global limit, the local one kept, the 3 slot rows kept", got)
+	if got := show(); got.Concurrency != nil || got.LocalConcurrency == nil || *got.LocalConcurrency != 5 || got.Slots != 3 || got.Rate == nil {
+		t.Fatalf("after --concurrency none: %+v; want no global limit, the local one and the rate kept, the 3 slot rows kept", got)
 	}
 
 	fanoutOnly := testdb.Schema(t, db)

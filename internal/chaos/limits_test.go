@@ -64,3 +64,38 @@ SELECT (SELECT max(r) FROM (SELECT sum(d) OVER (ORDER BY at, d) AS r FROM e) AS 
 		t.Errorf("work_log: %d rows for %d jobs; want each of the %d jobs once", rows, distinct, jobs)
 	}
 }
+
+// TestRateLimitAcrossProcesses: three `work` processes of 20 workers each
+// work 300 jobs of a bucketed queue limited to 50 starts a second
+// (`queues configure --rate 50/1s`). From work_attempt_log's starts, on
+// the workers' clock: no window of one second holds more than 55, and the
+// starts span 4.5 to 6.6 s (300 at 50 a second, the first 50 at once).
+func TestRateLimitAcrossProcesses(t *testing.T) {
+	t.Parallel()
+	const jobs = 300
+	dsn, name := setup(t, "bucketed", jobs)
+	db := testdb.Open(t, nil)
+	cli(t, dsn, "--schema", name, "queues", "configure", "default", "--rate", "50/1s")
+	// --batch 1: no job claimed ahead of a free worker, which would start
+	// later than its claim took its token.
+	args := workArgs(name, "bucketed", "--workers", "20", "--work", "0s", "--batch", "1", "--record-attempts")
+	procs := []*workerProc{startWorker(t, dsn, args...), startWorker(t, dsn, args...), startWorker(t, dsn, args...)}
+	waitRecorded(t, db, name, jobs, 2*time.Minute)
+	for _, p := range procs {
+		p.stop() //nolint:errcheck // the exit code after SIGTERM is not the point
+	}
+	s := sqlident.Quote(name)
+	var most, n int64
+	var span float64
+	if err := db.QueryRow(context.Background(), `SELECT
+  (SELECT max((SELECT count(*) FROM `+s+`."work_attempt_log" AS b WHERE b."started_at" >= a."started_at" AND b."started_at" < a."started_at" + INTERVAL '1 second'))
+     FROM `+s+`."work_attempt_log" AS a),
+  count(*), extract(epoch FROM max("started_at") - min("started_at"))::FLOAT8
+FROM `+s+`."work_attempt_log"`).Scan(&most, &n, &span); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d starts over %.2f s, at most %d in a second", n, span, most)
+	if n != jobs || most > 55 || span < 4.5 || span > 6.6 {
+		t.Errorf("%d starts over %.2f s, at most %d in a second; want %d, at most 55, over 4.5 to 6.6 s", n, span, most, jobs)
+	}
+}

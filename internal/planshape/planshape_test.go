@@ -172,17 +172,18 @@ func TestClaimPlanShapes(t *testing.T) {
 			})
 		}
 	})
-	t.Run("bucketed_slots_take", func(t *testing.T) {
-		// A limited queue's claim reads its slot rows by whole key (the
-		// numbers wanted, joined), never by scanning job_slot: on the
-		// distributed engines its rows are spread by a hash of the key.
-		if err := bq.SetLimits(ctx, "default", bucketed.Limits{Concurrency: 50}); err != nil {
+	t.Run("bucketed_limits_take", func(t *testing.T) {
+		// A limited queue's claim reads its slot and rate token rows by
+		// key (a range under the queue's prefix, or the numbers listed),
+		// never by scanning the tables: on the distributed engines their
+		// rows are spread by a hash of the key.
+		if err := bq.SetLimits(ctx, "default", bucketed.Limits{Concurrency: 50, Rate: 40, RatePeriod: time.Second}); err != nil {
 			t.Fatal(err)
 		}
-		sql := render(t, d, name, "bucketed/bucketed.sql", "slots_take")
-		want := shape{want: []string{"job_slot_pkey", "LockRows"}, refuse: []string{"Seq Scan on job_slot"}}
+		sql := render(t, d, name, "bucketed/bucketed.sql", "limits_take")
+		want := shape{want: []string{"job_slot_pkey", "job_rate_token_pkey", "LockRows"}, refuse: []string{"Seq Scan on job_slot", "Seq Scan on job_rate_token"}}
 		if d.Engine == skiplock.EngineCockroach {
-			want = shape{want: []string{"job_slot@job_slot_pkey", "locking wait policy: skip locked"}, refuse: []string{"FULL SCAN"}}
+			want = shape{want: []string{"job_slot@job_slot_pkey", "job_rate_token@job_rate_token_pkey", "locking wait policy: skip locked"}, refuse: []string{"FULL SCAN"}}
 		}
 		check(t, explain(ctx, t, db, sql, []any{"default", 10}), want)
 	})

@@ -312,9 +312,10 @@ func NotPaused(queueState string) string {
 }
 
 // NotPausedNorLimited is NotPaused for a claim that takes no concurrency
-// slots: it also fails while the queue has a global concurrency limit, so
-// that a process whose view of the queue's limits is stale claims nothing
-// once a limit is set, rather than jobs that no slot counts.
+// slots nor rate tokens: it also fails while the queue has a global
+// concurrency limit or a rate limit, so that a process whose view of the
+// queue's limits is stale claims nothing once a limit is set, rather than
+// jobs that no slot or token counts.
 func NotPausedNorLimited(queueState string) string {
-	return `NOT EXISTS (SELECT 1 FROM ` + queueState + ` AS "qs" WHERE ("qs"."paused" OR "qs"."concurrency" IS NOT NULL) AND "qs"."name" = `
+	return `NOT EXISTS (SELECT 1 FROM ` + queueState + ` AS "qs" WHERE ("qs"."paused" OR "qs"."concurrency" IS NOT NULL OR "qs"."rate_limit" IS NOT NULL) AND "qs"."name" = `
 }

@@ -115,6 +115,12 @@ ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "local_concurre
 
 ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "slots" INTEGER NOT NULL DEFAULT 0;
 
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "rate_limit" INTEGER;
+
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "rate_period_ms" BIGINT;
+
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "rate_tokens" INTEGER NOT NULL DEFAULT 0;
+
 DO 'BEGIN IF to_regtype(''"skiplock"."job_status"'') IS NULL THEN CREATE TYPE "skiplock"."job_status" AS ENUM (''Queued'', ''Running'', ''Canceled'', ''Failed'', ''Success''); END IF; END';
 
 CREATE TABLE IF NOT EXISTS "skiplock"."jobs" (
@@ -172,4 +178,12 @@ CREATE TABLE IF NOT EXISTS "skiplock"."job_slot" (
   "job_id" BIGINT,
   "lease_token" BIGINT,
   PRIMARY KEY ("queue", "partition", "slot")
+);
+
+CREATE TABLE IF NOT EXISTS "skiplock"."job_rate_token" (
+  "queue" TEXT NOT NULL,
+  "partition" TEXT NOT NULL DEFAULT '',
+  "token" INTEGER NOT NULL,
+  "used_at" timestamptz,
+  PRIMARY KEY ("queue", "partition", "token")
 );

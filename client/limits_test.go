@@ -6,8 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/skiplock/skiplock/client"
 	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/metrics"
 )
 
 // TestQueueLimitsDefaultsAndLocal: a queue's QueueConfig.Limits are
@@ -53,5 +56,51 @@ func TestQueueLimitsDefaultsAndLocal(t *testing.T) {
 	testdb.WaitFor(t, "every job done", time.Minute, func() bool { return done.Load() == 40 })
 	if m := most.Load(); m != 2 {
 		t.Errorf("at most %d jobs ran at once; want the local limit, 2", m)
+	}
+}
+
+// TestLimitGauges: the maintenance leader exports a limited queue's
+// global limit, the slots its running jobs hold, and its rate per second;
+// a queue without limits has none of these gauges.
+func TestLimitGauges(t *testing.T) {
+	t.Parallel()
+	db, s := openDB(t)
+	ctx := ctxT(t)
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	must(t, err)
+	release := make(chan struct{})
+	ws := client.NewWorkers()
+	must(t, client.AddWorker(ws, client.WorkFunc[emailArgs](func(ctx context.Context, j *client.Job[emailArgs]) error {
+		<-release // hold the slot until the gauge has shown it
+		return nil
+	}), nil))
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Metrics: m, MetricsSampleInterval: 50 * time.Millisecond,
+		Queues: map[string]client.QueueConfig{
+			"default": {MaxWorkers: 10, Limits: client.Limits{Concurrency: 4, Rate: 10, RatePeriod: 2 * time.Second}},
+			"free":    {MaxWorkers: 1},
+		}})
+	must(t, err)
+	must(t, c.Start(ctx))
+	defer func() {
+		close(release)
+		c.Stop(ctx) //nolint:errcheck // the test is about the gauges
+	}()
+	for i := range 6 {
+		_, err := c.Insert(ctx, emailArgs{N: i}, nil)
+		must(t, err)
+	}
+	var got map[string]float64
+	testdb.WaitFor(t, "the limit gauges, with 4 slots held", 30*time.Second, func() bool {
+		got = series(t, reg)
+		return got[gauge("skiplock_queue_concurrency_held", "default", "bucketed")] == 4
+	})
+	if got[gauge("skiplock_queue_concurrency_limit", "default", "bucketed")] != 4 || got[gauge("skiplock_queue_rate_limit_per_second", "default", "bucketed")] != 5 {
+		t.Errorf("limit gauges: %v", got)
+	}
+	for _, name := range []string{"skiplock_queue_concurrency_limit", "skiplock_queue_concurrency_held", "skiplock_queue_rate_limit_per_second"} {
+		if _, ok := got[gauge(name, "free", "bucketed")]; ok {
+			t.Errorf("%s exported for a queue without limits", name)
+		}
 	}
 }

@@ -335,10 +335,29 @@ func (c *Client) sampleQueues(ctx context.Context, tx skiplock.Tx) error {
 		if oldest != nil {
 			s.OldestQueued = max(now.Sub(*oldest), 0)
 		}
+		if layout != schema.LayoutFanout {
+			if s.Limits, err = c.sampleLimits(ctx, name); err != nil {
+				return fmt.Errorf("metrics sample of queue %q: %w", name, err)
+			}
+		}
 		out = append(out, s)
 	}
 	c.meter.SetQueues(out, metricsStaleAfter*c.cfg.MetricsSampleInterval)
 	return nil
+}
+
+// sampleLimits reads a bucketed queue's limits for the gauges; nil when
+// it has none.
+func (c *Client) sampleLimits(ctx context.Context, queue string) (*metricsink.QueueLimits, error) {
+	st, err := c.bq.LimitsOf(ctx, queue)
+	if err != nil || (st.Concurrency == 0 && st.Rate == 0) {
+		return nil, err
+	}
+	l := &metricsink.QueueLimits{Concurrency: st.Concurrency, Held: st.SlotsHeld}
+	if st.Rate > 0 {
+		l.Rate = float64(st.Rate) / st.RatePeriod.Seconds()
+	}
+	return l, nil
 }
 
 // renderMetricsSQL renders metrics.sql for the client's schema and

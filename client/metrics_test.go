@@ -89,6 +89,13 @@ func series(t *testing.T, g prometheus.Gatherer) map[string]float64 {
 	return out
 }
 
+// gauge is a series key of a queue gauge.
+func gauge(name, queue, layout string, extra ...string) string {
+	ls := append([]string{"layout=" + layout, "queue=" + queue}, extra...)
+	sort.Strings(ls)
+	return name + "{" + strings.Join(ls, ",") + "}"
+}
+
 // job is a series key of a job metric.
 func job(name, queue, kind, layout string, extra ...string) string {
 	ls := append([]string{"kind=" + kind, "layout=" + layout, "queue=" + queue}, extra...)
@@ -245,11 +252,6 @@ func TestMetrics(t *testing.T) {
 	// Exactly one process leads; its queue gauges equal the database's
 	// counts once a sample has run after the queues settled; the other
 	// exports none.
-	gauge := func(name, queue, layout string, extra ...string) string {
-		ls := append([]string{"layout=" + layout, "queue=" + queue}, extra...)
-		sort.Strings(ls)
-		return name + "{" + strings.Join(ls, ",") + "}"
-	}
 	dbCount := func(table, queue, status string) float64 {
 		sql := `SELECT count(*) FROM ` + qs + `.` + sqlident.Quote(table) + ` WHERE "queue" = '` + queue + `'`
 		if status != "" {

@@ -121,10 +121,23 @@ type QueueSample struct {
 	OldestQueued time.Duration
 	// Paused is whether an operator paused the queue.
 	Paused bool
+	// Limits are the queue's flow-control limits and what they hold; nil
+	// for a queue without any (and for a folded sample).
+	Limits *QueueLimits
 
 	// pausedQueues counts the paused queues of a folded OtherQueues
 	// sample.
 	pausedQueues int
+}
+
+// QueueLimits are a queue's limits in a sample (bucketed.Limits): each
+// zero when unset.
+type QueueLimits struct {
+	// Concurrency is the global limit; Held how many of its slots a
+	// running job holds.
+	Concurrency, Held int
+	// Rate is the most starts per second the rate limit allows.
+	Rate float64
 }
 
 // Recorder is skiplock's Prometheus collectors and the methods through
@@ -144,6 +157,7 @@ type Recorder struct {
 	wait, run, endToEnd, claim                                                     *prometheus.HistogramVec
 
 	retriesDesc, rescuedDesc, leaderDesc, queueJobsDesc, oldestDesc, pausedDesc, sampleAgeDesc *prometheus.Desc
+	limitDesc, heldDesc, rateDesc                                                              *prometheus.Desc
 
 	mu        sync.Mutex
 	retries   []*retry.Counters
@@ -204,6 +218,15 @@ func New(reg prometheus.Registerer, o Options) (*Recorder, error) {
 			[]string{LabelQueue, LabelLayout}, nil),
 		pausedDesc: prometheus.NewDesc("skiplock_queue_paused",
 			"1 when an operator paused the queue (skiplock queues pause), else 0; sampled by the maintenance leader. For the queue label \""+OtherQueues+"\": how many of its queues are paused.",
+			[]string{LabelQueue, LabelLayout}, nil),
+		limitDesc: prometheus.NewDesc("skiplock_queue_concurrency_limit",
+			"A queue's global concurrency limit (skiplock queues configure --concurrency), sampled by the maintenance leader; only for queues that have one.",
+			[]string{LabelQueue, LabelLayout}, nil),
+		heldDesc: prometheus.NewDesc("skiplock_queue_concurrency_held",
+			"How many of a limited queue's concurrency slots a running job holds (prefetched jobs included; at the limit, claims wait for a slot), sampled by the maintenance leader.",
+			[]string{LabelQueue, LabelLayout}, nil),
+		rateDesc: prometheus.NewDesc("skiplock_queue_rate_limit_per_second",
+			"A queue's rate limit (skiplock queues configure --rate), as job starts per second, sampled by the maintenance leader; only for queues that have one.",
 			[]string{LabelQueue, LabelLayout}, nil),
 		sampleAgeDesc: prometheus.NewDesc("skiplock_queue_sample_age_seconds",
 			"Seconds since the maintenance leader took the sample the skiplock_queue_* gauges show, at scrape time. A sample older than the client allows (3 sample intervals: the sampling fails or lags) is not exported, this gauge alone is.",
@@ -394,7 +417,7 @@ type sourced Recorder
 
 // Describe sends the descriptors of the sourced metrics.
 func (s *sourced) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{s.retriesDesc, s.rescuedDesc, s.leaderDesc, s.queueJobsDesc, s.oldestDesc, s.pausedDesc, s.sampleAgeDesc} {
+	for _, d := range []*prometheus.Desc{s.retriesDesc, s.rescuedDesc, s.leaderDesc, s.queueJobsDesc, s.oldestDesc, s.pausedDesc, s.sampleAgeDesc, s.limitDesc, s.heldDesc, s.rateDesc} {
 		ch <- d
 	}
 }
@@ -458,6 +481,13 @@ func (s *sourced) collectQueues(ch chan<- prometheus.Metric, leads bool) {
 		}
 		ch <- prometheus.MustNewConstMetric(s.oldestDesc, prometheus.GaugeValue, seconds(q.OldestQueued), q.Queue, q.Layout)
 		ch <- prometheus.MustNewConstMetric(s.pausedDesc, prometheus.GaugeValue, b2f(q.Paused)+float64(q.pausedQueues), q.Queue, q.Layout)
+		if l := q.Limits; l != nil && l.Concurrency > 0 {
+			ch <- prometheus.MustNewConstMetric(s.limitDesc, prometheus.GaugeValue, float64(l.Concurrency), q.Queue, q.Layout)
+			ch <- prometheus.MustNewConstMetric(s.heldDesc, prometheus.GaugeValue, float64(l.Held), q.Queue, q.Layout)
+		}
+		if l := q.Limits; l != nil && l.Rate > 0 {
+			ch <- prometheus.MustNewConstMetric(s.rateDesc, prometheus.GaugeValue, l.Rate, q.Queue, q.Layout)
+		}
 	}
 }
 

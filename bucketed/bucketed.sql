@@ -258,7 +258,7 @@ RETURNING /* TEMPLATE: job_columns */;
 -- made) is held: after a limit is lowered, no job starts until the jobs
 -- running past it have finished. A token is free when its last use
 -- (stamped as its claim committed) is a period before this statement
--- (clock_timestamp()), and a twentieth of it more, at most 50 ms: a job's
+-- (clock_timestamp()), and a tenth of it more, at most 100 ms: a job's
 -- handler starts a moment after its claim commits, and the margin keeps
 -- the rate at the handlers too. A token another claim stamped after this statement's
 -- snapshot is re-read when locked, and its new used_at fails the test.
@@ -277,7 +277,7 @@ slots AS (SELECT s."slot" FROM /* TEMPLATE: slot_table */ AS s
   LIMIT $2 FOR UPDATE OF s SKIP LOCKED),
 tokens AS (SELECT t."token" FROM /* TEMPLATE: rate_table */ AS t
   WHERE t."queue" = $1 AND t."partition" = '' AND /* TEMPLATE: token_range */
-    AND (t."used_at" IS NULL OR t."used_at" <= clock_timestamp() - (SELECT per::FLOAT8 + LEAST(per::FLOAT8 / 20, 50) FROM lim) * INTERVAL '1 millisecond')
+    AND (t."used_at" IS NULL OR t."used_at" <= clock_timestamp() - (SELECT per::FLOAT8 + LEAST(per::FLOAT8 / 10, 100) FROM lim) * INTERVAL '1 millisecond')
   LIMIT $2 FOR UPDATE OF t SKIP LOCKED)
 SELECT 'slot', "slot" FROM slots
 UNION ALL SELECT 'token', "token" FROM tokens

@@ -82,13 +82,23 @@ func (c *limitsCache) peek(queue string) Limits {
 	return c.m[queue].Limits
 }
 
-// due reports whether queue's limits should be read again.
+// due reports whether queue's limits should be read again, and if so
+// takes the read on itself: claims in flight together read them once,
+// the others keep what is held (a queue never read has nothing to keep,
+// so each of its first claims reads).
 func (c *limitsCache) due(queue string, now time.Time) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	l, ok := c.m[queue]
 	age := now.Sub(l.read)
-	return !ok || age >= limitsMaxAge || (l.stale && age >= limitsEmptyAge)
+	if ok && age < limitsMaxAge && !(l.stale && age >= limitsEmptyAge) {
+		return false
+	}
+	if ok {
+		l.read, l.stale = now, false
+		c.m[queue] = l
+	}
+	return true
 }
 
 func (c *limitsCache) store(queue string, l Limits, now time.Time) {
@@ -112,7 +122,8 @@ func (c *limitsCache) claimedNone(queue string) {
 
 // limitsFor returns queue's limits, read again from the database when
 // what this Queue holds is due (limitsCache.due). A failed read keeps the
-// last: the claims' gates hold the limits whatever this process believes.
+// last until the next is due: the claims' gates hold the limits whatever
+// this process believes.
 func (q *Queue) limitsFor(ctx context.Context, queue string) Limits {
 	now := time.Now()
 	if !q.limits.due(queue, now) {

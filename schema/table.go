@@ -152,19 +152,15 @@ func (t *Table) Create(d *skiplock.Dialect, schemaName string) []string {
 const spreadKeyShards = 16
 
 func (t *Table) primaryKey(d *skiplock.Dialect) string {
-	if t.SpreadKey && d.KeyOrderMarkers {
-		keys := make([]string, len(t.PrimaryKey))
-		for i, k := range t.PrimaryKey {
-			keys[i] = sqlident.Quote(k)
-		}
-		return "(" + strings.Join(keys, ", ") + ") HASH"
-	}
 	keys := make([]string, len(t.PrimaryKey))
 	for i, k := range t.PrimaryKey {
 		keys[i] = sqlident.Quote(k)
 		if t.RangeKey && d.KeyOrderMarkers {
 			keys[i] += " ASC"
 		}
+	}
+	if t.SpreadKey && d.KeyOrderMarkers {
+		return "(" + strings.Join(keys, ", ") + ") HASH"
 	}
 	return strings.Join(keys, ", ")
 }

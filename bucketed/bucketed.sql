@@ -10,6 +10,11 @@
 --   claim_gate        the claims' test that queue $1 is not paused (and,
 --                     for a claim that takes no slots, has no global
 --                     limit): sqltext.NotPaused / NotPausedNorLimited
+--   lease_start       when a claim's lease starts: its transaction's
+--                     start (now()), or for the claim of a limited queue
+--                     its statement's time (clock_timestamp()), taken
+--                     after its rate tokens, so that a lease's start is
+--                     never less than a period after the token's last use
 --   slot_table, queue_state  job_slot and skiplock_queue
 --   slot_held         whether slot row s is held (sql.go, slotHeld);
 --                     slot_held_h the same of row h
@@ -91,7 +96,7 @@ SELECT min(x."priority") AS p
 -- their own (claim_scalar_bounds, claim_key_join), and no held claims.
 WITH best AS (/* TEMPLATE: claim_best */)
 UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Running', "attempts" = j."attempts" + 1, "lease_owner" = $3, "lease_token" = $4,
-  "lease_expires_at" = now() + $5::FLOAT8 * INTERVAL '1 second', "last_updated" = now()
+  "lease_expires_at" = /* TEMPLATE: lease_start */ + $5::FLOAT8 * INTERVAL '1 second', "last_updated" = now()
 WHERE j."id" = ANY(ARRAY(
   SELECT b.id FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i)
   CROSS JOIN LATERAL (
@@ -142,7 +147,7 @@ WITH best AS (SELECT min(x."priority") AS p
           AND "priority" > h.p
         ORDER BY "priority", "run_at", "id" LIMIT 1)) AS "priority") AS x)
 UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Running', "attempts" = j."attempts" + 1, "lease_owner" = $3, "lease_token" = $4,
-  "lease_expires_at" = now() + $5::FLOAT8 * INTERVAL '1 second', "last_updated" = now()
+  "lease_expires_at" = /* TEMPLATE: lease_start */ + $5::FLOAT8 * INTERVAL '1 second', "last_updated" = now()
 WHERE j."id" = ANY(ARRAY(
   SELECT b.id FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i)
   CROSS JOIN LATERAL (
@@ -222,7 +227,7 @@ WITH best AS (SELECT (SELECT "priority" FROM /* TEMPLATE: table */
       AND "run_at" <= now()
     ORDER BY "priority", "run_at", "id" LIMIT 1) AS p)
 UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Running', "attempts" = j."attempts" + 1, "lease_owner" = $3, "lease_token" = $4,
-  "lease_expires_at" = now() + $5::FLOAT8 * INTERVAL '1 second', "last_updated" = now()
+  "lease_expires_at" = /* TEMPLATE: lease_start */ + $5::FLOAT8 * INTERVAL '1 second', "last_updated" = now()
 FROM (
   SELECT b.id FROM (
     SELECT "id", "priority" FROM /* TEMPLATE: table */

@@ -204,13 +204,13 @@ func slotTable(name string) string {
 
 // TestRateLimitAcrossWorkers: three Workers, each on a Queue of its own,
 // work a queue limited to 20 starts per 300 ms. A job starts when its
-// claim does: the claim's transaction begins with the statement that takes
-// the tokens (its time is the lease's start, the lease's expiry less the
-// visibility timeout, on the server's clock), and a token it takes was
-// last stamped at least the period before. So no window of 300 ms holds
-// more than 20 claimed jobs (with no rate limit all 90 would be in one),
-// and the 90 jobs take at least the 4 periods after the first. Handler
-// start times follow the claims by a moment that a loaded machine
+// claim does, and a limited claim's lease starts at its claim statement
+// (the lease's expiry less the visibility timeout, on the server's clock),
+// after the statement that took its tokens, each last stamped (after its
+// previous claim statement) at least the period before. So no window of
+// 300 ms holds more than 20 claimed jobs (with no rate limit all 90 would
+// be in one), and the 90 jobs take at least the 4 periods after the first.
+// Handler start times follow the claims by a moment that a loaded machine
 // stretches; the processes' test in internal/chaos measures at the
 // handlers, against the tenth.
 func TestRateLimitAcrossWorkers(t *testing.T) {

@@ -108,6 +108,7 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		"token_range":    keyRange(d, `t."token"`, "0", "(SELECT r FROM lim)"),
 		"rate_table":     sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobRateTable),
 	}
+	vars["lease_start"] = "now()"
 	setClaimGate(vars, sqltext.NotPausedNorLimited(queueState))
 	return vars
 }
@@ -227,6 +228,8 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 	})
 	if err == nil {
 		// The claim once more, with the gate a limited queue passes.
+		// Its lease starts after the tokens were taken (lease_start).
+		vars["lease_start"] = "clock_timestamp()"
 		setClaimGate(vars, sqltext.NotPaused(vars["queue_state"]))
 		s.claimLimited, err = sqltext.Render(sqlFile.Template(ClaimBlock(d)), vars)
 	}

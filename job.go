@@ -120,6 +120,11 @@ type NewJob struct {
 	// Metadata is a JSON object carried with the job (see Job.Metadata);
 	// nil means {}.
 	Metadata json.RawMessage
+	// PartitionKey, when set, names the job's partition in a partitioned
+	// queue, whatever the queue is partitioned by (bucketed; see
+	// docs/flow-control.md). A queue that is not partitioned keeps it for
+	// when it is.
+	PartitionKey string
 }
 
 // Normalize fills defaults and validates the job against maxPayload bytes
@@ -171,7 +176,10 @@ func (j *NewJob) Normalize(maxPayload int) error {
 	if err := checkMetadata(j.Metadata); err != nil {
 		return err
 	}
-	return checkUniqueKey(j.UniqueKey)
+	if err := checkKey("unique key", j.UniqueKey); err != nil {
+		return err
+	}
+	return checkKey("partition key", j.PartitionKey)
 }
 
 // Enqueued reports what a layout's Enqueue did.

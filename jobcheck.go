@@ -169,15 +169,16 @@ func invalidUTF8At(p []byte) int {
 	return len(p)
 }
 
-// checkUniqueKey refuses a unique key the TEXT column cannot hold.
-func checkUniqueKey(k string) error {
+// checkKey refuses a key (what names it: unique or partition) the TEXT
+// column cannot hold.
+func checkKey(what, k string) error {
 	switch {
 	case len(k) > MaxUniqueKeyLen:
-		return usage.Errorf("unique key is %d bytes: the limit is %d", len(k), MaxUniqueKeyLen)
+		return usage.Errorf("%s is %d bytes: the limit is %d", what, len(k), MaxUniqueKeyLen)
 	case !utf8.ValidString(k):
-		return usage.Errorf("unique key %q is not valid UTF-8 (byte %d)", k, invalidUTF8At([]byte(k)))
+		return usage.Errorf("%s %q is not valid UTF-8 (byte %d)", what, k, invalidUTF8At([]byte(k)))
 	case strings.IndexByte(k, 0) >= 0:
-		return usage.Errorf("unique key %q contains a NUL byte, which PostgreSQL text cannot hold", k)
+		return usage.Errorf("%s %q contains a NUL byte, which PostgreSQL text cannot hold", what, k)
 	}
 	return nil
 }

@@ -28,10 +28,13 @@
 -- Adds jobs from parallel arrays (insertParams). A job whose unique key a
 -- live job of its queue already holds is skipped: the conflict target
 -- repeats the partial unique index's columns and predicate, which is how
--- the engine infers that index.
-INSERT INTO /* TEMPLATE: table */ ("queue", "payload", "priority", "run_at", "max_attempts", "unique_key", "kind", "metadata")
-SELECT u.q, u.p::JSONB, u.pr, COALESCE(u.ra, now()), u.ma, u.uk, u.k, u.m::JSONB
-FROM unnest($1::TEXT[], $2::TEXT[], $3::INT2[], $4::TIMESTAMPTZ[], $5::INT4[], $6::TEXT[], $7::TEXT[], $8::TEXT[]) AS u (q, p, pr, ra, ma, uk, k, m)
+-- the engine infers that index. A job of a partitioned queue gets its
+-- partition from the queue's row, read in this statement
+-- (insert_partition); others none.
+INSERT INTO /* TEMPLATE: table */ ("queue", "payload", "priority", "run_at", "max_attempts", "unique_key", "kind", "metadata", "partition_key", "partition")
+SELECT u.q, u.p::JSONB, u.pr, COALESCE(u.ra, now()), u.ma, u.uk, u.k, u.m::JSONB, u.pk, /* TEMPLATE: insert_partition */
+FROM unnest($1::TEXT[], $2::TEXT[], $3::INT2[], $4::TIMESTAMPTZ[], $5::INT4[], $6::TEXT[], $7::TEXT[], $8::TEXT[], $9::TEXT[]) AS u (q, p, pr, ra, ma, uk, k, m, pk)
+  LEFT JOIN /* TEMPLATE: queue_state */ AS qs ON qs."name" = u.q
 ON CONFLICT /* TEMPLATE: unique_conflict */ DO NOTHING
 RETURNING "id";
 
@@ -40,6 +43,11 @@ RETURNING "id";
 -- schema-qualified name, as pg_get_serial_sequence reads it), for a COPY
 -- that must report its jobs' ids (Dialect.BulkCopy engines only).
 SELECT nextval("s"."seq") AS "id" FROM (SELECT pg_get_serial_sequence($1::TEXT, 'id')::REGCLASS AS "seq") AS "s", generate_series(1, $2::INT8) AS "g" ORDER BY 1;
+
+-- name: queues_partitioned
+-- Whether any of the queues $1 is partitioned: their jobs take the INSERT,
+-- which gives each its partition, and not a COPY.
+SELECT EXISTS (SELECT 1 FROM /* TEMPLATE: queue_state */ WHERE "name" = ANY($1::TEXT[]) AND "partition_by" IS NOT NULL);
 
 -- name: notify
 -- Wakes the listeners of channel $1 with each queue name of $2: sent after
@@ -255,65 +263,140 @@ RETURNING /* TEMPLATE: job_columns */;
 -- name: limits_take
 -- Up to $2 free slots of queue $1's global limit and up to $2 of its rate
 -- tokens, locked (SKIP LOCKED: those other claims are taking are passed
--- over), as ('slot', number) and ('token', number) rows, and ('slot', -1)
--- or ('token', -1) when the queue has no such limit (nor either while it is
--- paused: the claim's gate then takes nothing). A slot is free when the job
--- it names no longer holds it (slot_held); none is taken while a slot at or
--- past the limit (rows a lowered limit left, up to "slots", the rows ever
+-- over), as ('slot', partition, number) and ('token', '', number) rows;
+-- ('slot', '', -1) or ('token', '', -1) when the queue has no such limit
+-- (nor either while it is paused: the claim's gate then takes nothing).
+-- A partitioned queue's limit is per partition (a partition's own from
+-- partition_limits, else the queue's): its ready partitions are found in
+-- turn from the cursor $3 (those after it, then from the first up to it),
+-- at most $4 of them, by a loose scan of jobs_partition (one probe per
+-- partition), and each is reported as ('part', partition, limit or -1)
+-- before its slots, after one ('partitioned', '', 1 with fair turns, else
+-- 0). A partition's slot rows are made here when its last is missing (the
+-- insert's rows are not visible to this statement: the next claim takes
+-- them). At most $2 slots are taken in all, the partitions' in the order
+-- visited (on CockroachDB, whose top-k over a locking join locks every row
+-- it reads, cockroachdb/cockroach#143017, every free slot of the visited
+-- partitions is locked until the claim commits: at most their limits).
+-- No LATERAL: CockroachDB rewrites a LATERAL LIMIT into row_number(),
+-- which takes the limit off the locking scan. A slot is free when the job it names no longer
+-- holds it (slot_held); none of a partition is taken while a slot at or
+-- past its limit (rows a lowered limit left, up to "slots", the most ever
 -- made) is held: after a limit is lowered, no job starts until the jobs
 -- running past it have finished. A token is free when its last use
 -- (stamped as its claim committed) is a period before this statement
 -- (clock_timestamp()), and a tenth of it more, at most 100 ms: a job's
 -- handler starts a moment after its claim commits, and the margin keeps
--- the rate at the handlers too. A token another claim stamped after this statement's
--- snapshot is re-read when locked, and its new used_at fails the test.
--- Rows are read by key: a range of numbers under the queue's prefix, or on
--- YugabyteDB, whose key is hashed whole, the numbers listed (*_range);
--- never a scan of the table. Under READ COMMITTED a slot taken by a claim
--- that committed after this statement's snapshot can read as free here (the
--- row is re-read when locked, the job it names is not): slots_free checks
--- each slot again.
-WITH lim AS (SELECT "concurrency" AS n, GREATEST("slots", "concurrency") AS made, "rate_limit" AS r, "rate_period_ms" AS per
+-- the rate at the handlers too. A token another claim stamped after this
+-- statement's snapshot is re-read when locked, and its new used_at fails
+-- the test. Rows are read by key: a range of numbers under the queue's
+-- prefix, or on YugabyteDB, whose key is hashed whole, the numbers listed
+-- (*_range); never a scan of the table. Under READ COMMITTED a slot taken
+-- by a claim that committed after this statement's snapshot can read as
+-- free here (the row is re-read when locked, the job it names is not):
+-- slots_free checks each slot again.
+WITH RECURSIVE lim AS (SELECT "concurrency" AS n, GREATEST("slots", "concurrency") AS made, "rate_limit" AS r, "rate_period_ms" AS per,
+    "partition_by" AS pb, "partition_limits" AS pl, "fair" AS fair
   FROM /* TEMPLATE: queue_state */ WHERE "name" = $1 AND NOT "paused"),
-slots AS (SELECT s."slot" FROM /* TEMPLATE: slot_table */ AS s
-  WHERE s."queue" = $1 AND s."partition" = '' AND /* TEMPLATE: slot_range_s */ AND NOT (/* TEMPLATE: slot_held */)
+fwd (p, d) AS (
+  SELECT (/* TEMPLATE: next_partition */ > $3::TEXT /* TEMPLATE: next_partition_end */), 1::INT4 WHERE EXISTS (SELECT 1 FROM lim WHERE pb IS NOT NULL)
+  UNION ALL
+  SELECT (/* TEMPLATE: next_partition */ > f.p /* TEMPLATE: next_partition_end */), (f.d + 1)::INT4 FROM fwd AS f WHERE f.p IS NOT NULL AND f.d < $4::INT4),
+wrap (p, d) AS (
+  SELECT (/* TEMPLATE: next_partition */ >= '' AND j."partition" <= $3::TEXT /* TEMPLATE: next_partition_end */), ((SELECT count(p) FROM fwd) + 1)::INT4
+    WHERE EXISTS (SELECT 1 FROM lim WHERE pb IS NOT NULL) AND (SELECT count(p) FROM fwd) < $4::INT4
+  UNION ALL
+  SELECT (/* TEMPLATE: next_partition */ > w.p AND j."partition" <= $3::TEXT /* TEMPLATE: next_partition_end */), (w.d + 1)::INT4
+    FROM wrap AS w WHERE w.p IS NOT NULL AND w.d < $4::INT4),
+parts AS (SELECT x.p, x.d, COALESCE(((SELECT pl FROM lim) ->> x.p)::INT4, (SELECT n FROM lim)) AS n
+    FROM (SELECT p, d FROM fwd UNION ALL SELECT p, d FROM wrap) AS x WHERE x.p IS NOT NULL
+  UNION ALL SELECT '', 0::INT4, n FROM lim WHERE pb IS NULL AND n IS NOT NULL),
+made AS (INSERT INTO /* TEMPLATE: slot_table */ ("queue", "partition", "slot")
+  SELECT $1, pp.p, g FROM parts AS pp JOIN generate_series(0, (SELECT max(n) FROM parts) - 1) AS g ON g < pp.n
+  WHERE (SELECT pb FROM lim) IS NOT NULL
+    AND NOT EXISTS (SELECT 1 FROM /* TEMPLATE: slot_table */ AS e WHERE e."queue" = $1 AND e."partition" = pp.p AND e."slot" = pp.n - 1)
+  ON CONFLICT ("queue", "partition", "slot") DO NOTHING RETURNING 1),
+slots AS (SELECT '' AS p, 0::INT4 AS d, s."slot" FROM /* TEMPLATE: slot_table */ AS s
+  WHERE (SELECT pb FROM lim) IS NULL AND s."queue" = $1 AND s."partition" = '' AND /* TEMPLATE: slot_range_s */ AND NOT (/* TEMPLATE: slot_held */)
     AND NOT EXISTS (SELECT 1 FROM /* TEMPLATE: slot_table */ AS h
       WHERE h."queue" = $1 AND h."partition" = '' AND /* TEMPLATE: slot_range_h */ AND /* TEMPLATE: slot_held_h */)
   LIMIT $2 FOR UPDATE OF s SKIP LOCKED),
+part_slots AS (SELECT pp.p, pp.d, s."slot" FROM parts AS pp JOIN /* TEMPLATE: slot_table */ AS s
+    ON s."queue" = $1 AND s."partition" = pp.p AND /* TEMPLATE: slot_range_p */
+  WHERE (SELECT pb FROM lim) IS NOT NULL AND pp.n IS NOT NULL AND NOT (/* TEMPLATE: slot_held */)
+    AND NOT EXISTS (SELECT 1 FROM /* TEMPLATE: slot_table */ AS h
+      WHERE h."queue" = $1 AND h."partition" = pp.p AND /* TEMPLATE: slot_range_hp */ AND /* TEMPLATE: slot_held_h */)
+  ORDER BY pp.d, s."slot" LIMIT $2 FOR UPDATE OF s SKIP LOCKED),
 tokens AS (SELECT t."token" FROM /* TEMPLATE: rate_table */ AS t
   WHERE t."queue" = $1 AND t."partition" = '' AND /* TEMPLATE: token_range */
     AND (t."used_at" IS NULL OR t."used_at" <= clock_timestamp() - (SELECT per::FLOAT8 + LEAST(per::FLOAT8 / 10, 100) FROM lim) * INTERVAL '1 millisecond')
   LIMIT $2 FOR UPDATE OF t SKIP LOCKED)
-SELECT 'slot', "slot" FROM slots
-UNION ALL SELECT 'token', "token" FROM tokens
-UNION ALL SELECT 'slot', -1 WHERE NOT EXISTS (SELECT 1 FROM lim WHERE n IS NOT NULL)
-UNION ALL SELECT 'token', -1 WHERE NOT EXISTS (SELECT 1 FROM lim WHERE r IS NOT NULL);
+SELECT 'partitioned', '', (CASE WHEN fair THEN 1 ELSE 0 END)::INT4, -1::INT4 FROM lim WHERE pb IS NOT NULL
+UNION ALL SELECT 'part', p, COALESCE(n, -1)::INT4, d FROM parts WHERE p IS NOT NULL AND EXISTS (SELECT 1 FROM lim WHERE pb IS NOT NULL)
+UNION ALL SELECT 'slot', p, "slot", d FROM slots
+UNION ALL SELECT 'slot', p, "slot", d FROM part_slots
+UNION ALL SELECT 'token', '', "token", 0::INT4 FROM tokens
+UNION ALL SELECT 'slot', '', -1::INT4, 0::INT4 WHERE NOT EXISTS (SELECT 1 FROM lim WHERE n IS NOT NULL OR pb IS NOT NULL)
+UNION ALL SELECT 'token', '', -1::INT4, 0::INT4 WHERE NOT EXISTS (SELECT 1 FROM lim WHERE r IS NOT NULL)
+ORDER BY 4;
+
+-- name: claim_partitioned
+-- The claim of a partitioned queue: up to $6[i] jobs of partition $5[i],
+-- for each i, each partition's in priority order (claim_partition_branch,
+-- one branch per element, rendered up to MaxClaimPartitions; a branch past
+-- the arrays takes none). Its own parameters: $1 the queue, $2 the owner,
+-- $3 the lease token, $4 the lease's seconds. Returns the job columns and
+-- each job's partition, whose slot limits_use gives it. The lease starts
+-- at this statement (lease_start). Where the engine joins DML to its
+-- limited subqueries by key (KeyJoinDML: CockroachDB), the branches are
+-- the UPDATE's FROM (claim_partitioned_key_join); each is one locking
+-- scan of jobs_partition whose only predicates are index constraints but
+-- run_at, with a limit of its own.
+UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Running', "attempts" = j."attempts" + 1, "lease_owner" = $2, "lease_token" = $3,
+  "lease_expires_at" = clock_timestamp() + $4::FLOAT8 * INTERVAL '1 second', "last_updated" = now()
+WHERE j."id" = ANY(ARRAY(/* TEMPLATE: partition_branches */))
+RETURNING /* TEMPLATE: job_columns */, j."partition";
+
+-- name: claim_partitioned_key_join
+UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Running', "attempts" = j."attempts" + 1, "lease_owner" = $2, "lease_token" = $3,
+  "lease_expires_at" = clock_timestamp() + $4::FLOAT8 * INTERVAL '1 second', "last_updated" = now()
+FROM (/* TEMPLATE: partition_branches */) AS c
+WHERE j."id" = c."id"
+RETURNING /* TEMPLATE: job_columns */, j."partition";
+
+-- name: claim_partition_branch
+SELECT "id" FROM (SELECT "id" FROM /* TEMPLATE: table */
+  WHERE "status" = 'Queued' AND "queue" = $1 AND "partition" = ($5::TEXT[])[/* TEMPLATE: branch */] AND "run_at" <= now()
+    AND /* TEMPLATE: claim_gate */ $1)
+  ORDER BY "priority", "run_at", "id" LIMIT COALESCE(($6::INT4[])[/* TEMPLATE: branch */], 0) FOR UPDATE SKIP LOCKED) AS b/* TEMPLATE: branch */
 
 -- name: slots_free
--- Of the slots $2 that limits_take locked in this transaction, those still
--- free, read with a snapshot taken after the lock (the next statement's,
--- under READ COMMITTED): a slot a claim committed between limits_take's
--- snapshot and its lock is held, and dropped here. Nothing can take a
--- slot that this transaction holds locked, and a held slot can only come
--- free, so what this returns stays free until the commit. (Under
--- REPEATABLE READ and SERIALIZABLE such a slot's lock fails instead, as a
--- serialization failure, and the claim is retried.) The slots are found
--- by key (= ANY of the array), whatever the table's statistics say.
-SELECT s."slot" FROM /* TEMPLATE: slot_table */ AS s
-WHERE s."queue" = $1 AND s."partition" = '' AND s."slot" = ANY($2::INT4[]) AND NOT (/* TEMPLATE: slot_held */);
+-- Of the slots ($2 partitions, $3 numbers) that limits_take locked in this
+-- transaction, those still free, read with a snapshot taken after the lock
+-- (the next statement's, under READ COMMITTED): a slot a claim committed
+-- between limits_take's snapshot and its lock is held, and dropped here.
+-- Nothing can take a slot that this transaction holds locked, and a held
+-- slot can only come free, so what this returns stays free until the
+-- commit. (Under REPEATABLE READ and SERIALIZABLE such a slot's lock fails
+-- instead, as a serialization failure, and the claim is retried.) The
+-- slots are found by whole key, whatever the table's statistics say.
+SELECT s."partition", s."slot" FROM unnest($2::TEXT[], $3::INT4[]) AS k (p, n)
+  JOIN /* TEMPLATE: slot_table */ AS s ON s."queue" = $1 AND s."partition" = k.p AND s."slot" = k.n
+WHERE NOT (/* TEMPLATE: slot_held */);
 
 -- name: limits_use
--- Gives the slots $2 (locked by limits_take and found free by slots_free in
--- this transaction) to the jobs $3 the claim took under lease token $4, in
--- the order given, and stamps the rate tokens $5 (locked by limits_take)
--- with the time now, just before the commit that starts the jobs (not the
--- transaction's start, now(): a claim that took long would otherwise let
--- the next use of its tokens start its jobs less than a period after
--- these). Either array may be empty.
-WITH b AS (UPDATE /* TEMPLATE: slot_table */ AS s SET "job_id" = ($3::INT8[])[array_position($2::INT4[], s."slot")], "lease_token" = $4
-    WHERE s."queue" = $1 AND s."partition" = '' AND s."slot" = ANY($2::INT4[]) RETURNING 1),
+-- Gives the slots ($2 partitions, $3 numbers: locked by limits_take and
+-- found free by slots_free in this transaction) to the jobs $4 the claim
+-- took under lease token $5, in the order given, and stamps the rate
+-- tokens $6 (locked by limits_take) with the time now, just before the
+-- commit that starts the jobs (not the transaction's start, now(): a claim
+-- that took long would otherwise let the next use of its tokens start its
+-- jobs less than a period after these). Any array may be empty.
+WITH b AS (UPDATE /* TEMPLATE: slot_table */ AS s SET "job_id" = k.j, "lease_token" = $5
+    FROM unnest($2::TEXT[], $3::INT4[], $4::INT8[]) AS k (p, n, j)
+    WHERE s."queue" = $1 AND s."partition" = k.p AND s."slot" = k.n RETURNING 1),
 u AS (UPDATE /* TEMPLATE: rate_table */ AS t SET "used_at" = clock_timestamp()
-    WHERE t."queue" = $1 AND t."partition" = '' AND t."token" = ANY($5::INT4[]) RETURNING 1)
+    WHERE t."queue" = $1 AND t."partition" = '' AND t."token" = ANY($6::INT4[]) RETURNING 1)
 SELECT (SELECT count(*) FROM b), (SELECT count(*) FROM u);
 
 -- name: tokens_make
@@ -334,16 +417,20 @@ SELECT $1, '', g FROM generate_series(0, $2::INT4 - 1) AS g
 ON CONFLICT ("queue", "partition", "slot") DO NOTHING;
 
 -- name: queue_limits
--- Queue $1's limits: global (concurrency), per process
--- (local_concurrency) and its rate (rate_limit per rate_period_ms), each
--- null when unset, how many slot rows it has, and whether it is paused; no
--- row when the queue was never paused or configured.
-SELECT "concurrency", "local_concurrency", "slots", "paused", "rate_limit", "rate_period_ms" FROM /* TEMPLATE: queue_state */ WHERE "name" = $1;
+-- Queue $1's limits: global (concurrency, per partition where the queue is
+-- partitioned), per process (local_concurrency) and its rate (rate_limit
+-- per rate_period_ms), each null when unset, how many slot rows it has,
+-- whether it is paused, its partitioning (null: none), whether its claims
+-- share out among partitions, and partitions' own limits (a JSON object
+-- as text, null: none); no row when the queue was never paused or
+-- configured.
+SELECT "concurrency", "local_concurrency", "slots", "paused", "rate_limit", "rate_period_ms", "partition_by", "fair", "partition_limits"::TEXT
+FROM /* TEMPLATE: queue_state */ WHERE "name" = $1;
 
 -- name: slots_lock
--- Queue $1's count of slot rows, its row locked for the transaction that
--- sets its limits (no row: none made).
-SELECT "slots" FROM /* TEMPLATE: queue_state */ WHERE "name" = $1 FOR UPDATE;
+-- Queue $1's count of slot rows and its partitioning, its row locked for
+-- the transaction that sets its limits (no row: none made, none).
+SELECT "slots", "partition_by" FROM /* TEMPLATE: queue_state */ WHERE "name" = $1 FOR UPDATE;
 
 -- name: slots_adopt
 -- When a global limit is set: each Running job of queue $1 that holds no
@@ -364,18 +451,46 @@ RETURNING "slot";
 
 -- name: limits_set
 -- Sets queue $1's limits ($2 global, $3 per process, $5 starts per $6
--- milliseconds; null: none) and raises its count of slot rows to $4 and of
--- rate tokens to $5; its paused flag stays as it is.
-INSERT INTO /* TEMPLATE: queue_state */ AS q ("name", "concurrency", "local_concurrency", "slots", "rate_limit", "rate_period_ms", "rate_tokens", "updated_at")
-VALUES ($1, $2::INT4, $3::INT4, $4::INT4, $5::INT4, $6::INT8, COALESCE($5::INT4, 0), now())
+-- milliseconds; null: none), its partitioning ($7, null: none), fair
+-- turns ($8) and partitions' own limits ($9, a JSON object, null: none),
+-- and raises its count of slot rows to $4 and of rate tokens to $5; its
+-- paused flag stays as it is.
+INSERT INTO /* TEMPLATE: queue_state */ AS q ("name", "concurrency", "local_concurrency", "slots", "rate_limit", "rate_period_ms", "rate_tokens",
+  "partition_by", "fair", "partition_limits", "updated_at")
+VALUES ($1, $2::INT4, $3::INT4, $4::INT4, $5::INT4, $6::INT8, COALESCE($5::INT4, 0), $7::TEXT, $8::BOOLEAN, $9::TEXT::JSONB, now())
 ON CONFLICT ("name") DO UPDATE SET "concurrency" = excluded."concurrency", "local_concurrency" = excluded."local_concurrency",
   "slots" = GREATEST(q."slots", excluded."slots"), "rate_limit" = excluded."rate_limit", "rate_period_ms" = excluded."rate_period_ms",
-  "rate_tokens" = GREATEST(q."rate_tokens", excluded."rate_tokens"), "updated_at" = excluded."updated_at";
+  "rate_tokens" = GREATEST(q."rate_tokens", excluded."rate_tokens"), "partition_by" = excluded."partition_by", "fair" = excluded."fair",
+  "partition_limits" = excluded."partition_limits", "updated_at" = excluded."updated_at";
+
+-- name: partitions_rewrite
+-- One batch of a changed partitioning: the Queued and Running jobs of
+-- queue $1 after id $2, $3 of them in id order, get their partition in
+-- the queue's partitioning as it is now (job_partition: null when it is
+-- not partitioned). Returns how many jobs the batch read, the last id it
+-- read (0: none) and how many it changed; the caller goes on from that id
+-- until a batch reads fewer than $3. Running jobs keep the slot they hold
+-- (of their old partition) until they finish; a retry comes back in its
+-- new partition.
+WITH c AS (SELECT "id" FROM /* TEMPLATE: table */ WHERE "queue" = $1 AND "status" IN ('Queued', 'Running') AND "id" > $2::INT8
+    ORDER BY "id" LIMIT $3::INT4),
+u AS (UPDATE /* TEMPLATE: table */ AS j SET "partition" = /* TEMPLATE: job_partition */
+    WHERE j."id" IN (SELECT "id" FROM c) AND j."status" IN ('Queued', 'Running') AND j."partition" IS DISTINCT FROM /* TEMPLATE: job_partition */
+    RETURNING 1)
+SELECT (SELECT count(*) FROM c), COALESCE((SELECT max("id") FROM c), 0), (SELECT count(*) FROM u);
 
 -- name: slots_held
 -- How many of queue $1's slot rows 0 to $2-1 are held.
 SELECT count(*) FROM /* TEMPLATE: slot_table */ AS s
 WHERE s."queue" = $1 AND s."partition" = '' AND /* TEMPLATE: slot_range_all */ AND /* TEMPLATE: slot_held */;
+
+-- name: partition_counts
+-- A partitioned queue's partitions ($1), the first $2 in order: how many
+-- of each one's jobs run and how many wait (Queued, ready or not).
+SELECT j."partition", count(*) FILTER (WHERE j."status" = 'Running'), count(*) FILTER (WHERE j."status" = 'Queued')
+FROM /* TEMPLATE: table */ AS j
+WHERE j."queue" = $1 AND j."status" IN ('Queued', 'Running') AND j."partition" IS NOT NULL
+GROUP BY j."partition" ORDER BY j."partition" LIMIT $2::INT4;
 
 -- Lease operations take parallel arrays of ids ($1) and lease tokens ($2)
 -- and touch only rows still Running under that token (the fence). Under a

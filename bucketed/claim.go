@@ -110,6 +110,9 @@ type claimedJob struct {
 	job    *skiplock.Job
 	id     int64
 	bucket int
+	// partition is the job's partition where a partitioned claim took it
+	// ("" otherwise): the slot it gets is of that partition.
+	partition string
 }
 
 // Dequeue claims up to n jobs of queue (1 <= n <= MaxClaim) for this
@@ -243,11 +246,22 @@ func (q *Queue) probeHeads(ctx context.Context, queue string, start int) (found 
 // claimRows runs a claim and reads its jobs; extra receives the columns a
 // claim returns after the job's (the same in every row).
 func claimRows(ctx context.Context, tx skiplock.Querier, sql string, args []any, extra ...any) ([]claimedJob, error) {
+	return claimRowsEach(ctx, tx, sql, args, nil, extra...)
+}
+
+// claimRowsEach is claimRows for a claim that returns each job's partition
+// after its columns (claim_partitioned), which each receives with the
+// job; a nil each reads no such column, and extra as claimRows does.
+func claimRowsEach(ctx context.Context, tx skiplock.Querier, sql string, args []any, each func(*claimedJob, *string), extra ...any) ([]claimedJob, error) {
 	rows, err := tx.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
+	var partition *string
+	if each != nil {
+		extra = append(extra, &partition)
+	}
 	var out []claimedJob
 	for rows.Next() {
 		j, bucket, err := scanJob(rows, extra...)
@@ -255,7 +269,11 @@ func claimRows(ctx context.Context, tx skiplock.Querier, sql string, args []any,
 			return nil, err
 		}
 		id, _ := JobID(j)
-		out = append(out, claimedJob{job: j, id: id, bucket: bucket})
+		c := claimedJob{job: j, id: id, bucket: bucket}
+		if each != nil {
+			each(&c, partition)
+		}
+		out = append(out, c)
 	}
 	return out, rows.Err()
 }

@@ -2,10 +2,13 @@ package bucketed
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/queryrows"
@@ -31,11 +34,35 @@ type Limits struct {
 	// with it.
 	Rate       int
 	RatePeriod time.Duration
+	// PartitionBy partitions the queue's jobs: "kind" (by NewJob.Kind),
+	// "key" (by NewJob.PartitionKey) or "args.FIELD" (by the payload's
+	// top-level FIELD, as text); "" leaves the queue unpartitioned. A
+	// job's partition key, when it has one, is its partition whatever the
+	// queue is partitioned by; a job with neither is in the partition
+	// named "". In a partitioned queue Concurrency is per partition,
+	// claims visit the ready partitions in turn (MaxClaimPartitions at a
+	// time), and priority orders jobs within a partition.
+	PartitionBy string
+	// PartitionLimits gives named partitions their own global limit in
+	// place of Concurrency (which may be 0: only these partitions are
+	// limited). Only with PartitionBy.
+	PartitionLimits map[string]int
+	// Fair shares each claim out evenly among the ready partitions it
+	// visits, so that a small partition's jobs start beside a large
+	// backlog of another; without it a claim fills up from the first
+	// partitions it visits. Only with PartitionBy.
+	Fair bool
+}
+
+// IsZero reports whether l sets no limit and no partitioning.
+func (l Limits) IsZero() bool {
+	return l.Concurrency == 0 && l.LocalConcurrency == 0 && l.Rate == 0 && l.RatePeriod == 0 &&
+		l.PartitionBy == "" && len(l.PartitionLimits) == 0 && !l.Fair
 }
 
 // limited says whether claims of a queue with these limits take slots or
-// tokens (claimLimited).
-func (l Limits) limited() bool { return l.Concurrency > 0 || l.Rate > 0 }
+// tokens, or visit partitions (claimLimited, claimPartitioned).
+func (l Limits) limited() bool { return l.Concurrency > 0 || l.Rate > 0 || l.PartitionBy != "" }
 
 // MaxRatePeriod bounds Limits.RatePeriod.
 const MaxRatePeriod = 24 * time.Hour
@@ -63,10 +90,29 @@ const (
 	limitsEmptyAge = time.Second
 )
 
-// limitsCache holds what a Queue last read of each queue's limits.
+// limitsCache holds what a Queue last read of each queue's limits, and
+// each partitioned queue's cursor: the last partition its claims visited.
 type limitsCache struct {
-	mu sync.Mutex
-	m  map[string]cachedLimits
+	mu      sync.Mutex
+	m       map[string]cachedLimits
+	cursors map[string]string
+}
+
+// cursor is the partition after which queue's next claim starts its
+// visit ("": from the first).
+func (c *limitsCache) cursor(queue string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cursors[queue]
+}
+
+func (c *limitsCache) setCursor(queue, partition string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cursors == nil {
+		c.cursors = map[string]string{}
+	}
+	c.cursors[queue] = partition
 }
 
 type cachedLimits struct {
@@ -142,7 +188,11 @@ func (q *Queue) limitsFor(ctx context.Context, queue string) Limits {
 // bounded by the queue's limits as last read.
 func (q *Queue) capacityFor(queue string, want int64) int64 {
 	l := q.limits.peek(queue)
-	for _, n := range []int{l.Concurrency, l.LocalConcurrency} {
+	caps := []int{l.LocalConcurrency}
+	if l.PartitionBy == "" {
+		caps = append(caps, l.Concurrency) // else per partition
+	}
+	for _, n := range caps {
 		if n > 0 {
 			want = min(want, int64(n))
 		}
@@ -155,8 +205,9 @@ func (q *Queue) capacityFor(queue string, want int64) int64 {
 func (q *Queue) readLimits(ctx context.Context, queue string) (LimitsState, error) {
 	var global, local, rate *int32
 	var periodMS *int64
+	var by, partLimits *string
 	var st LimitsState
-	err := q.db.QueryRow(ctx, q.sql.queueLimits, queue).Scan(&global, &local, &st.Slots, &st.Paused, &rate, &periodMS)
+	err := q.db.QueryRow(ctx, q.sql.queueLimits, queue).Scan(&global, &local, &st.Slots, &st.Paused, &rate, &periodMS, &by, &st.Fair, &partLimits)
 	if errors.Is(err, skiplock.ErrNoRows) {
 		return LimitsState{}, nil
 	}
@@ -172,89 +223,215 @@ func (q *Queue) readLimits(ctx context.Context, queue string) (LimitsState, erro
 	if rate != nil && periodMS != nil {
 		st.Rate, st.RatePeriod = int(*rate), time.Duration(*periodMS)*time.Millisecond
 	}
+	if by != nil {
+		st.PartitionBy = *by
+	}
+	if partLimits != nil {
+		if err := json.Unmarshal([]byte(*partLimits), &st.PartitionLimits); err != nil {
+			return LimitsState{}, fmt.Errorf("queue %q's partition limits %s: %w", queue, *partLimits, err)
+		}
+	}
 	return st, nil
 }
 
-// claimLimited is the claim of a queue with a global or rate limit, in
-// one transaction: free slots and rate tokens, locked (limits_take); the
-// slots still free after the lock (slots_free); at most as many jobs as
-// both allow (the claim with the gate a limited queue passes); and each
-// job written into its slot and each token it used stamped (limits_use),
-// whose COMMIT goes with it. cut says a limit left fewer slots or tokens
-// than asked for: the claim came back short for want of them, not of
-// jobs.
+// claimLimited is the claim of a queue with a global or rate limit, or
+// a partitioned one, in one transaction: free slots and rate tokens, and
+// the ready partitions, locked or found (limits_take); the slots still
+// free after the lock (slots_free); at most as many jobs as they allow
+// (the claim with the gate a limited queue passes, or for a partitioned
+// queue claim_partitioned, each partition its share); and each job
+// written into a slot of its partition and each token it used stamped
+// (limits_use), whose COMMIT goes with it. cut says a limit left fewer
+// slots or tokens than asked for: the claim came back short for want of
+// them, not of jobs.
 func (q *Queue) claimLimited(ctx context.Context, p claimParams) (claimed []claimedJob, cut bool, err error) {
 	err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		claimed, cut = nil, false
-		slots, tokens, err := q.takeLimits(ctx, tx, p.Queue, p.Limit)
+		took, err := q.takeLimits(ctx, tx, p.Queue, p.Limit)
 		if err != nil {
 			return err
 		}
-		n := p.Limit
-		for _, got := range [][]int32{slots, tokens} {
-			if got != nil {
-				n = min(n, len(got))
-			}
+		if took.partitioned {
+			claimed, cut, err = q.claimPartitioned(ctx, tx, p, took)
+		} else {
+			claimed, cut, err = q.claimUnpartitioned(ctx, tx, p, took)
 		}
-		if cut = n < p.Limit; n == 0 {
-			return nil
-		}
-		args := p.args()
-		args[1] = n
-		if claimed, err = claimRows(ctx, tx, q.sql.claimLimited, args); err != nil || len(claimed) == 0 {
+		if err != nil || len(claimed) == 0 {
 			return err
 		}
+		var parts []string
+		var slots []int32
 		ids := make([]int64, len(claimed))
 		for i, c := range claimed {
 			ids[i] = c.id
+			if free := took.slots[c.partition]; len(free) > 0 {
+				parts, slots = append(parts, c.partition), append(slots, free[0])
+				took.slots[c.partition] = free[1:]
+			}
 		}
-		give, use := prefix(slots, len(claimed)), prefix(tokens, len(claimed))
-		_, err = tx.Exec(txhook.Last(ctx), q.sql.limitsUse, p.Queue, give, ids, p.Token, use)
+		if parts == nil {
+			parts, slots = []string{}, []int32{}
+		}
+		_, err = tx.Exec(txhook.Last(ctx), q.sql.limitsUse, p.Queue, parts, slots, ids, p.Token, prefix(took.tokens, len(claimed)))
 		return err
 	})
 	return claimed, cut, err
 }
 
-// takeLimits runs limits_take and slots_free: the free slots and the rate
-// tokens it locked for queue, each nil when the queue has no such limit.
-func (q *Queue) takeLimits(ctx context.Context, tx skiplock.Tx, queue string, n int) (slots, tokens []int32, err error) {
-	rows, err := tx.Query(ctx, q.sql.limitsTake, queue, n)
+// claimUnpartitioned claims at most as many of the queue's jobs as its
+// free slots and tokens allow (the claim rendered with the limited gate).
+func (q *Queue) claimUnpartitioned(ctx context.Context, tx skiplock.Tx, p claimParams, took limitsTaken) ([]claimedJob, bool, error) {
+	n := p.Limit
+	if !took.noSlots {
+		n = min(n, len(took.slots[""]))
+	}
+	if !took.noRate {
+		n = min(n, len(took.tokens))
+	}
+	if n == 0 {
+		return nil, true, nil
+	}
+	args := p.args()
+	args[1] = n
+	claimed, err := claimRows(ctx, tx, q.sql.claimLimited, args)
+	return claimed, n < p.Limit, err
+}
+
+// claimPartitioned claims each ready partition's share (took.shares) of
+// a partitioned queue, and moves the queue's cursor to the last partition
+// given a share, so that the next claim starts with the one after it.
+func (q *Queue) claimPartitioned(ctx context.Context, tx skiplock.Tx, p claimParams, took limitsTaken) ([]claimedJob, bool, error) {
+	parts, quotas, cut := took.shares(p.Limit)
+	if len(parts) > 0 {
+		q.limits.setCursor(p.Queue, parts[len(parts)-1])
+	}
+	if len(parts) == 0 {
+		return nil, cut, nil
+	}
+	claimed, err := claimRowsEach(ctx, tx, q.sql.claimPartitioned, []any{p.Queue, p.Owner, p.Token, p.LeaseSeconds, parts, quotas},
+		func(c *claimedJob, partition *string) {
+			if partition != nil {
+				c.partition = *partition
+			}
+		})
+	return claimed, cut, err
+}
+
+// limitsTaken is what limits_take and slots_free found: whether the queue
+// is partitioned (and fair), its ready partitions in the order visited,
+// the free slots locked for each partition ("" where it is not
+// partitioned), and the rate tokens locked. noSlots and noRate say that
+// the queue has no global limit or no rate.
+type limitsTaken struct {
+	partitioned, fair bool
+	parts             []partitionTaken
+	slots             map[string][]int32
+	tokens            []int32
+	noSlots, noRate   bool
+}
+
+// partitionTaken is a ready partition and its global limit (0: none).
+type partitionTaken struct {
+	name  string
+	limit int
+}
+
+// shares splits a claim of want jobs among the ready partitions, in the
+// order visited: each gets at most its free slots (where it has a limit)
+// and all together at most the tokens (where the queue has a rate). Fair
+// shares go round the partitions one job at a time; otherwise each
+// partition takes what it can before the next. cut says a limit capped
+// the claim below want.
+func (t limitsTaken) shares(want int) (parts []string, quotas []int32, cut bool) {
+	budget := want
+	if !t.noRate && len(t.tokens) < budget {
+		budget, cut = len(t.tokens), true
+	}
+	room := make([]int, len(t.parts))
+	for i, pt := range t.parts {
+		room[i] = budget
+		if pt.limit > 0 {
+			room[i] = min(budget, len(t.slots[pt.name]))
+			cut = cut || room[i] < budget
+		}
+	}
+	got := make([]int, len(t.parts))
+	for left := budget; left > 0; {
+		gave := 0
+		for i := range got {
+			step := room[i] - got[i]
+			if t.fair {
+				step = min(step, 1)
+			}
+			step = min(step, left)
+			got[i] += step
+			left -= step
+			gave += step
+		}
+		if gave == 0 {
+			break
+		}
+	}
+	for i, n := range got {
+		if n > 0 {
+			parts, quotas = append(parts, t.parts[i].name), append(quotas, int32(n))
+		}
+	}
+	return parts, quotas, cut
+}
+
+// takeLimits runs limits_take, from the queue's partition cursor, and
+// slots_free.
+func (q *Queue) takeLimits(ctx context.Context, tx skiplock.Tx, queue string, n int) (limitsTaken, error) {
+	rows, err := tx.Query(ctx, q.sql.limitsTake, queue, n, q.limits.cursor(queue), MaxClaimPartitions)
 	if err != nil {
-		return nil, nil, err
+		return limitsTaken{}, err
 	}
 	defer rows.Close()
-	slots, tokens = []int32{}, []int32{}
+	t := limitsTaken{slots: map[string][]int32{}}
+	var locked []string
+	var lockedSlots []int32
 	for rows.Next() {
-		var kind string
-		var k int32
-		if err := rows.Scan(&kind, &k); err != nil {
-			return nil, nil, err
+		var kind, part string
+		var k, order int32
+		if err := rows.Scan(&kind, &part, &k, &order); err != nil {
+			return limitsTaken{}, err
 		}
 		switch {
+		case kind == "partitioned":
+			t.partitioned, t.fair = true, k == 1
+		case kind == "part":
+			t.parts = append(t.parts, partitionTaken{name: part, limit: max(int(k), 0)})
 		case kind == "slot" && k < 0:
-			slots = nil
+			t.noSlots = true
 		case kind == "slot":
-			slots = append(slots, k)
+			locked, lockedSlots = append(locked, part), append(lockedSlots, k)
 		case k < 0:
-			tokens = nil
+			t.noRate = true
 		default:
-			tokens = append(tokens, k)
+			t.tokens = append(t.tokens, k)
 		}
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, err
+		return limitsTaken{}, err
 	}
-	if len(slots) > 0 {
-		free, err := queryrows.Int64s(ctx, tx, q.sql.slotsFree, queue, slots)
-		if err != nil {
-			return nil, nil, err
-		}
-		slots = slots[:0]
-		for _, s := range free {
-			slots = append(slots, int32(s))
-		}
+	if len(locked) == 0 {
+		return t, nil
 	}
-	return slots, tokens, nil
+	free, err := tx.Query(ctx, q.sql.slotsFree, queue, locked, lockedSlots)
+	if err != nil {
+		return limitsTaken{}, err
+	}
+	defer free.Close()
+	for free.Next() {
+		var part string
+		var k int32
+		if err := free.Scan(&part, &k); err != nil {
+			return limitsTaken{}, err
+		}
+		t.slots[part] = append(t.slots[part], k)
+	}
+	return t, free.Err()
 }
 
 // prefix is s's first n elements, or an empty array when s is nil (no
@@ -285,6 +462,21 @@ func (q *Queue) SetLimits(ctx context.Context, queue string, l Limits) error {
 	if err := l.CheckRate(); err != nil {
 		return err
 	}
+	if err := l.checkPartitions(); err != nil {
+		return err
+	}
+	var by, partLimits *string
+	if l.PartitionBy != "" {
+		by = &l.PartitionBy
+	}
+	if len(l.PartitionLimits) > 0 {
+		b, err := json.Marshal(l.PartitionLimits)
+		if err != nil {
+			return err
+		}
+		text := string(b)
+		partLimits = &text
+	}
 	null := func(n int) *int32 {
 		if n == 0 {
 			return nil
@@ -292,31 +484,48 @@ func (q *Queue) SetLimits(ctx context.Context, queue string, l Limits) error {
 		v := int32(n)
 		return &v
 	}
+	var wasBy *string
 	set := func(ctx context.Context, tx skiplock.Tx) error {
-		made, err := queryrows.Int64s(ctx, tx, q.sql.slotsLock, queue)
+		slots := int64(0)
+		wasBy = nil
+		rows, err := tx.Query(ctx, q.sql.slotsLock, queue)
 		if err != nil {
 			return err
 		}
-		slots := int64(0)
-		if len(made) == 1 {
-			slots = made[0]
+		for rows.Next() {
+			if err := rows.Scan(&slots, &wasBy); err != nil {
+				rows.Close()
+				return err
+			}
 		}
-		if l.Concurrency > 0 {
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		unpartitioned := l.Concurrency > 0 && l.PartitionBy == ""
+		if unpartitioned {
 			adopted, err := queryrows.Int64s(ctx, tx, q.sql.slotsAdopt, queue, slots)
 			if err != nil {
 				return err
 			}
-			slots = max(slots+int64(len(adopted)), int64(l.Concurrency))
+			slots = slots + int64(len(adopted))
+		}
+		// The most slot rows any partition has: limits_take reads past a
+		// partition's limit up to it, for slots a lowered limit left.
+		slots = max(slots, int64(l.Concurrency))
+		for _, n := range l.PartitionLimits {
+			slots = max(slots, int64(n))
 		}
 		var periodMS *int64
 		if l.Rate > 0 {
 			ms := l.RatePeriod.Milliseconds()
 			periodMS = &ms
 		}
-		if _, err := tx.Exec(ctx, q.sql.limitsSet, queue, null(l.Concurrency), null(l.LocalConcurrency), slots, null(l.Rate), periodMS); err != nil {
+		if _, err := tx.Exec(ctx, q.sql.limitsSet, queue, null(l.Concurrency), null(l.LocalConcurrency), slots, null(l.Rate), periodMS,
+			by, l.Fair, partLimits); err != nil {
 			return err
 		}
-		if l.Concurrency > 0 {
+		if unpartitioned {
 			if _, err := tx.Exec(ctx, q.sql.slotsMake, queue, l.Concurrency); err != nil {
 				return err
 			}
@@ -337,6 +546,70 @@ func (q *Queue) SetLimits(ctx context.Context, queue string, l Limits) error {
 		return fmt.Errorf("bucketed: set the limits of queue %q: %w", queue, err)
 	}
 	q.limits.store(queue, l, time.Now())
+	if wasBy == nil && by == nil || wasBy != nil && by != nil && *wasBy == *by {
+		return nil
+	}
+	if _, err := q.RepartitionJobs(ctx, queue); err != nil {
+		return fmt.Errorf("bucketed: the limits of queue %q are set, but its jobs' partitions were not all rewritten (run it again): %w", queue, err)
+	}
+	return nil
+}
+
+// repartitionBatch is how many jobs one statement of RepartitionJobs reads.
+const repartitionBatch = 5000
+
+// RepartitionJobs gives queue's Queued and Running jobs their partition in
+// the queue's partitioning as it is now, in batches of their own
+// transactions, and returns how many it changed. SetLimits runs it when
+// the partitioning changes; run it again after a change whose rewrite was
+// interrupted, or to catch a job inserted by a transaction that read the
+// old partitioning (docs/flow-control.md). A job already running keeps
+// the slot it holds until it finishes.
+func (q *Queue) RepartitionJobs(ctx context.Context, queue string) (int, error) {
+	if err := skiplock.ValidateQueueName(queue); err != nil {
+		return 0, err
+	}
+	changed := 0
+	for after := int64(0); ; {
+		var read, n int
+		var last int64
+		if err := q.db.QueryRow(ctx, q.sql.partitionsRewrite, queue, after, repartitionBatch).Scan(&read, &last, &n); err != nil {
+			return changed, fmt.Errorf("bucketed: rewrite the partitions of queue %q's jobs after id %d: %w", queue, after, err)
+		}
+		changed += n
+		if read < repartitionBatch {
+			return changed, nil
+		}
+		after = last
+	}
+}
+
+// MaxPartitionFieldLen bounds the FIELD of Limits.PartitionBy "args.FIELD".
+const MaxPartitionFieldLen = 255
+
+// checkPartitions refuses a partitioning that cannot be kept: PartitionBy
+// other than kind, key or args.FIELD (FIELD: 1 to MaxPartitionFieldLen
+// bytes of UTF-8 without NUL), or PartitionLimits or Fair without it, or
+// a partition limit out of range.
+func (l Limits) checkPartitions() error {
+	field, isArgs := strings.CutPrefix(l.PartitionBy, "args.")
+	switch {
+	case l.PartitionBy == "" && (len(l.PartitionLimits) > 0 || l.Fair):
+		return usage.Errorf("partition limits and fair turns need a partitioning: add --partition-by kind, key or args.FIELD")
+	case l.PartitionBy == "", l.PartitionBy == "kind", l.PartitionBy == "key":
+	case !isArgs:
+		return usage.Errorf("partition by %q: use kind, key (the key given at insert) or args.FIELD (a top-level field of the job's args)", l.PartitionBy)
+	case field == "" || len(field) > MaxPartitionFieldLen || !utf8.ValidString(field) || strings.IndexByte(field, 0) >= 0:
+		return usage.Errorf("partition by %q: FIELD must be 1 to %d bytes of UTF-8 without NUL", l.PartitionBy, MaxPartitionFieldLen)
+	}
+	for p, n := range l.PartitionLimits {
+		if n < 1 || n > MaxConcurrency {
+			return usage.Errorf("partition %q's limit %d: use 1 to %d", p, n, MaxConcurrency)
+		}
+		if !utf8.ValidString(p) || strings.IndexByte(p, 0) >= 0 {
+			return usage.Errorf("partition %q: a partition's name is UTF-8 without NUL", p)
+		}
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/copyio"
 	"github.com/skiplock/skiplock/internal/queryrows"
 	"github.com/skiplock/skiplock/internal/queuecfg"
 	"github.com/skiplock/skiplock/internal/usage"
@@ -203,10 +204,11 @@ func (q *Queue) EnqueueMany(ctx context.Context, jobs []skiplock.NewJob) (int, e
 		for _, args := range batches {
 			var n int
 			var err error
-			if c := q.copier(tx, args); c != nil {
+			var c copyio.Copier
+			if c, err = q.copier(ctx, tx, args); err == nil && c != nil {
 				_, err = q.copyJobs(ctx, tx, c, args, false)
 				n = len(args.Queues)
-			} else {
+			} else if err == nil {
 				n, err = execCount(ctx, tx, q.sql.insert, args.args()...)
 			}
 			if err != nil {
@@ -264,7 +266,11 @@ func (q *Queue) EnqueueNotify(ctx context.Context, db skiplock.Querier, channel 
 	if err != nil {
 		return nil, err
 	}
-	if c := q.copier(db, args); c != nil {
+	c, err := q.copier(ctx, db, args)
+	if err != nil {
+		return nil, fmt.Errorf("bucketed: enqueue %d job(s): %w", len(jobs), err)
+	}
+	if c != nil {
 		ids, err := q.copyJobs(ctx, db, c, args, true)
 		if err == nil && channel != "" {
 			_, err = db.Exec(ctx, q.sql.notify, channel, distinct(args.Queues))
@@ -315,6 +321,7 @@ func (q *Queue) insertArgs(jobs []skiplock.NewJob, first int) (insertParams, err
 	prios, maxAtt := make([]int16, n), make([]int32, n)
 	runAt, keys := make([]*time.Time, n), make([]*string, n)
 	kinds, meta := make([]string, n), make([]string, n)
+	parts := make([]*string, n)
 	for i := range jobs {
 		j := jobs[i] // a copy: Normalize fills defaults
 		if j.Queue == "" {
@@ -335,8 +342,13 @@ func (q *Queue) insertArgs(jobs []skiplock.NewJob, first int) (insertParams, err
 			k := j.UniqueKey
 			keys[i] = &k
 		}
+		if j.PartitionKey != "" {
+			k := j.PartitionKey
+			parts[i] = &k
+		}
 	}
-	return insertParams{Queues: queues, Payloads: payloads, Priorities: prios, RunAts: runAt, MaxAttempts: maxAtt, UniqueKeys: keys, Kinds: kinds, Metadata: meta}, nil
+	return insertParams{Queues: queues, Payloads: payloads, Priorities: prios, RunAts: runAt, MaxAttempts: maxAtt, UniqueKeys: keys, Kinds: kinds, Metadata: meta,
+		PartitionKeys: parts}, nil
 }
 
 func execCount(ctx context.Context, q skiplock.Querier, sql string, args ...any) (int, error) {

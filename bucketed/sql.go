@@ -2,7 +2,10 @@ package bucketed
 
 import (
 	_ "embed"
+	"maps"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/skiplock/skiplock"
@@ -20,12 +23,16 @@ type statements struct {
 	// claimLimited is the claim of a queue with a global concurrency
 	// limit, sent between limitsTake and limitsUse (limits.go): its gate
 	// lets a limited queue through, where claim's claims nothing there.
-	claimLimited                                          string
+	claimLimited string
+	// claimPartitioned is the claim of a partitioned queue (limits.go),
+	// its own parameters (claimPartitionedParams).
+	claimPartitioned                                      string
+	partitionsRewrite                                     string
 	limitsTake, slotsFree, limitsUse                      string
 	slotsMake, tokensMake                                 string
 	queueLimits, limitsSet                                string
 	slotsLock, slotsAdopt                                 string
-	slotsHeld                                             string
+	slotsHeld, partitionCounts, queuesPartitioned         string
 	complete, fail, cancel, release, extend, extendIDs    string
 	snooze                                                string
 	insertNotify                                          string // insert with its notifications (sqltext.WithNotify)
@@ -102,15 +109,74 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		"slot_held_h": slotHeld("h", table),
 		// limits_take's: the limit's slots, those past it that a lowered
 		// limit left, and the rate's tokens; slots_held's: $2 slots.
-		"slot_range_s":   keyRange(d, `s."slot"`, "0", "(SELECT n FROM lim)"),
-		"slot_range_h":   keyRange(d, `h."slot"`, "(SELECT n FROM lim)", "(SELECT made FROM lim)"),
+		"slot_range_s": keyRange(d, `s."slot"`, "0", "(SELECT n FROM lim)"),
+		"slot_range_h": keyRange(d, `h."slot"`, "(SELECT n FROM lim)", "(SELECT made FROM lim)"),
+		// The same of a partition (pp) in a partitioned queue.
+		"slot_range_p":   keyRange(d, `s."slot"`, "0", "pp.n"),
+		"slot_range_hp":  keyRange(d, `h."slot"`, "pp.n", "(SELECT made FROM lim)"),
 		"slot_range_all": keyRange(d, `s."slot"`, "0", "$2::INT4"),
 		"token_range":    keyRange(d, `t."token"`, "0", "(SELECT r FROM lim)"),
 		"rate_table":     sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobRateTable),
+		// limits_take's loose scan: the first ready partition of queue
+		// $1 past a bound (the text between the two).
+		"next_partition": `SELECT j."partition" FROM ` + table + ` AS j
+    WHERE j."queue" = $1 AND j."status" = 'Queued' AND j."partition" IS NOT NULL AND j."run_at" <= now() AND j."partition"`,
+		"next_partition_end": `ORDER BY j."partition" LIMIT 1`,
+		// insert's: the job's partition in its queue's partitioning, the
+		// queue's row joined as qs.
+		"insert_partition": partitionOf(`qs."partition_by"`, "u.pk", "u.k", "u.p::JSONB"),
+		// partitions_rewrite's: the same of job j, its queue's row read.
+		"job_partition": partitionOf(`(SELECT "partition_by" FROM `+queueState+` WHERE "name" = $1)`, `j."partition_key"`, `j."kind"`, `j."payload"`),
+		"lease_start":   "now()",
 	}
-	vars["lease_start"] = "now()"
-	setClaimGate(vars, sqltext.NotPausedNorLimited(queueState))
+	branchVars := maps.Clone(vars)
+	branchVars["claim_gate"] = partitionedGate(queueState)
+	var branches []string
+	for i := range MaxClaimPartitions {
+		branchVars["branch"] = strconv.Itoa(i + 1)
+		b, err := sqltext.Render(sqlFile.Template("claim_partition_branch"), branchVars)
+		if err != nil {
+			panic(err) // the file is embedded: the tests render it for every engine
+		}
+		branches = append(branches, b)
+	}
+	vars["branch"] = "1"
+	vars["partition_branches"] = strings.Join(branches, "\n  UNION ALL ")
+	setClaimGate(vars, plainGate(queueState))
 	return vars
+}
+
+// MaxClaimPartitions is the most partitions one claim of a partitioned
+// queue takes jobs from: its ready partitions are visited in turn, that
+// many at a time.
+const MaxClaimPartitions = 16
+
+// The claims' gates (sqltext.NotPausedNor): each claim refuses, besides a
+// paused queue, the queues another claim serves, so that a process with a
+// stale view of a queue's limits claims nothing rather than jobs no limit
+// counts. The plain claim serves queues with no limit; the limited claim
+// (limits_take first) queues with a global or rate limit that are not
+// partitioned; the partitioned claim partitioned queues.
+func plainGate(queueState string) string {
+	return sqltext.NotPausedNor(queueState, `"qs"."concurrency" IS NOT NULL`, `"qs"."rate_limit" IS NOT NULL`, `"qs"."partition_by" IS NOT NULL`)
+}
+
+func limitedGate(queueState string) string {
+	return sqltext.NotPausedNor(queueState, `"qs"."partition_by" IS NOT NULL`)
+}
+
+func partitionedGate(queueState string) string {
+	return sqltext.NotPausedNor(queueState, `"qs"."partition_by" IS NULL`)
+}
+
+// partitionOf is a job's partition in its queue's partitioning by (the
+// queue's partition_by: kind, key or args.FIELD), from the job's
+// partition key, kind and payload (JSONB): null while the queue is not
+// partitioned; else the key given at insert, or the kind, or the payload's
+// top-level FIELD as text, and ” where that is missing.
+func partitionOf(by, key, kind, payload string) string {
+	return `CASE WHEN ` + by + ` IS NULL THEN NULL ELSE COALESCE(` + key + `, CASE WHEN ` + by + ` = 'kind' THEN ` + kind +
+		` WHEN ` + by + ` LIKE 'args.%' THEN ` + payload + ` ->> substr(` + by + `, 6) END, '') END`
 }
 
 // setClaimGate sets the claims' gate (claim_gate) and renders the
@@ -174,63 +240,70 @@ func queuedExists(d *skiplock.Dialect, table, cond string) string {
 func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 	var s statements
 	var claimKeyJoin, headsKeyJoin, deleteFinishedKeyJoin, claimScalarBounds string
+	var claimPartitioned, claimPartitionedKeyJoin string
 	vars := sqlVars(d, schemaName)
 	err := sqlFile.Fill(vars, map[string]*string{
-		"insert":                   &s.insert,
-		"unique_lookup":            &s.uniqueLookup,
-		"reserve_ids":              &s.reserveIDs,
-		"notify":                   &s.notify,
-		"claim_best":               new(string), // rendered into claim and claim_held (sqlVars)
-		"claim":                    &s.claim,
-		"claim_key_join":           &claimKeyJoin,
-		"heads_key_join":           &headsKeyJoin,
-		"claim_scalar_bounds":      &claimScalarBounds,
-		"heads":                    &s.heads,
-		"delete_finished_key_join": &deleteFinishedKeyJoin,
-		"complete":                 &s.complete,
-		"fail":                     &s.fail,
-		"cancel":                   &s.cancel,
-		"release":                  &s.release,
-		"snooze":                   &s.snooze,
-		"extend":                   &s.extend,
-		"extend_ids":               &s.extendIDs,
-		"completed_with":           &s.completedWith,
-		"delete_finished":          &s.deleteFinished,
-		"stats":                    &s.stats,
-		"pending":                  &s.pending,
-		"backlog":                  &s.backlog,
-		"lookup":                   &s.lookup,
-		"claimed_by":               &s.claimedBy,
-		"cancel_by_id":             &s.cancelByID,
-		"retry_by_id":              &s.retryByID,
-		"delete_by_id":             &s.deleteByID,
-		"complete_delete":          &s.completeDelete,
-		"completed_with_delete":    &s.completedWithDelete,
-		"status_by_id":             &s.statusByID,
-		"claim_held":               &s.claimHeld,
-		"hold_open":                &s.holdOpen,
-		"hold_close":               &s.holdClose,
-		"hold_exists":              &s.holdExists,
-		"held_complete":            &s.heldComplete,
-		"held_complete_delete":     &s.heldCompleteDelete,
-		"held_fail":                &s.heldFail,
-		"held_snooze":              &s.heldSnooze,
-		"limits_take":              &s.limitsTake,
-		"slots_free":               &s.slotsFree,
-		"limits_use":               &s.limitsUse,
-		"tokens_make":              &s.tokensMake,
-		"slots_make":               &s.slotsMake,
-		"queue_limits":             &s.queueLimits,
-		"limits_set":               &s.limitsSet,
-		"slots_lock":               &s.slotsLock,
-		"slots_adopt":              &s.slotsAdopt,
-		"slots_held":               &s.slotsHeld,
+		"insert":                     &s.insert,
+		"unique_lookup":              &s.uniqueLookup,
+		"reserve_ids":                &s.reserveIDs,
+		"notify":                     &s.notify,
+		"claim_best":                 new(string), // rendered into claim and claim_held (sqlVars)
+		"claim":                      &s.claim,
+		"claim_key_join":             &claimKeyJoin,
+		"heads_key_join":             &headsKeyJoin,
+		"claim_scalar_bounds":        &claimScalarBounds,
+		"heads":                      &s.heads,
+		"delete_finished_key_join":   &deleteFinishedKeyJoin,
+		"complete":                   &s.complete,
+		"fail":                       &s.fail,
+		"cancel":                     &s.cancel,
+		"release":                    &s.release,
+		"snooze":                     &s.snooze,
+		"extend":                     &s.extend,
+		"extend_ids":                 &s.extendIDs,
+		"completed_with":             &s.completedWith,
+		"delete_finished":            &s.deleteFinished,
+		"stats":                      &s.stats,
+		"pending":                    &s.pending,
+		"backlog":                    &s.backlog,
+		"lookup":                     &s.lookup,
+		"claimed_by":                 &s.claimedBy,
+		"cancel_by_id":               &s.cancelByID,
+		"retry_by_id":                &s.retryByID,
+		"delete_by_id":               &s.deleteByID,
+		"complete_delete":            &s.completeDelete,
+		"completed_with_delete":      &s.completedWithDelete,
+		"status_by_id":               &s.statusByID,
+		"claim_held":                 &s.claimHeld,
+		"hold_open":                  &s.holdOpen,
+		"hold_close":                 &s.holdClose,
+		"hold_exists":                &s.holdExists,
+		"held_complete":              &s.heldComplete,
+		"held_complete_delete":       &s.heldCompleteDelete,
+		"held_fail":                  &s.heldFail,
+		"held_snooze":                &s.heldSnooze,
+		"limits_take":                &s.limitsTake,
+		"claim_partitioned":          &claimPartitioned,
+		"claim_partitioned_key_join": &claimPartitionedKeyJoin,
+		"claim_partition_branch":     new(string), // rendered into claim_partitioned (sqlVars)
+		"partitions_rewrite":         &s.partitionsRewrite,
+		"slots_free":                 &s.slotsFree,
+		"limits_use":                 &s.limitsUse,
+		"tokens_make":                &s.tokensMake,
+		"slots_make":                 &s.slotsMake,
+		"queue_limits":               &s.queueLimits,
+		"limits_set":                 &s.limitsSet,
+		"slots_lock":                 &s.slotsLock,
+		"slots_adopt":                &s.slotsAdopt,
+		"slots_held":                 &s.slotsHeld,
+		"partition_counts":           &s.partitionCounts,
+		"queues_partitioned":         &s.queuesPartitioned,
 	})
 	if err == nil {
 		// The claim once more, with the gate a limited queue passes.
 		// Its lease starts after the tokens were taken (lease_start).
 		vars["lease_start"] = "clock_timestamp()"
-		setClaimGate(vars, sqltext.NotPaused(vars["queue_state"]))
+		setClaimGate(vars, limitedGate(vars["queue_state"]))
 		s.claimLimited, err = sqltext.Render(sqlFile.Template(ClaimBlock(d)), vars)
 	}
 	if err != nil {
@@ -247,8 +320,10 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		s.heldComplete, s.heldCompleteDelete, s.heldFail, s.heldSnooze = "", "", "", ""
 	}
 	s.claim = map[string]string{"claim": s.claim, "claim_key_join": claimKeyJoin, "claim_scalar_bounds": claimScalarBounds}[ClaimBlock(d)]
+	s.claimPartitioned = claimPartitioned
 	if d.KeyJoinDML {
 		s.heads, s.deleteFinished = headsKeyJoin, deleteFinishedKeyJoin
+		s.claimPartitioned = claimPartitionedKeyJoin
 	}
 	return s
 }
@@ -271,7 +346,7 @@ func (s *statements) all() []string {
 		s.completedWith, s.deleteFinished, s.stats, s.pending, s.backlog, s.lookup, s.claimedBy, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID, s.reserveIDs, s.notify,
 		s.completeDelete, s.completedWithDelete, s.claimHeld, s.holdOpen, s.holdClose, s.holdExists,
 		s.heldComplete, s.heldCompleteDelete, s.heldFail, s.heldSnooze,
-		s.claimLimited, s.limitsTake, s.slotsFree, s.limitsUse, s.slotsMake, s.tokensMake, s.queueLimits, s.limitsSet, s.slotsHeld, s.slotsLock, s.slotsAdopt}, func(sql string) bool { return sql == "" })
+		s.claimLimited, s.claimPartitioned, s.partitionsRewrite, s.limitsTake, s.slotsFree, s.limitsUse, s.slotsMake, s.tokensMake, s.queueLimits, s.limitsSet, s.slotsHeld, s.partitionCounts, s.queuesPartitioned, s.slotsLock, s.slotsAdopt}, func(sql string) bool { return sql == "" })
 }
 
 // claimParams are the claim's parameters.
@@ -307,9 +382,11 @@ type insertParams struct {
 	UniqueKeys  []*string
 	Kinds       []string
 	Metadata    []string
+	// PartitionKeys: a nil element, none (NewJob.PartitionKey).
+	PartitionKeys []*string
 }
 
 // args lists p in insert's $n order.
 func (p insertParams) args() []any {
-	return []any{p.Queues, p.Payloads, p.Priorities, p.RunAts, p.MaxAttempts, p.UniqueKeys, p.Kinds, p.Metadata}
+	return []any{p.Queues, p.Payloads, p.Priorities, p.RunAts, p.MaxAttempts, p.UniqueKeys, p.Kinds, p.Metadata, p.PartitionKeys}
 }

@@ -283,7 +283,7 @@ func (c *Config) withDefaults() (Config, error) {
 		if q.Layout == schema.LayoutFanout && q.HeldClaims {
 			return out, usage.Errorf("client: queue %q: HeldClaims is for bucketed queues (a fanout job is already claimed in the transaction that works it): leave it off", name)
 		}
-		if q.Layout == schema.LayoutFanout && q.Limits != (Limits{}) {
+		if q.Layout == schema.LayoutFanout && !q.Limits.IsZero() {
 			return out, usage.Errorf("client: queue %q: concurrency limits apply to bucketed queues (fanout's claims do not read them yet): leave Limits empty", name)
 		}
 		if q.Limits.Concurrency < 0 || q.Limits.LocalConcurrency < 0 || q.Limits.Concurrency > bucketed.MaxConcurrency || q.Limits.LocalConcurrency > bucketed.MaxConcurrency {

@@ -265,14 +265,14 @@ func cancelledJob(r *JobRow) *skiplock.Job {
 // database holds no limit for the queue.
 func (c *Client) defaultLimits(ctx context.Context) error {
 	for name, q := range c.cfg.Queues {
-		if q.Limits == (Limits{}) || q.MaxWorkers < 0 {
+		if q.Limits.IsZero() || q.MaxWorkers < 0 {
 			continue
 		}
 		st, err := c.QueueLimits(ctx, name)
 		if err != nil {
 			return fmt.Errorf("client: queue %q: read its limits: %w", name, err)
 		}
-		if st.Limits != (Limits{}) {
+		if !st.Limits.IsZero() {
 			continue // set in the database: it wins
 		}
 		if err := c.QueueSetLimits(ctx, name, q.Limits); err != nil {

@@ -311,6 +311,8 @@ func (q *Queue) columns(jobs []skiplock.NewJob) (jobColumnsIn, error) {
 			return c, usage.Errorf("job %d: priority %d: fanout has no priorities (workers start at random points); use the bucketed layout, or a separate queue", i, j.Priority)
 		case j.UniqueKey != "":
 			return c, usage.Errorf("job %d: unique key %q: fanout has no unique keys; use the bucketed layout", i, j.UniqueKey)
+		case j.PartitionKey != "":
+			return c, usage.Errorf("job %d: partition key %q: fanout has no partitions; use the bucketed layout", i, j.PartitionKey)
 		case j.MaxAttempts > 1<<31-1:
 			return c, usage.Errorf("job %d: max attempts %d is too large", i, j.MaxAttempts)
 		}

@@ -70,7 +70,7 @@ func sqlVars(_ *skiplock.Dialect, schemaName string) map[string]string {
 		"job_columns":   jobColumns,
 		"id_default":    schema.FanoutIDDefault,
 		"push_error":    sqltext.PushError(`"j"`, `greatest("j"."attempts", $3::int)`),
-		"not_paused":    sqltext.NotPaused(sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.QueueStateTable)),
+		"not_paused":    sqltext.NotPausedNor(sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.QueueStateTable)),
 		// bury_lost's lost attempt is max_attempts, not the row's count.
 		"max_error_history": strconv.Itoa(skiplock.MaxErrorHistory),
 		// A branch block rendered alone is its union's first branch.

@@ -176,6 +176,11 @@ func JobsTableDef(buckets int) *Table {
 			{Name: "finished_at", Type: TypeTimestamp},
 			{Name: "unique_key", Type: TypeText},
 			kindColumns()[0], kindColumns()[1], kindColumns()[2],
+			// The partition key given at insert, and the job's partition
+			// in its queue's partitioning (bucketed/008): null while the
+			// queue is not partitioned.
+			{Name: "partition_key", Type: TypeText},
+			{Name: "partition", Type: TypeText},
 		},
 		PrimaryKey: []string{"id"},
 		Indexes: []Index{
@@ -218,6 +223,18 @@ func JobsTableDef(buckets int) *Table {
 				Columns: []IndexColumn{{Name: "queue"}, {Name: "unique_key"}},
 				Where:   `"unique_key" IS NOT NULL AND "status" IN ('Queued', 'Running')`,
 				Unique:  true,
+			},
+			{
+				// A partitioned queue's claim finds its ready partitions in
+				// turn (a loose scan: one probe per partition) and takes each
+				// one's jobs in priority order. Partial on the partition:
+				// jobs of queues that are not partitioned add no entry.
+				// Hash-sharded where the engine merges the shards of an
+				// ordered scan itself (CockroachDB).
+				Name:    "jobs_partition",
+				Columns: []IndexColumn{{Name: "queue"}, {Name: "partition"}, {Name: "priority"}, {Name: "run_at"}, {Name: "id"}},
+				Where:   `"status" = 'Queued' AND "partition" IS NOT NULL`,
+				Shards:  buckets,
 			},
 			{
 				// Lets retention find old finished jobs without a scan;
@@ -467,7 +484,11 @@ func LeaderTableDef() *Table {
 // none), slots how many slot rows of job_slot the queue has had made
 // (core/007), which a lowered limit leaves in place until they drain;
 // rate_limit job starts per rate_period_ms at most (null: none), with
-// rate_tokens rows of job_rate_token made for it (core/008).
+// rate_tokens rows of job_rate_token made for it (core/008); partition_by
+// how its jobs are partitioned (kind, key or args.FIELD; null: not
+// partitioned), fair whether claims share out among ready partitions, and
+// partition_limits each named partition's own global limit, an object of
+// counts (core/009).
 func QueueStateTableDef() *Table {
 	return &Table{
 		Name: QueueStateTable,
@@ -481,6 +502,9 @@ func QueueStateTableDef() *Table {
 			{Name: "rate_limit", Type: TypeInt},
 			{Name: "rate_period_ms", Type: TypeBigInt},
 			{Name: "rate_tokens", Type: TypeInt, NotNull: true, Default: "0"},
+			{Name: "partition_by", Type: TypeText},
+			{Name: "fair", Type: TypeBool, NotNull: true, Default: "false"},
+			{Name: "partition_limits", Type: TypeJSON},
 		},
 		PrimaryKey: []string{"name"},
 	}

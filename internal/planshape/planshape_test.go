@@ -185,7 +185,39 @@ func TestClaimPlanShapes(t *testing.T) {
 		if d.Engine == skiplock.EngineCockroach {
 			want = shape{want: []string{"job_slot@job_slot_pkey", "job_rate_token@job_rate_token_pkey", "locking wait policy: skip locked"}, refuse: []string{"FULL SCAN"}}
 		}
-		check(t, explain(ctx, t, db, sql, []any{"default", 10}), want)
+		check(t, explain(ctx, t, db, sql, []any{"default", 10, "", bucketed.MaxClaimPartitions}), want)
+	})
+	t.Run("bucketed_partitioned", func(t *testing.T) {
+		// A partitioned queue's claim finds its ready partitions by a loose
+		// scan of jobs_partition (one probe each, never the queue's whole
+		// backlog), takes their slots by key, and claims each partition's
+		// jobs from jobs_partition in order.
+		if err := bq.SetLimits(ctx, "parted", bucketed.Limits{Concurrency: 3, PartitionBy: "kind"}); err != nil {
+			t.Fatal(err)
+		}
+		take := render(t, d, name, "bucketed/bucketed.sql", "limits_take")
+		want := shape{want: []string{"jobs_partition", "job_slot_pkey", "LockRows"}, refuse: []string{"Seq Scan on jobs", "Seq Scan on job_slot"}}
+		if d.Engine == skiplock.EngineCockroach {
+			want = shape{want: []string{"jobs@jobs_partition", "job_slot@job_slot_pkey"}, refuse: []string{"FULL SCAN"}}
+		}
+		check(t, explain(ctx, t, db, take, []any{"parted", 10, "", bucketed.MaxClaimPartitions}), want)
+		block := "claim_partitioned"
+		if d.KeyJoinDML {
+			block = "claim_partitioned_key_join"
+		}
+		claim := render(t, d, name, "bucketed/bucketed.sql", block)
+		// (The branches past the two partitions given fold to nothing.
+		// Under the cockroach personality PostgreSQL may hash-join the
+		// key-joined UPDATE to this small table; the branches are what
+		// CockroachDB's plan shares.)
+		want = shape{want: []string{"Index Scan using jobs_partition", "LockRows"}}
+		if !d.KeyJoinDML {
+			want.refuse = []string{"Seq Scan on jobs"}
+		}
+		if d.Engine == skiplock.EngineCockroach {
+			want = shape{want: []string{"jobs@jobs_partition", "locking wait policy: skip locked"}, refuse: []string{"FULL SCAN"}}
+		}
+		check(t, explain(ctx, t, db, claim, []any{"parted", "owner", int64(1), 30.0, []string{"a", "b"}, []int32{2, 2}}), want)
 	})
 	if d.Engine == skiplock.EnginePostgres && d.Emulates == skiplock.PersonalityNone {
 		// The cockroach personality sends CockroachDB's key-joined claim,

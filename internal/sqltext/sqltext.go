@@ -297,25 +297,24 @@ func HoldDead(alias string) string {
 	return `pg_xact_status(` + alias + `."holder"::TEXT::XID8) IS DISTINCT FROM 'in progress'`
 }
 
-// NotPaused returns the start of a SQL condition that holds unless the
-// queue is paused in queueState (skiplock_queue, schema-qualified): a
-// claim's scan of a queue's jobs carries it, closed by the statement's
-// queue parameter and a parenthesis:
+// NotPausedNor returns the start of a SQL condition that holds unless the
+// queue is paused in queueState (skiplock_queue, schema-qualified, aliased
+// "qs"), or any of refused (conditions on "qs") holds: a claim's scan of a
+// queue's jobs carries it, closed by the statement's queue parameter and a
+// parenthesis:
 //
-//	AND "queue" = $1 AND /* TEMPLATE: not_paused */ $1)
+//	AND "queue" = $1 AND /* TEMPLATE: claim_gate */ $1)
 //
 // It is uncorrelated, so the engine evaluates it once per statement
 // (PostgreSQL: a one-time filter over the scan), and a paused queue's
-// claim reads and locks nothing.
-func NotPaused(queueState string) string {
-	return `NOT EXISTS (SELECT 1 FROM ` + queueState + ` AS "qs" WHERE "qs"."paused" AND "qs"."name" = `
-}
-
-// NotPausedNorLimited is NotPaused for a claim that takes no concurrency
-// slots nor rate tokens: it also fails while the queue has a global
-// concurrency limit or a rate limit, so that a process whose view of the
-// queue's limits is stale claims nothing once a limit is set, rather than
-// jobs that no slot or token counts.
-func NotPausedNorLimited(queueState string) string {
-	return `NOT EXISTS (SELECT 1 FROM ` + queueState + ` AS "qs" WHERE ("qs"."paused" OR "qs"."concurrency" IS NOT NULL OR "qs"."rate_limit" IS NOT NULL) AND "qs"."name" = `
+// claim reads and locks nothing. A claim refuses the queues another claim
+// serves (a claim that takes no concurrency slot refuses a limited
+// queue): a process whose view of the queue's limits is stale then claims
+// nothing, rather than jobs no limit counts.
+func NotPausedNor(queueState string, refused ...string) string {
+	cond := `"qs"."paused"`
+	for _, r := range refused {
+		cond += " OR " + r
+	}
+	return `NOT EXISTS (SELECT 1 FROM ` + queueState + ` AS "qs" WHERE (` + cond + `) AND "qs"."name" = `
 }

@@ -125,6 +125,12 @@ ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "rate_period_ms
 
 ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "rate_tokens" INTEGER NOT NULL DEFAULT 0;
 
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "partition_by" TEXT;
+
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "fair" BOOLEAN NOT NULL DEFAULT false;
+
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "partition_limits" JSONB;
+
 CREATE TYPE IF NOT EXISTS "skiplock"."job_status" AS ENUM ('Queued', 'Running', 'Canceled', 'Failed', 'Success');
 
 CREATE TABLE IF NOT EXISTS "skiplock"."jobs" (
@@ -199,3 +205,9 @@ CREATE TABLE IF NOT EXISTS "skiplock"."job_rate_token" (
   "used_at" TIMESTAMPTZ,
   PRIMARY KEY ("queue", "partition", "token") USING HASH WITH (bucket_count = 16)
 );
+
+ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "partition_key" TEXT;
+
+ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "partition" TEXT;
+
+CREATE INDEX IF NOT EXISTS "jobs_partition" ON "skiplock"."jobs" ("queue", "partition", "priority", "run_at", "id") USING HASH WITH (bucket_count = 8) WHERE "status" = 'Queued' AND "partition" IS NOT NULL;

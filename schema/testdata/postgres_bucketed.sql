@@ -121,6 +121,12 @@ ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "rate_period_ms
 
 ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "rate_tokens" INTEGER NOT NULL DEFAULT 0;
 
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "partition_by" TEXT;
+
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "fair" BOOLEAN NOT NULL DEFAULT false;
+
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "partition_limits" JSONB;
+
 DO 'BEGIN IF to_regtype(''"skiplock"."job_status"'') IS NULL THEN CREATE TYPE "skiplock"."job_status" AS ENUM (''Queued'', ''Running'', ''Canceled'', ''Failed'', ''Success''); END IF; END';
 
 CREATE TABLE IF NOT EXISTS "skiplock"."jobs" (
@@ -187,3 +193,9 @@ CREATE TABLE IF NOT EXISTS "skiplock"."job_rate_token" (
   "used_at" timestamptz,
   PRIMARY KEY ("queue", "partition", "token")
 );
+
+ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "partition_key" TEXT;
+
+ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "partition" TEXT;
+
+CREATE INDEX IF NOT EXISTS "jobs_partition" ON "skiplock"."jobs" ("queue", "partition", "priority", "run_at", "id") WHERE "status" = 'Queued' AND "partition" IS NOT NULL;

@@ -125,6 +125,12 @@ ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "rate_period_ms
 
 ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "rate_tokens" INTEGER NOT NULL DEFAULT 0;
 
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "partition_by" TEXT;
+
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "fair" BOOLEAN NOT NULL DEFAULT false;
+
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "partition_limits" JSONB;
+
 DO 'BEGIN IF to_regproc(''gen_random_uuid'') IS NULL THEN CREATE EXTENSION IF NOT EXISTS "pgcrypto"; END IF; END';
 
 CREATE TABLE IF NOT EXISTS "skiplock"."job_queue" (

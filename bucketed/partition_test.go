@@ -1,0 +1,279 @@
+package bucketed_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/internal/usage"
+	"github.com/skiplock/skiplock/schema"
+)
+
+// partitionCounter counts the handlers running at once per partition and
+// the most ever seen of each, and every run of each job.
+type partitionCounter struct {
+	mu      sync.Mutex
+	running map[string]int
+	most    map[string]int
+	runs    map[string]int
+}
+
+func newPartitionCounter() *partitionCounter {
+	return &partitionCounter{running: map[string]int{}, most: map[string]int{}, runs: map[string]int{}}
+}
+
+// start notes a run of job id in partition p, and returns its end.
+func (c *partitionCounter) start(p, id string) (runs int, end func()) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.running[p]++
+	c.most[p] = max(c.most[p], c.running[p])
+	c.runs[id]++
+	return c.runs[id], func() {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.running[p]--
+	}
+}
+
+// tenantJobs are n jobs of each tenant, the tenant in their args.
+func tenantJobs(queue string, n int, tenants ...string) []skiplock.NewJob {
+	var jobs []skiplock.NewJob
+	for i := range n {
+		for _, tn := range tenants {
+			jobs = append(jobs, skiplock.NewJob{Queue: queue, Payload: json.RawMessage(fmt.Sprintf(`{"tenant":%q,"n":%d}`, tn, i))})
+		}
+	}
+	return jobs
+}
+
+func tenantOf(j *skiplock.Job) string {
+	var args struct{ Tenant string }
+	_ = json.Unmarshal(j.Payload, &args)
+	return args.Tenant
+}
+
+// TestPartitionLimitsAcrossWorkers: three Workers, each on a Queue of its
+// own as three processes would be, 10 goroutines and a prefetch of 10
+// each, work a queue partitioned by args.tenant with a limit of 2 per
+// partition, and a partition of its own limit, 1 ("c"), and jobs with no
+// tenant (the partition ""). Counted in the handlers: no partition ever
+// runs more than its limit at once, each reaches it, and every job runs
+// once (a tenth fail their first attempt, and their retries count too).
+func TestPartitionLimitsAcrossWorkers(t *testing.T) {
+	t.Parallel()
+	const each = 20
+	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 30})
+	_, name := testdb.MigratedOn(t, db, nil, schema.LayoutBucketed)
+	cfg := &bucketed.Config{RetryBase: 5 * time.Millisecond, RetryMax: 10 * time.Millisecond, VisibilityTimeout: 10 * time.Second}
+	q := queueOn(t, db, name, cfg)
+	ctx := ctxT(t)
+	if err := q.SetLimits(ctx, "default", bucketed.Limits{Concurrency: 2, PartitionBy: "args.tenant", PartitionLimits: map[string]int{"c": 1}}); err != nil {
+		t.Fatal(err)
+	}
+	jobs := append(tenantJobs("default", each, "a", "b", "c", "d"), nJobs(each, "default")...)
+	mustEnqueue(t, q, jobs...)
+	counter := newPartitionCounter()
+	var done atomic.Int64
+	handler := func(ctx context.Context, j *skiplock.Job) error {
+		runs, end := counter.start(tenantOf(j), j.ID)
+		defer end()
+		if runs == 1 && hashTenth(j.ID) {
+			return errors.New("a tenth fail their first attempt")
+		}
+		time.Sleep(5 * time.Millisecond) // the job's work: it holds its slot meanwhile
+		done.Add(1)
+		return nil
+	}
+	var workers []*bucketed.Worker
+	for range 3 {
+		w, err := queueOn(t, db, name, cfg).NewWorker(&bucketed.WorkerConfig{
+			Workers: 10, Prefetch: 10, IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond, Handler: handler,
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		workers = append(workers, w)
+	}
+	testdb.WaitFor(t, "every job done", time.Minute, func() bool { return done.Load() == int64(len(jobs)) })
+	for _, w := range workers {
+		if err := w.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := map[string]int{"a": 2, "b": 2, "c": 1, "d": 2, "": 2}
+	for p, limit := range want {
+		if got := counter.most[p]; got != limit {
+			t.Errorf("partition %q: at most %d ran at once; want its limit, %d, reached and never passed", p, got, limit)
+		}
+	}
+	for id, n := range counter.runs {
+		if n != 1 && !(n == 2 && hashTenth(id)) {
+			t.Errorf("job %s ran %d times", id, n)
+		}
+	}
+	if n := count(t, db, `SELECT count(*) FROM `+jobsTable(name)+` WHERE "status" <> 'Success'`); n != 0 {
+		t.Errorf("%d jobs did not succeed", n)
+	}
+}
+
+// TestFairPartitionsStartSmallBesideLarge: a queue partitioned by key,
+// 2,000 jobs of a large partition enqueued before 20 of a small one, one
+// Worker of 10: with fair turns the small partition's jobs all start
+// within the first tenth of the large one's starts, and so they do without
+// fair shares (claims still start from the partition after the last one
+// served); unpartitioned, in about insert order (the buckets'), none
+// starts within the large one's first half.
+func TestFairPartitionsStartSmallBesideLarge(t *testing.T) {
+	t.Parallel()
+	const large, small = 2000, 20
+	for _, c := range []struct {
+		name   string
+		limits bucketed.Limits
+	}{
+		{"fair", bucketed.Limits{PartitionBy: "key", Fair: true}},
+		{"turns", bucketed.Limits{PartitionBy: "key"}},
+		{"unpartitioned", bucketed.Limits{}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			at := smallStarts(t, c.limits, large, small)
+			t.Logf("the small partition's jobs started after %v of the large one's", at)
+			fair := c.limits.PartitionBy != ""
+			switch {
+			case len(at) != small:
+				t.Errorf("%d small jobs started; want %d", len(at), small)
+			case fair && at[small-1] > large/10:
+				t.Errorf("the last small job started after %d large ones; want all %d within the first %d", at[small-1], small, large/10)
+			case !fair && at[0] < large/2:
+				t.Errorf("unpartitioned, a small job started after %d large ones; want none within the first half (the buckets order jobs only roughly)", at[0])
+			}
+		})
+	}
+}
+
+// smallStarts enqueues large jobs of the partition "large", then small of
+// "small", into a queue with limits, works them with one Worker of 10, and
+// returns, for each small job's start, how many large ones had started.
+func smallStarts(t *testing.T, limits bucketed.Limits, large, small int) []int {
+	db := testdb.Open(t, nil)
+	_, name := testdb.MigratedOn(t, db, nil, schema.LayoutBucketed)
+	q := queueOn(t, db, name, nil)
+	ctx := ctxT(t)
+	if err := q.SetLimits(ctx, "default", limits); err != nil {
+		t.Fatal(err)
+	}
+	for _, part := range []struct {
+		key string
+		n   int
+	}{{"large", large}, {"small", small}} {
+		jobs := make([]skiplock.NewJob, part.n)
+		for i := range jobs {
+			jobs[i] = skiplock.NewJob{Payload: json.RawMessage(`"` + part.key + `"`), PartitionKey: part.key}
+		}
+		mustEnqueue(t, q, jobs...)
+	}
+	var mu sync.Mutex
+	largeStarted, smallAt := 0, []int{}
+	handler := func(ctx context.Context, j *skiplock.Job) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if string(j.Payload) == `"small"` {
+			smallAt = append(smallAt, largeStarted)
+		} else {
+			largeStarted++
+		}
+		return nil
+	}
+	w, err := q.NewWorker(&bucketed.WorkerConfig{Workers: 10, Prefetch: -1, IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond, Handler: handler})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testdb.WaitFor(t, "every job started", time.Minute, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return largeStarted+len(smallAt) == large+small
+	})
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return smallAt
+}
+
+// TestRepartitionOnChange: jobs enqueued before their queue was
+// partitioned get their partitions when it is; changing what the queue is
+// partitioned by rewrites them, a partition key given at insert winning;
+// removing the partitioning clears them. Bad partitionings are refused
+// with a usage error and change nothing.
+func TestRepartitionOnChange(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, nil)
+	_, name := testdb.MigratedOn(t, db, nil, schema.LayoutBucketed)
+	q := queueOn(t, db, name, nil)
+	ctx := ctxT(t)
+	mustEnqueue(t, q,
+		skiplock.NewJob{Kind: "mail", Payload: json.RawMessage(`{"tenant":"t1"}`)},
+		skiplock.NewJob{Kind: "sms", Payload: json.RawMessage(`{"tenant":7}`)},
+		skiplock.NewJob{Kind: "mail", Payload: json.RawMessage(`[1]`), PartitionKey: "vip"})
+	partitions := func() string {
+		t.Helper()
+		var out string
+		err := db.QueryRow(ctx, `SELECT string_agg(COALESCE("partition", '<null>'), ',' ORDER BY "id") FROM `+jobsTable(name)).Scan(&out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	for _, c := range []struct {
+		by, want string
+	}{
+		{"", "<null>,<null>,<null>"},
+		{"args.tenant", "t1,7,vip"},
+		{"kind", "mail,sms,vip"},
+		{"key", ",,vip"},
+		{"", "<null>,<null>,<null>"},
+	} {
+		if err := q.SetLimits(ctx, "default", bucketed.Limits{PartitionBy: c.by}); err != nil {
+			t.Fatal(err)
+		}
+		if got := partitions(); got != c.want {
+			t.Errorf("partitioned by %q: partitions %s; want %s", c.by, got, c.want)
+		}
+	}
+	if err := q.SetLimits(ctx, "default", bucketed.Limits{PartitionBy: "kind"}); err != nil {
+		t.Fatal(err)
+	}
+	mustEnqueue(t, q, skiplock.NewJob{Kind: "push"})
+	if got := partitions(); got != "mail,sms,vip,push" {
+		t.Errorf("a job enqueued into a queue partitioned by kind: partitions %s; want mail,sms,vip,push", got)
+	}
+	for _, bad := range []bucketed.Limits{
+		{PartitionBy: "tenant"},
+		{PartitionBy: "args."},
+		{Fair: true},
+		{PartitionLimits: map[string]int{"a": 1}},
+		{PartitionBy: "kind", PartitionLimits: map[string]int{"a": 0}},
+	} {
+		if err := q.SetLimits(ctx, "default", bad); !usage.Is(err) {
+			t.Errorf("SetLimits(%+v): %v; want a usage error", bad, err)
+		}
+	}
+	st, err := q.LimitsOf(ctx, "default")
+	if err != nil || st.PartitionBy != "kind" {
+		t.Errorf("after refused changes: %+v, %v; want still partitioned by kind", st, err)
+	}
+}

@@ -77,9 +77,24 @@ type LimitsState struct {
 	Paused bool
 	// Slots is how many slot rows the queue has: the largest global limit
 	// it ever had. SlotsHeld counts those held by a running job, slots
-	// past a lowered limit included.
+	// past a lowered limit included (of the unpartitioned limit).
 	Slots, SlotsHeld int
+	// Partitions are a partitioned queue's partitions with running or
+	// waiting jobs, in order, the first MaxShownPartitions.
+	Partitions []PartitionState
 }
+
+// PartitionState is one partition of a partitioned queue: its global
+// limit (0: none), and how many of its jobs run and how many wait
+// (Queued, ready or not).
+type PartitionState struct {
+	Name             string
+	Limit            int
+	Running, Waiting int
+}
+
+// MaxShownPartitions bounds LimitsState.Partitions.
+const MaxShownPartitions = 100
 
 // How long a Queue trusts what it read of a queue's limits: a claim reads
 // them again when they are older than limitsMaxAge, or older than
@@ -641,5 +656,24 @@ func (q *Queue) LimitsOf(ctx context.Context, queue string) (LimitsState, error)
 	if err := q.db.QueryRow(ctx, q.sql.slotsHeld, queue, st.Slots).Scan(&st.SlotsHeld); err != nil {
 		return LimitsState{}, fmt.Errorf("bucketed: count the held slots of queue %q: %w", queue, err)
 	}
-	return st, nil
+	if st.PartitionBy == "" {
+		return st, nil
+	}
+	rows, err := q.db.Query(ctx, q.sql.partitionCounts, queue, MaxShownPartitions)
+	if err != nil {
+		return LimitsState{}, fmt.Errorf("bucketed: count the jobs of queue %q's partitions: %w", queue, err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var p PartitionState
+		if err := rows.Scan(&p.Name, &p.Running, &p.Waiting); err != nil {
+			return LimitsState{}, fmt.Errorf("bucketed: count the jobs of queue %q's partitions: %w", queue, err)
+		}
+		p.Limit = st.Concurrency
+		if n, ok := st.PartitionLimits[p.Name]; ok {
+			p.Limit = n
+		}
+		st.Partitions = append(st.Partitions, p)
+	}
+	return st, rows.Err()
 }

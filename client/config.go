@@ -211,6 +211,10 @@ type InsertOpts struct {
 	// UniqueKey makes the insert a no-op while a live job of the queue
 	// holds the same key (bucketed).
 	UniqueKey string
+	// PartitionKey names the job's partition in a partitioned queue,
+	// whatever the queue is partitioned by (bucketed;
+	// docs/flow-control.md).
+	PartitionKey string
 	// Metadata is a JSON object carried with the job.
 	Metadata json.RawMessage
 }

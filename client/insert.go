@@ -174,6 +174,9 @@ func apply(j *skiplock.NewJob, o InsertOpts) {
 	if o.UniqueKey != "" {
 		j.UniqueKey = o.UniqueKey
 	}
+	if o.PartitionKey != "" {
+		j.PartitionKey = o.PartitionKey
+	}
 	if len(o.Metadata) > 0 {
 		j.Metadata = o.Metadata
 	}

@@ -2,6 +2,8 @@ package client_test
 
 import (
 	"context"
+	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -56,6 +58,52 @@ func TestQueueLimitsDefaultsAndLocal(t *testing.T) {
 	testdb.WaitFor(t, "every job done", time.Minute, func() bool { return done.Load() == 40 })
 	if m := most.Load(); m != 2 {
 		t.Errorf("at most %d jobs ran at once; want the local limit, 2", m)
+	}
+}
+
+// TestPartitionKeyLimits: a queue partitioned by key with a limit of 1
+// per partition, its jobs inserted with InsertOpts.PartitionKey into two
+// partitions: with 10 workers, at most one job of each partition runs at
+// once, and both partitions run side by side.
+func TestPartitionKeyLimits(t *testing.T) {
+	t.Parallel()
+	db, s := openDB(t)
+	ctx := ctxT(t)
+	var mu sync.Mutex
+	running, most := map[int]int{}, map[int]int{}
+	var done atomic.Int64
+	ws := client.NewWorkers()
+	must(t, client.AddWorker(ws, client.WorkFunc[emailArgs](func(ctx context.Context, j *client.Job[emailArgs]) error {
+		p := j.Args.N % 2
+		mu.Lock()
+		running[p]++
+		most[p] = max(most[p], running[p])
+		if running[0] > 0 && running[1] > 0 {
+			most[2] = 1 // the partitions ran side by side
+		}
+		mu.Unlock()
+		time.Sleep(5 * time.Millisecond) // the job's work: it holds its slot meanwhile
+		mu.Lock()
+		running[p]--
+		mu.Unlock()
+		done.Add(1)
+		return nil
+	}), nil))
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Queues: map[string]client.QueueConfig{
+		"default": {MaxWorkers: 10, Limits: client.Limits{Concurrency: 1, PartitionBy: "key"}},
+	}})
+	must(t, err)
+	must(t, c.Start(ctx))
+	defer c.Stop(ctx) //nolint:errcheck // the test is about the limits
+	for i := range 40 {
+		_, err := c.Insert(ctx, emailArgs{N: i}, &client.InsertOpts{PartitionKey: fmt.Sprint("p", i%2)})
+		must(t, err)
+	}
+	testdb.WaitFor(t, "every job done", time.Minute, func() bool { return done.Load() == 40 })
+	mu.Lock()
+	defer mu.Unlock()
+	if most[0] != 1 || most[1] != 1 || most[2] != 1 {
+		t.Errorf("at most %d and %d jobs of each partition ran at once, side by side: %v; want 1 each, side by side", most[0], most[1], most[2] == 1)
 	}
 }
 

@@ -181,6 +181,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	priority := fs.Int("priority", 0, "priority, lower runs first (-32768..32767)")
 	maxAttempts := fs.Int("max-attempts", 0, fmt.Sprintf("attempts before a job is dead (default %d)", skiplock.DefaultMaxAttempts))
 	uniqueKey := fs.String("unique-key", "", "skip the job while one with this key is queued or running (bucketed; --count 1)")
+	partitionKey := fs.String("partition-key", "", "the job's partition in a partitioned queue, whatever it is partitioned by (bucketed)")
 	batch := fs.Int("batch", 5000, "jobs per INSERT, or per COPY where the engine has it")
 	maxPayload := fs.Int("max-payload", skiplock.DefaultMaxPayloadBytes, "refuse payloads larger than this many bytes")
 	if err := parse(fs, args); err != nil {
@@ -216,7 +217,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	job := skiplock.NewJob{Queue: *queue, Payload: json.RawMessage(*payload), Priority: *priority, RunAt: at, MaxAttempts: *maxAttempts, UniqueKey: *uniqueKey, Kind: *kind}
+	job := skiplock.NewJob{Queue: *queue, Payload: json.RawMessage(*payload), Priority: *priority, RunAt: at, MaxAttempts: *maxAttempts, UniqueKey: *uniqueKey, Kind: *kind, PartitionKey: *partitionKey}
 	if err := job.Normalize(*maxPayload); err != nil {
 		return usage.Errorf("job for queue %q: %v; nothing was written", *queue, err)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -82,19 +84,30 @@ func (f *rateFlag) Set(s string) error {
 
 // configureFlags are `queues configure`'s flags.
 type configureFlags struct {
-	global, local limitFlag
-	rate          rateFlag
+	global, local  limitFlag
+	rate           rateFlag
+	partitionBy    string
+	partitionLimit partitionLimitFlag
+	fair           bool
 }
 
-// laterFlags are the flow-control flags `queues configure` will take and
-// refuses today, with what each would do.
-var laterFlags = []struct {
-	name, usage string
-	boolean     bool
-}{
-	{"partition-by", "kind or args.FIELD: limits per partition of the queue", false},
-	{"partition-limit", "VALUE=N: one partition's own limit", false},
-	{"fair", "take ready partitions in turn", true},
+// partitionLimitFlag is --partition-limit VALUE=N, once per partition:
+// N, or none to remove that partition's own limit.
+type partitionLimitFlag map[string]int
+
+func (f partitionLimitFlag) String() string { return "" }
+
+func (f partitionLimitFlag) Set(s string) error {
+	name, n, ok := strings.Cut(s, "=")
+	if !ok {
+		return fmt.Errorf("%q: use VALUE=N (the partition's own limit) or VALUE=none", s)
+	}
+	var l limitFlag
+	if err := l.Set(n); err != nil {
+		return err
+	}
+	f[name] = l.n
+	return nil
 }
 
 // queuesConfigureFlags adds configure's flags to fs; nil for another
@@ -103,32 +116,21 @@ func queuesConfigureFlags(fs *flag.FlagSet, sub string) *configureFlags {
 	if sub != "configure" {
 		return nil
 	}
-	c := &configureFlags{}
-	fs.Var(&c.global, "concurrency", "the most jobs of the queue running at once across every process (prefetched jobs count; a dead worker's job counts until the rescuer puts it back), or none")
+	c := &configureFlags{partitionLimit: partitionLimitFlag{}}
+	fs.Var(&c.global, "concurrency", "the most jobs of the queue running at once across every process (per partition with --partition-by; prefetched jobs count; a dead worker's job counts until the rescuer puts it back), or none")
 	fs.Var(&c.local, "local-concurrency", "the most jobs of the queue one process (one client or worker) holds at once, or none")
 	fs.Var(&c.rate, "rate", "N/DURATION: at most N jobs of the queue start in any window of DURATION, across every process (50/1s, 50/s, 600/1m), or none")
-	// Flow control that is not enforced yet: refused with a clear error
-	// (queuesConfigure) rather than stored to no effect.
-	for _, l := range laterFlags {
-		if l.boolean {
-			fs.Bool(l.name, false, "not available yet ("+l.usage+")")
-		} else {
-			fs.String(l.name, "", "not available yet ("+l.usage+")")
-		}
-	}
+	fs.StringVar(&c.partitionBy, "partition-by", "", "kind, key (enqueue --partition-key) or args.FIELD: --concurrency then applies per partition, and claims take ready partitions in turn; none removes it")
+	fs.Var(c.partitionLimit, "partition-limit", "VALUE=N: partition VALUE's own global limit, in place of --concurrency (repeat for more; VALUE=none removes it)")
+	fs.BoolVar(&c.fair, "fair", false, "share each claim out evenly among the ready partitions (--fair=false: fill from the first)")
 	return c
 }
 
 // queuesConfigure sets a queue's limits; a limit not given keeps its
 // value. It prints what the queue has then, as show does.
 func queuesConfigure(ctx context.Context, e *env, fs *flag.FlagSet, queue string, c *configureFlags) error {
-	for _, l := range laterFlags {
-		if flagSet(fs, l.name) {
-			return usage.Errorf("--%s (%s) is not available yet: this release enforces --concurrency, --local-concurrency and --rate on bucketed queues", l.name, l.usage)
-		}
-	}
-	if !c.global.set && !c.local.set && !c.rate.set {
-		return usage.Errorf("queues configure %s: give --concurrency N, --local-concurrency N or --rate N/DURATION (none removes a limit); queues show %s prints them", queue, queue)
+	if !c.global.set && !c.local.set && !c.rate.set && !flagSet(fs, "partition-by") && len(c.partitionLimit) == 0 && !flagSet(fs, "fair") {
+		return usage.Errorf("queues configure %s: give --concurrency N, --local-concurrency N, --rate N/DURATION, --partition-by, --partition-limit VALUE=N or --fair (none removes a limit); queues show %s prints them", queue, queue)
 	}
 	a, st, err := queueLimits(ctx, e, queue)
 	if err != nil {
@@ -144,6 +146,29 @@ func queuesConfigure(ctx context.Context, e *env, fs *flag.FlagSet, queue string
 	if c.rate.set {
 		l.Rate, l.RatePeriod = c.rate.n, c.rate.period
 	}
+	if flagSet(fs, "partition-by") {
+		l.PartitionBy = c.partitionBy
+		if strings.EqualFold(c.partitionBy, "none") {
+			l.PartitionBy = ""
+		}
+	}
+	if len(c.partitionLimit) > 0 {
+		limits := map[string]int{}
+		for p, n := range l.PartitionLimits {
+			limits[p] = n
+		}
+		for p, n := range c.partitionLimit {
+			if n == 0 {
+				delete(limits, p)
+			} else {
+				limits[p] = n
+			}
+		}
+		l.PartitionLimits = limits
+	}
+	if flagSet(fs, "fair") {
+		l.Fair = c.fair
+	}
 	if err := a.SetQueueLimits(ctx, queue, l); err != nil {
 		return err
 	}
@@ -152,14 +177,27 @@ func queuesConfigure(ctx context.Context, e *env, fs *flag.FlagSet, queue string
 
 // queueLimitsJSON is `queues show --json`: a limit is null when unset.
 type queueLimitsJSON struct {
-	Queue            string   `json:"queue"`
-	Paused           bool     `json:"paused"`
-	Concurrency      *int     `json:"concurrency"`
-	LocalConcurrency *int     `json:"local_concurrency"`
-	Slots            int      `json:"slots"`
-	SlotsHeld        int      `json:"slots_held"`
-	Rate             *int     `json:"rate"`
-	RatePeriodS      *float64 `json:"rate_period_s"`
+	Queue            string          `json:"queue"`
+	Paused           bool            `json:"paused"`
+	Concurrency      *int            `json:"concurrency"`
+	LocalConcurrency *int            `json:"local_concurrency"`
+	Slots            int             `json:"slots"`
+	SlotsHeld        int             `json:"slots_held"`
+	Rate             *int            `json:"rate"`
+	RatePeriodS      *float64        `json:"rate_period_s"`
+	PartitionBy      *string         `json:"partition_by"`
+	Fair             bool            `json:"fair"`
+	PartitionLimits  map[string]int  `json:"partition_limits"`
+	Partitions       []partitionJSON `json:"partitions"`
+}
+
+// partitionJSON is one partition in `queues show --json`: its limit (null:
+// none), and its jobs running and waiting.
+type partitionJSON struct {
+	Name    string `json:"name"`
+	Limit   *int   `json:"limit"`
+	Running int    `json:"running"`
+	Waiting int    `json:"waiting"`
 }
 
 // queueLimits reads a queue's limits, with the admin that read them.
@@ -191,12 +229,33 @@ func queuesShow(ctx context.Context, e *env, queue string) error {
 			s := st.RatePeriod.Seconds()
 			rep.RatePeriodS = &s
 		}
+		if st.PartitionBy != "" {
+			rep.PartitionBy, rep.Fair, rep.PartitionLimits = &st.PartitionBy, st.Fair, st.PartitionLimits
+			rep.Partitions = []partitionJSON{}
+		}
+		for _, p := range st.Partitions {
+			rep.Partitions = append(rep.Partitions, partitionJSON{Name: p.Name, Limit: unset(p.Limit), Running: p.Running, Waiting: p.Waiting})
+		}
 		return e.printJSON(rep)
 	}
-	paused := map[bool]string{true: "yes", false: "no"}[st.Paused]
-	fmt.Fprintf(e.stdout, "queue %q\n  paused: %s\n", queue, paused)
+	yes := map[bool]string{true: "yes", false: "no"}
+	fmt.Fprintf(e.stdout, "queue %q\n  paused: %s\n", queue, yes[st.Paused])
 	fmt.Fprintf(e.stdout, "  concurrency (all processes): %s, %d of %d slot(s) held\n", (&limitFlag{n: st.Concurrency}).String(), st.SlotsHeld, st.Slots)
 	fmt.Fprintf(e.stdout, "  local concurrency (per process): %s\n", (&limitFlag{n: st.LocalConcurrency}).String())
 	fmt.Fprintf(e.stdout, "  rate (starts per period, all processes): %s\n", (&rateFlag{n: st.Rate, period: st.RatePeriod}).String())
+	if st.PartitionBy == "" {
+		fmt.Fprintf(e.stdout, "  partitioned: no\n")
+		return nil
+	}
+	fmt.Fprintf(e.stdout, "  partitioned by: %s (concurrency per partition), fair shares: %s\n", st.PartitionBy, yes[st.Fair])
+	for _, p := range slices.Sorted(maps.Keys(st.PartitionLimits)) {
+		fmt.Fprintf(e.stdout, "  partition %q's own limit: %d\n", p, st.PartitionLimits[p])
+	}
+	if len(st.Partitions) == 0 {
+		fmt.Fprintf(e.stdout, "  no partition has jobs running or waiting\n")
+	}
+	for _, p := range st.Partitions {
+		fmt.Fprintf(e.stdout, "  partition %q: %d running (limit %s), %d waiting\n", p.Name, p.Running, (&limitFlag{n: p.Limit}).String(), p.Waiting)
+	}
 	return nil
 }

@@ -11,9 +11,10 @@ import (
 // TestQueuesConfigureAndShow: `queues configure` sets a queue's limits
 // (concurrency, local concurrency, rate),
 // each flag leaving the other limit as it was, and `queues show` prints
-// them (JSON: null for none); bad values, flow control not enforced yet,
-// no flag at all and a schema without the bucketed layout are usage
-// errors (exit 2) that change nothing.
+// them (JSON: null for none), and partitions them, with their jobs
+// running and waiting; bad values, fair shares or a partition's own limit
+// without a partitioning, no flag at all and a schema without the bucketed
+// layout are usage errors (exit 2) that change nothing.
 func TestQueuesConfigureAndShow(t *testing.T) {
 	db := testdb.Open(t, nil)
 	name := testdb.Schema(t, db)
@@ -47,8 +48,12 @@ func TestQueuesConfigureAndShow(t *testing.T) {
 		{"--rate", "5/0s"},
 		{"--rate", "5/1.5ms"},
 		{"--rate", "fast"},
-		{"--partition-by", "kind"},
+		{"--partition-by", "tenant"},
+		{"--partition-by", "args."},
 		{"--fair"},
+		{"--partition-limit", "vip"},
+		{"--partition-limit", "vip=0.5"},
+		{"--partition-limit", "vip=2"},
 		{},
 	} {
 		code, out, errs := cli(t, append([]string{"--schema", name, "queues", "configure", "mail"}, bad...)...)
@@ -56,16 +61,34 @@ func TestQueuesConfigureAndShow(t *testing.T) {
 			t.Errorf("configure %v: exit %d, want 2\n%s%s", bad, code, out, errs)
 		}
 	}
-	if code, _, errs := cli(t, "--schema", name, "queues", "configure", "mail", "--partition-by", "kind"); code != 2 || !strings.Contains(errs, "not available yet") {
-		t.Errorf("--partition-by: exit %d, want 2 saying it is not available yet:\n%s", code, errs)
+	if got := show(); got.PartitionBy != nil || got.Fair || got.PartitionLimits != nil {
+		t.Fatalf("after refused partitionings: %+v; want none", got)
+	}
+	// Partitions: by args.tenant, 2 per partition, vip's own 5, fair.
+	cliAll(t, []string{"--schema", name, "enqueue", "--queue", "mail", "--payload", `{"tenant":"a"}`, "--count", "3"})
+	cliAll(t, []string{"--schema", name, "enqueue", "--queue", "mail", "--payload", `{"tenant":"a"}`, "--partition-key", "vip"})
+	code, out, errs = cli(t, "--schema", name, "queues", "configure", "mail", "--partition-by", "args.tenant", "--partition-limit", "vip=5", "--fair")
+	if code != 0 || !strings.Contains(out, `partition "a": 0 running (limit 3), 3 waiting`) || !strings.Contains(out, `partition "vip": 0 running (limit 5), 1 waiting`) {
+		t.Fatalf("configure --partition-by args.tenant: exit %d\n%s%s", code, out, errs)
+	}
+	if got := show(); got.PartitionBy == nil || *got.PartitionBy != "args.tenant" || !got.Fair || got.PartitionLimits["vip"] != 5 || len(got.Partitions) != 2 {
+		t.Fatalf("after --partition-by: %+v", got)
+	}
+	cliAll(t, []string{"--schema", name, "queues", "configure", "mail", "--partition-limit", "vip=none", "--fair=false"})
+	if got := show(); got.PartitionBy == nil || got.Fair || len(got.PartitionLimits) != 0 {
+		t.Fatalf("after --partition-limit vip=none --fair=false: %+v; want partitioned, not fair, no own limits", got)
+	}
+	cliAll(t, []string{"--schema", name, "queues", "configure", "mail", "--partition-by", "none"})
+	if got := show(); got.PartitionBy != nil || got.Partitions != nil {
+		t.Fatalf("after --partition-by none: %+v; want unpartitioned", got)
 	}
 	cliAll(t, []string{"--schema", name, "queues", "configure", "mail", "--rate", "50/s"})
 	if got := show(); got.Rate == nil || *got.Rate != 50 || got.RatePeriodS == nil || *got.RatePeriodS != 1 || got.Concurrency == nil || *got.Concurrency != 3 {
 		t.Fatalf("after --rate 50/s: %+v; want 50 per 1 s, the concurrency kept", got)
 	}
 	cliAll(t, []string{"--schema", name, "queues", "configure", "mail", "--concurrency", "none"})
-	if got := show(); got.Concurrency != nil || got.LocalConcurrency == nil || *got.LocalConcurrency != 5 || got.Slots != 3 || got.Rate == nil {
-		t.Fatalf("after --concurrency none: %+v; want no global limit, the local one and the rate kept, the 3 slot rows kept", got)
+	if got := show(); got.Concurrency != nil || got.LocalConcurrency == nil || *got.LocalConcurrency != 5 || got.Slots != 5 || got.Rate == nil {
+		t.Fatalf("after --concurrency none: %+v; want no global limit, the local one and the rate kept, the 5 slot rows kept (vip's limit made them)", got)
 	}
 
 	fanoutOnly := testdb.Schema(t, db)

@@ -2,6 +2,7 @@ package chaos_test
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
@@ -11,25 +12,49 @@ import (
 )
 
 // TestGlobalLimitHoldsThroughKills: three `work` processes of 20 workers
-// each work a bucketed queue whose global limit (`queues configure
-// --concurrency 3`) is 3, with a tenth of the attempts failing and one
-// process SIGKILLed after a third of the jobs. From work_attempt_log's
-// intervals, on the workers' clock: never more than 3 attempts run at
-// once, counting the killed process's unfinished attempts as running
-// until its leases surely ran out, no earlier: its last heartbeat was at
-// most a third of the visibility timeout before the kill (the heartbeat's
-// period), so each lease lasted at least two thirds of it after the kill.
-// (Until kill time plus the whole timeout would count too long: a lease
-// taken before the kill ends before then, and the rescuer frees its slot.)
-// The limit is reached; every job is recorded once.
+// each work 60 jobs of a bucketed queue whose global limit (`queues
+// configure --concurrency 3`) is 3, with a tenth of the attempts failing
+// and one process SIGKILLed after a third of the jobs (limitThroughKills).
 func TestGlobalLimitHoldsThroughKills(t *testing.T) {
 	t.Parallel()
 	const jobs, limit = 60, 3
-	const visibility = 2 * time.Second
 	dsn, name := setup(t, "bucketed", jobs)
+	cli(t, dsn, "--schema", name, "queues", "configure", "default", "--concurrency", strconv.Itoa(limit))
+	limitThroughKills(t, dsn, name, jobs, jobs/3, limit)
+}
+
+// TestPartitionLimitsHoldThroughKills: the same with 20 partitions of 30
+// jobs (`enqueue --partition-key`, and 30 without a key, in the partition
+// ”), a limit of 3 per partition (`queues
+// configure --partition-by key --concurrency 3`), and the kill after 100
+// jobs: no partition ever runs more than 3 attempts at once.
+func TestPartitionLimitsHoldThroughKills(t *testing.T) {
+	t.Parallel()
+	const partitions, each, limit = 20, 30, 3
+	dsn, name := setup(t, "bucketed", each) // no key: the partition ''
+	for i := range partitions - 1 {
+		cli(t, dsn, "--schema", name, "enqueue", "--count", strconv.Itoa(each), "--partition-key", fmt.Sprint("tenant-", i))
+	}
+	cli(t, dsn, "--schema", name, "queues", "configure", "default", "--partition-by", "key", "--concurrency", strconv.Itoa(limit))
+	limitThroughKills(t, dsn, name, partitions*each, 100, limit)
+}
+
+// limitThroughKills works schema name's jobs (all of its queue default)
+// with three `work` processes of 20 workers, a tenth of the attempts
+// failing, and SIGKILLs one after killAfter jobs are recorded. From
+// work_attempt_log's intervals, on the workers' clock, per partition (the
+// job's, ” where the queue is not partitioned): never more than limit
+// attempts run at once, counting the killed process's unfinished attempts
+// as running until its leases surely ran out, no earlier: its last
+// heartbeat was at most a third of the visibility timeout before the kill
+// (the heartbeat's period), so each lease lasted at least two thirds of it
+// after the kill. (Until kill time plus the whole timeout would count too
+// long: a lease taken before the kill ends before then, and the rescuer
+// frees its slot.) The limit is reached; every job is recorded once.
+func limitThroughKills(t *testing.T, dsn, name string, jobs, killAfter int, limit int64) {
+	const visibility = 2 * time.Second
 	db := testdb.Open(t, nil)
 	ctx := context.Background()
-	cli(t, dsn, "--schema", name, "queues", "configure", "default", "--concurrency", strconv.Itoa(limit))
 	// The maintenance leader, which puts the killed process's jobs back
 	// once their leases expire, works another queue and is never killed.
 	rescue := "--rescue-interval=200ms"
@@ -39,10 +64,10 @@ func TestGlobalLimitHoldsThroughKills(t *testing.T) {
 	args := workArgs(name, "bucketed", "--workers", "20", "--work", "50ms", "--fail", "0.1", "--retry-backoff", "50ms",
 		"--record-attempts", "--visibility-timeout", visibility.String(), rescue)
 	procs := []*workerProc{startWorker(t, dsn, args...), startWorker(t, dsn, args...), startWorker(t, dsn, args...)}
-	waitRecorded(t, db, name, jobs/3, time.Minute)
+	waitRecorded(t, db, name, int64(killAfter), time.Minute)
 	procs[0].kill()
 	killed := time.Now()
-	waitRecorded(t, db, name, jobs, 2*time.Minute)
+	waitRecorded(t, db, name, int64(jobs), 2*time.Minute)
 	for _, p := range procs[1:] {
 		p.stop() //nolint:errcheck // the exit code after SIGTERM is not the point
 	}
@@ -52,19 +77,20 @@ func TestGlobalLimitHoldsThroughKills(t *testing.T) {
 	// An attempt runs from started_at to finished_at; one its process's
 	// death cut short, until that process's leases surely ran out.
 	if err := db.QueryRow(ctx, `WITH a AS (
-  SELECT "started_at" AS s, coalesce("finished_at", $1::TIMESTAMPTZ) AS f FROM `+s+`."work_attempt_log"),
-e AS (SELECT s AS at, 1 AS d FROM a UNION ALL SELECT f, -1 FROM a)
-SELECT (SELECT max(r) FROM (SELECT sum(d) OVER (ORDER BY at, d) AS r FROM e) AS x),
+  SELECT coalesce(j."partition", '') AS p, l."started_at" AS s, coalesce(l."finished_at", $1::TIMESTAMPTZ) AS f
+  FROM `+s+`."work_attempt_log" AS l JOIN `+s+`."jobs" AS j ON j."id"::TEXT = l."job_id"),
+e AS (SELECT p, s AS at, 1 AS d FROM a UNION ALL SELECT p, f, -1 FROM a)
+SELECT (SELECT max(r) FROM (SELECT sum(d) OVER (PARTITION BY p ORDER BY at, d) AS r FROM e) AS x),
   (SELECT count(*) FROM `+s+`."work_attempt_log" WHERE "finished_at" IS NULL),
   (SELECT count(*) FROM `+s+`."work_log"), (SELECT count(DISTINCT "job_id") FROM `+s+`."work_log")`,
 		killed.Add(visibility*2/3)).Scan(&most, &unfinished, &rows, &distinct); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("most attempts at once %d (limit %d), attempts cut short by the kill %d", most, limit, unfinished)
+	t.Logf("most attempts of a partition at once %d (limit %d), attempts cut short by the kill %d", most, limit, unfinished)
 	if most != limit {
-		t.Errorf("at most %d attempts ran at once; want the limit, %d, reached and never passed", most, limit)
+		t.Errorf("at most %d attempts of a partition ran at once; want the limit, %d, reached and never passed", most, limit)
 	}
-	if rows != jobs || distinct != jobs {
+	if rows != int64(jobs) || distinct != int64(jobs) {
 		t.Errorf("work_log: %d rows for %d jobs; want each of the %d jobs once", rows, distinct, jobs)
 	}
 }

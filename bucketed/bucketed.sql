@@ -29,12 +29,13 @@
 -- live job of its queue already holds is skipped: the conflict target
 -- repeats the partial unique index's columns and predicate, which is how
 -- the engine infers that index. A job of a partitioned queue gets its
--- partition from the queue's row, read in this statement
--- (insert_partition); others none.
+-- partition (insert_partition) from the queue's partitioning as the
+-- caller last read it ($10; a read of the queue's row here cost a tenth of
+-- a single-job insert): SetLimits waits for every process to have read a
+-- change before it rewrites the jobs' partitions.
 INSERT INTO /* TEMPLATE: table */ ("queue", "payload", "priority", "run_at", "max_attempts", "unique_key", "kind", "metadata", "partition_key", "partition")
 SELECT u.q, u.p::JSONB, u.pr, COALESCE(u.ra, now()), u.ma, u.uk, u.k, u.m::JSONB, u.pk, /* TEMPLATE: insert_partition */
-FROM unnest($1::TEXT[], $2::TEXT[], $3::INT2[], $4::TIMESTAMPTZ[], $5::INT4[], $6::TEXT[], $7::TEXT[], $8::TEXT[], $9::TEXT[]) AS u (q, p, pr, ra, ma, uk, k, m, pk)
-  LEFT JOIN /* TEMPLATE: queue_state */ AS qs ON qs."name" = u.q
+FROM unnest($1::TEXT[], $2::TEXT[], $3::INT2[], $4::TIMESTAMPTZ[], $5::INT4[], $6::TEXT[], $7::TEXT[], $8::TEXT[], $9::TEXT[], $10::TEXT[]) AS u (q, p, pr, ra, ma, uk, k, m, pk, pb)
 ON CONFLICT /* TEMPLATE: unique_conflict */ DO NOTHING
 RETURNING "id";
 
@@ -43,11 +44,6 @@ RETURNING "id";
 -- schema-qualified name, as pg_get_serial_sequence reads it), for a COPY
 -- that must report its jobs' ids (Dialect.BulkCopy engines only).
 SELECT nextval("s"."seq") AS "id" FROM (SELECT pg_get_serial_sequence($1::TEXT, 'id')::REGCLASS AS "seq") AS "s", generate_series(1, $2::INT8) AS "g" ORDER BY 1;
-
--- name: queues_partitioned
--- Whether any of the queues $1 is partitioned: their jobs take the INSERT,
--- which gives each its partition, and not a COPY.
-SELECT EXISTS (SELECT 1 FROM /* TEMPLATE: queue_state */ WHERE "name" = ANY($1::TEXT[]) AND "partition_by" IS NOT NULL);
 
 -- name: notify
 -- Wakes the listeners of channel $1 with each queue name of $2: sent after

@@ -28,31 +28,27 @@ import (
 // come from the column's own sequence before the COPY.
 
 // copier is the Copier to send a's jobs through db, or nil when they take
-// the INSERT: the INSERT gives jobs of a partitioned queue their partition
-// (read from the queue's row in the same statement), which a COPY cannot.
-func (q *Queue) copier(ctx context.Context, db skiplock.Querier, a insertParams) (copyio.Copier, error) {
+// the INSERT: the INSERT gives jobs of a partitioned queue, or with a
+// partition key, their partition, which a COPY cannot.
+func (q *Queue) copier(db skiplock.Querier, a insertParams) copyio.Copier {
 	if !q.db.BulkCopy() || q.cfg.CopyMin < 0 || len(a.Queues) < q.cfg.CopyMin {
-		return nil, nil
+		return nil
 	}
 	// Only in a transaction: the ids, the COPY and the notification must
 	// commit together, and the INSERT through a pool is one statement.
 	if _, ok := db.(skiplock.Tx); !ok {
-		return nil, nil
+		return nil
 	}
 	c, ok := db.(copyio.Copier)
 	if !ok {
-		return nil, nil
+		return nil
 	}
 	for i := range a.UniqueKeys {
-		if a.UniqueKeys[i] != nil || a.PartitionKeys[i] != nil {
-			return nil, nil
+		if a.UniqueKeys[i] != nil || a.PartitionKeys[i] != nil || a.PartitionBys[i] != nil {
+			return nil
 		}
 	}
-	var partitioned bool
-	if err := db.QueryRow(ctx, q.sql.queuesPartitioned, distinct(a.Queues)).Scan(&partitioned); err != nil || partitioned {
-		return nil, err
-	}
-	return c, nil
+	return c
 }
 
 // copyJobs writes a's jobs by COPY through tx (c is tx as a Copier).

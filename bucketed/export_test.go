@@ -84,3 +84,8 @@ func (q *Queue) ClaimHeld(ctx context.Context, queue string, n int) ([]*skiplock
 	}
 	return h.jobs, func() error { return q.finishHeld(ctx, h, sortedResults{}, nil) }, nil
 }
+
+// SettlePartitionsAt sets how long SetLimits waits after a change of a
+// partitioning, for this package's tests (TestMain, before any runs):
+// each test's Queues read the changes they make themselves.
+func SettlePartitionsAt(d time.Duration) { partitionSettle = d }

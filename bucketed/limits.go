@@ -466,7 +466,9 @@ func prefix(s []int32, n int) []int32 {
 // (claimed while the queue had no limit), so that they count. Lowering a
 // limit stops nothing that runs: no job starts until fewer than the new
 // limit run (and, for the global limit, until every job past it has
-// finished).
+// finished). A change of the partitioning returns after every Queue has
+// read it (about 6 s) and the queue's Queued and Running jobs have their
+// partitions in it (RepartitionJobs).
 func (q *Queue) SetLimits(ctx context.Context, queue string, l Limits) error {
 	if err := skiplock.ValidateQueueName(queue); err != nil {
 		return err
@@ -564,11 +566,25 @@ func (q *Queue) SetLimits(ctx context.Context, queue string, l Limits) error {
 	if wasBy == nil && by == nil || wasBy != nil && by != nil && *wasBy == *by {
 		return nil
 	}
+	// Inserts give jobs their partition from the partitioning their Queue
+	// last read, at most limitsMaxAge ago: once every Queue has read the
+	// change, no insert gives a job the old one, and the rewrite catches
+	// those that did.
+	select {
+	case <-time.After(partitionSettle):
+	case <-ctx.Done():
+		return fmt.Errorf("bucketed: the limits of queue %q are set, but its jobs' partitions were not rewritten (run it again): %w", queue, ctx.Err())
+	}
 	if _, err := q.RepartitionJobs(ctx, queue); err != nil {
 		return fmt.Errorf("bucketed: the limits of queue %q are set, but its jobs' partitions were not all rewritten (run it again): %w", queue, err)
 	}
 	return nil
 }
+
+// partitionSettle is how long SetLimits waits after a change of a queue's
+// partitioning before it rewrites the jobs' partitions: every Queue reads
+// it again within limitsMaxAge (a second more for the read itself).
+var partitionSettle = limitsMaxAge + time.Second
 
 // repartitionBatch is how many jobs one statement of RepartitionJobs reads.
 const repartitionBatch = 5000

@@ -217,7 +217,8 @@ func smallStarts(t *testing.T, limits bucketed.Limits, large, small int) []int {
 // TestRepartitionOnChange: jobs enqueued before their queue was
 // partitioned get their partitions when it is; changing what the queue is
 // partitioned by rewrites them, a partition key given at insert winning;
-// removing the partitioning clears them. Bad partitionings are refused
+// removing the partitioning clears them; a job inserted with a stale view
+// of the partitioning gets its partition from RepartitionJobs. Bad partitionings are refused
 // with a usage error and change nothing.
 func TestRepartitionOnChange(t *testing.T) {
 	t.Parallel()
@@ -260,6 +261,22 @@ func TestRepartitionOnChange(t *testing.T) {
 	mustEnqueue(t, q, skiplock.NewJob{Kind: "push"})
 	if got := partitions(); got != "mail,sms,vip,push" {
 		t.Errorf("a job enqueued into a queue partitioned by kind: partitions %s; want mail,sms,vip,push", got)
+	}
+	// Another process that read the queue before it was partitioned, and
+	// inserts before it reads it again (within limitsMaxAge; SetLimits
+	// waits that long before its rewrite): RepartitionJobs gives its job
+	// the partition.
+	other := queueOn(t, db, name, nil)
+	mustEnqueue(t, other, skiplock.NewJob{Queue: "other", Kind: "a"})
+	if err := q.SetLimits(ctx, "other", bucketed.Limits{PartitionBy: "kind"}); err != nil {
+		t.Fatal(err)
+	}
+	mustEnqueue(t, other, skiplock.NewJob{Queue: "other", Kind: "b"})
+	if got := partitions(); got != "mail,sms,vip,push,a,<null>" {
+		t.Errorf("a job enqueued by a process with a stale view: partitions %s; want the last one without", got)
+	}
+	if n, err := q.RepartitionJobs(ctx, "other"); err != nil || n != 1 || partitions() != "mail,sms,vip,push,a,b" {
+		t.Errorf("RepartitionJobs: %d changed, %v, partitions %s; want the stale job given its partition", n, err, partitions())
 	}
 	for _, bad := range []bucketed.Limits{
 		{PartitionBy: "tenant"},

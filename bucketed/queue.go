@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
-	"github.com/skiplock/skiplock/internal/copyio"
 	"github.com/skiplock/skiplock/internal/queryrows"
 	"github.com/skiplock/skiplock/internal/queuecfg"
 	"github.com/skiplock/skiplock/internal/usage"
@@ -154,7 +153,7 @@ func (q *Queue) runGeneric(ctx context.Context, fn func(ctx context.Context, tx 
 // already holds, it adds nothing and says so in Enqueued.Duplicate, with
 // that job's id. Bad input returns a usage error and changes nothing.
 func (q *Queue) Enqueue(ctx context.Context, job skiplock.NewJob) (skiplock.Enqueued, error) {
-	args, err := q.insertArgs([]skiplock.NewJob{job}, 0)
+	args, err := q.insertArgs(ctx, []skiplock.NewJob{job}, 0)
 	if err != nil {
 		return skiplock.Enqueued{}, err
 	}
@@ -191,7 +190,7 @@ func (q *Queue) Enqueue(ctx context.Context, job skiplock.NewJob) (skiplock.Enqu
 func (q *Queue) EnqueueMany(ctx context.Context, jobs []skiplock.NewJob) (int, error) {
 	batches := make([]insertParams, 0, len(jobs)/q.cfg.EnqueueBatch+1)
 	for i := 0; i < len(jobs); i += q.cfg.EnqueueBatch {
-		args, err := q.insertArgs(jobs[i:min(i+q.cfg.EnqueueBatch, len(jobs))], i)
+		args, err := q.insertArgs(ctx, jobs[i:min(i+q.cfg.EnqueueBatch, len(jobs))], i)
 		if err != nil {
 			return 0, err
 		}
@@ -204,11 +203,10 @@ func (q *Queue) EnqueueMany(ctx context.Context, jobs []skiplock.NewJob) (int, e
 		for _, args := range batches {
 			var n int
 			var err error
-			var c copyio.Copier
-			if c, err = q.copier(ctx, tx, args); err == nil && c != nil {
+			if c := q.copier(tx, args); c != nil {
 				_, err = q.copyJobs(ctx, tx, c, args, false)
 				n = len(args.Queues)
-			} else if err == nil {
+			} else {
 				n, err = execCount(ctx, tx, q.sql.insert, args.args()...)
 			}
 			if err != nil {
@@ -262,15 +260,11 @@ func (q *Queue) EnqueueNotify(ctx context.Context, db skiplock.Querier, channel 
 	if db == nil {
 		return nil, usage.Errorf("bucketed.EnqueueIn: db is nil: pass the pool or the transaction the jobs belong to")
 	}
-	args, err := q.insertArgs(jobs, 0)
+	args, err := q.insertArgs(ctx, jobs, 0)
 	if err != nil {
 		return nil, err
 	}
-	c, err := q.copier(ctx, db, args)
-	if err != nil {
-		return nil, fmt.Errorf("bucketed: enqueue %d job(s): %w", len(jobs), err)
-	}
-	if c != nil {
+	if c := q.copier(db, args); c != nil {
 		ids, err := q.copyJobs(ctx, db, c, args, true)
 		if err == nil && channel != "" {
 			_, err = db.Exec(ctx, q.sql.notify, channel, distinct(args.Queues))
@@ -313,15 +307,18 @@ func distinct(s []string) []string {
 	return out
 }
 
-// insertArgs validates jobs and turns them into the INSERT's arrays. Errors
-// name a job by its index plus first, its place in the caller's slice.
-func (q *Queue) insertArgs(jobs []skiplock.NewJob, first int) (insertParams, error) {
+// insertArgs validates jobs and turns them into the INSERT's arrays, each
+// job with its queue's partitioning as this Queue last read it
+// (limitsFor). Errors name a job by its index plus first, its place in the
+// caller's slice.
+func (q *Queue) insertArgs(ctx context.Context, jobs []skiplock.NewJob, first int) (insertParams, error) {
 	n := len(jobs)
 	queues, payloads := make([]string, n), make([]string, n)
 	prios, maxAtt := make([]int16, n), make([]int32, n)
 	runAt, keys := make([]*time.Time, n), make([]*string, n)
 	kinds, meta := make([]string, n), make([]string, n)
-	parts := make([]*string, n)
+	parts, bys := make([]*string, n), make([]*string, n)
+	var by *string // the partitioning of the queue of the job before
 	for i := range jobs {
 		j := jobs[i] // a copy: Normalize fills defaults
 		if j.Queue == "" {
@@ -346,9 +343,16 @@ func (q *Queue) insertArgs(jobs []skiplock.NewJob, first int) (insertParams, err
 			k := j.PartitionKey
 			parts[i] = &k
 		}
+		if i == 0 || j.Queue != queues[i-1] {
+			by = nil
+			if b := q.limitsFor(ctx, j.Queue).PartitionBy; b != "" {
+				by = &b
+			}
+		}
+		bys[i] = by
 	}
 	return insertParams{Queues: queues, Payloads: payloads, Priorities: prios, RunAts: runAt, MaxAttempts: maxAtt, UniqueKeys: keys, Kinds: kinds, Metadata: meta,
-		PartitionKeys: parts}, nil
+		PartitionKeys: parts, PartitionBys: bys}, nil
 }
 
 func execCount(ctx context.Context, q skiplock.Querier, sql string, args ...any) (int, error) {

@@ -122,9 +122,9 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		"next_partition": `SELECT j."partition" FROM ` + table + ` AS j
     WHERE j."queue" = $1 AND j."status" = 'Queued' AND j."partition" IS NOT NULL AND j."run_at" <= now() AND j."partition"`,
 		"next_partition_end": `ORDER BY j."partition" LIMIT 1`,
-		// insert's: the job's partition in its queue's partitioning, the
-		// queue's row joined as qs.
-		"insert_partition": partitionOf(`qs."partition_by"`, "u.pk", "u.k", "u.p::JSONB"),
+		// insert's: the job's partition in its queue's partitioning, as
+		// the inserting Queue last read it (u.pb).
+		"insert_partition": partitionOf("u.pb", "u.pk", "u.k", "u.p::JSONB"),
 		// partitions_rewrite's: the same of job j, its queue's row read.
 		"job_partition": partitionOf(`(SELECT "partition_by" FROM `+queueState+` WHERE "name" = $1)`, `j."partition_key"`, `j."kind"`, `j."payload"`),
 		"lease_start":   "now()",
@@ -297,7 +297,6 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		"slots_adopt":                &s.slotsAdopt,
 		"slots_held":                 &s.slotsHeld,
 		"partition_counts":           &s.partitionCounts,
-		"queues_partitioned":         &s.queuesPartitioned,
 	})
 	if err == nil {
 		// The claim once more, with the gate a limited queue passes.
@@ -346,7 +345,7 @@ func (s *statements) all() []string {
 		s.completedWith, s.deleteFinished, s.stats, s.pending, s.backlog, s.lookup, s.claimedBy, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID, s.reserveIDs, s.notify,
 		s.completeDelete, s.completedWithDelete, s.claimHeld, s.holdOpen, s.holdClose, s.holdExists,
 		s.heldComplete, s.heldCompleteDelete, s.heldFail, s.heldSnooze,
-		s.claimLimited, s.claimPartitioned, s.partitionsRewrite, s.limitsTake, s.slotsFree, s.limitsUse, s.slotsMake, s.tokensMake, s.queueLimits, s.limitsSet, s.slotsHeld, s.partitionCounts, s.queuesPartitioned, s.slotsLock, s.slotsAdopt}, func(sql string) bool { return sql == "" })
+		s.claimLimited, s.claimPartitioned, s.partitionsRewrite, s.limitsTake, s.slotsFree, s.limitsUse, s.slotsMake, s.tokensMake, s.queueLimits, s.limitsSet, s.slotsHeld, s.partitionCounts, s.slotsLock, s.slotsAdopt}, func(sql string) bool { return sql == "" })
 }
 
 // claimParams are the claim's parameters.
@@ -384,9 +383,13 @@ type insertParams struct {
 	Metadata    []string
 	// PartitionKeys: a nil element, none (NewJob.PartitionKey).
 	PartitionKeys []*string
+	// PartitionBys are the jobs' queues' partitionings as the Queue last
+	// read them (a nil element: not partitioned): the insert gives each
+	// job its partition from it, with no read of the queue's row.
+	PartitionBys []*string
 }
 
 // args lists p in insert's $n order.
 func (p insertParams) args() []any {
-	return []any{p.Queues, p.Payloads, p.Priorities, p.RunAts, p.MaxAttempts, p.UniqueKeys, p.Kinds, p.Metadata, p.PartitionKeys}
+	return []any{p.Queues, p.Payloads, p.Priorities, p.RunAts, p.MaxAttempts, p.UniqueKeys, p.Kinds, p.Metadata, p.PartitionKeys, p.PartitionBys}
 }

@@ -36,6 +36,44 @@ type Queue struct {
 	// Paused says workers do not claim the queue's jobs (in either
 	// layout: a pause names a queue, not a layout).
 	Paused bool `json:"paused"`
+	// Limits are the queue's flow control (`skiplock queues configure`),
+	// on its bucketed row; absent where it has none.
+	Limits *QueueLimits `json:"limits,omitempty"`
+}
+
+// QueueLimits are a queue's limits as the listing shows them
+// (bucketed.Limits): each null where unset.
+type QueueLimits struct {
+	Concurrency      *int     `json:"concurrency"`
+	LocalConcurrency *int     `json:"local_concurrency"`
+	Rate             *int     `json:"rate"`
+	RatePeriodS      *float64 `json:"rate_period_s"`
+	PartitionBy      *string  `json:"partition_by"`
+	Fair             bool     `json:"fair"`
+}
+
+// Text says the limits in a few words, as the dashboard shows them.
+func (l *QueueLimits) Text() string {
+	var parts []string
+	if l.Concurrency != nil {
+		per := ""
+		if l.PartitionBy != nil {
+			per = " per " + *l.PartitionBy
+		}
+		parts = append(parts, fmt.Sprintf("%d at once%s", *l.Concurrency, per))
+	} else if l.PartitionBy != nil {
+		parts = append(parts, "by "+*l.PartitionBy)
+	}
+	if l.Fair {
+		parts = append(parts, "fair")
+	}
+	if l.LocalConcurrency != nil {
+		parts = append(parts, fmt.Sprintf("%d per process", *l.LocalConcurrency))
+	}
+	if l.Rate != nil && l.RatePeriodS != nil {
+		parts = append(parts, fmt.Sprintf("%d per %v", *l.Rate, time.Duration(*l.RatePeriodS*float64(time.Second))))
+	}
+	return strings.Join(parts, ", ")
 }
 
 // QueueKey names one row of the queues listing: a queue in one layout.
@@ -201,6 +239,7 @@ type queueListing struct {
 	layouts   map[string]map[schema.Layout]bool
 	anyLayout map[string]bool
 	paused    map[string]bool
+	limits    map[string]*QueueLimits
 	// counts and oldest are the samples' figures and the queued counts.
 	counts map[QueueKey]map[string]int64
 	oldest map[QueueKey]time.Time
@@ -226,7 +265,7 @@ func (a *Admin) newQueueListing(f QueueFilter) (*queueListing, error) {
 		return nil, usage.Errorf("limit %d: use 1 to %d", f.Limit, MaxQueueLimit)
 	}
 	l := &queueListing{a: a, pageSize: f.Limit, per: f.Limit + 1, limit: a.countCap + 1, now: time.Now(),
-		layouts: map[string]map[schema.Layout]bool{}, anyLayout: map[string]bool{}, paused: map[string]bool{},
+		layouts: map[string]map[schema.Layout]bool{}, anyLayout: map[string]bool{}, paused: map[string]bool{}, limits: map[string]*QueueLimits{},
 		counts: map[QueueKey]map[string]int64{}, oldest: map[QueueKey]time.Time{}, capped: map[QueueKey]map[string]bool{},
 		cappedAll: map[schema.Layout][]string{}, totals: map[string]int64{}}
 	if f.After != "" {
@@ -380,7 +419,8 @@ func (l *queueListing) readFanout(ctx context.Context) error {
 	return nil
 }
 
-// readStates reads the names operators paused or resumed: one statement.
+// readStates reads the names operators paused, resumed or configured, and
+// their limits: one statement.
 func (l *queueListing) readStates(ctx context.Context) error {
 	rows, err := l.a.db.Query(ctx, l.a.sql["queue_page_states"], l.after.Name, l.per)
 	if err != nil {
@@ -391,11 +431,20 @@ func (l *queueListing) readStates(ctx context.Context) error {
 	for rows.Next() {
 		var name string
 		var paused bool
-		if err := rows.Scan(&name, &paused); err != nil {
+		var lim QueueLimits
+		var periodMS *int64
+		if err := rows.Scan(&name, &paused, &lim.Concurrency, &lim.LocalConcurrency, &lim.Rate, &periodMS, &lim.PartitionBy, &lim.Fair); err != nil {
 			return err
 		}
 		names = append(names, name)
 		l.paused[name] = paused
+		if periodMS != nil {
+			s := float64(*periodMS) / 1000
+			lim.RatePeriodS = &s
+		}
+		if lim.Text() != "" {
+			l.limits[name] = &lim
+		}
 	}
 	if err := rows.Err(); err != nil {
 		return err
@@ -548,6 +597,9 @@ func (l *queueListing) readQueued(ctx context.Context, keys []QueueKey) error {
 // row is the page's row of k.
 func (l *queueListing) row(k QueueKey) Queue {
 	q := Queue{Name: k.Name, Layout: k.Layout, Counts: map[string]int64{}, Paused: l.paused[k.Name]}
+	if k.Layout == schema.LayoutBucketed {
+		q.Limits = l.limits[k.Name] // fanout's claims do not read them
+	}
 	for st, n := range l.counts[k] {
 		q.Counts[st] = n
 	}

@@ -32,7 +32,7 @@ type statements struct {
 	slotsMake, tokensMake                                 string
 	queueLimits, limitsSet                                string
 	slotsLock, slotsAdopt                                 string
-	slotsHeld, partitionCounts, queuesPartitioned         string
+	slotsHeld, partitionCounts                            string
 	complete, fail, cancel, release, extend, extendIDs    string
 	snooze                                                string
 	insertNotify                                          string // insert with its notifications (sqltext.WithNotify)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
+	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/client"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/maintenance"
@@ -200,6 +201,34 @@ func TestBrowser(t *testing.T) {
 			}
 			if completed != c || failed != fl {
 				t.Errorf("window %s since %s: the page shows %d completed, %d failed; the rollups hold %d, %d", w, since, completed, failed, c, fl)
+			}
+		}
+	})
+
+	t.Run("limits on the overview", func(t *testing.T) {
+		// A configured queue's limits show beside its status, as `queues
+		// show` would say them; the API lists them; a queue without has
+		// none shown. (A server of its own: the first caches its pages.)
+		ctx := tab(t, browser)
+		lim := bucketed.Limits{Concurrency: 5, LocalConcurrency: 2, Rate: 50, RatePeriod: time.Second}
+		if err := f.adm(t).SetQueueLimits(context.Background(), "limited", lim); err != nil {
+			t.Fatal(err)
+		}
+		_, fresh := f.serve(t, ui.Config{})
+		var shown map[string]string
+		run(t, ctx, chromedp.Navigate(fresh.URL+"/"), chromedp.WaitVisible("#queues", chromedp.ByQuery),
+			chromedp.Evaluate(`Object.fromEntries([...document.querySelectorAll('#queues tbody tr[data-queue]')].map(tr =>
+				[tr.dataset.queue + '/' + tr.dataset.layout, (tr.querySelector('[data-limits]') || {textContent: ''}).textContent.trim()]))`, &shown))
+		if shown["limited/bucketed"] != "5 at once, 2 per process, 50 per 1s" || shown["emails/bucketed"] != "" {
+			t.Errorf("the overview shows limits %v; want limited's 5 at once, 2 per process, 50 per 1s, and none for emails", shown)
+		}
+		var api struct {
+			Queues []admin.Queue `json:"queues"`
+		}
+		getJSON(t, fresh.URL+"/api/queues", &api)
+		for _, q := range api.Queues {
+			if q.Name == "limited" && (q.Limits == nil || q.Limits.Concurrency == nil || *q.Limits.Concurrency != 5) {
+				t.Errorf("/api/queues: limited's limits %+v; want the concurrency 5", q.Limits)
 			}
 		}
 	})

@@ -50,6 +50,7 @@ type QueueLimits struct {
 	RatePeriodS      *float64 `json:"rate_period_s"`
 	PartitionBy      *string  `json:"partition_by"`
 	Fair             bool     `json:"fair"`
+	Sequential       bool     `json:"sequential"`
 }
 
 // Text says the limits in a few words, as the dashboard shows them.
@@ -66,6 +67,9 @@ func (l *QueueLimits) Text() string {
 	}
 	if l.Fair {
 		parts = append(parts, "fair")
+	}
+	if l.Sequential {
+		parts = append(parts, "in sequences")
 	}
 	if l.LocalConcurrency != nil {
 		parts = append(parts, fmt.Sprintf("%d per process", *l.LocalConcurrency))
@@ -433,7 +437,7 @@ func (l *queueListing) readStates(ctx context.Context) error {
 		var paused bool
 		var lim QueueLimits
 		var periodMS *int64
-		if err := rows.Scan(&name, &paused, &lim.Concurrency, &lim.LocalConcurrency, &lim.Rate, &periodMS, &lim.PartitionBy, &lim.Fair); err != nil {
+		if err := rows.Scan(&name, &paused, &lim.Concurrency, &lim.LocalConcurrency, &lim.Rate, &periodMS, &lim.PartitionBy, &lim.Fair, &lim.Sequential); err != nil {
 			return err
 		}
 		names = append(names, name)

@@ -267,8 +267,8 @@ RETURNING /* TEMPLATE: job_columns */;
 -- turn from the cursor $3 (those after it, then from the first up to it),
 -- at most $4 of them, by a loose scan of jobs_partition (one probe per
 -- partition), and each is reported as ('part', partition, limit or -1)
--- before its slots, after one ('partitioned', '', 1 with fair turns, else
--- 0). A partition's slot rows are made here when its last is missing (the
+-- before its slots, after one ('partitioned', '', flags: 1 fair turns, 2
+-- sequences). A sequential queue's partitions have a limit of 1. A partition's slot rows are made here when its last is missing (the
 -- insert's rows are not visible to this statement: the next claim takes
 -- them). At most $2 slots are taken in all, the partitions' in the order
 -- visited (on CockroachDB, whose top-k over a locking join locks every row
@@ -292,7 +292,7 @@ RETURNING /* TEMPLATE: job_columns */;
 -- free here (the row is re-read when locked, the job it names is not):
 -- slots_free checks each slot again.
 WITH RECURSIVE lim AS (SELECT "concurrency" AS n, GREATEST("slots", "concurrency") AS made, "rate_limit" AS r, "rate_period_ms" AS per,
-    "partition_by" AS pb, "partition_limits" AS pl, "fair" AS fair
+    "partition_by" AS pb, "partition_limits" AS pl, "fair" AS fair, "sequential" AS seq
   FROM /* TEMPLATE: queue_state */ WHERE "name" = $1 AND NOT "paused"),
 fwd (p, d) AS (
   SELECT (/* TEMPLATE: next_partition */ > $3::TEXT /* TEMPLATE: next_partition_end */), 1::INT4 WHERE EXISTS (SELECT 1 FROM lim WHERE pb IS NOT NULL)
@@ -304,7 +304,7 @@ wrap (p, d) AS (
   UNION ALL
   SELECT (/* TEMPLATE: next_partition */ > w.p AND j."partition" <= $3::TEXT /* TEMPLATE: next_partition_end */), (w.d + 1)::INT4
     FROM wrap AS w WHERE w.p IS NOT NULL AND w.d < $4::INT4),
-parts AS (SELECT x.p, x.d, COALESCE(((SELECT pl FROM lim) ->> x.p)::INT4, (SELECT n FROM lim)) AS n
+parts AS (SELECT x.p, x.d, CASE WHEN (SELECT seq FROM lim) THEN 1 ELSE COALESCE(((SELECT pl FROM lim) ->> x.p)::INT4, (SELECT n FROM lim)) END AS n
     FROM (SELECT p, d FROM fwd UNION ALL SELECT p, d FROM wrap) AS x WHERE x.p IS NOT NULL
   UNION ALL SELECT '', 0::INT4, n FROM lim WHERE pb IS NULL AND n IS NOT NULL),
 made AS (INSERT INTO /* TEMPLATE: slot_table */ ("queue", "partition", "slot")
@@ -327,7 +327,7 @@ tokens AS (SELECT t."token" FROM /* TEMPLATE: rate_table */ AS t
   WHERE t."queue" = $1 AND t."partition" = '' AND /* TEMPLATE: token_range */
     AND (t."used_at" IS NULL OR t."used_at" <= clock_timestamp() - (SELECT per::FLOAT8 + LEAST(per::FLOAT8 / 10, 100) FROM lim) * INTERVAL '1 millisecond')
   LIMIT $2 FOR UPDATE OF t SKIP LOCKED)
-SELECT 'partitioned', '', (CASE WHEN fair THEN 1 ELSE 0 END)::INT4, -1::INT4 FROM lim WHERE pb IS NOT NULL
+SELECT 'partitioned', '', (CASE WHEN fair THEN 1 ELSE 0 END + CASE WHEN seq THEN 2 ELSE 0 END)::INT4, -1::INT4 FROM lim WHERE pb IS NOT NULL
 UNION ALL SELECT 'part', p, COALESCE(n, -1)::INT4, d FROM parts WHERE p IS NOT NULL AND EXISTS (SELECT 1 FROM lim WHERE pb IS NOT NULL)
 UNION ALL SELECT 'slot', p, "slot", d FROM slots
 UNION ALL SELECT 'slot', p, "slot", d FROM part_slots
@@ -359,6 +359,21 @@ UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Running', "attempts" = j."atte
 FROM (/* TEMPLATE: partition_branches */) AS c
 WHERE j."id" = c."id"
 RETURNING /* TEMPLATE: job_columns */, j."partition";
+
+-- name: claim_sequence_branch
+-- A sequential queue's branch (rendered into claim_partitioned in place
+-- of claim_partition_branch: claim_sequenced): partition $5[i]'s first
+-- Queued job in insert order (id), locked, taken only if it is due. A
+-- failed job waiting out its backoff is that first job, so the sequence
+-- waits for it. No SKIP LOCKED: the partition's one slot, which this claim
+-- holds, keeps every other claim off the partition; a row another
+-- statement changed meanwhile is re-read, and passed over if it is no
+-- longer Queued.
+SELECT "id" FROM (SELECT "id", "run_at" FROM /* TEMPLATE: table */
+  WHERE "status" = 'Queued' AND "queue" = $1 AND "partition" = ($5::TEXT[])[/* TEMPLATE: branch */]
+    AND /* TEMPLATE: claim_gate */ $1)
+  ORDER BY "id" LIMIT LEAST(COALESCE(($6::INT4[])[/* TEMPLATE: branch */], 0), 1) FOR UPDATE) AS b/* TEMPLATE: branch */
+WHERE b/* TEMPLATE: branch */."run_at" <= now()
 
 -- name: claim_partition_branch
 SELECT "id" FROM (SELECT "id" FROM /* TEMPLATE: table */
@@ -417,10 +432,11 @@ ON CONFLICT ("queue", "partition", "slot") DO NOTHING;
 -- partitioned), per process (local_concurrency) and its rate (rate_limit
 -- per rate_period_ms), each null when unset, how many slot rows it has,
 -- whether it is paused, its partitioning (null: none), whether its claims
--- share out among partitions, and partitions' own limits (a JSON object
--- as text, null: none); no row when the queue was never paused or
+-- share out among partitions, partitions' own limits (a JSON object as
+-- text, null: none), and whether its partitions are sequences; no row when the queue was never paused or
 -- configured.
-SELECT "concurrency", "local_concurrency", "slots", "paused", "rate_limit", "rate_period_ms", "partition_by", "fair", "partition_limits"::TEXT
+SELECT "concurrency", "local_concurrency", "slots", "paused", "rate_limit", "rate_period_ms", "partition_by", "fair", "partition_limits"::TEXT,
+  "sequential"
 FROM /* TEMPLATE: queue_state */ WHERE "name" = $1;
 
 -- name: slots_lock
@@ -448,16 +464,16 @@ RETURNING "slot";
 -- name: limits_set
 -- Sets queue $1's limits ($2 global, $3 per process, $5 starts per $6
 -- milliseconds; null: none), its partitioning ($7, null: none), fair
--- turns ($8) and partitions' own limits ($9, a JSON object, null: none),
--- and raises its count of slot rows to $4 and of rate tokens to $5; its
+-- turns ($8), partitions' own limits ($9, a JSON object, null: none) and
+-- sequences ($10), and raises its count of slot rows to $4 and of rate tokens to $5; its
 -- paused flag stays as it is.
 INSERT INTO /* TEMPLATE: queue_state */ AS q ("name", "concurrency", "local_concurrency", "slots", "rate_limit", "rate_period_ms", "rate_tokens",
-  "partition_by", "fair", "partition_limits", "updated_at")
-VALUES ($1, $2::INT4, $3::INT4, $4::INT4, $5::INT4, $6::INT8, COALESCE($5::INT4, 0), $7::TEXT, $8::BOOLEAN, $9::TEXT::JSONB, now())
+  "partition_by", "fair", "partition_limits", "sequential", "updated_at")
+VALUES ($1, $2::INT4, $3::INT4, $4::INT4, $5::INT4, $6::INT8, COALESCE($5::INT4, 0), $7::TEXT, $8::BOOLEAN, $9::TEXT::JSONB, $10::BOOLEAN, now())
 ON CONFLICT ("name") DO UPDATE SET "concurrency" = excluded."concurrency", "local_concurrency" = excluded."local_concurrency",
   "slots" = GREATEST(q."slots", excluded."slots"), "rate_limit" = excluded."rate_limit", "rate_period_ms" = excluded."rate_period_ms",
   "rate_tokens" = GREATEST(q."rate_tokens", excluded."rate_tokens"), "partition_by" = excluded."partition_by", "fair" = excluded."fair",
-  "partition_limits" = excluded."partition_limits", "updated_at" = excluded."updated_at";
+  "partition_limits" = excluded."partition_limits", "sequential" = excluded."sequential", "updated_at" = excluded."updated_at";
 
 -- name: partitions_rewrite
 -- One batch of a changed partitioning: the Queued and Running jobs of

@@ -52,12 +52,19 @@ type Limits struct {
 	// backlog of another; without it a claim fills up from the first
 	// partitions it visits. Only with PartitionBy.
 	Fair bool
+	// Sequential makes each partition a sequence: one job at a time (a
+	// limit of 1, whatever Concurrency says), in insert order (by id,
+	// priority aside); a failed job holds its sequence until it succeeds
+	// or is dead (failed for good, or canceled), and then the next starts.
+	// A sequence key is a partition key (NewJob.PartitionKey, with
+	// PartitionBy "key"), or any partitioning's. Only with PartitionBy.
+	Sequential bool
 }
 
 // IsZero reports whether l sets no limit and no partitioning.
 func (l Limits) IsZero() bool {
 	return l.Concurrency == 0 && l.LocalConcurrency == 0 && l.Rate == 0 && l.RatePeriod == 0 &&
-		l.PartitionBy == "" && len(l.PartitionLimits) == 0 && !l.Fair
+		l.PartitionBy == "" && len(l.PartitionLimits) == 0 && !l.Fair && !l.Sequential
 }
 
 // limited says whether claims of a queue with these limits take slots or
@@ -222,7 +229,8 @@ func (q *Queue) readLimits(ctx context.Context, queue string) (LimitsState, erro
 	var periodMS *int64
 	var by, partLimits *string
 	var st LimitsState
-	err := q.db.QueryRow(ctx, q.sql.queueLimits, queue).Scan(&global, &local, &st.Slots, &st.Paused, &rate, &periodMS, &by, &st.Fair, &partLimits)
+	err := q.db.QueryRow(ctx, q.sql.queueLimits, queue).Scan(&global, &local, &st.Slots, &st.Paused, &rate, &periodMS, &by, &st.Fair, &partLimits,
+		&st.Sequential)
 	if errors.Is(err, skiplock.ErrNoRows) {
 		return LimitsState{}, nil
 	}
@@ -323,7 +331,11 @@ func (q *Queue) claimPartitioned(ctx context.Context, tx skiplock.Tx, p claimPar
 	if len(parts) == 0 {
 		return nil, cut, nil
 	}
-	claimed, err := claimRowsEach(ctx, tx, q.sql.claimPartitioned, []any{p.Queue, p.Owner, p.Token, p.LeaseSeconds, parts, quotas},
+	sql := q.sql.claimPartitioned
+	if took.sequential {
+		sql = q.sql.claimSequenced
+	}
+	claimed, err := claimRowsEach(ctx, tx, sql, []any{p.Queue, p.Owner, p.Token, p.LeaseSeconds, parts, quotas},
 		func(c *claimedJob, partition *string) {
 			if partition != nil {
 				c.partition = *partition
@@ -333,16 +345,16 @@ func (q *Queue) claimPartitioned(ctx context.Context, tx skiplock.Tx, p claimPar
 }
 
 // limitsTaken is what limits_take and slots_free found: whether the queue
-// is partitioned (and fair), its ready partitions in the order visited,
+// is partitioned (and fair, or sequential), its ready partitions in the order visited,
 // the free slots locked for each partition ("" where it is not
 // partitioned), and the rate tokens locked. noSlots and noRate say that
 // the queue has no global limit or no rate.
 type limitsTaken struct {
-	partitioned, fair bool
-	parts             []partitionTaken
-	slots             map[string][]int32
-	tokens            []int32
-	noSlots, noRate   bool
+	partitioned, fair, sequential bool
+	parts                         []partitionTaken
+	slots                         map[string][]int32
+	tokens                        []int32
+	noSlots, noRate               bool
 }
 
 // partitionTaken is a ready partition and its global limit (0: none).
@@ -414,7 +426,7 @@ func (q *Queue) takeLimits(ctx context.Context, tx skiplock.Tx, queue string, n 
 		}
 		switch {
 		case kind == "partitioned":
-			t.partitioned, t.fair = true, k == 1
+			t.partitioned, t.fair, t.sequential = true, k&1 != 0, k&2 != 0
 		case kind == "part":
 			t.parts = append(t.parts, partitionTaken{name: part, limit: max(int(k), 0)})
 		case kind == "slot" && k < 0:
@@ -539,7 +551,7 @@ func (q *Queue) SetLimits(ctx context.Context, queue string, l Limits) error {
 			periodMS = &ms
 		}
 		if _, err := tx.Exec(ctx, q.sql.limitsSet, queue, null(l.Concurrency), null(l.LocalConcurrency), slots, null(l.Rate), periodMS,
-			by, l.Fair, partLimits); err != nil {
+			by, l.Fair, partLimits, l.Sequential); err != nil {
 			return err
 		}
 		if unpartitioned {
@@ -625,8 +637,8 @@ const MaxPartitionFieldLen = 255
 func (l Limits) checkPartitions() error {
 	field, isArgs := strings.CutPrefix(l.PartitionBy, "args.")
 	switch {
-	case l.PartitionBy == "" && (len(l.PartitionLimits) > 0 || l.Fair):
-		return usage.Errorf("partition limits and fair turns need a partitioning: add --partition-by kind, key or args.FIELD")
+	case l.PartitionBy == "" && (len(l.PartitionLimits) > 0 || l.Fair || l.Sequential):
+		return usage.Errorf("partition limits, fair turns and sequences need a partitioning: add --partition-by kind, key or args.FIELD")
 	case l.PartitionBy == "", l.PartitionBy == "kind", l.PartitionBy == "key":
 	case !isArgs:
 		return usage.Errorf("partition by %q: use kind, key (the key given at insert) or args.FIELD (a top-level field of the job's args)", l.PartitionBy)

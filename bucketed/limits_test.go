@@ -49,25 +49,7 @@ func TestGlobalConcurrencyLimitAcrossWorkers(t *testing.T) {
 		done.Add(1)
 		return nil
 	}
-	var workers []*bucketed.Worker
-	for range 3 {
-		w, err := queueOn(t, db, name, cfg).NewWorker(&bucketed.WorkerConfig{
-			Workers: 8, Prefetch: 8, IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond, Handler: handler,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		workers = append(workers, w)
-	}
-	testdb.WaitFor(t, "every job done", time.Minute, func() bool { return done.Load() == total })
-	for _, w := range workers {
-		if err := w.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	workThree(t, ctx, db, name, cfg, &bucketed.WorkerConfig{Workers: 8, Prefetch: 8, IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond, Handler: handler}, "every job done", func() bool { return done.Load() == total })
 	if m := most.Load(); m != limit {
 		t.Errorf("at most %d handlers ran at once; want the limit, %d, reached and never passed", m, limit)
 	}
@@ -233,29 +215,11 @@ func TestRateLimitAcrossWorkers(t *testing.T) {
 		mu.Unlock()
 		return nil
 	}
-	var workers []*bucketed.Worker
-	for range 3 {
-		w, err := queueOn(t, db, name, cfg).NewWorker(&bucketed.WorkerConfig{
-			Workers: capacity, Prefetch: -1, IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond, Handler: handler,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		workers = append(workers, w)
-	}
-	testdb.WaitFor(t, "every job started", time.Minute, func() bool {
+	workThree(t, ctx, db, name, cfg, &bucketed.WorkerConfig{Workers: capacity, Prefetch: -1, IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond, Handler: handler}, "every job started", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return len(starts) >= total
 	})
-	for _, w := range workers {
-		if err := w.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
 	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
 	most := 0
 	for i := range starts {
@@ -269,5 +233,30 @@ func TestRateLimitAcrossWorkers(t *testing.T) {
 	}
 	if min := time.Duration(total/rate-1) * period * 9 / 10; span < min {
 		t.Errorf("the claims spanned %v; at %d per %v they need at least %v", span, rate, period, min)
+	}
+}
+
+// workThree works schema name's jobs with three Workers of wcfg, each on a
+// Queue of its own (cfg) as three processes would be, until until holds
+// (what names it), and stops them.
+func workThree(t *testing.T, ctx context.Context, db *skiplock.DB, name string, cfg *bucketed.Config, wcfg *bucketed.WorkerConfig, what string, until func() bool) {
+	t.Helper()
+	var workers []*bucketed.Worker
+	for range 3 {
+		c := *wcfg
+		w, err := queueOn(t, db, name, cfg).NewWorker(&c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		workers = append(workers, w)
+	}
+	testdb.WaitFor(t, what, time.Minute, until)
+	for _, w := range workers {
+		if err := w.Stop(ctx); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -71,14 +71,8 @@ func tenantOf(j *skiplock.Job) string {
 func TestPartitionLimitsAcrossWorkers(t *testing.T) {
 	t.Parallel()
 	const each = 20
-	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 30})
-	_, name := testdb.MigratedOn(t, db, nil, schema.LayoutBucketed)
-	cfg := &bucketed.Config{RetryBase: 5 * time.Millisecond, RetryMax: 10 * time.Millisecond, VisibilityTimeout: 10 * time.Second}
-	q := queueOn(t, db, name, cfg)
+	db, name, cfg, q := limitedQueue(t, bucketed.Limits{Concurrency: 2, PartitionBy: "args.tenant", PartitionLimits: map[string]int{"c": 1}})
 	ctx := ctxT(t)
-	if err := q.SetLimits(ctx, "default", bucketed.Limits{Concurrency: 2, PartitionBy: "args.tenant", PartitionLimits: map[string]int{"c": 1}}); err != nil {
-		t.Fatal(err)
-	}
 	jobs := append(tenantJobs("default", each, "a", "b", "c", "d"), nJobs(each, "default")...)
 	mustEnqueue(t, q, jobs...)
 	counter := newPartitionCounter()
@@ -93,25 +87,7 @@ func TestPartitionLimitsAcrossWorkers(t *testing.T) {
 		done.Add(1)
 		return nil
 	}
-	var workers []*bucketed.Worker
-	for range 3 {
-		w, err := queueOn(t, db, name, cfg).NewWorker(&bucketed.WorkerConfig{
-			Workers: 10, Prefetch: 10, IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond, Handler: handler,
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := w.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		workers = append(workers, w)
-	}
-	testdb.WaitFor(t, "every job done", time.Minute, func() bool { return done.Load() == int64(len(jobs)) })
-	for _, w := range workers {
-		if err := w.Stop(ctx); err != nil {
-			t.Fatal(err)
-		}
-	}
+	workThree(t, ctx, db, name, cfg, &bucketed.WorkerConfig{Workers: 10, Prefetch: 10, IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond, Handler: handler}, "every job done", func() bool { return done.Load() == int64(len(jobs)) })
 	want := map[string]int{"a": 2, "b": 2, "c": 1, "d": 2, "": 2}
 	for p, limit := range want {
 		if got := counter.most[p]; got != limit {
@@ -293,4 +269,90 @@ func TestRepartitionOnChange(t *testing.T) {
 	if err != nil || st.PartitionBy != "kind" {
 		t.Errorf("after refused changes: %+v, %v; want still partitioned by kind", st, err)
 	}
+}
+
+// TestSequencesRunInOrder: a queue partitioned by key whose partitions are
+// sequences (`--sequential`), two sequences of 200 jobs each, worked by
+// three Workers of 10 goroutines, a tenth of the first attempts failing:
+// in each sequence one attempt runs at a time, and every attempt of a job
+// starts after the previous job (by insert order) succeeded, so a failed
+// job holds its sequence until its retry succeeds. The sequences run side
+// by side.
+func TestSequencesRunInOrder(t *testing.T) {
+	t.Parallel()
+	const each = 200
+	db, name, cfg, q := limitedQueue(t, bucketed.Limits{PartitionBy: "key", Sequential: true})
+	ctx := ctxT(t)
+	var jobs []skiplock.NewJob
+	for i := range each {
+		for _, seq := range []string{"s1", "s2"} {
+			jobs = append(jobs, skiplock.NewJob{Payload: json.RawMessage(fmt.Sprintf(`{"tenant":%q,"n":%d}`, seq, i)), PartitionKey: seq})
+		}
+	}
+	mustEnqueue(t, q, jobs...)
+	type attempt struct {
+		id         int64
+		start, end time.Time
+		ok         bool
+	}
+	var mu sync.Mutex
+	attempts := map[string][]attempt{}
+	counter := newPartitionCounter()
+	var done atomic.Int64
+	handler := func(ctx context.Context, j *skiplock.Job) error {
+		seq := tenantOf(j)
+		runs, end := counter.start(seq, j.ID)
+		defer end()
+		a := attempt{start: time.Now()}
+		fmt.Sscan(j.ID, &a.id) //nolint:errcheck // ids are numbers
+		fail := runs == 1 && hashTenth(j.ID)
+		time.Sleep(time.Millisecond) // the job's work
+		a.end, a.ok = time.Now(), !fail
+		mu.Lock()
+		attempts[seq] = append(attempts[seq], a)
+		mu.Unlock()
+		if fail {
+			return errors.New("a tenth fail their first attempt")
+		}
+		done.Add(1)
+		return nil
+	}
+	workThree(t, ctx, db, name, cfg, &bucketed.WorkerConfig{Workers: 10, Prefetch: 10, IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond, Handler: handler}, "every job done", func() bool { return done.Load() == int64(len(jobs)) })
+	for _, seq := range []string{"s1", "s2"} {
+		if counter.most[seq] != 1 {
+			t.Errorf("sequence %s: %d attempts ran at once; want 1", seq, counter.most[seq])
+		}
+		as := attempts[seq]
+		failed := 0
+		// In start order, the jobs' ids never go down, and a job's first
+		// attempt starts only after the job before it succeeded.
+		for i := 1; i < len(as); i++ {
+			prev, cur := as[i-1], as[i]
+			if cur.id < prev.id || cur.id > prev.id && !prev.ok || cur.start.Before(prev.end) {
+				t.Errorf("sequence %s: attempt of job %d (started %v) after job %d's (ok %v, ended %v)", seq, cur.id, cur.start, prev.id, prev.ok, prev.end)
+				break
+			}
+			if !prev.ok {
+				failed++
+			}
+		}
+		if len(as) != each+failed {
+			t.Errorf("sequence %s: %d attempts, %d failed; want each of the %d jobs to succeed once", seq, len(as), failed, each)
+		}
+	}
+}
+
+// limitedQueue is a Queue on a fresh schema, with quick retries, whose
+// queue default has limits l; with the schema's pool, name and the
+// Queue's config.
+func limitedQueue(t *testing.T, l bucketed.Limits) (*skiplock.DB, string, *bucketed.Config, *bucketed.Queue) {
+	t.Helper()
+	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 30})
+	_, name := testdb.MigratedOn(t, db, nil, schema.LayoutBucketed)
+	cfg := &bucketed.Config{RetryBase: 5 * time.Millisecond, RetryMax: 10 * time.Millisecond, VisibilityTimeout: 10 * time.Second}
+	q := queueOn(t, db, name, cfg)
+	if err := q.SetLimits(ctxT(t), "default", l); err != nil {
+		t.Fatal(err)
+	}
+	return db, name, cfg, q
 }

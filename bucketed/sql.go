@@ -26,7 +26,7 @@ type statements struct {
 	claimLimited string
 	// claimPartitioned is the claim of a partitioned queue (limits.go),
 	// its own parameters (claimPartitionedParams).
-	claimPartitioned                                      string
+	claimPartitioned, claimSequenced                      string
 	partitionsRewrite                                     string
 	limitsTake, slotsFree, limitsUse                      string
 	slotsMake, tokensMake                                 string
@@ -129,21 +129,28 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		"job_partition": partitionOf(`(SELECT "partition_by" FROM `+queueState+` WHERE "name" = $1)`, `j."partition_key"`, `j."kind"`, `j."payload"`),
 		"lease_start":   "now()",
 	}
+	vars["branch"] = "1"
+	vars["partition_branches"] = partitionBranches(vars, "claim_partition_branch")
+	setClaimGate(vars, plainGate(queueState))
+	return vars
+}
+
+// partitionBranches renders block, one branch of the partitioned claim,
+// for each of its MaxClaimPartitions partitions, with the gate of a
+// partitioned queue.
+func partitionBranches(vars map[string]string, block string) string {
 	branchVars := maps.Clone(vars)
-	branchVars["claim_gate"] = partitionedGate(queueState)
+	branchVars["claim_gate"] = partitionedGate(vars["queue_state"])
 	var branches []string
 	for i := range MaxClaimPartitions {
 		branchVars["branch"] = strconv.Itoa(i + 1)
-		b, err := sqltext.Render(sqlFile.Template("claim_partition_branch"), branchVars)
+		b, err := sqltext.Render(sqlFile.Template(block), branchVars)
 		if err != nil {
 			panic(err) // the file is embedded: the tests render it for every engine
 		}
 		branches = append(branches, b)
 	}
-	vars["branch"] = "1"
-	vars["partition_branches"] = strings.Join(branches, "\n  UNION ALL ")
-	setClaimGate(vars, plainGate(queueState))
-	return vars
+	return strings.Join(branches, "\n  UNION ALL ")
 }
 
 // MaxClaimPartitions is the most partitions one claim of a partitioned
@@ -286,6 +293,7 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		"claim_partitioned":          &claimPartitioned,
 		"claim_partitioned_key_join": &claimPartitionedKeyJoin,
 		"claim_partition_branch":     new(string), // rendered into claim_partitioned (sqlVars)
+		"claim_sequence_branch":      new(string), // rendered into claim_partitioned (claimSequenced)
 		"partitions_rewrite":         &s.partitionsRewrite,
 		"slots_free":                 &s.slotsFree,
 		"limits_use":                 &s.limitsUse,
@@ -319,6 +327,15 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		s.heldComplete, s.heldCompleteDelete, s.heldFail, s.heldSnooze = "", "", "", ""
 	}
 	s.claim = map[string]string{"claim": s.claim, "claim_key_join": claimKeyJoin, "claim_scalar_bounds": claimScalarBounds}[ClaimBlock(d)]
+	// A sequential queue's claim: the partitioned claim with the
+	// sequences' branches.
+	block := map[bool]string{false: "claim_partitioned", true: "claim_partitioned_key_join"}[d.KeyJoinDML]
+	vars["partition_branches"] = partitionBranches(vars, "claim_sequence_branch")
+	sequenced, err := sqltext.Render(sqlFile.Template(block), vars)
+	if err != nil {
+		panic(err) // the file is embedded: the tests render it for every engine
+	}
+	s.claimSequenced = sequenced
 	s.claimPartitioned = claimPartitioned
 	if d.KeyJoinDML {
 		s.heads, s.deleteFinished = headsKeyJoin, deleteFinishedKeyJoin
@@ -345,7 +362,7 @@ func (s *statements) all() []string {
 		s.completedWith, s.deleteFinished, s.stats, s.pending, s.backlog, s.lookup, s.claimedBy, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID, s.reserveIDs, s.notify,
 		s.completeDelete, s.completedWithDelete, s.claimHeld, s.holdOpen, s.holdClose, s.holdExists,
 		s.heldComplete, s.heldCompleteDelete, s.heldFail, s.heldSnooze,
-		s.claimLimited, s.claimPartitioned, s.partitionsRewrite, s.limitsTake, s.slotsFree, s.limitsUse, s.slotsMake, s.tokensMake, s.queueLimits, s.limitsSet, s.slotsHeld, s.partitionCounts, s.slotsLock, s.slotsAdopt}, func(sql string) bool { return sql == "" })
+		s.claimLimited, s.claimPartitioned, s.claimSequenced, s.partitionsRewrite, s.limitsTake, s.slotsFree, s.limitsUse, s.slotsMake, s.tokensMake, s.queueLimits, s.limitsSet, s.slotsHeld, s.partitionCounts, s.slotsLock, s.slotsAdopt}, func(sql string) bool { return sql == "" })
 }
 
 // claimParams are the claim's parameters.

@@ -488,7 +488,8 @@ func LeaderTableDef() *Table {
 // how its jobs are partitioned (kind, key or args.FIELD; null: not
 // partitioned), fair whether claims share out among ready partitions, and
 // partition_limits each named partition's own global limit, an object of
-// counts (core/009).
+// counts (core/009); sequential whether each partition is a sequence, one
+// job at a time in insert order (core/010).
 func QueueStateTableDef() *Table {
 	return &Table{
 		Name: QueueStateTable,
@@ -505,6 +506,7 @@ func QueueStateTableDef() *Table {
 			{Name: "partition_by", Type: TypeText},
 			{Name: "fair", Type: TypeBool, NotNull: true, Default: "false"},
 			{Name: "partition_limits", Type: TypeJSON},
+			{Name: "sequential", Type: TypeBool, NotNull: true, Default: "false"},
 		},
 		PrimaryKey: []string{"name"},
 	}

@@ -182,6 +182,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	maxAttempts := fs.Int("max-attempts", 0, fmt.Sprintf("attempts before a job is dead (default %d)", skiplock.DefaultMaxAttempts))
 	uniqueKey := fs.String("unique-key", "", "skip the job while one with this key is queued or running (bucketed; --count 1)")
 	partitionKey := fs.String("partition-key", "", "the job's partition in a partitioned queue, whatever it is partitioned by (bucketed)")
+	sequenceKey := fs.String("sequence-key", "", "the job's sequence in a queue of sequences (queues configure --partition-by key --sequential): its partition key (bucketed)")
 	batch := fs.Int("batch", 5000, "jobs per INSERT, or per COPY where the engine has it")
 	maxPayload := fs.Int("max-payload", skiplock.DefaultMaxPayloadBytes, "refuse payloads larger than this many bytes")
 	if err := parse(fs, args); err != nil {
@@ -209,6 +210,12 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	}
 	if err := maxFlag(fs, "batch", maxBatch); err != nil {
 		return err
+	}
+	if *sequenceKey != "" {
+		if *partitionKey != "" && *partitionKey != *sequenceKey {
+			return usage.Errorf("--sequence-key %q and --partition-key %q: a sequence key is the job's partition key; give one", *sequenceKey, *partitionKey)
+		}
+		*partitionKey = *sequenceKey
 	}
 	if *uniqueKey != "" && *count != 1 {
 		return usage.Errorf("--unique-key with --count %d: a unique key dedupes, so enqueue one job at a time", *count)

@@ -89,6 +89,7 @@ type configureFlags struct {
 	partitionBy    string
 	partitionLimit partitionLimitFlag
 	fair           bool
+	sequential     bool
 }
 
 // partitionLimitFlag is --partition-limit VALUE=N, once per partition:
@@ -123,14 +124,15 @@ func queuesConfigureFlags(fs *flag.FlagSet, sub string) *configureFlags {
 	fs.StringVar(&c.partitionBy, "partition-by", "", "kind, key (enqueue --partition-key) or args.FIELD: --concurrency then applies per partition, and claims take ready partitions in turn; none removes it")
 	fs.Var(c.partitionLimit, "partition-limit", "VALUE=N: partition VALUE's own global limit, in place of --concurrency (repeat for more; VALUE=none removes it)")
 	fs.BoolVar(&c.fair, "fair", false, "share each claim out evenly among the ready partitions (--fair=false: fill from the first)")
+	fs.BoolVar(&c.sequential, "sequential", false, "make each partition a sequence: one job at a time, in insert order, a failed job holding it until it succeeds or is dead (--sequential=false: off)")
 	return c
 }
 
 // queuesConfigure sets a queue's limits; a limit not given keeps its
 // value. It prints what the queue has then, as show does.
 func queuesConfigure(ctx context.Context, e *env, fs *flag.FlagSet, queue string, c *configureFlags) error {
-	if !c.global.set && !c.local.set && !c.rate.set && !flagSet(fs, "partition-by") && len(c.partitionLimit) == 0 && !flagSet(fs, "fair") {
-		return usage.Errorf("queues configure %s: give --concurrency N, --local-concurrency N, --rate N/DURATION, --partition-by, --partition-limit VALUE=N or --fair (none removes a limit); queues show %s prints them", queue, queue)
+	if !c.global.set && !c.local.set && !c.rate.set && !flagSet(fs, "partition-by") && len(c.partitionLimit) == 0 && !flagSet(fs, "fair") && !flagSet(fs, "sequential") {
+		return usage.Errorf("queues configure %s: give --concurrency N, --local-concurrency N, --rate N/DURATION, --partition-by, --partition-limit VALUE=N, --fair or --sequential (none removes a limit); queues show %s prints them", queue, queue)
 	}
 	a, st, err := queueLimits(ctx, e, queue)
 	if err != nil {
@@ -149,7 +151,8 @@ func queuesConfigure(ctx context.Context, e *env, fs *flag.FlagSet, queue string
 	if flagSet(fs, "partition-by") {
 		l.PartitionBy = c.partitionBy
 		if strings.EqualFold(c.partitionBy, "none") {
-			l.PartitionBy = ""
+			// What only a partitioning means goes with it.
+			l.PartitionBy, l.PartitionLimits, l.Fair, l.Sequential = "", nil, false, false
 		}
 	}
 	if len(c.partitionLimit) > 0 {
@@ -169,6 +172,9 @@ func queuesConfigure(ctx context.Context, e *env, fs *flag.FlagSet, queue string
 	if flagSet(fs, "fair") {
 		l.Fair = c.fair
 	}
+	if flagSet(fs, "sequential") {
+		l.Sequential = c.sequential
+	}
 	if err := a.SetQueueLimits(ctx, queue, l); err != nil {
 		return err
 	}
@@ -187,6 +193,7 @@ type queueLimitsJSON struct {
 	RatePeriodS      *float64        `json:"rate_period_s"`
 	PartitionBy      *string         `json:"partition_by"`
 	Fair             bool            `json:"fair"`
+	Sequential       bool            `json:"sequential"`
 	PartitionLimits  map[string]int  `json:"partition_limits"`
 	Partitions       []partitionJSON `json:"partitions"`
 }
@@ -230,7 +237,7 @@ func queuesShow(ctx context.Context, e *env, queue string) error {
 			rep.RatePeriodS = &s
 		}
 		if st.PartitionBy != "" {
-			rep.PartitionBy, rep.Fair, rep.PartitionLimits = &st.PartitionBy, st.Fair, st.PartitionLimits
+			rep.PartitionBy, rep.Fair, rep.PartitionLimits, rep.Sequential = &st.PartitionBy, st.Fair, st.PartitionLimits, st.Sequential
 			rep.Partitions = []partitionJSON{}
 		}
 		for _, p := range st.Partitions {
@@ -247,7 +254,7 @@ func queuesShow(ctx context.Context, e *env, queue string) error {
 		fmt.Fprintf(e.stdout, "  partitioned: no\n")
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "  partitioned by: %s (concurrency per partition), fair shares: %s\n", st.PartitionBy, yes[st.Fair])
+	fmt.Fprintf(e.stdout, "  partitioned by: %s (concurrency per partition), fair shares: %s, sequences: %s\n", st.PartitionBy, yes[st.Fair], yes[st.Sequential])
 	for _, p := range slices.Sorted(maps.Keys(st.PartitionLimits)) {
 		fmt.Fprintf(e.stdout, "  partition %q's own limit: %d\n", p, st.PartitionLimits[p])
 	}

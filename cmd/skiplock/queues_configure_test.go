@@ -11,7 +11,7 @@ import (
 // TestQueuesConfigureAndShow: `queues configure` sets a queue's limits
 // (concurrency, local concurrency, rate),
 // each flag leaving the other limit as it was, and `queues show` prints
-// them (JSON: null for none), and partitions them, with their jobs
+// them (JSON: null for none), and partitions them (in sequences too), with their jobs
 // running and waiting; bad values, fair shares or a partition's own limit
 // without a partitioning, no flag at all and a schema without the bucketed
 // layout are usage errors (exit 2) that change nothing.
@@ -51,6 +51,7 @@ func TestQueuesConfigureAndShow(t *testing.T) {
 		{"--partition-by", "tenant"},
 		{"--partition-by", "args."},
 		{"--fair"},
+		{"--sequential"},
 		{"--partition-limit", "vip"},
 		{"--partition-limit", "vip=0.5"},
 		{"--partition-limit", "vip=2"},
@@ -74,9 +75,12 @@ func TestQueuesConfigureAndShow(t *testing.T) {
 	if got := show(); got.PartitionBy == nil || *got.PartitionBy != "args.tenant" || !got.Fair || got.PartitionLimits["vip"] != 5 || len(got.Partitions) != 2 {
 		t.Fatalf("after --partition-by: %+v", got)
 	}
-	cliAll(t, []string{"--schema", name, "queues", "configure", "mail", "--partition-limit", "vip=none", "--fair=false"})
-	if got := show(); got.PartitionBy == nil || got.Fair || len(got.PartitionLimits) != 0 {
-		t.Fatalf("after --partition-limit vip=none --fair=false: %+v; want partitioned, not fair, no own limits", got)
+	cliAll(t, []string{"--schema", name, "queues", "configure", "mail", "--partition-limit", "vip=none", "--fair=false", "--sequential"})
+	if got := show(); got.PartitionBy == nil || got.Fair || len(got.PartitionLimits) != 0 || !got.Sequential {
+		t.Fatalf("after --partition-limit vip=none --fair=false --sequential: %+v; want partitioned in sequences, not fair, no own limits", got)
+	}
+	if code, _, errs := cli(t, "--schema", name, "enqueue", "--queue", "mail", "--sequence-key", "a", "--partition-key", "b"); code != 2 || !strings.Contains(errs, "sequence key") {
+		t.Errorf("enqueue --sequence-key a --partition-key b: exit %d, want 2:\n%s", code, errs)
 	}
 	cliAll(t, []string{"--schema", name, "queues", "configure", "mail", "--partition-by", "none"})
 	if got := show(); got.PartitionBy != nil || got.Partitions != nil {

@@ -131,6 +131,8 @@ ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "fair" BOOLEAN 
 
 ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "partition_limits" JSONB;
 
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "sequential" BOOLEAN NOT NULL DEFAULT false;
+
 CREATE TYPE IF NOT EXISTS "skiplock"."job_status" AS ENUM ('Queued', 'Running', 'Canceled', 'Failed', 'Success');
 
 CREATE TABLE IF NOT EXISTS "skiplock"."jobs" (

@@ -127,6 +127,8 @@ ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "fair" BOOLEAN 
 
 ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "partition_limits" JSONB;
 
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "sequential" BOOLEAN NOT NULL DEFAULT false;
+
 CREATE TABLE IF NOT EXISTS "skiplock"."job_queue" (
   "id" TEXT NOT NULL DEFAULT gen_random_uuid()::text,
   "queue" TEXT NOT NULL DEFAULT 'default',

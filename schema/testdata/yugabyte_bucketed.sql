@@ -131,6 +131,8 @@ ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "fair" BOOLEAN 
 
 ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "partition_limits" JSONB;
 
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "sequential" BOOLEAN NOT NULL DEFAULT false;
+
 DO 'BEGIN IF to_regtype(''"skiplock"."job_status"'') IS NULL THEN CREATE TYPE "skiplock"."job_status" AS ENUM (''Queued'', ''Running'', ''Canceled'', ''Failed'', ''Success''); END IF; END';
 
 CREATE TABLE IF NOT EXISTS "skiplock"."jobs" (

@@ -131,6 +131,8 @@ ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "fair" BOOLEAN 
 
 ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "partition_limits" JSONB;
 
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "sequential" BOOLEAN NOT NULL DEFAULT false;
+
 DO 'BEGIN IF to_regproc(''gen_random_uuid'') IS NULL THEN CREATE EXTENSION IF NOT EXISTS "pgcrypto"; END IF; END';
 
 CREATE TABLE IF NOT EXISTS "skiplock"."job_queue" (

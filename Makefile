@@ -73,7 +73,7 @@ test-emulate: setup
 # replica promoted under workers on a multi-host DSN).
 .PHONY: test-faults
 test-faults: setup
-	SKIPLOCK_FAULTS=1 $(GO) test -count=1 -timeout 10m -run '^(TestPooler.*|TestMigrateThroughTransactionPooler|TestSettingsStayInTheirTransactions|TestWorkThroughPoolers|TestClientThroughTransactionPooler|TestUntilEmptyRidesARestart|TestFailover)$$' ./internal/chaos
+	SKIPLOCK_FAULTS=1 $(GO) test -count=1 -timeout 10m -run '^(TestPooler.*|TestMigrateThroughTransactionPooler|TestSettingsStayInTheirTransactions|TestWorkThroughPoolers|TestClientThroughTransactionPooler|TestUntilEmptyRidesARestart|TestPartitionLimitsHoldThroughRestart|TestFailover)$$' ./internal/chaos
 
 # The latency test of the article "Scalable Job Queue in SQL" (500 workers, 1 s jobs), scaled down to
 # 30 s, in lease mode on the embedded PostgreSQL (started if need be).

@@ -162,9 +162,10 @@ func (a *attemptLog) begin(ctx context.Context, job *skiplock.Job, worker string
 	return id, nil
 }
 
-// end records an attempt's end and outcome, even after its context ended;
-// a failure to write it is logged by nobody but leaves finished_at null,
-// as a worker that died would.
+// end records an attempt's end and outcome, even after its context ended,
+// trying again for up to attemptEndTimeout while the write fails (a
+// database restart cuts it); a write that never lands is logged by nobody
+// but leaves finished_at null, as a worker that died would.
 func (a *attemptLog) end(ctx context.Context, id string, finished time.Time, err error) {
 	if a == nil {
 		return
@@ -180,10 +181,22 @@ func (a *attemptLog) end(ctx context.Context, id string, finished time.Time, err
 	default:
 		outcome = outcomeFailed
 	}
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), attemptEndTimeout)
 	defer cancel()
-	_, _ = a.db.Exec(ctx, a.finish, id, finished, outcome)
+	for {
+		if _, err := a.db.Exec(ctx, a.finish, id, finished, outcome); err == nil {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond): // the UPDATE may run again
+		}
+	}
 }
+
+// attemptEndTimeout bounds how long attemptLog.end keeps trying.
+const attemptEndTimeout = 30 * time.Second
 
 // recordFanout writes the row of a fanout job in its transaction, naming
 // the worker goroutine that ran it.

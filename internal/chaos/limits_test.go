@@ -20,30 +20,69 @@ func TestGlobalLimitHoldsThroughKills(t *testing.T) {
 	const jobs, limit = 60, 3
 	dsn, name := setup(t, "bucketed", jobs)
 	cli(t, dsn, "--schema", name, "queues", "configure", "default", "--concurrency", strconv.Itoa(limit))
-	limitThroughKills(t, dsn, name, jobs, jobs/3, limit)
+	limitThroughKills(t, dsn, name, jobs, jobs/3, limit, killOne)
+}
+
+// killOne SIGKILLs the first of the work processes, and returns the
+// others.
+func killOne(_ *testing.T, procs []*workerProc) []*workerProc {
+	procs[0].kill()
+	return procs[1:]
 }
 
 // TestPartitionLimitsHoldThroughKills: the same with 20 partitions of 30
 // jobs (`enqueue --partition-key`, and 30 without a key, in the partition
-// ”), a limit of 3 per partition (`queues
+// named by the empty value), a limit of 3 per partition (`queues
 // configure --partition-by key --concurrency 3`), and the kill after 100
 // jobs: no partition ever runs more than 3 attempts at once.
 func TestPartitionLimitsHoldThroughKills(t *testing.T) {
 	t.Parallel()
-	const partitions, each, limit = 20, 30, 3
-	dsn, name := setup(t, "bucketed", each) // no key: the partition ''
+	dsn, name, jobs := partitionedJobs(t)
+	limitThroughKills(t, dsn, name, jobs, 100, 3, killOne)
+}
+
+// TestPartitionLimitsHoldThroughRestart: the same jobs and limit, the
+// database server restarted (fast shutdown: every connection cut) after
+// 100 jobs instead of a kill; no partition ever runs more than 3 attempts
+// at once, and every job is recorded once. A fault test (SKIPLOCK_FAULTS):
+// it restarts the harness's own server.
+func TestPartitionLimitsHoldThroughRestart(t *testing.T) {
+	faultsOnly(t)
+	testdb.DSN(t) // starts the harness's server unless SKIPLOCK_TEST_DSN is set
+	server := testdb.Server()
+	if server == nil {
+		t.Skip("SKIPLOCK_TEST_DSN points at an outside server: this test restarts the harness's own server")
+	}
+	dsn, name, jobs := partitionedJobs(t)
+	limitThroughKills(t, dsn, name, jobs, 100, 3, func(t *testing.T, procs []*workerProc) []*workerProc {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := server.Restart(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return procs
+	})
+}
+
+// partitionedJobs is a schema with 20 partitions of 30 jobs (19 by
+// `enqueue --partition-key`, and 30 without a key, in the partition ""),
+// its queue default partitioned by key with a limit of 3 per partition.
+func partitionedJobs(t *testing.T) (dsn, name string, jobs int) {
+	const partitions, each = 20, 30
+	dsn, name = setup(t, "bucketed", each)
 	for i := range partitions - 1 {
 		cli(t, dsn, "--schema", name, "enqueue", "--count", strconv.Itoa(each), "--partition-key", fmt.Sprint("tenant-", i))
 	}
-	cli(t, dsn, "--schema", name, "queues", "configure", "default", "--partition-by", "key", "--concurrency", strconv.Itoa(limit))
-	limitThroughKills(t, dsn, name, partitions*each, 100, limit)
+	cli(t, dsn, "--schema", name, "queues", "configure", "default", "--partition-by", "key", "--concurrency", "3")
+	return dsn, name, partitions * each
 }
 
 // limitThroughKills works schema name's jobs (all of its queue default)
 // with three `work` processes of 20 workers, a tenth of the attempts
-// failing, and SIGKILLs one after killAfter jobs are recorded. From
+// failing, and disrupts them (a kill, a restart: disrupt returns the
+// processes that still run) after killAfter jobs are recorded. From
 // work_attempt_log's intervals, on the workers' clock, per partition (the
-// job's, ” where the queue is not partitioned): never more than limit
+// job's, the empty value where the queue is not partitioned): never more than limit
 // attempts run at once, counting the killed process's unfinished attempts
 // as running until its leases surely ran out, no earlier: its last
 // heartbeat was at most a third of the visibility timeout before the kill
@@ -51,7 +90,7 @@ func TestPartitionLimitsHoldThroughKills(t *testing.T) {
 // after the kill. (Until kill time plus the whole timeout would count too
 // long: a lease taken before the kill ends before then, and the rescuer
 // frees its slot.) The limit is reached; every job is recorded once.
-func limitThroughKills(t *testing.T, dsn, name string, jobs, killAfter int, limit int64) {
+func limitThroughKills(t *testing.T, dsn, name string, jobs, killAfter int, limit int64, disrupt func(*testing.T, []*workerProc) []*workerProc) {
 	const visibility = 2 * time.Second
 	db := testdb.Open(t, nil)
 	ctx := context.Background()
@@ -65,20 +104,24 @@ func limitThroughKills(t *testing.T, dsn, name string, jobs, killAfter int, limi
 		"--record-attempts", "--visibility-timeout", visibility.String(), rescue)
 	procs := []*workerProc{startWorker(t, dsn, args...), startWorker(t, dsn, args...), startWorker(t, dsn, args...)}
 	waitRecorded(t, db, name, int64(killAfter), time.Minute)
-	procs[0].kill()
 	killed := time.Now()
+	procs = disrupt(t, procs) // those still running
 	waitRecorded(t, db, name, int64(jobs), 2*time.Minute)
-	for _, p := range procs[1:] {
-		p.stop() //nolint:errcheck // the exit code after SIGTERM is not the point
+	for _, p := range procs {
+		p.stop() //nolint:errcheck // the exit code after SIGTERM (or a kill) is not the point
 	}
 
 	s := sqlident.Quote(name)
 	var most, unfinished, rows, distinct int64
-	// An attempt runs from started_at to finished_at; one its process's
-	// death cut short, until that process's leases surely ran out.
+	// An attempt runs from started_at to finished_at; one whose end was
+	// not logged (its process died, or a restart cut the log's write),
+	// until its job's completion (work_log, written in the completion's
+	// own commit), or, where it did not complete, until its lease surely
+	// ran out.
 	if err := db.QueryRow(ctx, `WITH a AS (
-  SELECT coalesce(j."partition", '') AS p, l."started_at" AS s, coalesce(l."finished_at", $1::TIMESTAMPTZ) AS f
-  FROM `+s+`."work_attempt_log" AS l JOIN `+s+`."jobs" AS j ON j."id"::TEXT = l."job_id"),
+  SELECT coalesce(j."partition", '') AS p, l."started_at" AS s, coalesce(l."finished_at", w."finished_at", $1::TIMESTAMPTZ) AS f
+  FROM `+s+`."work_attempt_log" AS l JOIN `+s+`."jobs" AS j ON j."id"::TEXT = l."job_id"
+    LEFT JOIN `+s+`."work_log" AS w ON w."job_id" = l."job_id" AND w."started_at" = l."started_at"),
 e AS (SELECT p, s AS at, 1 AS d FROM a UNION ALL SELECT p, f, -1 FROM a)
 SELECT (SELECT max(r) FROM (SELECT sum(d) OVER (PARTITION BY p ORDER BY at, d) AS r FROM e) AS x),
   (SELECT count(*) FROM `+s+`."work_attempt_log" WHERE "finished_at" IS NULL),

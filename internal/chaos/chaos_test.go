@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/skiplock/skiplock/cluster"
 	"github.com/skiplock/skiplock/internal/faultproxy"
 	"github.com/skiplock/skiplock/internal/testdb"
 )
@@ -141,12 +142,7 @@ func TestDatabaseRestarts(t *testing.T) {
 // recorded twice. Its backlog probe used to end the command with the
 // restart's 57P01 or 57P03, though the workers rode it out.
 func TestUntilEmptyRidesARestart(t *testing.T) {
-	faultsOnly(t)
-	testdb.DSN(t) // starts the harness's server unless SKIPLOCK_TEST_DSN is set
-	server := testdb.Server()
-	if server == nil {
-		t.Skip("SKIPLOCK_TEST_DSN points at an outside server: this test restarts the harness's own server")
-	}
+	server := restartableServer(t)
 	for _, layout := range layouts {
 		t.Run(layout, func(t *testing.T) {
 			const jobs = 1500
@@ -257,4 +253,18 @@ func tail(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
+}
+
+// restartableServer is the harness's own server, for a fault test that
+// restarts it; the test is skipped outside fault runs, or where
+// SKIPLOCK_TEST_DSN points at an outside server.
+func restartableServer(t *testing.T) *cluster.Postgres {
+	t.Helper()
+	faultsOnly(t)
+	testdb.DSN(t) // starts the harness's server unless SKIPLOCK_TEST_DSN is set
+	server := testdb.Server()
+	if server == nil {
+		t.Skip("SKIPLOCK_TEST_DSN points at an outside server: this test restarts the harness's own server")
+	}
+	return server
 }

@@ -47,12 +47,7 @@ func TestPartitionLimitsHoldThroughKills(t *testing.T) {
 // at once, and every job is recorded once. A fault test (SKIPLOCK_FAULTS):
 // it restarts the harness's own server.
 func TestPartitionLimitsHoldThroughRestart(t *testing.T) {
-	faultsOnly(t)
-	testdb.DSN(t) // starts the harness's server unless SKIPLOCK_TEST_DSN is set
-	server := testdb.Server()
-	if server == nil {
-		t.Skip("SKIPLOCK_TEST_DSN points at an outside server: this test restarts the harness's own server")
-	}
+	server := restartableServer(t)
 	dsn, name, jobs := partitionedJobs(t)
 	limitThroughKills(t, dsn, name, jobs, 100, 3, func(t *testing.T, procs []*workerProc) []*workerProc {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)

@@ -105,7 +105,8 @@ func TestPartitionLimitsAcrossWorkers(t *testing.T) {
 }
 
 // TestFairPartitionsStartSmallBesideLarge: a queue partitioned by key,
-// 2,000 jobs of a large partition enqueued before 20 of a small one, one
+// 5,000 jobs of a large partition (500 outside SKIPLOCK_TEST_SCALE=full)
+// enqueued before 20 of a small one, one
 // Worker of 10: with fair turns the small partition's jobs all start
 // within the first tenth of the large one's starts, and so they do without
 // fair shares (claims still start from the partition after the last one
@@ -113,7 +114,7 @@ func TestPartitionLimitsAcrossWorkers(t *testing.T) {
 // starts within the large one's first half.
 func TestFairPartitionsStartSmallBesideLarge(t *testing.T) {
 	t.Parallel()
-	const large, small = 2000, 20
+	large, small := goalJobs()/4, 20 // the 5,000 at SKIPLOCK_TEST_SCALE=full
 	for _, c := range []struct {
 		name   string
 		limits bucketed.Limits

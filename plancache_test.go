@@ -60,6 +60,10 @@ func TestGenericPlansTransaction(t *testing.T) {
 			if got := setting(tx); got != "force_generic_plan" {
 				t.Errorf("pipelined %v, %s first: plan_cache_mode %q in the transaction, want force_generic_plan", pipelined, first, got)
 			}
+			var jit string
+			if err := tx.QueryRow(ctx, "SHOW jit").Scan(&jit); err != nil || jit != "off" {
+				t.Errorf("pipelined %v, %s first: jit %q (%v) in the transaction, want off", pipelined, first, jit, err)
+			}
 			var iso string
 			if err := tx.QueryRow(ctx, "SHOW transaction_isolation").Scan(&iso); err != nil || iso != "repeatable read" {
 				t.Errorf("pipelined %v: isolation %q (%v), want repeatable read", pipelined, iso, err)

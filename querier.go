@@ -45,8 +45,9 @@ type TxOptions struct {
 	// Isolation is the isolation level; IsoDefault leaves the server's.
 	Isolation IsoLevel
 	// GenericPlans runs the transaction's prepared statements on their
-	// generic plans (SET LOCAL plan_cache_mode = force_generic_plan, sent
-	// with BEGIN: no extra round trip). Only where the engine has the
+	// generic plans, without JIT compilation (SET LOCAL plan_cache_mode =
+	// force_generic_plan and jit = off, sent with BEGIN: no extra round
+	// trip). Only where the engine has the
 	// setting (Dialect.PlanCacheMode). For a statement PostgreSQL would
 	// otherwise plan anew at each call once its statistics made a custom
 	// plan look cheaper (docs/design.md, "Planning a prepared claim").
@@ -114,15 +115,20 @@ func beginSQL(opts TxOptions) string {
 	return "BEGIN ISOLATION LEVEL " + string(opts.Isolation)
 }
 
-// genericPlansSQL is what TxOptions.GenericPlans sends after BEGIN.
-const genericPlansSQL = "SET LOCAL plan_cache_mode = force_generic_plan"
+// genericPlansSQL is what TxOptions.GenericPlans sends after BEGIN: the
+// generic plans, and no JIT compilation. A generic plan is costed for
+// parameters unknown, and a statement with branches it rarely runs (a
+// partitioned queue's loose scan in the claim of a queue that is not one)
+// can be costed past jit_above_cost, and compiled at every run: tens of
+// milliseconds for a statement that runs in one.
+var genericPlansSQL = []string{"SET LOCAL plan_cache_mode = force_generic_plan", "SET LOCAL jit = off"}
 
 // beginStatements are the statements that open a transaction with opts:
 // BEGIN, then the settings opts asks for.
 func beginStatements(opts TxOptions) []string {
 	out := []string{beginSQL(opts)}
 	if opts.GenericPlans {
-		out = append(out, genericPlansSQL)
+		out = append(out, genericPlansSQL...)
 	}
 	out = append(out, opts.local...)
 	return out

@@ -259,80 +259,95 @@ RETURNING /* TEMPLATE: job_columns */;
 -- name: limits_take
 -- Up to $2 free slots of queue $1's global limit and up to $2 of its rate
 -- tokens, locked (SKIP LOCKED: those other claims are taking are passed
--- over), as ('slot', partition, number) and ('token', '', number) rows;
+-- over), as ('slot', '', number) and ('token', '', number) rows, and
 -- ('slot', '', -1) or ('token', '', -1) when the queue has no such limit
--- (nor either while it is paused: the claim's gate then takes nothing).
--- A partitioned queue's limit is per partition (a partition's own from
--- partition_limits, else the queue's): its ready partitions are found in
--- turn from the cursor $3 (those after it, then from the first up to it),
--- at most $4 of them, by a loose scan of jobs_partition (one probe per
--- partition), and each is reported as ('part', partition, limit or -1)
--- before its slots, after one ('partitioned', '', flags: 1 fair turns, 2
--- sequences). A sequential queue's partitions have a limit of 1. A partition's slot rows are made here when its last is missing (the
--- insert's rows are not visible to this statement: the next claim takes
--- them). At most $2 slots are taken in all, the partitions' in the order
--- visited (on CockroachDB, whose top-k over a locking join locks every row
--- it reads, cockroachdb/cockroach#143017, every free slot of the visited
--- partitions is locked until the claim commits: at most their limits).
--- No LATERAL: CockroachDB rewrites a LATERAL LIMIT into row_number(),
--- which takes the limit off the locking scan. A slot is free when the job it names no longer
--- holds it (slot_held); none of a partition is taken while a slot at or
--- past its limit (rows a lowered limit left, up to "slots", the most ever
--- made) is held: after a limit is lowered, no job starts until the jobs
--- running past it have finished. A token is free when its last use
--- (stamped as its claim committed) is a period before this statement
+-- (nor either while it is paused, or partitioned: the claim's gate then
+-- takes nothing). A slot is free when the job it names no longer holds it
+-- (slot_held); none is taken while a slot at or past the limit (rows a
+-- lowered limit left, up to "slots", the rows ever made) is held: after a
+-- limit is lowered, no job starts until the jobs running past it have
+-- finished. The tokens are take_tokens'. Rows are read by key: a range of
+-- numbers under the queue's prefix, or on YugabyteDB, whose key is hashed
+-- whole, the numbers listed (*_range); never a scan of the table. Under
+-- READ COMMITTED a slot taken by a claim that committed after this
+-- statement's snapshot can read as free here (the row is re-read when
+-- locked, the job it names is not): slots_free checks each slot again.
+WITH lim AS (SELECT "concurrency" AS n, GREATEST("slots", "concurrency") AS made, "rate_limit" AS r, "rate_period_ms" AS per
+  FROM /* TEMPLATE: queue_state */ WHERE "name" = $1 AND NOT "paused" AND "partition_by" IS NULL),
+slots AS (SELECT s."slot" FROM /* TEMPLATE: slot_table */ AS s
+  WHERE s."queue" = $1 AND s."partition" = '' AND /* TEMPLATE: slot_range_s */ AND NOT (/* TEMPLATE: slot_held */)
+    AND NOT EXISTS (SELECT 1 FROM /* TEMPLATE: slot_table */ AS h
+      WHERE h."queue" = $1 AND h."partition" = '' AND /* TEMPLATE: slot_range_h */ AND /* TEMPLATE: slot_held_h */)
+  LIMIT $2 FOR UPDATE OF s SKIP LOCKED),
+tokens AS (/* TEMPLATE: take_tokens */)
+SELECT 'slot', '', "slot", 0::INT4 FROM slots
+UNION ALL SELECT 'token', '', "token", 0::INT4 FROM tokens
+UNION ALL SELECT 'slot', '', -1::INT4, 0::INT4 WHERE NOT EXISTS (SELECT 1 FROM lim WHERE n IS NOT NULL)
+UNION ALL SELECT 'token', '', -1::INT4, 0::INT4 WHERE NOT EXISTS (SELECT 1 FROM lim WHERE r IS NOT NULL);
+
+-- name: take_tokens
+-- Up to $2 of the rate tokens of queue $1 (limits read as lim), locked:
+-- the tokens CTE of limits_take and partitions_take, rendered into both
+-- (sql.go), not sent alone. A token is free when its last use (stamped as
+-- its claim committed) is a period before this statement
 -- (clock_timestamp()), and a tenth of it more, at most 100 ms: a job's
 -- handler starts a moment after its claim commits, and the margin keeps
 -- the rate at the handlers too. A token another claim stamped after this
 -- statement's snapshot is re-read when locked, and its new used_at fails
--- the test. Rows are read by key: a range of numbers under the queue's
--- prefix, or on YugabyteDB, whose key is hashed whole, the numbers listed
--- (*_range); never a scan of the table. Under READ COMMITTED a slot taken
--- by a claim that committed after this statement's snapshot can read as
--- free here (the row is re-read when locked, the job it names is not):
--- slots_free checks each slot again.
+-- the test.
+SELECT t."token" FROM /* TEMPLATE: rate_table */ AS t
+WHERE t."queue" = $1 AND t."partition" = '' AND /* TEMPLATE: token_range */
+  AND (t."used_at" IS NULL OR t."used_at" <= clock_timestamp() - (SELECT per::FLOAT8 + LEAST(per::FLOAT8 / 10, 100) FROM lim) * INTERVAL '1 millisecond')
+LIMIT $2 FOR UPDATE OF t SKIP LOCKED
+
+-- name: partitions_take
+-- limits_take for a partitioned queue, whose limit is per partition (a
+-- partition's own from partition_limits, else the queue's; 1 where the
+-- partitions are sequences): a first row ('partitioned', '', flags: 1 fair
+-- turns, 2 sequences), none when the queue is not partitioned (nor
+-- paused); its ready partitions, found in turn from the cursor $3 (those
+-- after it, then from the first up to it), at most $4 of them, by a loose
+-- scan of jobs_partition (one probe per partition), each as ('part',
+-- partition, limit or -1, its place); up to $2 of their free slots in all,
+-- the partitions' in the order visited, as ('slot', partition, number);
+-- and the rate tokens as limits_take's. A partition's slot rows are made
+-- here when its last is missing (the insert's rows are not visible to this
+-- statement: the next claim takes them). Slots past a partition's limit
+-- hold it as in limits_take. On CockroachDB, whose top-k over a locking
+-- join locks every row it reads (cockroachdb/cockroach#143017), every free
+-- slot of the visited partitions is locked until the claim commits: at
+-- most their limits. No LATERAL: CockroachDB rewrites a LATERAL LIMIT into
+-- row_number(), which takes the limit off the locking scan.
 WITH RECURSIVE lim AS (SELECT "concurrency" AS n, GREATEST("slots", "concurrency") AS made, "rate_limit" AS r, "rate_period_ms" AS per,
-    "partition_by" AS pb, "partition_limits" AS pl, "fair" AS fair, "sequential" AS seq
-  FROM /* TEMPLATE: queue_state */ WHERE "name" = $1 AND NOT "paused"),
+    "partition_limits" AS pl, "fair" AS fair, "sequential" AS seq
+  FROM /* TEMPLATE: queue_state */ WHERE "name" = $1 AND NOT "paused" AND "partition_by" IS NOT NULL),
 fwd (p, d) AS (
-  SELECT (/* TEMPLATE: next_partition */ > $3::TEXT /* TEMPLATE: next_partition_end */), 1::INT4 WHERE EXISTS (SELECT 1 FROM lim WHERE pb IS NOT NULL)
+  SELECT (/* TEMPLATE: next_partition */ > $3::TEXT /* TEMPLATE: next_partition_end */), 1::INT4 WHERE EXISTS (SELECT 1 FROM lim)
   UNION ALL
   SELECT (/* TEMPLATE: next_partition */ > f.p /* TEMPLATE: next_partition_end */), (f.d + 1)::INT4 FROM fwd AS f WHERE f.p IS NOT NULL AND f.d < $4::INT4),
 wrap (p, d) AS (
   SELECT (/* TEMPLATE: next_partition */ >= '' AND j."partition" <= $3::TEXT /* TEMPLATE: next_partition_end */), ((SELECT count(p) FROM fwd) + 1)::INT4
-    WHERE EXISTS (SELECT 1 FROM lim WHERE pb IS NOT NULL) AND (SELECT count(p) FROM fwd) < $4::INT4
+    WHERE EXISTS (SELECT 1 FROM lim) AND (SELECT count(p) FROM fwd) < $4::INT4
   UNION ALL
   SELECT (/* TEMPLATE: next_partition */ > w.p AND j."partition" <= $3::TEXT /* TEMPLATE: next_partition_end */), (w.d + 1)::INT4
     FROM wrap AS w WHERE w.p IS NOT NULL AND w.d < $4::INT4),
 parts AS (SELECT x.p, x.d, CASE WHEN (SELECT seq FROM lim) THEN 1 ELSE COALESCE(((SELECT pl FROM lim) ->> x.p)::INT4, (SELECT n FROM lim)) END AS n
-    FROM (SELECT p, d FROM fwd UNION ALL SELECT p, d FROM wrap) AS x WHERE x.p IS NOT NULL
-  UNION ALL SELECT '', 0::INT4, n FROM lim WHERE pb IS NULL AND n IS NOT NULL),
+  FROM (SELECT p, d FROM fwd UNION ALL SELECT p, d FROM wrap) AS x WHERE x.p IS NOT NULL),
 made AS (INSERT INTO /* TEMPLATE: slot_table */ ("queue", "partition", "slot")
   SELECT $1, pp.p, g FROM parts AS pp JOIN generate_series(0, (SELECT max(n) FROM parts) - 1) AS g ON g < pp.n
-  WHERE (SELECT pb FROM lim) IS NOT NULL
-    AND NOT EXISTS (SELECT 1 FROM /* TEMPLATE: slot_table */ AS e WHERE e."queue" = $1 AND e."partition" = pp.p AND e."slot" = pp.n - 1)
+  WHERE NOT EXISTS (SELECT 1 FROM /* TEMPLATE: slot_table */ AS e WHERE e."queue" = $1 AND e."partition" = pp.p AND e."slot" = pp.n - 1)
   ON CONFLICT ("queue", "partition", "slot") DO NOTHING RETURNING 1),
-slots AS (SELECT '' AS p, 0::INT4 AS d, s."slot" FROM /* TEMPLATE: slot_table */ AS s
-  WHERE (SELECT pb FROM lim) IS NULL AND s."queue" = $1 AND s."partition" = '' AND /* TEMPLATE: slot_range_s */ AND NOT (/* TEMPLATE: slot_held */)
-    AND NOT EXISTS (SELECT 1 FROM /* TEMPLATE: slot_table */ AS h
-      WHERE h."queue" = $1 AND h."partition" = '' AND /* TEMPLATE: slot_range_h */ AND /* TEMPLATE: slot_held_h */)
-  LIMIT $2 FOR UPDATE OF s SKIP LOCKED),
-part_slots AS (SELECT pp.p, pp.d, s."slot" FROM parts AS pp JOIN /* TEMPLATE: slot_table */ AS s
+slots AS (SELECT pp.p, pp.d, s."slot" FROM parts AS pp JOIN /* TEMPLATE: slot_table */ AS s
     ON s."queue" = $1 AND s."partition" = pp.p AND /* TEMPLATE: slot_range_p */
-  WHERE (SELECT pb FROM lim) IS NOT NULL AND pp.n IS NOT NULL AND NOT (/* TEMPLATE: slot_held */)
+  WHERE pp.n IS NOT NULL AND NOT (/* TEMPLATE: slot_held */)
     AND NOT EXISTS (SELECT 1 FROM /* TEMPLATE: slot_table */ AS h
       WHERE h."queue" = $1 AND h."partition" = pp.p AND /* TEMPLATE: slot_range_hp */ AND /* TEMPLATE: slot_held_h */)
   ORDER BY pp.d, s."slot" LIMIT $2 FOR UPDATE OF s SKIP LOCKED),
-tokens AS (SELECT t."token" FROM /* TEMPLATE: rate_table */ AS t
-  WHERE t."queue" = $1 AND t."partition" = '' AND /* TEMPLATE: token_range */
-    AND (t."used_at" IS NULL OR t."used_at" <= clock_timestamp() - (SELECT per::FLOAT8 + LEAST(per::FLOAT8 / 10, 100) FROM lim) * INTERVAL '1 millisecond')
-  LIMIT $2 FOR UPDATE OF t SKIP LOCKED)
-SELECT 'partitioned', '', (CASE WHEN fair THEN 1 ELSE 0 END + CASE WHEN seq THEN 2 ELSE 0 END)::INT4, -1::INT4 FROM lim WHERE pb IS NOT NULL
-UNION ALL SELECT 'part', p, COALESCE(n, -1)::INT4, d FROM parts WHERE p IS NOT NULL AND EXISTS (SELECT 1 FROM lim WHERE pb IS NOT NULL)
+tokens AS (/* TEMPLATE: take_tokens */)
+SELECT 'partitioned', '', (CASE WHEN fair THEN 1 ELSE 0 END + CASE WHEN seq THEN 2 ELSE 0 END)::INT4, -1::INT4 FROM lim
+UNION ALL SELECT 'part', p, COALESCE(n, -1)::INT4, d FROM parts
 UNION ALL SELECT 'slot', p, "slot", d FROM slots
-UNION ALL SELECT 'slot', p, "slot", d FROM part_slots
 UNION ALL SELECT 'token', '', "token", 0::INT4 FROM tokens
-UNION ALL SELECT 'slot', '', -1::INT4, 0::INT4 WHERE NOT EXISTS (SELECT 1 FROM lim WHERE n IS NOT NULL OR pb IS NOT NULL)
 UNION ALL SELECT 'token', '', -1::INT4, 0::INT4 WHERE NOT EXISTS (SELECT 1 FROM lim WHERE r IS NOT NULL)
 ORDER BY 4;
 

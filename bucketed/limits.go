@@ -270,9 +270,10 @@ func (q *Queue) readLimits(ctx context.Context, queue string) (LimitsState, erro
 func (q *Queue) claimLimited(ctx context.Context, p claimParams) (claimed []claimedJob, cut bool, err error) {
 	err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		claimed, cut = nil, false
-		took, err := q.takeLimits(ctx, tx, p.Queue, p.Limit)
-		if err != nil {
-			return err
+		partitioned := q.limits.peek(p.Queue).PartitionBy != ""
+		took, err := q.takeLimits(ctx, tx, p.Queue, p.Limit, partitioned)
+		if err != nil || partitioned && !took.partitioned {
+			return err // not partitioned after all: the limits are read again (claimedNone)
 		}
 		if took.partitioned {
 			claimed, cut, err = q.claimPartitioned(ctx, tx, p, took)
@@ -407,10 +408,17 @@ func (t limitsTaken) shares(want int) (parts []string, quotas []int32, cut bool)
 	return parts, quotas, cut
 }
 
-// takeLimits runs limits_take, from the queue's partition cursor, and
-// slots_free.
-func (q *Queue) takeLimits(ctx context.Context, tx skiplock.Tx, queue string, n int) (limitsTaken, error) {
-	rows, err := tx.Query(ctx, q.sql.limitsTake, queue, n, q.limits.cursor(queue), MaxClaimPartitions)
+// takeLimits runs limits_take, or for a queue this Queue read as
+// partitioned partitions_take from the queue's partition cursor, and
+// slots_free. (Each takes nothing of a queue that is not as read: the
+// limited claim's gate refuses a partitioned queue, and a partitioned
+// queue's take says it is one.)
+func (q *Queue) takeLimits(ctx context.Context, tx skiplock.Tx, queue string, n int, partitioned bool) (limitsTaken, error) {
+	sql, args := q.sql.limitsTake, []any{queue, n}
+	if partitioned {
+		sql, args = q.sql.partitionsTake, []any{queue, n, q.limits.cursor(queue), MaxClaimPartitions}
+	}
+	rows, err := tx.Query(ctx, sql, args...)
 	if err != nil {
 		return limitsTaken{}, err
 	}

@@ -28,7 +28,7 @@ type statements struct {
 	// its own parameters (claimPartitionedParams).
 	claimPartitioned, claimSequenced                      string
 	partitionsRewrite                                     string
-	limitsTake, slotsFree, limitsUse                      string
+	limitsTake, partitionsTake, slotsFree, limitsUse      string
 	slotsMake, tokensMake                                 string
 	queueLimits, limitsSet                                string
 	slotsLock, slotsAdopt                                 string
@@ -131,6 +131,11 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 	}
 	vars["branch"] = "1"
 	vars["partition_branches"] = partitionBranches(vars, "claim_partition_branch")
+	tokens, err := sqltext.Render(sqlFile.Template("take_tokens"), vars)
+	if err != nil {
+		panic(err) // the file is embedded: the tests render it for every engine
+	}
+	vars["take_tokens"] = tokens
 	setClaimGate(vars, plainGate(queueState))
 	return vars
 }
@@ -212,10 +217,15 @@ func keyRange(d *skiplock.Dialect, col, lo, hi string) string {
 
 // slotHeld is the test that slot row alias is held: its job is Running
 // under the lease token the slot recorded (bucketed.sql, "Concurrency
-// slots").
+// slots"). A scalar subquery, one lookup by the job's key per slot: an
+// EXISTS under the NOT and OR that test it would be hashed, reading every
+// Running job, through the rescuer's index and its dead entries, at each
+// claim. The status compared as text keeps that index's predicate out. A
+// slot that names no job, or a job no longer Running, is free (false,
+// never null).
 func slotHeld(alias, table string) string {
-	return alias + `."job_id" IS NOT NULL AND EXISTS (SELECT 1 FROM ` + table + ` AS j
-      WHERE j."id" = ` + alias + `."job_id" AND j."lease_token" = ` + alias + `."lease_token" AND j."status" = 'Running')`
+	return `COALESCE((SELECT j."lease_token" FROM ` + table + ` AS j
+      WHERE j."id" = ` + alias + `."job_id" AND j."status"::TEXT = 'Running') = ` + alias + `."lease_token", false)`
 }
 
 // queuedExists is the test, for pending and backlog, that queue $1 has a
@@ -290,6 +300,8 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		"held_fail":                  &s.heldFail,
 		"held_snooze":                &s.heldSnooze,
 		"limits_take":                &s.limitsTake,
+		"partitions_take":            &s.partitionsTake,
+		"take_tokens":                new(string), // rendered into limits_take and partitions_take (sqlVars)
 		"claim_partitioned":          &claimPartitioned,
 		"claim_partitioned_key_join": &claimPartitionedKeyJoin,
 		"claim_partition_branch":     new(string), // rendered into claim_partitioned (sqlVars)
@@ -362,7 +374,7 @@ func (s *statements) all() []string {
 		s.completedWith, s.deleteFinished, s.stats, s.pending, s.backlog, s.lookup, s.claimedBy, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID, s.reserveIDs, s.notify,
 		s.completeDelete, s.completedWithDelete, s.claimHeld, s.holdOpen, s.holdClose, s.holdExists,
 		s.heldComplete, s.heldCompleteDelete, s.heldFail, s.heldSnooze,
-		s.claimLimited, s.claimPartitioned, s.claimSequenced, s.partitionsRewrite, s.limitsTake, s.slotsFree, s.limitsUse, s.slotsMake, s.tokensMake, s.queueLimits, s.limitsSet, s.slotsHeld, s.partitionCounts, s.slotsLock, s.slotsAdopt}, func(sql string) bool { return sql == "" })
+		s.claimLimited, s.claimPartitioned, s.claimSequenced, s.partitionsRewrite, s.limitsTake, s.partitionsTake, s.slotsFree, s.limitsUse, s.slotsMake, s.tokensMake, s.queueLimits, s.limitsSet, s.slotsHeld, s.partitionCounts, s.slotsLock, s.slotsAdopt}, func(sql string) bool { return sql == "" })
 }
 
 // claimParams are the claim's parameters.

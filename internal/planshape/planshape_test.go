@@ -185,17 +185,17 @@ func TestClaimPlanShapes(t *testing.T) {
 		if d.Engine == skiplock.EngineCockroach {
 			want = shape{want: []string{"job_slot@job_slot_pkey", "job_rate_token@job_rate_token_pkey", "locking wait policy: skip locked"}, refuse: []string{"FULL SCAN"}}
 		}
-		check(t, explain(ctx, t, db, sql, []any{"default", 10, "", bucketed.MaxClaimPartitions}), want)
+		check(t, explain(ctx, t, db, sql, []any{"default", 10}), want)
 	})
 	t.Run("bucketed_partitioned", func(t *testing.T) {
-		// A partitioned queue's claim finds its ready partitions by a loose
+		// A partitioned queue's claim (partitions_take) finds its ready partitions by a loose
 		// scan of jobs_partition (one probe each, never the queue's whole
 		// backlog), takes their slots by key, and claims each partition's
 		// jobs from jobs_partition in order.
 		if err := bq.SetLimits(ctx, "parted", bucketed.Limits{Concurrency: 3, PartitionBy: "kind"}); err != nil {
 			t.Fatal(err)
 		}
-		take := render(t, d, name, "bucketed/bucketed.sql", "limits_take")
+		take := render(t, d, name, "bucketed/bucketed.sql", "partitions_take")
 		want := shape{want: []string{"jobs_partition", "job_slot_pkey", "LockRows"}, refuse: []string{"Seq Scan on jobs", "Seq Scan on job_slot"}}
 		if d.Engine == skiplock.EngineCockroach {
 			want = shape{want: []string{"jobs@jobs_partition", "job_slot@job_slot_pkey"}, refuse: []string{"FULL SCAN"}}

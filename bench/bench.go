@@ -80,6 +80,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -227,6 +228,11 @@ type Config struct {
 	// limit (client.Limits), set before the run (bucketed, on the
 	// client); 0 removes one a previous run left.
 	Concurrency int
+	// Partitions, when positive, spreads the preloaded jobs over that many
+	// partitions by key, in turn, and partitions the queue by key
+	// (client.Limits.PartitionBy), Concurrency then per partition
+	// (bucketed, on the client).
+	Partitions int
 	// SeparateBegin sends each transaction's BEGIN as its own round trip,
 	// as pgbench's scripts do; by default the workers' pool pipelines it
 	// with the transaction's first statement
@@ -328,6 +334,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if o.Concurrency < 0 || o.Concurrency > bucketed.MaxConcurrency {
 		return o, usage.Errorf("--concurrency %d: use 0 (no limit) to %d", o.Concurrency, bucketed.MaxConcurrency)
+	}
+	if o.Partitions < 0 || o.Partitions > bucketed.MaxConcurrency {
+		return o, usage.Errorf("--partitions %d: use 0 (none) to %d", o.Partitions, bucketed.MaxConcurrency)
 	}
 	if o.Layout != "" {
 		l, err := schema.ParseLayout(string(o.Layout))
@@ -666,6 +675,7 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 			DeleteCompleted: c.DeleteCompleted && c.Layout == schema.LayoutBucketed,
 			HeldClaims:      c.HeldClaims && c.Layout == schema.LayoutBucketed,
 			Concurrency:     c.Concurrency,
+			Partitions:      c.Partitions,
 			IdealJobsS:      c.idealRate()},
 	}
 	switch c.Scenario {
@@ -862,6 +872,9 @@ func preload(ctx context.Context, c *Config, db *skiplock.DB, n int, enqueue fun
 		k := min(preloadBatch, n-done)
 		batch = batch[:0]
 		for i := 0; i < k; i++ {
+			if c.Partitions > 0 {
+				job.PartitionKey = strconv.Itoa((done + i) % c.Partitions)
+			}
 			batch = append(batch, job)
 		}
 		if err := enqueue(ctx, batch); err != nil {

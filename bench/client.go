@@ -79,7 +79,11 @@ func (d *clientDriver) runWorkers(ctx context.Context, deadline time.Time, rec *
 	// The handlers' parent outlives the run's context: Stop decides how
 	// they end.
 	if d.layout == schema.LayoutBucketed {
-		if err := cl.QueueSetLimits(ctx, DefaultQueue, client.Limits{Concurrency: d.c.Concurrency}); err != nil {
+		lim := client.Limits{Concurrency: d.c.Concurrency}
+		if d.c.Partitions > 0 {
+			lim.PartitionBy = "key"
+		}
+		if err := cl.QueueSetLimits(ctx, DefaultQueue, lim); err != nil {
 			return err
 		}
 	}

@@ -182,6 +182,19 @@ func TestThroughputBurnDown(t *testing.T) {
 	}
 }
 
+// TestThroughputPartitioned: a burn-down with the jobs spread over five
+// partitions by key, one running at a time in each (--partitions 5
+// --concurrency 1): every job is worked, and the report says how.
+func TestThroughputPartitioned(t *testing.T) {
+	t.Parallel()
+	c, _ := config(t, bench.Config{Scenario: bench.ScenarioThroughput, Workers: 4, Jobs: 300, Progress: -1, Partitions: 5, Concurrency: 1})
+	rep := run(t, c)
+	if rep.Jobs != 300 || rep.Settings.Partitions != 5 || rep.Settings.Concurrency != 1 {
+		t.Fatalf("burned down %d jobs over %d partitions with a limit of %d; want 300 over 5 with 1", rep.Jobs, rep.Settings.Partitions, rep.Settings.Concurrency)
+	}
+	checkCounts(t, rep)
+}
+
 func TestLock(t *testing.T) {
 	t.Parallel()
 	c, _ := config(t, bench.Config{Scenario: bench.ScenarioLock, Workers: 3, Jobs: 50, Duration: time.Second, Progress: -1})

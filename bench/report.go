@@ -218,6 +218,9 @@ type Settings struct {
 	HeldClaims bool `json:"held_claims"`
 	// Concurrency is the queue's global concurrency limit (0: none).
 	Concurrency int `json:"concurrency,omitempty"`
+	// Partitions is how many partitions the jobs were spread over (0:
+	// the queue not partitioned).
+	Partitions int `json:"partitions,omitempty"`
 	// Samples, GapS, PollIntervalS, Notify and SameClient are the pickup
 	// scenario's settings (Config): Notify says notifications were in
 	// use.
@@ -280,6 +283,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(b, "\nsettings: schema %s, queue %s, preload %d, driver %s, batch %d, conns %d, progress %v, baseline %v, BEGIN %s",
 			s.Schema, s.Queue, s.Preload, s.Driver, s.Batch, s.Conns, time.Duration(s.ProgressS*float64(time.Second)), s.Baseline,
 			map[bool]string{true: "pipelined with the first statement", false: "its own round trip"}[s.PipelineBegin])
+		if s.Partitions > 0 {
+			fmt.Fprintf(b, ", %d partitions", s.Partitions)
+		}
 		if s.Concurrency > 0 {
 			fmt.Fprintf(b, ", global concurrency limit %d", s.Concurrency)
 		}

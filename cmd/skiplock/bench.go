@@ -17,7 +17,7 @@ func init() {
 	register(&command{
 		name: "bench",
 		usage: "bench latency|lock|throughput|tombstones|pickup|soak|enqueue [--layout L] [--mode lease|tx|bulk|single] [--workers N] [--clients N] [--work D] [--duration D] " +
-			"[--jobs N] [--batch N] [--conns N] [--progress D] [--rtt D] [--baseline] [--separate-begin] [--delete-completed] [--held-claims] [--concurrency N] " +
+			"[--jobs N] [--batch N] [--conns N] [--progress D] [--rtt D] [--baseline] [--separate-begin] [--delete-completed] [--held-claims] [--concurrency N] [--partitions N] " +
 			"[--samples N] [--gap D] [--poll-interval D] [--no-notify] [--same-client] [--rate R|max] [--producers N] [--window D] [--cpuprofile FILE] [--json]",
 		summary: "the load driver: the articles' latency and lock tests, a burn-down, dead versions kept, pickup of one job by idle workers, a soak, enqueue speed; --rtt emulates round trips; --baseline runs pgbench too",
 		run:     runBench,
@@ -68,6 +68,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&cfg.RTT, "rtt", 0, "emulated network round trip: every connection goes through a loopback proxy adding half of it each way (e.g. 2ms; 0: none)")
 	fs.BoolVar(&cfg.DeleteCompleted, "delete-completed", false, "bucketed: delete jobs as they complete instead of keeping them as Success (client.Config.DeleteCompleted)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 0, "bucketed, on the client: the bench queue's global concurrency limit (skiplock queues configure --concurrency), set before the run; 0: none")
+	fs.IntVar(&cfg.Partitions, "partitions", 0, "bucketed, on the client: spread the preloaded jobs over N partitions by key and partition the queue (--concurrency then per partition); 0: none")
 	fs.BoolVar(&cfg.HeldClaims, "held-claims", false, "bucketed, on the client: hold each claim's transaction open while its jobs run, one write per job (client.QueueConfig.HeldClaims; PostgreSQL, short jobs)")
 	fs.BoolVar(&cfg.Baseline, "baseline", false, "also run the article's script through pgbench with the same workers and duration")
 	fs.BoolVar(&cfg.SeparateBegin, "separate-begin", false, "send each transaction's BEGIN as its own round trip, as pgbench's scripts do (default: BEGIN rides with the first statement)")

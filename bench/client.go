@@ -79,11 +79,7 @@ func (d *clientDriver) runWorkers(ctx context.Context, deadline time.Time, rec *
 	// The handlers' parent outlives the run's context: Stop decides how
 	// they end.
 	if d.layout == schema.LayoutBucketed {
-		lim := client.Limits{Concurrency: d.c.Concurrency}
-		if d.c.Partitions > 0 {
-			lim.PartitionBy = "key"
-		}
-		if err := cl.QueueSetLimits(ctx, DefaultQueue, lim); err != nil {
+		if err := cl.QueueSetLimits(ctx, DefaultQueue, benchLimits(d.c)); err != nil {
 			return err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/skiplock/skiplock/internal/logs"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -70,6 +71,11 @@ func prepare(ctx context.Context, c *Config, admin *skiplock.DB, layout schema.L
 	done := func() { pool.Close(); emptyAfter(ctx, c, admin) }
 	counters := &retry.Counters{}
 	drv, err := mk(pool, c, counters)
+	if err == nil && layout == schema.LayoutBucketed {
+		// Before the jobs go in, so that they go in partitioned as the
+		// run asks, with no rewrite of their partitions.
+		err = setLimits(ctx, c, admin)
+	}
 	if err == nil {
 		err = preload(ctx, c, admin, c.Jobs, drv.enqueue, drv.tables()...)
 	}
@@ -491,4 +497,24 @@ func runClaimCompleteBaseline(ctx context.Context, c *Config, admin *skiplock.DB
 		rep.Baseline.Writes = writesSince(ctx, admin, c, drv.tables(), writes0, done)
 	}
 	return nil
+}
+
+// benchLimits are the bench queue's limits: --concurrency, per partition
+// of --partitions (by key) where it is given.
+func benchLimits(c *Config) bucketed.Limits {
+	l := bucketed.Limits{Concurrency: c.Concurrency}
+	if c.Partitions > 0 {
+		l.PartitionBy = "key"
+	}
+	return l
+}
+
+// setLimits sets the bench queue's limits (benchLimits), clearing what a
+// previous run left.
+func setLimits(ctx context.Context, c *Config, admin *skiplock.DB) error {
+	q, err := bucketed.New(ctx, admin, &bucketed.Config{Schema: c.Schema})
+	if err != nil {
+		return err
+	}
+	return q.SetLimits(ctx, DefaultQueue, benchLimits(c))
 }

@@ -355,8 +355,10 @@ ORDER BY 4;
 -- The claim of a partitioned queue: up to $6[i] jobs of partition $5[i],
 -- for each i, each partition's in priority order (claim_partition_branch,
 -- one branch per element, rendered up to MaxClaimPartitions; a branch past
--- the arrays takes none). Its own parameters: $1 the queue, $2 the owner,
--- $3 the lease token, $4 the lease's seconds. Returns the job columns and
+-- the arrays takes none), $7 in all: the branches run in order until $7
+-- are taken (a claim without fair shares asks each partition for all it
+-- may take, and fills up from the first). Its own parameters: $1 the
+-- queue, $2 the owner, $3 the lease token, $4 the lease's seconds. Returns the job columns and
 -- each job's partition, whose slot limits_use gives it. The lease starts
 -- at this statement (lease_start). Where the engine joins DML to its
 -- limited subqueries by key (KeyJoinDML: CockroachDB), the branches are
@@ -365,13 +367,13 @@ ORDER BY 4;
 -- run_at, with a limit of its own.
 UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Running', "attempts" = j."attempts" + 1, "lease_owner" = $2, "lease_token" = $3,
   "lease_expires_at" = clock_timestamp() + $4::FLOAT8 * INTERVAL '1 second', "last_updated" = now()
-WHERE j."id" = ANY(ARRAY(/* TEMPLATE: partition_branches */))
+WHERE j."id" = ANY(ARRAY(SELECT u."id" FROM (/* TEMPLATE: partition_branches */) AS u LIMIT $7::INT4))
 RETURNING /* TEMPLATE: job_columns */, j."partition";
 
 -- name: claim_partitioned_key_join
 UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Running', "attempts" = j."attempts" + 1, "lease_owner" = $2, "lease_token" = $3,
   "lease_expires_at" = clock_timestamp() + $4::FLOAT8 * INTERVAL '1 second', "last_updated" = now()
-FROM (/* TEMPLATE: partition_branches */) AS c
+FROM (SELECT u."id" FROM (/* TEMPLATE: partition_branches */) AS u LIMIT $7::INT4) AS c
 WHERE j."id" = c."id"
 RETURNING /* TEMPLATE: job_columns */, j."partition";
 

@@ -322,13 +322,10 @@ func (q *Queue) claimUnpartitioned(ctx context.Context, tx skiplock.Tx, p claimP
 }
 
 // claimPartitioned claims each ready partition's share (took.shares) of
-// a partitioned queue, and moves the queue's cursor to the last partition
-// given a share, so that the next claim starts with the one after it.
+// a partitioned queue, and moves the queue's cursor past the partitions
+// it took jobs from, so that the next claim starts with another.
 func (q *Queue) claimPartitioned(ctx context.Context, tx skiplock.Tx, p claimParams, took limitsTaken) ([]claimedJob, bool, error) {
-	parts, quotas, cut := took.shares(p.Limit)
-	if len(parts) > 0 {
-		q.limits.setCursor(p.Queue, parts[len(parts)-1])
-	}
+	parts, quotas, budget, cut := took.shares(p.Limit)
 	if len(parts) == 0 {
 		return nil, cut, nil
 	}
@@ -336,13 +333,34 @@ func (q *Queue) claimPartitioned(ctx context.Context, tx skiplock.Tx, p claimPar
 	if took.sequential {
 		sql = q.sql.claimSequenced
 	}
-	claimed, err := claimRowsEach(ctx, tx, sql, []any{p.Queue, p.Owner, p.Token, p.LeaseSeconds, parts, quotas},
+	claimed, err := claimRowsEach(ctx, tx, sql, []any{p.Queue, p.Owner, p.Token, p.LeaseSeconds, parts, quotas, budget},
 		func(c *claimedJob, partition *string) {
 			if partition != nil {
 				c.partition = *partition
 			}
 		})
-	return claimed, cut, err
+	if err != nil {
+		return nil, false, err
+	}
+	taken := map[string]int32{}
+	for _, c := range claimed {
+		taken[c.partition]++
+	}
+	// The next claim starts after the last partition this one took from
+	// where the shares went round them all (fair), or after the first,
+	// which filled it first. A claim short of what it asked for, where a
+	// partition gave all it was asked, is short for the shares, not for
+	// want of jobs: the producer claims again soon rather than waiting as
+	// on a drained queue.
+	moved := false
+	for i, part := range parts {
+		if taken[part] > 0 && (took.fair || !moved) {
+			q.limits.setCursor(p.Queue, part)
+			moved = true
+		}
+		cut = cut || len(claimed) < p.Limit && taken[part] == quotas[i]
+	}
+	return claimed, cut, nil
 }
 
 // limitsTaken is what limits_take and slots_free found: whether the queue
@@ -366,12 +384,14 @@ type partitionTaken struct {
 
 // shares splits a claim of want jobs among the ready partitions, in the
 // order visited: each gets at most its free slots (where it has a limit)
-// and all together at most the tokens (where the queue has a rate). Fair
-// shares go round the partitions one job at a time; otherwise each
-// partition takes what it can before the next. cut says a limit capped
-// the claim below want.
-func (t limitsTaken) shares(want int) (parts []string, quotas []int32, cut bool) {
-	budget := want
+// and all together at most budget, the tokens (where the queue has a
+// rate) and want. Fair shares go round the partitions one job at a time;
+// otherwise each partition is asked for all it may take, and the claim
+// takes budget from the first ones (claim_partitioned's $7), so that a
+// partition with fewer jobs leaves the rest to the next. cut says a limit
+// capped the claim below want.
+func (t limitsTaken) shares(want int) (parts []string, quotas []int32, budget int, cut bool) {
+	budget = want
 	if !t.noRate && len(t.tokens) < budget {
 		budget, cut = len(t.tokens), true
 	}
@@ -383,21 +403,21 @@ func (t limitsTaken) shares(want int) (parts []string, quotas []int32, cut bool)
 			cut = cut || room[i] < budget
 		}
 	}
-	got := make([]int, len(t.parts))
-	for left := budget; left > 0; {
-		gave := 0
-		for i := range got {
-			step := room[i] - got[i]
-			if t.fair {
-				step = min(step, 1)
+	got := room
+	if t.fair {
+		got = make([]int, len(t.parts))
+		for left := budget; left > 0; {
+			gave := 0
+			for i := range got {
+				if got[i] < room[i] && left > 0 {
+					got[i]++
+					left--
+					gave++
+				}
 			}
-			step = min(step, left)
-			got[i] += step
-			left -= step
-			gave += step
-		}
-		if gave == 0 {
-			break
+			if gave == 0 {
+				break
+			}
 		}
 	}
 	for i, n := range got {
@@ -405,7 +425,7 @@ func (t limitsTaken) shares(want int) (parts []string, quotas []int32, cut bool)
 			parts, quotas = append(parts, t.parts[i].name), append(quotas, int32(n))
 		}
 	}
-	return parts, quotas, cut
+	return parts, quotas, budget, cut
 }
 
 // takeLimits runs limits_take, or for a queue this Queue read as

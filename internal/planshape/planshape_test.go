@@ -217,7 +217,7 @@ func TestClaimPlanShapes(t *testing.T) {
 		if d.Engine == skiplock.EngineCockroach {
 			want = shape{want: []string{"jobs@jobs_partition", "locking wait policy: skip locked"}, refuse: []string{"FULL SCAN"}}
 		}
-		check(t, explain(ctx, t, db, claim, []any{"parted", "owner", int64(1), 30.0, []string{"a", "b"}, []int32{2, 2}}), want)
+		check(t, explain(ctx, t, db, claim, []any{"parted", "owner", int64(1), 30.0, []string{"a", "b"}, []int32{2, 2}, int32(4)}), want)
 	})
 	if d.Engine == skiplock.EnginePostgres && d.Emulates == skiplock.PersonalityNone {
 		// The cockroach personality sends CockroachDB's key-joined claim,

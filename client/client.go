@@ -42,7 +42,7 @@ type Client struct {
 
 	notifyMu   sync.Mutex
 	notifiedAt map[string]time.Time // last notification per queue (debounce)
-	trailing   map[string]bool      // a trailing notification is pending (trailLocked)
+	trailing   map[string]time.Time // when the pending trailing notification is sent (trail)
 
 	periodic []schedule        // parsed Config.PeriodicJobs
 	sql      map[string]string // client.sql for the schema
@@ -92,7 +92,7 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cl := &Client{db: db, cfg: c, defaultTimeout: cfg == nil || cfg.JobTimeout == 0, fq: map[string]*fanout.Queue{}, queues: map[string]*queueRunner{}, notifiedAt: map[string]time.Time{}, trailing: map[string]bool{}}
+	cl := &Client{db: db, cfg: c, defaultTimeout: cfg == nil || cfg.JobTimeout == 0, fq: map[string]*fanout.Queue{}, queues: map[string]*queueRunner{}, notifiedAt: map[string]time.Time{}, trailing: map[string]time.Time{}}
 	cl.events.log = c.Logger
 	cl.meter = metricsink.Of(c.Metrics)
 	switch c.Notify {

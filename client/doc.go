@@ -55,7 +55,8 @@
 // client wakes the producers of the queues named. Notifications of one
 // queue from one client are debounced (one per 20 ms), and a debounced
 // insert is followed by one trailing notification at the end of the
-// window, so every insert wakes the listeners within milliseconds. A
+// window and after its statement is done, so every insert wakes the
+// listeners within milliseconds. A
 // producer that drained its queue waits for the next wake or poll, not
 // polling again at once (jobs it snoozed or failed wake it when due),
 // and an idle poll is one statement (bucketed: the heads probe, which

@@ -201,7 +201,7 @@ func (c *Client) write(ctx context.Context, db skiplock.Querier, jobs []*skiploc
 			batch[k] = *jobs[i]
 		}
 		layout := c.layoutOf(q)
-		channel := c.notifyChannel(q)
+		channel, debounced := c.notifyChannel(q)
 		e, err := c.engineOf(q)
 		var ids []string
 		if err == nil {
@@ -209,6 +209,9 @@ func (c *Client) write(ctx context.Context, db skiplock.Querier, jobs []*skiploc
 		}
 		if err != nil {
 			return nil, fmt.Errorf("client: insert into queue %q: %w", q, err)
+		}
+		if debounced {
+			c.trail(q)
 		}
 		c.countInserted(db, q, layout, batch, len(ids))
 		// A job whose unique key a live job holds returns no id; ids
@@ -241,45 +244,54 @@ func (c *Client) layoutOf(queue string) schema.Layout {
 }
 
 // notifyChannel is the channel an insert into queue notifies now, or ""
-// (no notifications, or one sent within notifyDebounce: then a trailing
-// notification is sent once that window ends, see trail).
-func (c *Client) notifyChannel(queue string) string {
+// (no notifications, or one sent within notifyDebounce: debounced, and
+// the caller sends a trailing notification once the insert's statement
+// is done, see trail).
+func (c *Client) notifyChannel(queue string) (channel string, debounced bool) {
 	if !c.notify {
-		return ""
+		return "", false
 	}
 	c.notifyMu.Lock()
 	defer c.notifyMu.Unlock()
 	now := time.Now()
 	if last, ok := c.notifiedAt[queue]; ok && now.Sub(last) < notifyDebounce {
-		c.trailLocked(queue, last)
-		return ""
+		return "", true
 	}
 	c.notifiedAt[queue] = now
-	return c.channel
+	return c.channel, false
 }
 
-// trailLocked makes sure a notification of queue follows the debounced
-// insert being written: at the end of the debounce window, or, when a
-// trailing one is already pending, that one (it is sent after this
-// insert's statement). The listeners' producers then need no fast polls
-// after a drained claim (bucketed.WorkerConfig.WaitWhenDrained). An insert in a
-// caller's transaction that commits after the trailing notification is
-// found by the next poll (FetchPollInterval), as a lost notification is.
-// Callers hold notifyMu.
-func (c *Client) trailLocked(queue string, last time.Time) {
-	if c.trailing[queue] {
+// trail makes sure a notification of queue follows a debounced insert
+// whose statement is done: at the end of the debounce window, and a
+// little after now, so that the insert has committed by then (the
+// decision to debounce was taken before the statement, which may have
+// waited for a connection or a read of the queue's limits). A trailing
+// notification already due after that covers it. The listeners'
+// producers then need no fast polls after a drained claim
+// (bucketed.WorkerConfig.WaitWhenDrained). An insert in a caller's
+// transaction that commits after the trailing notification is found by
+// the next poll (FetchPollInterval), as a lost notification is.
+func (c *Client) trail(queue string) {
+	c.notifyMu.Lock()
+	defer c.notifyMu.Unlock()
+	at := time.Now().Add(notifyDebounce / 2)
+	if end := c.notifiedAt[queue].Add(notifyDebounce + notifyDebounce/2); end.After(at) {
+		at = end
+	}
+	if pending, ok := c.trailing[queue]; ok && !pending.Before(at) {
 		return
 	}
-	c.trailing[queue] = true
-	// A little after the window, so that an insert whose statement just
-	// started has committed by then.
-	time.AfterFunc(time.Until(last.Add(notifyDebounce))+notifyDebounce/2, func() { c.sendTrailing(queue) })
+	c.trailing[queue] = at
+	time.AfterFunc(time.Until(at), func() { c.sendTrailing(queue, at) })
 }
 
-// sendTrailing sends the trailing notification of queue.
-func (c *Client) sendTrailing(queue string) {
+// sendTrailing sends the trailing notification of queue that trail
+// scheduled at at.
+func (c *Client) sendTrailing(queue string, at time.Time) {
 	c.notifyMu.Lock()
-	c.trailing[queue] = false
+	if c.trailing[queue].Equal(at) {
+		delete(c.trailing, queue) // else a later one is pending: it stays
+	}
 	c.notifiedAt[queue] = time.Now()
 	c.notifyMu.Unlock()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

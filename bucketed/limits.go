@@ -108,8 +108,8 @@ const MaxShownPartitions = 100
 // limitsEmptyAge after a claim that came back empty (a limit just set or
 // removed makes claims come back empty until the Queue reads it).
 const (
-	limitsMaxAge   = 5 * time.Second
-	limitsEmptyAge = time.Second
+	limitsMaxAge   = time.Second
+	limitsEmptyAge = 250 * time.Millisecond
 )
 
 // limitsCache holds what a Queue last read of each queue's limits, and
@@ -507,7 +507,7 @@ func prefix(s []int32, n int) []int32 {
 // limit stops nothing that runs: no job starts until fewer than the new
 // limit run (and, for the global limit, until every job past it has
 // finished). A change of the partitioning returns after every Queue has
-// read it (about 6 s) and the queue's Queued and Running jobs have their
+// read it (about 2 s) and the queue's Queued and Running jobs have their
 // partitions in it (RepartitionJobs).
 func (q *Queue) SetLimits(ctx context.Context, queue string, l Limits) error {
 	if err := skiplock.ValidateQueueName(queue); err != nil {

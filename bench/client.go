@@ -77,12 +77,7 @@ func (d *clientDriver) runWorkers(ctx context.Context, deadline time.Time, rec *
 		return err
 	}
 	// The handlers' parent outlives the run's context: Stop decides how
-	// they end.
-	if d.layout == schema.LayoutBucketed {
-		if err := cl.QueueSetLimits(ctx, DefaultQueue, benchLimits(d.c)); err != nil {
-			return err
-		}
-	}
+	// they end. (The queue's limits were set before the preload: prepare.)
 	if err := cl.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}

@@ -545,19 +545,8 @@ func (q *Queue) SetLimits(ctx context.Context, queue string, l Limits) error {
 	set := func(ctx context.Context, tx skiplock.Tx) error {
 		slots := int64(0)
 		wasBy = nil
-		rows, err := tx.Query(ctx, q.sql.slotsLock, queue)
-		if err != nil {
-			return err
-		}
-		for rows.Next() {
-			if err := rows.Scan(&slots, &wasBy); err != nil {
-				rows.Close()
-				return err
-			}
-		}
-		rows.Close()
-		if err := rows.Err(); err != nil {
-			return err
+		if err := tx.QueryRow(ctx, q.sql.slotsLock, queue).Scan(&slots, &wasBy); err != nil && !errors.Is(err, skiplock.ErrNoRows) {
+			return err // no row: a queue never paused nor configured
 		}
 		unpartitioned := l.Concurrency > 0 && l.PartitionBy == ""
 		if unpartitioned {
@@ -588,9 +577,11 @@ func (q *Queue) SetLimits(ctx context.Context, queue string, l Limits) error {
 			}
 		}
 		if l.Rate > 0 {
-			_, err = tx.Exec(ctx, q.sql.tokensMake, queue, l.Rate)
+			if _, err := tx.Exec(ctx, q.sql.tokensMake, queue, l.Rate); err != nil {
+				return err
+			}
 		}
-		return err
+		return nil
 	}
 	// Setting the same limits again changes nothing more (the running jobs
 	// that got a slot have one), so a commit whose outcome was lost is

@@ -173,10 +173,15 @@ func TestPoisonJobsKillTheirWorkers(t *testing.T) {
 			// work_attempt_log (--record-attempts): an attempt's row is
 			// written before its handler runs, so a poison attempt has a
 			// row even when the process died of another poison job before
-			// this one logged its start. Each poison job has 1 to
-			// max_attempts rows, none finished, at least as many as its
-			// logged starts; crashes name poison jobs only; and every
-			// work_log row is the span of a succeeded attempt.
+			// this one logged its start. An attempt counted at the claim
+			// whose handler never began (the job waited prefetched while
+			// the other poison job killed the process) has none: under the
+			// cockroach personality in CI, every attempt of one poison job
+			// ended so. Each poison job has at most max_attempts rows,
+			// none finished, at least as many as its logged starts, and
+			// at least one once its handler started; crashes name poison
+			// jobs only; and every work_log row is the span of a
+			// succeeded attempt.
 			rows := map[string]int{}
 			var poisonFinished, joined int64
 			lines := testdb.Lines(ctx, t, db, `SELECT "job_id" FROM `+s+`."work_attempt_log" WHERE "job_id" = ANY($1) AND "finished_at" IS NULL`, poisonIDs)
@@ -191,8 +196,8 @@ FROM `+s+`."work_attempt_log"`, poisonIDs).Scan(&poisonFinished, &joined); err !
 				t.Fatal(err)
 			}
 			for _, id := range poisonIDs {
-				if rows[id] < 1 || rows[id] > maxAttempts || starts[id] > rows[id] {
-					t.Errorf("poison job %s: %d unfinished attempt rows, %d logged starts; want 1 to max_attempts = %d rows, no fewer than the starts", id, rows[id], starts[id], maxAttempts)
+				if rows[id] > maxAttempts || starts[id] > rows[id] {
+					t.Errorf("poison job %s: %d unfinished attempt rows, %d logged starts; want at most max_attempts = %d rows, no fewer than the starts", id, rows[id], starts[id], maxAttempts)
 				}
 			}
 			for id := range starts {

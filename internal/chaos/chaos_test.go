@@ -36,10 +36,11 @@ func workArgs(name, layout string, extra ...string) []string {
 }
 
 // drain runs one last worker until nothing is queued or leased anywhere:
-// it waits for the leases of killed workers to expire and works those jobs.
+// it waits for the leases of killed workers to expire and works those jobs,
+// under the personality's injected errors.
 func drain(t *testing.T, dsn, name, layout string, extra ...string) {
 	t.Helper()
-	cli(t, dsn, append(workArgs(name, layout, append([]string{"--until-empty"}, extra...)...), "--work", "0s")...)
+	runCLI(t, true, dsn, append(workArgs(name, layout, append([]string{"--until-empty"}, extra...)...), "--work", "0s")...)
 }
 
 func report(t *testing.T, what, layout string, c tally, extra string) {

@@ -62,17 +62,44 @@ func binary(t *testing.T) string {
 }
 
 // cli runs the binary to completion and fails the test on a non-zero exit.
+// It runs the personality the suite runs under (SKIPLOCK_EMULATE) without
+// its injected errors: these are a test's setup and checks, not its
+// subject, and a setup enqueue answered with an injected ambiguous commit
+// rightly exits 1 (the outcome is unknown), which would fail the test
+// before the workers under test, which keep the injection, ran at all.
 func cli(t *testing.T, dsn string, args ...string) string {
+	t.Helper()
+	return runCLI(t, false, dsn, args...)
+}
+
+// runCLI is cli, with the personality's injected errors kept where
+// injected says so (a worker under test).
+func runCLI(t *testing.T, injected bool, dsn string, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, binary(t), append([]string{"--dsn", dsn}, args...)...)
+	if !injected {
+		cmd.Env = append(os.Environ(), "SKIPLOCK_EMULATE_OPTS="+withoutInjection(os.Getenv("SKIPLOCK_EMULATE_OPTS")))
+	}
 	var out, errb bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	if err := cmd.Run(); err != nil {
 		t.Fatalf("skiplock %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), errb.String())
 	}
 	return out.String()
+}
+
+// withoutInjection is personality options (--emulate-opts) without their
+// inject= option.
+func withoutInjection(opts string) string {
+	var kept []string
+	for _, o := range strings.Split(opts, ",") {
+		if o = strings.TrimSpace(o); o != "" && !strings.HasPrefix(o, "inject=") {
+			kept = append(kept, o)
+		}
+	}
+	return strings.Join(kept, ",")
 }
 
 // workerProc is one `skiplock work` process that can be killed and

@@ -121,7 +121,8 @@ func testWriteSkewRetried(t *testing.T, d testdb.Driver) {
 
 // TestDeadlockRetried: two transactions lock two rows in opposite orders;
 // PostgreSQL picks a victim (40P01), Run retries it, both commit, and each
-// row is incremented exactly twice.
+// row is incremented exactly twice; every attempt past the two first is a
+// counted deadlock retry.
 func TestDeadlockRetried(t *testing.T) { testdb.ForEachDriver(t, testDeadlockRetried) }
 
 func testDeadlockRetried(t *testing.T, d testdb.Driver) {
@@ -157,8 +158,12 @@ func testDeadlockRetried(t *testing.T, d testdb.Driver) {
 	if n := count(t, db, "SELECT count(*) FROM "+s+".acct WHERE v = 2"); n != 2 {
 		t.Fatalf("%d rows incremented exactly twice, want 2", n)
 	}
-	if by := c.RetriesBySQLState(); by["40P01"] != 1 || c.Attempts() != 3 {
-		t.Fatalf("attempts %d, retries %v: want 3 attempts and one 40P01 retry", c.Attempts(), by)
+	// Usually one deadlock: the victim's retry waits behind the survivor.
+	// It can be two: the victim's retry may lock the row it aborted on
+	// before the survivor, woken by the abort, takes it, and then asks for
+	// the survivor's row (seen in CI), so the bound is on the count's shape.
+	if by := c.RetriesBySQLState(); by["40P01"] < 1 || c.Retries() != by["40P01"] || c.Attempts() != 2+c.Retries() {
+		t.Fatalf("attempts %d, retries %v: want at least one 40P01 retry, no other, and attempts = 2 + retries", c.Attempts(), by)
 	}
 }
 

@@ -190,7 +190,9 @@ func (q *Queue) claimSetup(ctx context.Context, queue string, n int, owner strin
 	}
 	q.recheckLayout(ctx)
 	start := q.hints.Start()
-	if _, err := q.hints.ProbeIfDue(queue, func() error {
+	if deferred, _ := ctx.Value(deferProbeKey{}).(*bool); deferred != nil {
+		*deferred = q.hints.Due(queue, time.Now())
+	} else if _, err := q.hints.ProbeIfDue(queue, func() error {
 		_, err := q.probeHeads(ctx, queue, start)
 		return err
 	}); err != nil {
@@ -201,6 +203,19 @@ func (q *Queue) claimSetup(ctx context.Context, queue string, n int, owner strin
 		Queue: queue, Limit: n, Owner: owner, Token: newToken(), LeaseSeconds: q.cfg.VisibilityTimeout.Seconds(),
 		Buckets: order, HintPriorities: prio, HintRunAts: at, HintIDs: ids,
 	}, nil
+}
+
+// deferProbeKey marks the context of a claim that leaves a due heads
+// probe for after it (deferProbe).
+type deferProbeKey struct{}
+
+// deferProbe returns ctx for a claim that does not wait a round trip for
+// a due heads probe: a claim woken by a notification, whose new jobs sort
+// after the watermarks (unless of a better priority, or back-dated: the
+// probe right after a short claim finds those). The claim sets *deferred
+// when it left a due probe, which its caller then runs (pollHeads).
+func deferProbe(ctx context.Context, deferred *bool) context.Context {
+	return context.WithValue(ctx, deferProbeKey{}, deferred)
 }
 
 // pollHeads is an idle poll: the heads probe alone, when one is due

@@ -89,3 +89,11 @@ func (q *Queue) ClaimHeld(ctx context.Context, queue string, n int) ([]*skiplock
 // partitioning, for this package's tests (TestMain, before any runs):
 // each test's Queues read the changes they make themselves.
 func SettlePartitionsAt(d time.Duration) { partitionSettle = d }
+
+// LimitsStaleMax is the oldest view of a queue's limits a claim uses.
+const LimitsStaleMax = limitsStaleMax
+
+// ProbeSoon makes the next claim of queue due for the heads probe, as a
+// second's wait would (a probe's own duration can push that further out
+// on a loaded machine).
+func (q *Queue) ProbeSoon(queue string) { q.hints.ProbeSoon(queue) }

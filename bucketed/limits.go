@@ -106,10 +106,15 @@ const MaxShownPartitions = 100
 // How long a Queue trusts what it read of a queue's limits: a claim reads
 // them again when they are older than limitsMaxAge, or older than
 // limitsEmptyAge after a claim that came back empty (a limit just set or
-// removed makes claims come back empty until the Queue reads it).
+// removed makes claims come back empty until the Queue reads it). The
+// read goes on beside the claim, which keeps what is held, unless that is
+// older than limitsStaleMax: a claim (or an insert) never waits a round
+// trip for a read that is merely due, and never uses a view older than
+// limitsStaleMax.
 const (
 	limitsMaxAge   = time.Second
 	limitsEmptyAge = 250 * time.Millisecond
+	limitsStaleMax = limitsMaxAge + limitsMaxAge/2
 )
 
 // limitsCache holds what a Queue last read of each queue's limits, and
@@ -153,20 +158,21 @@ func (c *limitsCache) peek(queue string) Limits {
 // due reports whether queue's limits should be read again, and if so
 // takes the read on itself: claims in flight together read them once,
 // the others keep what is held (a queue never read has nothing to keep,
-// so each of its first claims reads).
-func (c *limitsCache) due(queue string, now time.Time) bool {
+// so each of its first claims reads). usable says that what is held may
+// serve meanwhile (it is younger than limitsStaleMax).
+func (c *limitsCache) due(queue string, now time.Time) (due, usable bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	l, ok := c.m[queue]
 	age := now.Sub(l.read)
 	if ok && age < limitsMaxAge && !(l.stale && age >= limitsEmptyAge) {
-		return false
+		return false, true
 	}
 	if ok {
 		l.read, l.stale = now, false
 		c.m[queue] = l
 	}
-	return true
+	return true, ok && age < limitsStaleMax
 }
 
 func (c *limitsCache) store(queue string, l Limits, now time.Time) {
@@ -174,6 +180,9 @@ func (c *limitsCache) store(queue string, l Limits, now time.Time) {
 	defer c.mu.Unlock()
 	if c.m == nil {
 		c.m = map[string]cachedLimits{}
+	}
+	if held, ok := c.m[queue]; ok && held.read.After(now) {
+		return // a read begun later (or SetLimits) already stored what it saw
 	}
 	c.m[queue] = cachedLimits{Limits: l, read: now}
 }
@@ -189,14 +198,40 @@ func (c *limitsCache) claimedNone(queue string) {
 }
 
 // limitsFor returns queue's limits, read again from the database when
-// what this Queue holds is due (limitsCache.due). A failed read keeps the
-// last until the next is due: the claims' gates hold the limits whatever
-// this process believes.
+// what this Queue holds is due (limitsCache.due): on a goroutine of its
+// own while what is held is younger than limitsStaleMax (the caller goes
+// on with it: one round trip less on a claim after a pause, or on an
+// insert), else before returning. A failed read keeps the last until the
+// next is due: the claims' gates hold the limits whatever this process
+// believes.
 func (q *Queue) limitsFor(ctx context.Context, queue string) Limits {
 	now := time.Now()
-	if !q.limits.due(queue, now) {
+	due, usable := q.limits.due(queue, now)
+	switch {
+	case !due:
+		return q.limits.peek(queue)
+	case usable:
+		go func() {
+			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limitsReadTimeout)
+			defer cancel()
+			// A failure keeps what is held until the next read is due, and
+			// is not logged: the claims report a database that fails them.
+			if st, err := q.readLimits(rctx, queue); err == nil {
+				q.limits.store(queue, st.Limits, now)
+			}
+		}()
 		return q.limits.peek(queue)
 	}
+	return q.readLimitsInto(ctx, queue, now)
+}
+
+// limitsReadTimeout bounds a read made beside a claim (of the limits, of
+// the bucket count).
+const limitsReadTimeout = 10 * time.Second
+
+// readLimitsInto reads queue's limits as of now into the cache and
+// returns them; on a failure, what the cache holds.
+func (q *Queue) readLimitsInto(ctx context.Context, queue string, now time.Time) Limits {
 	st, err := q.readLimits(ctx, queue)
 	if err != nil {
 		q.cfg.Logger.Debug("reading the queue's limits failed: keeping the last read", "queue", queue, "error", err)
@@ -598,7 +633,7 @@ func (q *Queue) SetLimits(ctx context.Context, queue string, l Limits) error {
 		return nil
 	}
 	// Inserts give jobs their partition from the partitioning their Queue
-	// last read, at most limitsMaxAge ago: once every Queue has read the
+	// last read, at most limitsStaleMax ago: once every Queue has read the
 	// change, no insert gives a job the old one, and the rewrite catches
 	// those that did.
 	select {
@@ -613,9 +648,9 @@ func (q *Queue) SetLimits(ctx context.Context, queue string, l Limits) error {
 }
 
 // partitionSettle is how long SetLimits waits after a change of a queue's
-// partitioning before it rewrites the jobs' partitions: every Queue reads
-// it again within limitsMaxAge (a second more for the read itself).
-var partitionSettle = limitsMaxAge + time.Second
+// partitioning before it rewrites the jobs' partitions: no Queue uses a
+// view older than limitsStaleMax (a second more for the read itself).
+var partitionSettle = limitsStaleMax + time.Second
 
 // repartitionBatch is how many jobs one statement of RepartitionJobs reads.
 const repartitionBatch = 5000

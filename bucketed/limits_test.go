@@ -260,3 +260,33 @@ func workThree(t *testing.T, ctx context.Context, db *skiplock.DB, name string, 
 		}
 	}
 }
+
+// TestLimitsViewNeverOlderThanStaleMax: a Queue reads a queue's limits
+// again beside its claims once they are a second old, the claim going on
+// with what it holds; but a view older than LimitsStaleMax is read again
+// before the claim. Here another process sets a global limit of 5 while
+// this Queue holds "none" (under which the plain claim's gate refuses the
+// now limited queue): the first claim after LimitsStaleMax claims under
+// the limit, 4 jobs beside the one running.
+func TestLimitsViewNeverOlderThanStaleMax(t *testing.T) {
+	t.Parallel()
+	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
+	q := queueOn(t, db, name, nil)
+	other := queueOn(t, db, name, nil)
+	ctx := ctxT(t)
+	mustEnqueue(t, q, nJobs(10, "default")...)
+	if jobs, err := q.Dequeue(ctx, "default", 1); err != nil || len(jobs) != 1 {
+		t.Fatalf("Dequeue before any limit: %d jobs, %v", len(jobs), err)
+	}
+	if err := other.SetLimits(ctx, "default", bucketed.Limits{Concurrency: 5}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(bucketed.LimitsStaleMax + 100*time.Millisecond) // time under test: past the oldest view a claim may use
+	jobs, err := q.Dequeue(ctx, "default", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(jobs) != 4 {
+		t.Fatalf("the first claim past LimitsStaleMax took %d jobs, want 4 (the limit of 5, one running): it used the view it held", len(jobs))
+	}
+}

@@ -75,6 +75,12 @@ type producer struct {
 	// cut says a claim taken in since the last wait was cut short by the
 	// queue's global limit: the queue is not drained.
 	cut bool
+	// announced says the last wait was ended by a Wake (a notification of
+	// new jobs): the next claim leaves a due heads probe for after it.
+	announced bool
+	// probeLeft says a claim taken in since the last wait left a due heads
+	// probe for after it: a short claim runs it at once.
+	probeLeft bool
 }
 
 // claimed is what one claim in flight brought back: its jobs, how many it
@@ -83,7 +89,9 @@ type claimed struct {
 	jobs  []handed
 	asked int
 	cut   bool // the queue's global limit cut it short (claimMode.claim)
-	err   error
+	// probeLeft: the claim left a due heads probe for after it (deferProbe)
+	probeLeft bool
+	err       error
 }
 
 func newProducer(q *Queue, cfg *WorkerConfig, t *tally, b *breaker) *producer {
@@ -251,6 +259,15 @@ func (p *producer) after(hard context.Context, got int, err error, idle, failing
 		p.cfg.Logger.Info("claims recovered")
 		failing = 0
 	}
+	if p.probeLeft {
+		// A claim woken by a notification came back short and left a due
+		// heads probe: run it now rather than after the idle wait, so a job
+		// below the watermarks (a better priority, a retry) is not kept
+		// waiting a poll interval.
+		p.probeLeft, p.cut = false, false
+		*probeFirst = true
+		return idle, failing, true
+	}
 	if cut := p.cut; cut {
 		// Short because the queue's global limit is reached, not drained:
 		// slots free as jobs finish, here (once their results are
@@ -274,8 +291,9 @@ func (p *producer) after(hard context.Context, got int, err error, idle, failing
 		wait = next // idle: one poll per interval, from the last claim
 	}
 	idle = next
-	ok, woken := p.pause(p.cfg.Wake, p.soon, wait)
-	*probeFirst = ok && !woken
+	ok, by := p.pause(p.cfg.Wake, p.soon, wait)
+	*probeFirst = ok && by == nil
+	p.announced = by != nil && by == p.cfg.Wake
 	return idle, failing, ok
 }
 
@@ -299,11 +317,17 @@ func (p *producer) send(ctx context.Context, want, share int64, most int) {
 		p.inFlight++
 		p.pending += n
 		p.stmts.Add(1)
+		announced := p.announced
+		p.announced = false
 		go func() {
 			began := time.Now()
-			got, cut, err := p.mode.claim(ctx, int(n))
+			cctx, left := ctx, false
+			if announced {
+				cctx = deferProbe(ctx, &left)
+			}
+			got, cut, err := p.mode.claim(cctx, int(n))
 			p.tally.claimedIn(len(got), time.Since(began))
-			p.back <- claimed{jobs: got, asked: int(n), cut: cut, err: err}
+			p.back <- claimed{jobs: got, asked: int(n), cut: cut, probeLeft: left, err: err}
 		}()
 	}
 }
@@ -329,6 +353,7 @@ func (p *producer) takeIn(c claimed) {
 	p.inFlight--
 	p.pending -= int64(c.asked)
 	p.cut = p.cut || c.cut
+	p.probeLeft = p.probeLeft || c.probeLeft
 	if len(c.jobs) > 0 {
 		p.hand(c.jobs)
 	}
@@ -360,11 +385,12 @@ func (p *producer) hand(jobs []handed) {
 }
 
 // pause waits for d (0: no timer), a signal on wake or soon (nil: none),
-// or the producer's stop. ok is false when it is stopping; woken says
-// the wait ended on a signal. An idle producer waits on the Wake signal
-// and on its own jobs coming due (wakeIn) only: a goroutine finishing a
-// job does not make a drained queue worth polling.
-func (p *producer) pause(wake, soon <-chan struct{}, d time.Duration) (ok, woken bool) {
+// or the producer's stop. ok is false when it is stopping; by is the
+// channel whose signal ended the wait (nil: the timer, or the stop). An
+// idle producer waits on the Wake signal and on its own jobs coming due
+// (wakeIn) only: a goroutine finishing a job does not make a drained
+// queue worth polling.
+func (p *producer) pause(wake, soon <-chan struct{}, d time.Duration) (ok bool, by <-chan struct{}) {
 	var timer <-chan time.Time
 	if d > 0 {
 		t := time.NewTimer(d)
@@ -373,14 +399,14 @@ func (p *producer) pause(wake, soon <-chan struct{}, d time.Duration) (ok, woken
 	}
 	select {
 	case <-p.quit:
-		return false, false
+		return false, nil
 	case <-wake:
-		return true, true
+		return true, wake
 	case <-soon:
-		return true, true
+		return true, soon
 	case <-timer:
 	}
-	return true, false
+	return true, nil
 }
 
 // wakeIn wakes an idle producer d from now (a few milliseconds after, for

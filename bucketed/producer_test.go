@@ -233,3 +233,55 @@ func TestIdleCostAndWake(t *testing.T) {
 		t.Fatalf("the job was not picked up within 5 s of Wake (the idle wait was 8 s or more)")
 	}
 }
+
+// TestWokenClaimFindsJobsBelowTheWatermarks: a claim woken by Wake does
+// not wait for a due heads probe (the new jobs a notification announces
+// sort after the watermarks), so a job that sorts before them, here a
+// better priority inserted by another process, is missed by that claim;
+// the probe then runs at once, not after the idle wait (an hour here), and
+// the job starts.
+func TestWokenClaimFindsJobsBelowTheWatermarks(t *testing.T) {
+	t.Parallel()
+	db, name := testdb.Migrated(t, &schema.Options{Buckets: 1}, schema.LayoutBucketed) // one watermark, which the first jobs set
+	q := queueOn(t, db, name, nil)
+	other := queueOn(t, db, name, nil)
+	ctx := ctxT(t)
+	wake := make(chan struct{}, 1)
+	ran := make(chan int, 10)
+	w, err := q.NewWorker(&bucketed.WorkerConfig{
+		// Once drained, the producer waits an hour or for a Wake: no poll
+		// runs the probe meanwhile.
+		Workers: 4, IdleMin: time.Hour, PollInterval: time.Hour, WaitWhenDrained: true, Wake: wake,
+		Handler: func(ctx context.Context, j *skiplock.Job) error {
+			ran <- j.Priority
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustEnqueue(t, q, skiplock.NewJob{Priority: 2}, skiplock.NewJob{Priority: 2})
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(ctx) //nolint:errcheck // the test's checks are above
+	for range 2 {
+		<-ran
+	}
+	if q.HintsSet("default") != 1 {
+		t.Fatalf("the claims set %d watermarks, want the bucket's", q.HintsSet("default"))
+	}
+	// A job of a better priority, from another process: below the
+	// watermark. The probe is due (as a second later), and a Wake comes.
+	mustEnqueue(t, other, skiplock.NewJob{Priority: 0})
+	q.ProbeSoon("default")
+	wake <- struct{}{}
+	select {
+	case p := <-ran:
+		if p != 0 {
+			t.Fatalf("ran a job of priority %d, want the new one's 0", p)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("the job below the watermark was not picked up within 10 s of Wake: the probe the woken claim left waited for the idle poll")
+	}
+}

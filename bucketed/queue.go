@@ -88,7 +88,9 @@ func (q *Queue) branchesFor(buckets int) int {
 // older than Config.LayoutRecheck, and adopts and logs a change: a schema
 // dropped and migrated again with more buckets under a running process
 // must not leave the new buckets unclaimed. A failed read changes nothing
-// (the claim reports what is wrong with the schema).
+// (the claim reports what is wrong with the schema). The read goes on
+// beside the claim that found it due, which does not wait a round trip
+// for it: the claims after it use what it found.
 func (q *Queue) recheckLayout(ctx context.Context) {
 	if q.cfg.LayoutRecheck < 0 {
 		return
@@ -98,6 +100,16 @@ func (q *Queue) recheckLayout(ctx context.Context) {
 	if now-last < int64(q.cfg.LayoutRecheck) || !q.checkedAt.CompareAndSwap(last, now) {
 		return
 	}
+	go func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limitsReadTimeout)
+		defer cancel()
+		q.readLayout(rctx)
+	}()
+}
+
+// readLayout reads the schema's bucket count, and adopts and logs a
+// change (recheckLayout).
+func (q *Queue) readLayout(ctx context.Context) {
 	n, err := schema.Buckets(ctx, q.db, q.cfg.Schema)
 	if err != nil || n < 1 {
 		return

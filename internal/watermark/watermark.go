@@ -116,6 +116,17 @@ func (m *Marks[K]) ProbeDue(queue string, now time.Time) bool {
 	return true
 }
 
+// Due says whether the heads probe of queue is due, as ProbeDue would,
+// without marking it as run.
+func (m *Marks[K]) Due(queue string, now time.Time) bool {
+	if m.maxAge <= 0 {
+		return false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return !now.Before(m.queue(queue).due)
+}
+
 // ProbeDone records that the probe ProbeDue asked for ran from start to
 // end. A probe walks the dead entries, so it grows with them (under a
 // long snapshot on PostgreSQL, with YugabyteDB's history retention or

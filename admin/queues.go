@@ -51,6 +51,7 @@ type QueueLimits struct {
 	PartitionBy      *string  `json:"partition_by"`
 	Fair             bool     `json:"fair"`
 	Sequential       bool     `json:"sequential"`
+	HaltOnDead       bool     `json:"halt_on_dead"`
 }
 
 // Text says the limits in a few words, as the dashboard shows them.
@@ -70,6 +71,9 @@ func (l *QueueLimits) Text() string {
 	}
 	if l.Sequential {
 		parts = append(parts, "in sequences")
+	}
+	if l.HaltOnDead {
+		parts = append(parts, "halting at a dead job")
 	}
 	if l.LocalConcurrency != nil {
 		parts = append(parts, fmt.Sprintf("%d per process", *l.LocalConcurrency))
@@ -437,7 +441,7 @@ func (l *queueListing) readStates(ctx context.Context) error {
 		var paused bool
 		var lim QueueLimits
 		var periodMS *int64
-		if err := rows.Scan(&name, &paused, &lim.Concurrency, &lim.LocalConcurrency, &lim.Rate, &periodMS, &lim.PartitionBy, &lim.Fair, &lim.Sequential); err != nil {
+		if err := rows.Scan(&name, &paused, &lim.Concurrency, &lim.LocalConcurrency, &lim.Rate, &periodMS, &lim.PartitionBy, &lim.Fair, &lim.Sequential, &lim.HaltOnDead); err != nil {
 			return err
 		}
 		names = append(names, name)

@@ -385,12 +385,17 @@ RETURNING /* TEMPLATE: job_columns */, j."partition";
 -- waits for it. No SKIP LOCKED: the partition's one slot, which this claim
 -- holds, keeps every other claim off the partition; a row another
 -- statement changed meanwhile is re-read, and passed over if it is no
--- longer Queued.
+-- longer Queued. Where the queue halts at a dead job (halt_on_dead, read
+-- now, not from the claimer's view), a Failed job of the partition before
+-- the head holds the sequence (jobs_partition_dead: one probe).
 SELECT "id" FROM (SELECT "id", "run_at" FROM /* TEMPLATE: table */
   WHERE "status" = 'Queued' AND "queue" = $1 AND "partition" = ($5::TEXT[])[/* TEMPLATE: branch */]
     AND /* TEMPLATE: claim_gate */ $1)
   ORDER BY "id" LIMIT LEAST(COALESCE(($6::INT4[])[/* TEMPLATE: branch */], 0), 1) FOR UPDATE) AS b/* TEMPLATE: branch */
 WHERE b/* TEMPLATE: branch */."run_at" <= now()
+  AND NOT (COALESCE((SELECT h."halt_on_dead" FROM /* TEMPLATE: queue_state */ AS h WHERE h."name" = $1), false)
+    AND EXISTS (SELECT 1 FROM /* TEMPLATE: table */ AS d WHERE d."status" = 'Failed' AND d."queue" = $1
+      AND d."partition" = ($5::TEXT[])[/* TEMPLATE: branch */] AND d."id" < b/* TEMPLATE: branch */."id"))
 
 -- name: claim_partition_branch
 SELECT "id" FROM (SELECT "id" FROM /* TEMPLATE: table */
@@ -450,10 +455,11 @@ ON CONFLICT ("queue", "partition", "slot") DO NOTHING;
 -- per rate_period_ms), each null when unset, how many slot rows it has,
 -- whether it is paused, its partitioning (null: none), whether its claims
 -- share out among partitions, partitions' own limits (a JSON object as
--- text, null: none), and whether its partitions are sequences; no row when the queue was never paused or
+-- text, null: none), whether its partitions are sequences, and whether
+-- they halt at a dead job; no row when the queue was never paused or
 -- configured.
 SELECT "concurrency", "local_concurrency", "slots", "paused", "rate_limit", "rate_period_ms", "partition_by", "fair", "partition_limits"::TEXT,
-  "sequential"
+  "sequential", "halt_on_dead"
 FROM /* TEMPLATE: queue_state */ WHERE "name" = $1;
 
 -- name: slots_lock
@@ -481,16 +487,18 @@ RETURNING "slot";
 -- name: limits_set
 -- Sets queue $1's limits ($2 global, $3 per process, $5 starts per $6
 -- milliseconds; null: none), its partitioning ($7, null: none), fair
--- turns ($8), partitions' own limits ($9, a JSON object, null: none) and
--- sequences ($10), and raises its count of slot rows to $4 and of rate tokens to $5; its
--- paused flag stays as it is.
+-- turns ($8), partitions' own limits ($9, a JSON object, null: none),
+-- sequences ($10) and their halting at a dead job ($11), and raises its
+-- count of slot rows to $4 and of rate tokens to $5; its paused flag stays
+-- as it is.
 INSERT INTO /* TEMPLATE: queue_state */ AS q ("name", "concurrency", "local_concurrency", "slots", "rate_limit", "rate_period_ms", "rate_tokens",
-  "partition_by", "fair", "partition_limits", "sequential", "updated_at")
-VALUES ($1, $2::INT4, $3::INT4, $4::INT4, $5::INT4, $6::INT8, COALESCE($5::INT4, 0), $7::TEXT, $8::BOOLEAN, $9::TEXT::JSONB, $10::BOOLEAN, now())
+  "partition_by", "fair", "partition_limits", "sequential", "halt_on_dead", "updated_at")
+VALUES ($1, $2::INT4, $3::INT4, $4::INT4, $5::INT4, $6::INT8, COALESCE($5::INT4, 0), $7::TEXT, $8::BOOLEAN, $9::TEXT::JSONB, $10::BOOLEAN, $11::BOOLEAN, now())
 ON CONFLICT ("name") DO UPDATE SET "concurrency" = excluded."concurrency", "local_concurrency" = excluded."local_concurrency",
   "slots" = GREATEST(q."slots", excluded."slots"), "rate_limit" = excluded."rate_limit", "rate_period_ms" = excluded."rate_period_ms",
   "rate_tokens" = GREATEST(q."rate_tokens", excluded."rate_tokens"), "partition_by" = excluded."partition_by", "fair" = excluded."fair",
-  "partition_limits" = excluded."partition_limits", "sequential" = excluded."sequential", "updated_at" = excluded."updated_at";
+  "partition_limits" = excluded."partition_limits", "sequential" = excluded."sequential", "halt_on_dead" = excluded."halt_on_dead",
+  "updated_at" = excluded."updated_at";
 
 -- name: partitions_rewrite
 -- One batch of a changed partitioning: the Queued and Running jobs of

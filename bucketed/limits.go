@@ -59,12 +59,18 @@ type Limits struct {
 	// A sequence key is a partition key (NewJob.PartitionKey, with
 	// PartitionBy "key"), or any partitioning's. Only with PartitionBy.
 	Sequential bool
+	// HaltOnDead makes a sequence stop at a dead job (failed for good)
+	// instead of moving on: no later job of its partition starts while a
+	// job before it is dead, until an operator retries it (`jobs retry`:
+	// it runs first) or deletes it (or retention removes it). A canceled
+	// job does not halt it. Only with Sequential.
+	HaltOnDead bool
 }
 
 // IsZero reports whether l sets no limit and no partitioning.
 func (l Limits) IsZero() bool {
 	return l.Concurrency == 0 && l.LocalConcurrency == 0 && l.Rate == 0 && l.RatePeriod == 0 &&
-		l.PartitionBy == "" && len(l.PartitionLimits) == 0 && !l.Fair && !l.Sequential
+		l.PartitionBy == "" && len(l.PartitionLimits) == 0 && !l.Fair && !l.Sequential && !l.HaltOnDead
 }
 
 // limited says whether claims of a queue with these limits take slots or
@@ -265,7 +271,7 @@ func (q *Queue) readLimits(ctx context.Context, queue string) (LimitsState, erro
 	var by, partLimits *string
 	var st LimitsState
 	err := q.db.QueryRow(ctx, q.sql.queueLimits, queue).Scan(&global, &local, &st.Slots, &st.Paused, &rate, &periodMS, &by, &st.Fair, &partLimits,
-		&st.Sequential)
+		&st.Sequential, &st.HaltOnDead)
 	if errors.Is(err, skiplock.ErrNoRows) {
 		return LimitsState{}, nil
 	}
@@ -603,7 +609,7 @@ func (q *Queue) SetLimits(ctx context.Context, queue string, l Limits) error {
 			periodMS = &ms
 		}
 		if _, err := tx.Exec(ctx, q.sql.limitsSet, queue, null(l.Concurrency), null(l.LocalConcurrency), slots, null(l.Rate), periodMS,
-			by, l.Fair, partLimits, l.Sequential); err != nil {
+			by, l.Fair, partLimits, l.Sequential, l.HaltOnDead); err != nil {
 			return err
 		}
 		if unpartitioned {
@@ -693,6 +699,8 @@ func (l Limits) checkPartitions() error {
 	switch {
 	case l.PartitionBy == "" && (len(l.PartitionLimits) > 0 || l.Fair || l.Sequential):
 		return usage.Errorf("partition limits, fair turns and sequences need a partitioning: add --partition-by kind, key or args.FIELD")
+	case l.HaltOnDead && !l.Sequential:
+		return usage.Errorf("halting at a dead job is for sequences: add --sequential")
 	case l.PartitionBy == "", l.PartitionBy == "kind", l.PartitionBy == "key":
 	case !isArgs:
 		return usage.Errorf("partition by %q: use kind, key (the key given at insert) or args.FIELD (a top-level field of the job's args)", l.PartitionBy)

@@ -357,3 +357,84 @@ func limitedQueue(t *testing.T, l bucketed.Limits) (*skiplock.DB, string, *bucke
 	}
 	return db, name, cfg, q
 }
+
+// TestSequenceHaltsAtADeadJob: in a sequence that halts at a dead job
+// (HaltOnDead), a job failed for good holds the jobs after it (claims take
+// none of them, while another sequence goes on) until it is retried,
+// when it runs first, and the sequence then goes on; deleting a dead job
+// also frees it. Without HaltOnDead the sequence moves on past it.
+func TestSequenceHaltsAtADeadJob(t *testing.T) {
+	t.Parallel()
+	_, _, _, q := limitedQueue(t, bucketed.Limits{PartitionBy: "key", Sequential: true, HaltOnDead: true})
+	ctx := ctxT(t)
+	var jobs []skiplock.NewJob
+	for i := range 4 {
+		jobs = append(jobs, skiplock.NewJob{Payload: json.RawMessage(fmt.Sprintf(`{"n":%d}`, i)), PartitionKey: "s", MaxAttempts: 1})
+	}
+	mustEnqueue(t, q, jobs...)
+	// claim takes the one job the sequences allow (want, by payload, or
+	// none) and returns it; a second claim when the first took none, since
+	// a partition's first claim makes its slot rows (the next takes them).
+	claim := func(want string) *skiplock.Job {
+		t.Helper()
+		got, err := q.Dequeue(ctx, "default", 10)
+		if err == nil && len(got) == 0 {
+			got, err = q.Dequeue(ctx, "default", 10)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want == "" {
+			if len(got) != 0 {
+				t.Fatalf("claimed %s from a halted sequence, want nothing", got[0].Payload)
+			}
+			return nil
+		}
+		if len(got) != 1 || string(got[0].Payload) != want {
+			var p []string
+			for _, j := range got {
+				p = append(p, string(j.Payload))
+			}
+			t.Fatalf("claimed %v, want only %s", p, want)
+		}
+		return got[0]
+	}
+	if err := q.Complete(ctx, claim(`{"n": 0}`)); err != nil {
+		t.Fatal(err)
+	}
+	dead := claim(`{"n": 1}`)
+	if err := q.Fail(ctx, dead, errors.New("for good")); err != nil { // its one attempt: dead
+		t.Fatal(err)
+	}
+	claim("") // halted: jobs 2 and 3 wait
+	mustEnqueue(t, q, skiplock.NewJob{Payload: json.RawMessage(`{"other":true}`), PartitionKey: "t"})
+	if err := q.Complete(ctx, claim(`{"other": true}`)); err != nil { // another sequence goes on
+		t.Fatal(err)
+	}
+	claim("")
+	if err := q.RetryJob(ctx, dead.ID); err != nil {
+		t.Fatal(err)
+	}
+	retried := claim(`{"n": 1}`) // the retried job runs first
+	if err := q.Fail(ctx, retried, errors.New("for good again")); err != nil {
+		t.Fatal(err)
+	}
+	claim("")
+	if err := q.DeleteJob(ctx, dead.ID); err != nil {
+		t.Fatal(err)
+	}
+	if err := q.Complete(ctx, claim(`{"n": 2}`)); err != nil { // deleted: the sequence goes on
+		t.Fatal(err)
+	}
+
+	// Without halting, the sequence moves on past a dead job.
+	if err := q.SetLimits(ctx, "default", bucketed.Limits{PartitionBy: "key", Sequential: true}); err != nil {
+		t.Fatal(err)
+	}
+	last := claim(`{"n": 3}`)
+	mustEnqueue(t, q, skiplock.NewJob{Payload: json.RawMessage(`{"n":4}`), PartitionKey: "s", MaxAttempts: 1})
+	if err := q.Fail(ctx, last, errors.New("for good")); err != nil {
+		t.Fatal(err)
+	}
+	claim(`{"n": 4}`)
+}

@@ -237,6 +237,14 @@ func JobsTableDef(buckets int) *Table {
 				Shards:  buckets,
 			},
 			{
+				// A sequence that halts at a dead job (halt_on_dead) asks
+				// whether its partition has a dead (Failed) job before its head.
+				// Partial: only the Failed jobs of partitioned queues.
+				Name:    "jobs_partition_dead",
+				Columns: []IndexColumn{{Name: "queue"}, {Name: "partition"}, {Name: "id"}},
+				Where:   `"status" = 'Failed' AND "partition" IS NOT NULL`,
+			},
+			{
 				// Lets retention find old finished jobs without a scan;
 				// spread like jobs_lease_expiry, since finished_at grows.
 				Name:    "jobs_finished",
@@ -489,7 +497,8 @@ func LeaderTableDef() *Table {
 // partitioned), fair whether claims share out among ready partitions, and
 // partition_limits each named partition's own global limit, an object of
 // counts (core/009); sequential whether each partition is a sequence, one
-// job at a time in insert order (core/010).
+// job at a time in insert order (core/010); halt_on_dead whether a
+// sequence stops at a Dead job until it is retried or deleted (core/011).
 func QueueStateTableDef() *Table {
 	return &Table{
 		Name: QueueStateTable,
@@ -507,6 +516,7 @@ func QueueStateTableDef() *Table {
 			{Name: "fair", Type: TypeBool, NotNull: true, Default: "false"},
 			{Name: "partition_limits", Type: TypeJSON},
 			{Name: "sequential", Type: TypeBool, NotNull: true, Default: "false"},
+			{Name: "halt_on_dead", Type: TypeBool, NotNull: true, Default: "false"},
 		},
 		PrimaryKey: []string{"name"},
 	}

@@ -90,6 +90,7 @@ type configureFlags struct {
 	partitionLimit partitionLimitFlag
 	fair           bool
 	sequential     bool
+	haltOnDead     bool
 }
 
 // partitionLimitFlag is --partition-limit VALUE=N, once per partition:
@@ -125,14 +126,15 @@ func queuesConfigureFlags(fs *flag.FlagSet, sub string) *configureFlags {
 	fs.Var(c.partitionLimit, "partition-limit", "VALUE=N: partition VALUE's own global limit, in place of --concurrency (repeat for more; VALUE=none removes it)")
 	fs.BoolVar(&c.fair, "fair", false, "share each claim out evenly among the ready partitions (--fair=false: fill from the first)")
 	fs.BoolVar(&c.sequential, "sequential", false, "make each partition a sequence: one job at a time, in insert order, a failed job holding it until it succeeds or is dead (--sequential=false: off)")
+	fs.BoolVar(&c.haltOnDead, "halt-on-dead", false, "with --sequential: a sequence stops at a dead job until it is retried (jobs retry) or deleted, instead of moving on (--halt-on-dead=false: move on)")
 	return c
 }
 
 // queuesConfigure sets a queue's limits; a limit not given keeps its
 // value. It prints what the queue has then, as show does.
 func queuesConfigure(ctx context.Context, e *env, fs *flag.FlagSet, queue string, c *configureFlags) error {
-	if !c.global.set && !c.local.set && !c.rate.set && !flagSet(fs, "partition-by") && len(c.partitionLimit) == 0 && !flagSet(fs, "fair") && !flagSet(fs, "sequential") {
-		return usage.Errorf("queues configure %s: give --concurrency N, --local-concurrency N, --rate N/DURATION, --partition-by, --partition-limit VALUE=N, --fair or --sequential (none removes a limit); queues show %s prints them", queue, queue)
+	if !c.global.set && !c.local.set && !c.rate.set && !flagSet(fs, "partition-by") && len(c.partitionLimit) == 0 && !flagSet(fs, "fair") && !flagSet(fs, "sequential") && !flagSet(fs, "halt-on-dead") {
+		return usage.Errorf("queues configure %s: give --concurrency N, --local-concurrency N, --rate N/DURATION, --partition-by, --partition-limit VALUE=N, --fair, --sequential or --halt-on-dead (none removes a limit); queues show %s prints them", queue, queue)
 	}
 	a, st, err := queueLimits(ctx, e, queue)
 	if err != nil {
@@ -152,7 +154,7 @@ func queuesConfigure(ctx context.Context, e *env, fs *flag.FlagSet, queue string
 		l.PartitionBy = c.partitionBy
 		if strings.EqualFold(c.partitionBy, "none") {
 			// What only a partitioning means goes with it.
-			l.PartitionBy, l.PartitionLimits, l.Fair, l.Sequential = "", nil, false, false
+			l.PartitionBy, l.PartitionLimits, l.Fair, l.Sequential, l.HaltOnDead = "", nil, false, false, false
 		}
 	}
 	if len(c.partitionLimit) > 0 {
@@ -174,6 +176,12 @@ func queuesConfigure(ctx context.Context, e *env, fs *flag.FlagSet, queue string
 	}
 	if flagSet(fs, "sequential") {
 		l.Sequential = c.sequential
+		if !c.sequential {
+			l.HaltOnDead = false // goes with the sequences
+		}
+	}
+	if flagSet(fs, "halt-on-dead") {
+		l.HaltOnDead = c.haltOnDead
 	}
 	if err := a.SetQueueLimits(ctx, queue, l); err != nil {
 		return err
@@ -194,6 +202,7 @@ type queueLimitsJSON struct {
 	PartitionBy      *string         `json:"partition_by"`
 	Fair             bool            `json:"fair"`
 	Sequential       bool            `json:"sequential"`
+	HaltOnDead       bool            `json:"halt_on_dead"`
 	PartitionLimits  map[string]int  `json:"partition_limits"`
 	Partitions       []partitionJSON `json:"partitions"`
 }
@@ -237,7 +246,7 @@ func queuesShow(ctx context.Context, e *env, queue string) error {
 			rep.RatePeriodS = &s
 		}
 		if st.PartitionBy != "" {
-			rep.PartitionBy, rep.Fair, rep.PartitionLimits, rep.Sequential = &st.PartitionBy, st.Fair, st.PartitionLimits, st.Sequential
+			rep.PartitionBy, rep.Fair, rep.PartitionLimits, rep.Sequential, rep.HaltOnDead = &st.PartitionBy, st.Fair, st.PartitionLimits, st.Sequential, st.HaltOnDead
 			rep.Partitions = []partitionJSON{}
 		}
 		for _, p := range st.Partitions {
@@ -254,7 +263,11 @@ func queuesShow(ctx context.Context, e *env, queue string) error {
 		fmt.Fprintf(e.stdout, "  partitioned: no\n")
 		return nil
 	}
-	fmt.Fprintf(e.stdout, "  partitioned by: %s (concurrency per partition), fair shares: %s, sequences: %s\n", st.PartitionBy, yes[st.Fair], yes[st.Sequential])
+	seq := yes[st.Sequential]
+	if st.HaltOnDead {
+		seq += ", halting at a dead job"
+	}
+	fmt.Fprintf(e.stdout, "  partitioned by: %s (concurrency per partition), fair shares: %s, sequences: %s\n", st.PartitionBy, yes[st.Fair], seq)
 	for _, p := range slices.Sorted(maps.Keys(st.PartitionLimits)) {
 		fmt.Fprintf(e.stdout, "  partition %q's own limit: %d\n", p, st.PartitionLimits[p])
 	}

@@ -52,6 +52,7 @@ func TestQueuesConfigureAndShow(t *testing.T) {
 		{"--partition-by", "args."},
 		{"--fair"},
 		{"--sequential"},
+		{"--halt-on-dead"},
 		{"--partition-limit", "vip"},
 		{"--partition-limit", "vip=0.5"},
 		{"--partition-limit", "vip=2"},
@@ -79,6 +80,18 @@ func TestQueuesConfigureAndShow(t *testing.T) {
 	if got := show(); got.PartitionBy == nil || got.Fair || len(got.PartitionLimits) != 0 || !got.Sequential {
 		t.Fatalf("after --partition-limit vip=none --fair=false --sequential: %+v; want partitioned in sequences, not fair, no own limits", got)
 	}
+	code, out, errs = cli(t, "--schema", name, "queues", "configure", "mail", "--halt-on-dead")
+	if got := show(); code != 0 || !got.HaltOnDead || !strings.Contains(out, "sequences: yes, halting at a dead job") {
+		t.Fatalf("configure --halt-on-dead: exit %d, %+v\n%s%s", code, got, out, errs)
+	}
+	if code, _, errs := cli(t, "--schema", name, "queues", "configure", "mail", "--sequential=false", "--halt-on-dead"); code != 2 || !strings.Contains(errs, "sequences") {
+		t.Errorf("configure --sequential=false --halt-on-dead: exit %d, want 2:\n%s", code, errs)
+	}
+	cliAll(t, []string{"--schema", name, "queues", "configure", "mail", "--sequential=false"})
+	if got := show(); got.Sequential || got.HaltOnDead {
+		t.Fatalf("after --sequential=false: %+v; want no sequences, and no halting with them", got)
+	}
+	cliAll(t, []string{"--schema", name, "queues", "configure", "mail", "--sequential"})
 	if code, _, errs := cli(t, "--schema", name, "enqueue", "--queue", "mail", "--sequence-key", "a", "--partition-key", "b"); code != 2 || !strings.Contains(errs, "sequence key") {
 		t.Errorf("enqueue --sequence-key a --partition-key b: exit %d, want 2:\n%s", code, errs)
 	}

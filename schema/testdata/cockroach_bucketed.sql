@@ -133,6 +133,8 @@ ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "partition_limi
 
 ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "sequential" BOOLEAN NOT NULL DEFAULT false;
 
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "halt_on_dead" BOOLEAN NOT NULL DEFAULT false;
+
 CREATE TYPE IF NOT EXISTS "skiplock"."job_status" AS ENUM ('Queued', 'Running', 'Canceled', 'Failed', 'Success');
 
 CREATE TABLE IF NOT EXISTS "skiplock"."jobs" (
@@ -213,3 +215,5 @@ ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "partition_key" TEXT;
 ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "partition" TEXT;
 
 CREATE INDEX IF NOT EXISTS "jobs_partition" ON "skiplock"."jobs" ("queue", "partition", "priority", "run_at", "id") USING HASH WITH (bucket_count = 8) WHERE "status" = 'Queued' AND "partition" IS NOT NULL;
+
+CREATE INDEX IF NOT EXISTS "jobs_partition_dead" ON "skiplock"."jobs" ("queue", "partition", "id") WHERE "status" = 'Failed' AND "partition" IS NOT NULL;

@@ -133,6 +133,8 @@ ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "partition_limi
 
 ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "sequential" BOOLEAN NOT NULL DEFAULT false;
 
+ALTER TABLE "skiplock"."skiplock_queue" ADD COLUMN IF NOT EXISTS "halt_on_dead" BOOLEAN NOT NULL DEFAULT false;
+
 DO 'BEGIN IF to_regtype(''"skiplock"."job_status"'') IS NULL THEN CREATE TYPE "skiplock"."job_status" AS ENUM (''Queued'', ''Running'', ''Canceled'', ''Failed'', ''Success''); END IF; END';
 
 CREATE TABLE IF NOT EXISTS "skiplock"."jobs" (
@@ -213,3 +215,5 @@ ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "partition_key" TEXT;
 ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "partition" TEXT;
 
 CREATE INDEX IF NOT EXISTS "jobs_partition" ON "skiplock"."jobs" ("queue" ASC, "partition" ASC, "priority" ASC, "run_at" ASC, "id" ASC) WHERE "status" = 'Queued' AND "partition" IS NOT NULL;
+
+CREATE INDEX IF NOT EXISTS "jobs_partition_dead" ON "skiplock"."jobs" ("queue" ASC, "partition" ASC, "id" ASC) WHERE "status" = 'Failed' AND "partition" IS NOT NULL;

@@ -763,6 +763,9 @@ func (q *Queue) LimitsOf(ctx context.Context, queue string) (LimitsState, error)
 		if n, ok := st.PartitionLimits[p.Name]; ok {
 			p.Limit = n
 		}
+		if st.Sequential {
+			p.Limit = 1 // a sequence runs one job at a time, whatever the limits say
+		}
 		st.Partitions = append(st.Partitions, p)
 	}
 	return st, rows.Err()

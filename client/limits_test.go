@@ -112,28 +112,11 @@ func TestPartitionKeyLimits(t *testing.T) {
 // a queue without limits has none of these gauges.
 func TestLimitGauges(t *testing.T) {
 	t.Parallel()
-	db, s := openDB(t)
 	ctx := ctxT(t)
-	reg := prometheus.NewRegistry()
-	m, err := metrics.New(reg)
-	must(t, err)
-	release := make(chan struct{})
-	ws := client.NewWorkers()
-	must(t, client.AddWorker(ws, client.WorkFunc[emailArgs](func(ctx context.Context, j *client.Job[emailArgs]) error {
-		<-release // hold the slot until the gauge has shown it
-		return nil
-	}), nil))
-	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Metrics: m, MetricsSampleInterval: 50 * time.Millisecond,
-		Queues: map[string]client.QueueConfig{
-			"default": {MaxWorkers: 10, Limits: client.Limits{Concurrency: 4, Rate: 10, RatePeriod: 2 * time.Second}},
-			"free":    {MaxWorkers: 1},
-		}})
-	must(t, err)
-	must(t, c.Start(ctx))
-	defer func() {
-		close(release)
-		c.Stop(ctx) //nolint:errcheck // the test is about the gauges
-	}()
+	c, reg := heldGaugeClient(t, map[string]client.QueueConfig{
+		"default": {MaxWorkers: 10, Limits: client.Limits{Concurrency: 4, Rate: 10, RatePeriod: 2 * time.Second}},
+		"free":    {MaxWorkers: 1},
+	})
 	for i := range 6 {
 		_, err := c.Insert(ctx, emailArgs{N: i}, nil)
 		must(t, err)
@@ -151,4 +134,66 @@ func TestLimitGauges(t *testing.T) {
 			t.Errorf("%s exported for a queue without limits", name)
 		}
 	}
+}
+
+// TestPartitionGauges: a queue partitioned by key with a limit of 2 per
+// partition and partition vip's own 3; 4 jobs of a, 1 of vip and 1 of
+// none (the partition "") held by their handlers. The leader's sample
+// exports each partition's running and waiting jobs and its limit: a runs
+// 2 and waits 2.
+func TestPartitionGauges(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	c, reg := heldGaugeClient(t, map[string]client.QueueConfig{
+		"default": {MaxWorkers: 10, Limits: client.Limits{Concurrency: 2, PartitionBy: "key", PartitionLimits: map[string]int{"vip": 3}}},
+	})
+	for i, key := range []string{"a", "a", "a", "a", "vip", ""} {
+		_, err := c.Insert(ctx, emailArgs{N: i}, &client.InsertOpts{PartitionKey: key})
+		must(t, err)
+	}
+	part := func(name, p string) string { return gauge(name, "default", "bucketed", "partition="+p) }
+	var got map[string]float64
+	testdb.WaitFor(t, "the partition gauges, a running 2 of 4", 30*time.Second, func() bool {
+		got = series(t, reg)
+		return got[part("skiplock_partition_running", "a")] == 2 && got[part("skiplock_partition_running", "vip")] == 1 && got[part("skiplock_partition_running", "")] == 1
+	})
+	want := map[string]float64{
+		part("skiplock_partition_waiting", "a"): 2, part("skiplock_partition_waiting", "vip"): 0, part("skiplock_partition_waiting", ""): 0,
+		part("skiplock_partition_concurrency_limit", "a"): 2, part("skiplock_partition_concurrency_limit", "vip"): 3,
+	}
+	for k, v := range want {
+		if g, ok := got[k]; !ok || g != v {
+			t.Errorf("%s = %v (exported: %v), want %v", k, g, ok, v)
+		}
+	}
+	if _, ok := got[gauge("skiplock_queue_concurrency_limit", "default", "bucketed")]; ok {
+		t.Errorf("the queue-wide limit gauge exported for a queue whose limit is per partition")
+	}
+}
+
+// heldGaugeClient is a started client on a fresh schema with queues, a
+// registry of its own sampled every 50 ms, and one kind (emailArgs) whose
+// handlers hold their jobs (and slots) until the test ends, so the gauges
+// can be read while they run.
+func heldGaugeClient(t *testing.T, queues map[string]client.QueueConfig) (*client.Client, *prometheus.Registry) {
+	t.Helper()
+	db, s := openDB(t)
+	ctx := ctxT(t)
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg)
+	must(t, err)
+	release := make(chan struct{})
+	ws := client.NewWorkers()
+	must(t, client.AddWorker(ws, client.WorkFunc[emailArgs](func(ctx context.Context, j *client.Job[emailArgs]) error {
+		<-release
+		return nil
+	}), nil))
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Metrics: m, MetricsSampleInterval: 50 * time.Millisecond, Queues: queues})
+	must(t, err)
+	must(t, c.Start(ctx))
+	t.Cleanup(func() {
+		close(release)
+		c.Stop(context.Background()) //nolint:errcheck // the tests are about the gauges
+	})
+	return c, reg
 }

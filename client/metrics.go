@@ -350,12 +350,18 @@ func (c *Client) sampleQueues(ctx context.Context, tx skiplock.Tx) error {
 // it has none.
 func (c *Client) sampleLimits(ctx context.Context, queue string) (*metricsink.QueueLimits, error) {
 	st, err := c.bq.LimitsOf(ctx, queue)
-	if err != nil || (st.Concurrency == 0 && st.Rate == 0) {
+	if err != nil || (st.Concurrency == 0 && st.Rate == 0 && st.PartitionBy == "") {
 		return nil, err
 	}
 	l := &metricsink.QueueLimits{Concurrency: st.Concurrency, Held: st.SlotsHeld}
+	if st.PartitionBy != "" {
+		l.Concurrency, l.Held = 0, 0 // the limit is per partition: the partitions' gauges
+	}
 	if st.Rate > 0 {
 		l.Rate = float64(st.Rate) / st.RatePeriod.Seconds()
+	}
+	for _, p := range st.Partitions {
+		l.Partitions = append(l.Partitions, metricsink.PartitionSample{Name: p.Name, Limit: p.Limit, Running: p.Running, Waiting: p.Waiting})
 	}
 	return l, nil
 }

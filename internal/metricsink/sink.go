@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -21,6 +22,8 @@ const (
 	LabelFinal    = "final"
 	LabelSQLState = "sqlstate"
 	LabelState    = "state"
+	// LabelPartition is a partition's value (skiplock_partition_*).
+	LabelPartition = "partition"
 )
 
 // DurationBuckets are the job histograms' buckets, in seconds: from 1 ms
@@ -138,6 +141,22 @@ type QueueLimits struct {
 	Concurrency, Held int
 	// Rate is the most starts per second the rate limit allows.
 	Rate float64
+	// Partitions are a partitioned queue's partitions that have jobs
+	// running or waiting: the first bucketed.MaxShownPartitions by name,
+	// which bounds the gauges' series per queue.
+	Partitions []PartitionSample
+}
+
+// PartitionSample is one partition of a partitioned queue in a sample.
+type PartitionSample struct {
+	// Name is the partition's value ("" for jobs without one).
+	Name string
+	// Limit is its global limit (its own, or the queue's per partition);
+	// 0 when none.
+	Limit int
+	// Running counts its jobs that hold a slot of it; Waiting its Queued
+	// jobs.
+	Running, Waiting int
 }
 
 // Recorder is skiplock's Prometheus collectors and the methods through
@@ -157,7 +176,7 @@ type Recorder struct {
 	wait, run, endToEnd, claim                                                     *prometheus.HistogramVec
 
 	retriesDesc, rescuedDesc, leaderDesc, queueJobsDesc, oldestDesc, pausedDesc, sampleAgeDesc *prometheus.Desc
-	limitDesc, heldDesc, rateDesc                                                              *prometheus.Desc
+	limitDesc, heldDesc, rateDesc, partRunningDesc, partWaitingDesc, partLimitDesc             *prometheus.Desc
 
 	mu        sync.Mutex
 	retries   []*retry.Counters
@@ -228,6 +247,15 @@ func New(reg prometheus.Registerer, o Options) (*Recorder, error) {
 		rateDesc: prometheus.NewDesc("skiplock_queue_rate_limit_per_second",
 			"A queue's rate limit (skiplock queues configure --rate), as job starts per second, sampled by the maintenance leader; only for queues that have one.",
 			[]string{LabelQueue, LabelLayout}, nil),
+		partRunningDesc: prometheus.NewDesc("skiplock_partition_running",
+			"Jobs of a partition of a partitioned queue (skiplock queues configure --partition-by) that run or are prefetched, holding its slots, sampled by the maintenance leader; for the first 100 partitions by name that have jobs running or waiting.",
+			[]string{LabelQueue, LabelLayout, LabelPartition}, nil),
+		partWaitingDesc: prometheus.NewDesc("skiplock_partition_waiting",
+			"Queued jobs of a partition of a partitioned queue, waiting for their run_at or for the partition's limit, sampled by the maintenance leader; the same partitions as skiplock_partition_running.",
+			[]string{LabelQueue, LabelLayout, LabelPartition}, nil),
+		partLimitDesc: prometheus.NewDesc("skiplock_partition_concurrency_limit",
+			"A partition's global limit (its own --partition-limit, or the queue's --concurrency per partition; 1 for a sequence), sampled by the maintenance leader; the same partitions, where a limit applies.",
+			[]string{LabelQueue, LabelLayout, LabelPartition}, nil),
 		sampleAgeDesc: prometheus.NewDesc("skiplock_queue_sample_age_seconds",
 			"Seconds since the maintenance leader took the sample the skiplock_queue_* gauges show, at scrape time. A sample older than the client allows (3 sample intervals: the sampling fails or lags) is not exported, this gauge alone is.",
 			nil, nil),
@@ -417,7 +445,7 @@ type sourced Recorder
 
 // Describe sends the descriptors of the sourced metrics.
 func (s *sourced) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{s.retriesDesc, s.rescuedDesc, s.leaderDesc, s.queueJobsDesc, s.oldestDesc, s.pausedDesc, s.sampleAgeDesc, s.limitDesc, s.heldDesc, s.rateDesc} {
+	for _, d := range []*prometheus.Desc{s.retriesDesc, s.rescuedDesc, s.leaderDesc, s.queueJobsDesc, s.oldestDesc, s.pausedDesc, s.sampleAgeDesc, s.limitDesc, s.heldDesc, s.rateDesc, s.partRunningDesc, s.partWaitingDesc, s.partLimitDesc} {
 		ch <- d
 	}
 }
@@ -487,6 +515,16 @@ func (s *sourced) collectQueues(ch chan<- prometheus.Metric, leads bool) {
 		}
 		if l := q.Limits; l != nil && l.Rate > 0 {
 			ch <- prometheus.MustNewConstMetric(s.rateDesc, prometheus.GaugeValue, l.Rate, q.Queue, q.Layout)
+		}
+		if l := q.Limits; l != nil {
+			for _, p := range l.Partitions {
+				name := strings.ToValidUTF8(p.Name, "\uFFFD") // a key given at insert may be any bytes; a label may not
+				ch <- prometheus.MustNewConstMetric(s.partRunningDesc, prometheus.GaugeValue, float64(p.Running), q.Queue, q.Layout, name)
+				ch <- prometheus.MustNewConstMetric(s.partWaitingDesc, prometheus.GaugeValue, float64(p.Waiting), q.Queue, q.Layout, name)
+				if p.Limit > 0 {
+					ch <- prometheus.MustNewConstMetric(s.partLimitDesc, prometheus.GaugeValue, float64(p.Limit), q.Queue, q.Layout, name)
+				}
+			}
 		}
 	}
 }

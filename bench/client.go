@@ -38,6 +38,10 @@ type clientDriver struct {
 	// pending is the bench's own check for jobs left (a run by job count
 	// ends when it says no).
 	pending func(ctx context.Context) (bool, error)
+
+	// The Client prepare built, and its completions so far.
+	cl        *client.Client
+	completed atomic.Int64
 }
 
 // clientPoll is how often a run by job count checks its completion
@@ -49,25 +53,29 @@ const (
 	pendingPoll = time.Second
 )
 
-// runWorkers runs the Client until deadline (zero: until no job is Queued
-// or Running), then stops it as pgbench -T stops: no new claims, the jobs
-// in flight finish and are written. An interrupt (ctx) stops it at once:
-// the jobs in hand are given back.
-func (d *clientDriver) runWorkers(ctx context.Context, deadline time.Time, rec *recorder) error {
+// warmConns is how many of the pool's connections prepare opens before
+// the clock starts: about what the Client's first claims and writes use
+// at once (claims in flight, completers, the heartbeat).
+const warmConns = 10
+
+// prepare builds the Client (which reads the schema) and opens the
+// connections its first statements use, before the run's clock starts:
+// as pgbench's tps leaves out its initial connection time. Behind a round
+// trip each new connection costs several (TCP, startup, authentication).
+func (d *clientDriver) prepare(ctx context.Context, rec *recorder) error {
 	workers := client.NewWorkers()
 	err := client.AddRawWorker(workers, "", func(ctx context.Context, _ *skiplock.Job) error { return retry.Sleep(ctx, d.c.Work) }, nil)
 	if err != nil {
 		return err
 	}
-	var completed atomic.Int64
-	cl, err := client.New(ctx, d.db, &client.Config{
+	d.cl, err = client.New(ctx, d.db, &client.Config{
 		Schema:  d.c.Schema,
 		Queues:  map[string]client.QueueConfig{DefaultQueue: {Layout: d.layout, MaxWorkers: d.c.Workers, HeldClaims: d.c.HeldClaims}},
 		Workers: workers, Notify: client.NotifyOff, JobTimeout: -1, AllowSmallPool: true,
 		Retry: retryOptions(d.db, d.counters), DeleteCompleted: d.c.DeleteCompleted,
 		AfterComplete: func(_ *skiplock.Job, asked, claimed time.Time) {
 			rec.job(claimed.Sub(asked), time.Since(asked))
-			completed.Add(1)
+			d.completed.Add(1)
 		},
 		// Failed statements (claims, completions, heartbeats) are the
 		// run's errors; the client's other lines ("recovered") are not.
@@ -76,12 +84,39 @@ func (d *clientDriver) runWorkers(ctx context.Context, deadline time.Time, rec *
 	if err != nil {
 		return err
 	}
+	conns := make([]skiplock.Conn, 0, warmConns)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for range min(warmConns, int(d.db.Stats().Max)) {
+		c, err := d.db.Acquire(uncounted(ctx))
+		if err != nil {
+			return fmt.Errorf("open the pool's connections: %w", err)
+		}
+		conns = append(conns, c)
+	}
+	return nil
+}
+
+// runWorkers runs the Client prepare built until deadline (zero: until no
+// job is Queued or Running), then stops it as pgbench -T stops: no new
+// claims, the jobs in flight finish and are written. An interrupt (ctx)
+// stops it at once: the jobs in hand are given back.
+func (d *clientDriver) runWorkers(ctx context.Context, deadline time.Time, rec *recorder) error {
+	if d.cl == nil {
+		if err := d.prepare(ctx, rec); err != nil {
+			return err
+		}
+	}
+	cl, completed := d.cl, &d.completed
 	// The handlers' parent outlives the run's context: Stop decides how
 	// they end. (The queue's limits were set before the preload: prepare.)
 	if err := cl.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}
-	waitErr := d.wait(ctx, deadline, &completed)
+	waitErr := d.wait(ctx, deadline, completed)
 	if err := cl.Stop(ctx); err != nil && ctx.Err() == nil {
 		rec.fail(fmt.Errorf("stop: %w", err))
 	}

@@ -38,6 +38,9 @@ type driver interface {
 // runWorkers works jobs until deadline (zero: until none is left),
 // records each in rec, and returns once the jobs in flight are written.
 type workerRunner interface {
+	// prepare does what comes before the run's clock starts (building
+	// the pool, opening its connections), recording into rec.
+	prepare(ctx context.Context, rec *recorder) error
 	runWorkers(ctx context.Context, deadline time.Time, rec *recorder) error
 }
 
@@ -99,6 +102,11 @@ func runJobs(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 	progCtx, stopProgress := context.WithCancel(ctx)
 	defer stopProgress()
 	writes0, writesOK := markWrites(ctx, admin, c, drv.tables())
+	if r, ok := drv.(workerRunner); ok {
+		if err := r.prepare(ctx, rec); err != nil {
+			return err
+		}
+	}
 	stmts0 := c.stmts.load()
 	start := time.Now()
 	go rec.progress(progCtx, c.Out, c.Progress, start, pool, &peak)

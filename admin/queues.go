@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -52,6 +53,25 @@ type QueueLimits struct {
 	Fair             bool     `json:"fair"`
 	Sequential       bool     `json:"sequential"`
 	HaltOnDead       bool     `json:"halt_on_dead"`
+}
+
+// LimitsText says limits l in a few words, as QueueLimits.Text does.
+func LimitsText(l bucketed.Limits) string {
+	ql := QueueLimits{Fair: l.Fair, Sequential: l.Sequential, HaltOnDead: l.HaltOnDead}
+	if l.Concurrency > 0 {
+		ql.Concurrency = &l.Concurrency
+	}
+	if l.LocalConcurrency > 0 {
+		ql.LocalConcurrency = &l.LocalConcurrency
+	}
+	if l.Rate > 0 {
+		s := l.RatePeriod.Seconds()
+		ql.Rate, ql.RatePeriodS = &l.Rate, &s
+	}
+	if l.PartitionBy != "" {
+		ql.PartitionBy = &l.PartitionBy
+	}
+	return ql.Text()
 }
 
 // Text says the limits in a few words, as the dashboard shows them.

@@ -5,9 +5,11 @@ import (
 	"context"
 	"fmt"
 	"image/png"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -231,6 +233,57 @@ func TestBrowser(t *testing.T) {
 				t.Errorf("/api/queues: limited's limits %+v; want the concurrency 5", q.Limits)
 			}
 		}
+
+		// The limits link to the queue's page, which lists a partitioned
+		// queue's partitions: running (a claimed job), limit, waiting.
+		bq, err := bucketed.New(context.Background(), f.db, &bucketed.Config{Schema: f.schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := bq.SetLimits(context.Background(), "tenants", bucketed.Limits{Concurrency: 2, PartitionBy: "key", PartitionLimits: map[string]int{"vip": 4}}); err != nil {
+			t.Fatal(err)
+		}
+		var jobs []skiplock.NewJob
+		for _, key := range []string{"a", "a", "a", "vip"} {
+			jobs = append(jobs, skiplock.NewJob{Queue: "tenants", PartitionKey: key})
+		}
+		if _, err := bq.EnqueueMany(context.Background(), jobs); err != nil {
+			t.Fatal(err)
+		}
+		testdb.WaitFor(t, "a claim of tenants' jobs", 10*time.Second, func() bool { // the first claim makes the partitions' slots
+			got, err := bq.Dequeue(context.Background(), "tenants", 1)
+			return err == nil && len(got) == 1
+		})
+		_, fresh = f.serve(t, ui.Config{})
+		var rows map[string][]string
+		run(t, ctx, chromedp.Navigate(fresh.URL+"/"), chromedp.WaitVisible(`#queues tr[data-queue="tenants"] a[data-limits]`, chromedp.ByQuery),
+			chromedp.Click(`#queues tr[data-queue="tenants"] a[data-limits]`, chromedp.ByQuery), chromedp.WaitVisible("#partitions", chromedp.ByQuery),
+			chromedp.Evaluate(`Object.fromEntries([...document.querySelectorAll('#partitions tr[data-partition]')].map(tr =>
+				[tr.dataset.partition, ['running', 'limit', 'waiting'].map(k => tr.querySelector('[data-' + k + ']').textContent.trim())]))`, &rows))
+		jobsOf := func(p string) (running, all int) {
+			if r := rows[p]; len(r) == 3 {
+				run, _ := strconv.Atoi(r[0])
+				wait, _ := strconv.Atoi(r[2])
+				return run, run + wait
+			}
+			return -1, -1
+		}
+		ra, a := jobsOf("a")
+		rv, v := jobsOf("vip")
+		if len(rows) != 2 || rows["a"][1] != "2" || rows["vip"][1] != "4" || ra+rv != 1 || a != 3 || v != 1 {
+			t.Errorf("the queue page shows partitions %v; want a (limit 2, 3 jobs) and vip (limit 4, 1 job), one of them running, the rest waiting", rows)
+		}
+		var view struct {
+			Name       string
+			Partitions []bucketed.PartitionState
+		}
+		getJSON(t, fresh.URL+"/api/queues/tenants", &view)
+		if view.Name != "tenants" || len(view.Partitions) != 2 {
+			t.Errorf("/api/queues/tenants: %+v; want its two partitions", view)
+		}
+		if code, _ := call(t, "GET", fresh.URL+"/api/queues/bell%07", "", nil); code != http.StatusBadRequest {
+			t.Errorf("/api/queues/ with a control character: %d, want 400", code)
+		}
 	})
 
 	t.Run("screenshots", func(t *testing.T) {
@@ -244,7 +297,7 @@ func TestBrowser(t *testing.T) {
 		run(t, ctx, chromedp.EmulateViewport(1280, 900))
 		for name, path := range map[string]string{
 			"overview": "/", "jobs": "/jobs", "job": "/jobs/" + f.failed[1],
-			"job-fanout": "/jobs/" + f.dead[1], "periodic": "/periodic", "clients": "/clients",
+			"job-fanout": "/jobs/" + f.dead[1], "periodic": "/periodic", "clients": "/clients", "queue": "/queues/emails",
 		} {
 			var buf []byte
 			run(t, ctx, chromedp.Navigate(ts.URL+path), chromedp.WaitVisible("main", chromedp.ByQuery), chromedp.FullScreenshot(&buf, 100))

@@ -16,11 +16,13 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
+	"github.com/skiplock/skiplock/bucketed"
+	"github.com/skiplock/skiplock/internal/usage"
 )
 
 // pageNames are the templates under templates/, each rendered inside
 // layout.html.
-var pageNames = []string{"overview", "jobs", "job", "periodic", "clients", "error"}
+var pageNames = []string{"overview", "jobs", "job", "queue", "periodic", "clients", "error"}
 
 var funcs = template.FuncMap{
 	"ts": func(t time.Time) string {
@@ -251,6 +253,50 @@ func (s *Server) jobPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.render(w, r, http.StatusOK, "job", "Job "+j.ID, j)
+}
+
+// queueView is the queue page's data: a bucketed queue's flow control
+// (`skiplock queues show`).
+type queueView struct {
+	Name string
+	// Limits says them in a few words ("" for none).
+	Limits string
+	bucketed.LimitsState
+}
+
+// queuePage shows a queue's limits and, when partitioned, its partitions
+// running and waiting (the first bucketed.MaxShownPartitions).
+func (s *Server) queuePage(w http.ResponseWriter, r *http.Request) {
+	v, err := s.queueView(r)
+	if err != nil {
+		s.failPage(w, r, err)
+		return
+	}
+	s.render(w, r, http.StatusOK, "queue", "Queue "+v.Name, v)
+}
+
+// apiQueue is GET /api/queues/{name}: the queue page's data as JSON
+// (bucketed.LimitsState, as `queues show --json` says it).
+func (s *Server) apiQueue(w http.ResponseWriter, r *http.Request) {
+	v, err := s.queueView(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+// queueView reads the queue the path names.
+func (s *Server) queueView(r *http.Request) (queueView, error) {
+	name := r.PathValue("name")
+	if err := skiplock.ValidateQueueName(name); err != nil {
+		return queueView{}, usage.Errorf("the path's queue: %v", err)
+	}
+	st, err := s.admin.QueueLimits(r.Context(), name)
+	if err != nil {
+		return queueView{}, err
+	}
+	return queueView{Name: name, Limits: admin.LimitsText(st.Limits), LimitsState: st}, nil
 }
 
 func (s *Server) periodicPage(w http.ResponseWriter, r *http.Request) {

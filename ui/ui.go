@@ -11,8 +11,8 @@
 // same data and actions are JSON under /api for scripts:
 //
 //	GET  /api/queues?limit=&after=, /api/jobs?queue=&kind=&state=&layout=&limit=&after=,
-//	     /api/jobs/{id}, /api/periodic, /api/clients, /api/rollups?queue=&since=,
-//	     /api/csrf
+//	     /api/jobs/{id}, /api/queues/{name} (its limits and partitions),
+//	     /api/periodic, /api/clients, /api/rollups?queue=&since=, /api/csrf
 //	POST /api/jobs/{id}/retry|cancel|delete, /api/jobs/retry|cancel|delete
 //	     ({"ids": [...]}), /api/queues/{name}/pause|resume
 //
@@ -191,11 +191,13 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /{$}", s.overviewPage)
 	s.mux.HandleFunc("GET /jobs", s.jobsPage)
 	s.mux.HandleFunc("GET /jobs/{id}", s.jobPage)
+	s.mux.HandleFunc("GET /queues/{name}", s.queuePage)
 	s.mux.HandleFunc("GET /periodic", s.periodicPage)
 	s.mux.HandleFunc("GET /clients", s.clientsPage)
 
 	s.mux.HandleFunc("GET /api/csrf", s.apiCSRF)
 	s.mux.HandleFunc("GET /api/queues", s.apiQueues)
+	s.mux.HandleFunc("GET /api/queues/{name}", s.apiQueue)
 	s.mux.HandleFunc("GET /api/jobs", s.apiJobs)
 	s.mux.HandleFunc("GET /api/jobs/{id}", s.apiJob)
 	s.mux.HandleFunc("GET /api/periodic", s.apiPeriodic)

@@ -108,10 +108,12 @@ func TestPartitionLimitsAcrossWorkers(t *testing.T) {
 // 5,000 jobs of a large partition (500 outside SKIPLOCK_TEST_SCALE=full)
 // enqueued before 20 of a small one, one
 // Worker of 10: with fair turns the small partition's jobs all start
-// within the first tenth of the large one's starts, and so they do without
-// fair shares (claims still start from the partition after the last one
-// served); unpartitioned, in about insert order (the buckets'), none
-// starts within the large one's first half.
+// within the first tenth of the large one's starts; without fair shares
+// within the first quarter (claims still start from the partition after
+// the last one served, but the claims one process has in flight together
+// read the same cursor, so on a loaded machine several in a row may start
+// at the large one: CI saw 62 of 500); unpartitioned, in about insert
+// order (the buckets'), none starts within the large one's first half.
 func TestFairPartitionsStartSmallBesideLarge(t *testing.T) {
 	t.Parallel()
 	large, small := goalJobs()/4, 20 // the 5,000 at SKIPLOCK_TEST_SCALE=full
@@ -128,11 +130,15 @@ func TestFairPartitionsStartSmallBesideLarge(t *testing.T) {
 			at := smallStarts(t, c.limits, large, small)
 			t.Logf("the small partition's jobs started after %v of the large one's", at)
 			fair := c.limits.PartitionBy != ""
+			bound := large / 10
+			if !c.limits.Fair {
+				bound = large / 4
+			}
 			switch {
 			case len(at) != small:
 				t.Errorf("%d small jobs started; want %d", len(at), small)
-			case fair && at[small-1] > large/10:
-				t.Errorf("the last small job started after %d large ones; want all %d within the first %d", at[small-1], small, large/10)
+			case fair && at[small-1] > bound:
+				t.Errorf("the last small job started after %d large ones; want all %d within the first %d", at[small-1], small, bound)
 			case !fair && at[0] < large/2:
 				t.Errorf("unpartitioned, a small job started after %d large ones; want none within the first half (the buckets order jobs only roughly)", at[0])
 			}

@@ -313,7 +313,8 @@ SELECT 'total_dead', '', count(*), NULL::TIMESTAMPTZ FROM "d";
 -- The queues operators paused, resumed or configured, named at or after
 -- $1, the first $2 by name: a range of skiplock_queue's primary key. With
 -- each, its limits (bucketed.Limits; null: none).
-SELECT "name", "paused", "concurrency", "local_concurrency", "rate_limit", "rate_period_ms", "partition_by", "fair", "sequential", "halt_on_dead"
+SELECT "name", "paused", "concurrency", "local_concurrency", "rate_limit", "rate_period_ms", "partition_by", "fair", "sequential", "halt_on_dead",
+  "rate_per_partition"
 FROM /* TEMPLATE: queue_state */ WHERE "name" >= $1::TEXT ORDER BY "name" LIMIT $2::INT8;
 
 -- name: queue_page_order

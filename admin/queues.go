@@ -53,11 +53,12 @@ type QueueLimits struct {
 	Fair             bool     `json:"fair"`
 	Sequential       bool     `json:"sequential"`
 	HaltOnDead       bool     `json:"halt_on_dead"`
+	RatePerPartition bool     `json:"rate_per_partition"`
 }
 
 // LimitsText says limits l in a few words, as QueueLimits.Text does.
 func LimitsText(l bucketed.Limits) string {
-	ql := QueueLimits{Fair: l.Fair, Sequential: l.Sequential, HaltOnDead: l.HaltOnDead}
+	ql := QueueLimits{Fair: l.Fair, Sequential: l.Sequential, HaltOnDead: l.HaltOnDead, RatePerPartition: l.RatePerPartition}
 	if l.Concurrency > 0 {
 		ql.Concurrency = &l.Concurrency
 	}
@@ -99,7 +100,11 @@ func (l *QueueLimits) Text() string {
 		parts = append(parts, fmt.Sprintf("%d per process", *l.LocalConcurrency))
 	}
 	if l.Rate != nil && l.RatePeriodS != nil {
-		parts = append(parts, fmt.Sprintf("%d per %v", *l.Rate, time.Duration(*l.RatePeriodS*float64(time.Second))))
+		per := ""
+		if l.RatePerPartition {
+			per = " per partition"
+		}
+		parts = append(parts, fmt.Sprintf("%d per %v%s", *l.Rate, time.Duration(*l.RatePeriodS*float64(time.Second)), per))
 	}
 	return strings.Join(parts, ", ")
 }
@@ -461,7 +466,7 @@ func (l *queueListing) readStates(ctx context.Context) error {
 		var paused bool
 		var lim QueueLimits
 		var periodMS *int64
-		if err := rows.Scan(&name, &paused, &lim.Concurrency, &lim.LocalConcurrency, &lim.Rate, &periodMS, &lim.PartitionBy, &lim.Fair, &lim.Sequential, &lim.HaltOnDead); err != nil {
+		if err := rows.Scan(&name, &paused, &lim.Concurrency, &lim.LocalConcurrency, &lim.Rate, &periodMS, &lim.PartitionBy, &lim.Fair, &lim.Sequential, &lim.HaltOnDead, &lim.RatePerPartition); err != nil {
 			return err
 		}
 		names = append(names, name)

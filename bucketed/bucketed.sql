@@ -272,7 +272,8 @@ RETURNING /* TEMPLATE: job_columns */;
 -- READ COMMITTED a slot taken by a claim that committed after this
 -- statement's snapshot can read as free here (the row is re-read when
 -- locked, the job it names is not): slots_free checks each slot again.
-WITH lim AS (SELECT "concurrency" AS n, GREATEST("slots", "concurrency") AS made, "rate_limit" AS r, "rate_period_ms" AS per
+WITH lim AS (SELECT "concurrency" AS n, GREATEST("slots", "concurrency") AS made, "rate_limit" AS r, "rate_period_ms" AS per,
+    "rate_per_partition" AS rpp
   FROM /* TEMPLATE: queue_state */ WHERE "name" = $1 AND NOT "paused" AND "partition_by" IS NULL),
 slots AS (SELECT s."slot" FROM /* TEMPLATE: slot_table */ AS s
   WHERE s."queue" = $1 AND s."partition" = '' AND /* TEMPLATE: slot_range_s */ AND NOT (/* TEMPLATE: slot_held */)
@@ -294,9 +295,10 @@ UNION ALL SELECT 'token', '', -1::INT4, 0::INT4 WHERE NOT EXISTS (SELECT 1 FROM 
 -- handler starts a moment after its claim commits, and the margin keeps
 -- the rate at the handlers too. A token another claim stamped after this
 -- statement's snapshot is re-read when locked, and its new used_at fails
--- the test.
+-- the test. None where the rate is each partition's (rate_per_partition:
+-- partitions_take's ptokens).
 SELECT t."token" FROM /* TEMPLATE: rate_table */ AS t
-WHERE t."queue" = $1 AND t."partition" = '' AND /* TEMPLATE: token_range */
+WHERE t."queue" = $1 AND t."partition" = '' AND NOT (SELECT rpp FROM lim) AND /* TEMPLATE: token_range */
   AND (t."used_at" IS NULL OR t."used_at" <= clock_timestamp() - (SELECT per::FLOAT8 + LEAST(per::FLOAT8 / 10, 100) FROM lim) * INTERVAL '1 millisecond')
 LIMIT $2 FOR UPDATE OF t SKIP LOCKED
 
@@ -304,13 +306,16 @@ LIMIT $2 FOR UPDATE OF t SKIP LOCKED
 -- limits_take for a partitioned queue, whose limit is per partition (a
 -- partition's own from partition_limits, else the queue's; 1 where the
 -- partitions are sequences): a first row ('partitioned', '', flags: 1 fair
--- turns, 2 sequences), none when the queue is not partitioned (nor
+-- turns, 2 sequences, 4 a rate per partition), none when the queue is not partitioned (nor
 -- paused); its ready partitions, found in turn from the cursor $3 (those
 -- after it, then from the first up to it), at most $4 of them, by a loose
 -- scan of jobs_partition (one probe per partition), each as ('part',
 -- partition, limit or -1, its place); up to $2 of their free slots in all,
 -- the partitions' in the order visited, as ('slot', partition, number);
--- and the rate tokens as limits_take's. A partition's slot rows are made
+-- and the rate tokens: the queue's as limits_take's, or where the rate is
+-- each partition's (rate_per_partition) up to $2 of the visited
+-- partitions' free tokens in the order visited, as ('ptoken', partition,
+-- number), their rows made as the slots' are. A partition's slot rows are made
 -- here when its last is missing (the insert's rows are not visible to this
 -- statement: the next claim takes them). Slots past a partition's limit
 -- hold it as in limits_take. On CockroachDB, whose top-k over a locking
@@ -319,7 +324,7 @@ LIMIT $2 FOR UPDATE OF t SKIP LOCKED
 -- most their limits. No LATERAL: CockroachDB rewrites a LATERAL LIMIT into
 -- row_number(), which takes the limit off the locking scan.
 WITH RECURSIVE lim AS (SELECT "concurrency" AS n, GREATEST("slots", "concurrency") AS made, "rate_limit" AS r, "rate_period_ms" AS per,
-    "partition_limits" AS pl, "fair" AS fair, "sequential" AS seq
+    "partition_limits" AS pl, "fair" AS fair, "sequential" AS seq, "rate_per_partition" AS rpp
   FROM /* TEMPLATE: queue_state */ WHERE "name" = $1 AND NOT "paused" AND "partition_by" IS NOT NULL),
 fwd (p, d) AS (
   SELECT (/* TEMPLATE: next_partition */ > $3::TEXT /* TEMPLATE: next_partition_end */), 1::INT4 WHERE EXISTS (SELECT 1 FROM lim)
@@ -343,11 +348,22 @@ slots AS (SELECT pp.p, pp.d, s."slot" FROM parts AS pp JOIN /* TEMPLATE: slot_ta
     AND NOT EXISTS (SELECT 1 FROM /* TEMPLATE: slot_table */ AS h
       WHERE h."queue" = $1 AND h."partition" = pp.p AND /* TEMPLATE: slot_range_hp */ AND /* TEMPLATE: slot_held_h */)
   ORDER BY pp.d, s."slot" LIMIT $2 FOR UPDATE OF s SKIP LOCKED),
-tokens AS (/* TEMPLATE: take_tokens */)
-SELECT 'partitioned', '', (CASE WHEN fair THEN 1 ELSE 0 END + CASE WHEN seq THEN 2 ELSE 0 END)::INT4, -1::INT4 FROM lim
+tokens AS (/* TEMPLATE: take_tokens */),
+tmade AS (INSERT INTO /* TEMPLATE: rate_table */ ("queue", "partition", "token")
+  SELECT $1, pp.p, g FROM parts AS pp CROSS JOIN generate_series(0, COALESCE((SELECT r FROM lim), 0) - 1) AS g
+  WHERE (SELECT rpp FROM lim) AND NOT EXISTS (SELECT 1 FROM /* TEMPLATE: rate_table */ AS e
+    WHERE e."queue" = $1 AND e."partition" = pp.p AND e."token" = (SELECT r FROM lim) - 1)
+  ON CONFLICT ("queue", "partition", "token") DO NOTHING RETURNING 1),
+ptokens AS (SELECT pp.p, pp.d, t."token" FROM parts AS pp JOIN /* TEMPLATE: rate_table */ AS t
+    ON t."queue" = $1 AND t."partition" = pp.p AND /* TEMPLATE: token_range */
+  WHERE (SELECT rpp FROM lim)
+    AND (t."used_at" IS NULL OR t."used_at" <= clock_timestamp() - (SELECT per::FLOAT8 + LEAST(per::FLOAT8 / 10, 100) FROM lim) * INTERVAL '1 millisecond')
+  ORDER BY pp.d, t."token" LIMIT $2 FOR UPDATE OF t SKIP LOCKED)
+SELECT 'partitioned', '', (CASE WHEN fair THEN 1 ELSE 0 END + CASE WHEN seq THEN 2 ELSE 0 END + CASE WHEN rpp THEN 4 ELSE 0 END)::INT4, -1::INT4 FROM lim
 UNION ALL SELECT 'part', p, COALESCE(n, -1)::INT4, d FROM parts
 UNION ALL SELECT 'slot', p, "slot", d FROM slots
 UNION ALL SELECT 'token', '', "token", 0::INT4 FROM tokens
+UNION ALL SELECT 'ptoken', p, "token", d FROM ptokens
 UNION ALL SELECT 'token', '', -1::INT4, 0::INT4 WHERE NOT EXISTS (SELECT 1 FROM lim WHERE r IS NOT NULL)
 ORDER BY 4;
 
@@ -421,7 +437,8 @@ WHERE NOT (/* TEMPLATE: slot_held */);
 -- Gives the slots ($2 partitions, $3 numbers: locked by limits_take and
 -- found free by slots_free in this transaction) to the jobs $4 the claim
 -- took under lease token $5, in the order given, and stamps the rate
--- tokens $6 (locked by limits_take) with the time now, just before the
+-- tokens $6 of partitions $7 ('' for the queue's; locked by limits_take
+-- or partitions_take) with the time now, just before the
 -- commit that starts the jobs (not the transaction's start, now(): a claim
 -- that took long would otherwise let the next use of its tokens start its
 -- jobs less than a period after these). Any array may be empty.
@@ -429,7 +446,8 @@ WITH b AS (UPDATE /* TEMPLATE: slot_table */ AS s SET "job_id" = k.j, "lease_tok
     FROM unnest($2::TEXT[], $3::INT4[], $4::INT8[]) AS k (p, n, j)
     WHERE s."queue" = $1 AND s."partition" = k.p AND s."slot" = k.n RETURNING 1),
 u AS (UPDATE /* TEMPLATE: rate_table */ AS t SET "used_at" = clock_timestamp()
-    WHERE t."queue" = $1 AND t."partition" = '' AND t."token" = ANY($6::INT4[]) RETURNING 1)
+    FROM unnest($7::TEXT[], $6::INT4[]) AS r (p, n)
+    WHERE t."queue" = $1 AND t."partition" = r.p AND t."token" = r.n RETURNING 1)
 SELECT (SELECT count(*) FROM b), (SELECT count(*) FROM u);
 
 -- name: tokens_make
@@ -459,7 +477,7 @@ ON CONFLICT ("queue", "partition", "slot") DO NOTHING;
 -- they halt at a dead job; no row when the queue was never paused or
 -- configured.
 SELECT "concurrency", "local_concurrency", "slots", "paused", "rate_limit", "rate_period_ms", "partition_by", "fair", "partition_limits"::TEXT,
-  "sequential", "halt_on_dead"
+  "sequential", "halt_on_dead", "rate_per_partition"
 FROM /* TEMPLATE: queue_state */ WHERE "name" = $1;
 
 -- name: slots_lock
@@ -488,17 +506,19 @@ RETURNING "slot";
 -- Sets queue $1's limits ($2 global, $3 per process, $5 starts per $6
 -- milliseconds; null: none), its partitioning ($7, null: none), fair
 -- turns ($8), partitions' own limits ($9, a JSON object, null: none),
--- sequences ($10) and their halting at a dead job ($11), and raises its
+-- sequences ($10) and their halting at a dead job ($11), whether the
+-- rate is each partition's ($12), and raises its
 -- count of slot rows to $4 and of rate tokens to $5; its paused flag stays
 -- as it is.
 INSERT INTO /* TEMPLATE: queue_state */ AS q ("name", "concurrency", "local_concurrency", "slots", "rate_limit", "rate_period_ms", "rate_tokens",
-  "partition_by", "fair", "partition_limits", "sequential", "halt_on_dead", "updated_at")
-VALUES ($1, $2::INT4, $3::INT4, $4::INT4, $5::INT4, $6::INT8, COALESCE($5::INT4, 0), $7::TEXT, $8::BOOLEAN, $9::TEXT::JSONB, $10::BOOLEAN, $11::BOOLEAN, now())
+  "partition_by", "fair", "partition_limits", "sequential", "halt_on_dead", "rate_per_partition", "updated_at")
+VALUES ($1, $2::INT4, $3::INT4, $4::INT4, $5::INT4, $6::INT8, COALESCE($5::INT4, 0), $7::TEXT, $8::BOOLEAN, $9::TEXT::JSONB, $10::BOOLEAN, $11::BOOLEAN,
+  $12::BOOLEAN, now())
 ON CONFLICT ("name") DO UPDATE SET "concurrency" = excluded."concurrency", "local_concurrency" = excluded."local_concurrency",
   "slots" = GREATEST(q."slots", excluded."slots"), "rate_limit" = excluded."rate_limit", "rate_period_ms" = excluded."rate_period_ms",
   "rate_tokens" = GREATEST(q."rate_tokens", excluded."rate_tokens"), "partition_by" = excluded."partition_by", "fair" = excluded."fair",
   "partition_limits" = excluded."partition_limits", "sequential" = excluded."sequential", "halt_on_dead" = excluded."halt_on_dead",
-  "updated_at" = excluded."updated_at";
+  "rate_per_partition" = excluded."rate_per_partition", "updated_at" = excluded."updated_at";
 
 -- name: partitions_rewrite
 -- One batch of a changed partitioning: the Queued and Running jobs of

@@ -65,12 +65,17 @@ type Limits struct {
 	// it runs first) or deletes it (or retention removes it). A canceled
 	// job does not halt it. Only with Sequential.
 	HaltOnDead bool
+	// RatePerPartition applies Rate to each partition of a partitioned
+	// queue (at most Rate starts of each partition in any window of
+	// RatePeriod, across every process) instead of to the queue as a
+	// whole. Only with PartitionBy and Rate.
+	RatePerPartition bool
 }
 
 // IsZero reports whether l sets no limit and no partitioning.
 func (l Limits) IsZero() bool {
 	return l.Concurrency == 0 && l.LocalConcurrency == 0 && l.Rate == 0 && l.RatePeriod == 0 &&
-		l.PartitionBy == "" && len(l.PartitionLimits) == 0 && !l.Fair && !l.Sequential && !l.HaltOnDead
+		l.PartitionBy == "" && len(l.PartitionLimits) == 0 && !l.Fair && !l.Sequential && !l.HaltOnDead && !l.RatePerPartition
 }
 
 // limited says whether claims of a queue with these limits take slots or
@@ -271,7 +276,7 @@ func (q *Queue) readLimits(ctx context.Context, queue string) (LimitsState, erro
 	var by, partLimits *string
 	var st LimitsState
 	err := q.db.QueryRow(ctx, q.sql.queueLimits, queue).Scan(&global, &local, &st.Slots, &st.Paused, &rate, &periodMS, &by, &st.Fair, &partLimits,
-		&st.Sequential, &st.HaltOnDead)
+		&st.Sequential, &st.HaltOnDead, &st.RatePerPartition)
 	if errors.Is(err, skiplock.ErrNoRows) {
 		return LimitsState{}, nil
 	}
@@ -324,8 +329,7 @@ func (q *Queue) claimLimited(ctx context.Context, p claimParams) (claimed []clai
 		if err != nil || len(claimed) == 0 {
 			return err
 		}
-		var parts []string
-		var slots []int32
+		parts, slots, tokenParts, tokens := []string{}, []int32{}, []string{}, []int32{}
 		ids := make([]int64, len(claimed))
 		for i, c := range claimed {
 			ids[i] = c.id
@@ -333,11 +337,15 @@ func (q *Queue) claimLimited(ctx context.Context, p claimParams) (claimed []clai
 				parts, slots = append(parts, c.partition), append(slots, free[0])
 				took.slots[c.partition] = free[1:]
 			}
+			if free := took.ptokens[c.partition]; len(free) > 0 {
+				tokenParts, tokens = append(tokenParts, c.partition), append(tokens, free[0])
+				took.ptokens[c.partition] = free[1:]
+			}
 		}
-		if parts == nil {
-			parts, slots = []string{}, []int32{}
+		for _, tok := range prefix(took.tokens, len(claimed)) { // the queue's rate
+			tokenParts, tokens = append(tokenParts, ""), append(tokens, tok)
 		}
-		_, err = tx.Exec(txhook.Last(ctx), q.sql.limitsUse, p.Queue, parts, slots, ids, p.Token, prefix(took.tokens, len(claimed)))
+		_, err = tx.Exec(txhook.Last(ctx), q.sql.limitsUse, p.Queue, parts, slots, ids, p.Token, tokens, tokenParts)
 		return err
 	})
 	return claimed, cut, err
@@ -415,6 +423,10 @@ type limitsTaken struct {
 	slots                         map[string][]int32
 	tokens                        []int32
 	noSlots, noRate               bool
+	// ratePerPartition: the rate is each partition's, and ptokens are the
+	// free rate tokens locked for each visited partition.
+	ratePerPartition bool
+	ptokens          map[string][]int32
 }
 
 // partitionTaken is a ready partition and its global limit (0: none).
@@ -433,7 +445,7 @@ type partitionTaken struct {
 // capped the claim below want.
 func (t limitsTaken) shares(want int) (parts []string, quotas []int32, budget int, cut bool) {
 	budget = want
-	if !t.noRate && len(t.tokens) < budget {
+	if !t.noRate && !t.ratePerPartition && len(t.tokens) < budget {
 		budget, cut = len(t.tokens), true
 	}
 	room := make([]int, len(t.parts))
@@ -441,6 +453,10 @@ func (t limitsTaken) shares(want int) (parts []string, quotas []int32, budget in
 		room[i] = budget
 		if pt.limit > 0 {
 			room[i] = min(budget, len(t.slots[pt.name]))
+			cut = cut || room[i] < budget
+		}
+		if t.ratePerPartition {
+			room[i] = min(room[i], len(t.ptokens[pt.name]))
 			cut = cut || room[i] < budget
 		}
 	}
@@ -484,7 +500,7 @@ func (q *Queue) takeLimits(ctx context.Context, tx skiplock.Tx, queue string, n 
 		return limitsTaken{}, err
 	}
 	defer rows.Close()
-	t := limitsTaken{slots: map[string][]int32{}}
+	t := limitsTaken{slots: map[string][]int32{}, ptokens: map[string][]int32{}}
 	var locked []string
 	var lockedSlots []int32
 	for rows.Next() {
@@ -495,13 +511,15 @@ func (q *Queue) takeLimits(ctx context.Context, tx skiplock.Tx, queue string, n 
 		}
 		switch {
 		case kind == "partitioned":
-			t.partitioned, t.fair, t.sequential = true, k&1 != 0, k&2 != 0
+			t.partitioned, t.fair, t.sequential, t.ratePerPartition = true, k&1 != 0, k&2 != 0, k&4 != 0
 		case kind == "part":
 			t.parts = append(t.parts, partitionTaken{name: part, limit: max(int(k), 0)})
 		case kind == "slot" && k < 0:
 			t.noSlots = true
 		case kind == "slot":
 			locked, lockedSlots = append(locked, part), append(lockedSlots, k)
+		case kind == "ptoken":
+			t.ptokens[part] = append(t.ptokens[part], k)
 		case k < 0:
 			t.noRate = true
 		default:
@@ -609,7 +627,7 @@ func (q *Queue) SetLimits(ctx context.Context, queue string, l Limits) error {
 			periodMS = &ms
 		}
 		if _, err := tx.Exec(ctx, q.sql.limitsSet, queue, null(l.Concurrency), null(l.LocalConcurrency), slots, null(l.Rate), periodMS,
-			by, l.Fair, partLimits, l.Sequential, l.HaltOnDead); err != nil {
+			by, l.Fair, partLimits, l.Sequential, l.HaltOnDead, l.RatePerPartition); err != nil {
 			return err
 		}
 		if unpartitioned {
@@ -701,6 +719,8 @@ func (l Limits) checkPartitions() error {
 		return usage.Errorf("partition limits, fair turns and sequences need a partitioning: add --partition-by kind, key or args.FIELD")
 	case l.HaltOnDead && !l.Sequential:
 		return usage.Errorf("halting at a dead job is for sequences: add --sequential")
+	case l.RatePerPartition && (l.PartitionBy == "" || l.Rate == 0):
+		return usage.Errorf("a rate per partition needs a partitioning and a rate: add --partition-by and --rate N/DURATION")
 	case l.PartitionBy == "", l.PartitionBy == "kind", l.PartitionBy == "key":
 	case !isArgs:
 		return usage.Errorf("partition by %q: use kind, key (the key given at insert) or args.FIELD (a top-level field of the job's args)", l.PartitionBy)

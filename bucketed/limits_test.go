@@ -2,7 +2,9 @@ package bucketed_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -198,14 +200,8 @@ func slotTable(name string) string {
 func TestRateLimitAcrossWorkers(t *testing.T) {
 	t.Parallel()
 	const total, rate, period, capacity = 90, 20, 300 * time.Millisecond, 5
-	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 30})
-	_, name := testdb.MigratedOn(t, db, nil, schema.LayoutBucketed)
-	cfg := &bucketed.Config{VisibilityTimeout: 10 * time.Second}
-	q := queueOn(t, db, name, cfg)
+	db, name, cfg, q := limitedQueue(t, bucketed.Limits{Rate: rate, RatePeriod: period})
 	ctx := ctxT(t)
-	if err := q.SetLimits(ctx, "default", bucketed.Limits{Rate: rate, RatePeriod: period}); err != nil {
-		t.Fatal(err)
-	}
 	mustEnqueue(t, q, nJobs(total, "default")...)
 	var mu sync.Mutex
 	var starts []time.Time
@@ -220,12 +216,8 @@ func TestRateLimitAcrossWorkers(t *testing.T) {
 		defer mu.Unlock()
 		return len(starts) >= total
 	})
-	slices.SortFunc(starts, func(a, b time.Time) int { return a.Compare(b) })
-	most := 0
-	for i := range starts {
-		n, _ := slices.BinarySearchFunc(starts, starts[i].Add(period), func(a, b time.Time) int { return a.Compare(b) })
-		most = max(most, n-i)
-	}
+	slices.SortFunc(starts, time.Time.Compare)
+	most := mostInWindow(starts, period)
 	span := starts[len(starts)-1].Sub(starts[0])
 	t.Logf("%d claimed jobs over %v, at most %d in a window of %v", len(starts), span, most, period)
 	if len(starts) != total || most > rate {
@@ -233,6 +225,62 @@ func TestRateLimitAcrossWorkers(t *testing.T) {
 	}
 	if min := time.Duration(total/rate-1) * period * 9 / 10; span < min {
 		t.Errorf("the claims spanned %v; at %d per %v they need at least %v", span, rate, period, min)
+	}
+}
+
+// TestRatePerPartition: a queue partitioned by key with a rate of 10 per
+// 300 ms for each partition (RatePerPartition), two partitions of 40
+// jobs, three Workers on Queues of their own: measured at the claims, on
+// the server's clock, neither partition has more than 10 claimed in any
+// window of 300 ms, and each needs the span its rate allows, while the two
+// together pass 10 in some window (the rate is each partition's, not the
+// queue's).
+func TestRatePerPartition(t *testing.T) {
+	t.Parallel()
+	const each, rate, period, capacity = 40, 10, 300 * time.Millisecond, 8
+	db, name, cfg, q := limitedQueue(t, bucketed.Limits{PartitionBy: "key", Rate: rate, RatePeriod: period, RatePerPartition: true, Fair: true})
+	ctx := ctxT(t)
+	var jobs []skiplock.NewJob
+	for i := range each {
+		for _, p := range []string{"a", "b"} {
+			jobs = append(jobs, skiplock.NewJob{Payload: json.RawMessage(fmt.Sprintf(`{"p":%q,"n":%d}`, p, i)), PartitionKey: p})
+		}
+	}
+	mustEnqueue(t, q, jobs...)
+	var mu sync.Mutex
+	starts := map[string][]time.Time{}
+	handler := func(ctx context.Context, j *skiplock.Job) error {
+		var args struct{ P string }
+		if err := json.Unmarshal(j.Payload, &args); err != nil {
+			return err
+		}
+		mu.Lock()
+		starts[args.P] = append(starts[args.P], j.LeaseExpiresAt.Add(-cfg.VisibilityTimeout))
+		mu.Unlock()
+		return nil
+	}
+	workThree(t, ctx, db, name, cfg, &bucketed.WorkerConfig{Workers: capacity, Prefetch: -1, IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond, Handler: handler}, "every job started", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(starts["a"])+len(starts["b"]) >= 2*each
+	})
+	mostIn := func(ts []time.Time) int {
+		return mostInWindow(slices.SortedFunc(slices.Values(ts), time.Time.Compare), period)
+	}
+	for _, p := range []string{"a", "b"} {
+		ts := starts[p]
+		most := mostIn(ts)
+		span := slices.MaxFunc(ts, time.Time.Compare).Sub(slices.MinFunc(ts, time.Time.Compare))
+		t.Logf("partition %s: %d claimed over %v, at most %d in a window of %v", p, len(ts), span, most, period)
+		if len(ts) != each || most > rate {
+			t.Errorf("partition %s: %d claimed, at most %d in a window of %v; want %d, at most the rate, %d", p, len(ts), most, period, each, rate)
+		}
+		if min := time.Duration(each/rate-1) * period * 9 / 10; span < min {
+			t.Errorf("partition %s: the claims spanned %v; at %d per %v they need at least %v", p, span, rate, period, min)
+		}
+	}
+	if both := mostIn(append(slices.Clone(starts["a"]), starts["b"]...)); both <= rate {
+		t.Errorf("the two partitions together had at most %d claimed in a window of %v: the rate held for the queue, not for each partition", both, period)
 	}
 }
 
@@ -289,4 +337,15 @@ func TestLimitsViewNeverOlderThanStaleMax(t *testing.T) {
 	if len(jobs) != 4 {
 		t.Fatalf("the first claim past LimitsStaleMax took %d jobs, want 4 (the limit of 5, one running): it used the view it held", len(jobs))
 	}
+}
+
+// mostInWindow is the most of the sorted times ts in any window of
+// period.
+func mostInWindow(ts []time.Time, period time.Duration) int {
+	most := 0
+	for i := range ts {
+		n, _ := slices.BinarySearchFunc(ts, ts[i].Add(period), time.Time.Compare)
+		most = max(most, n-i)
+	}
+	return most
 }

@@ -498,7 +498,9 @@ func LeaderTableDef() *Table {
 // partition_limits each named partition's own global limit, an object of
 // counts (core/009); sequential whether each partition is a sequence, one
 // job at a time in insert order (core/010); halt_on_dead whether a
-// sequence stops at a Dead job until it is retried or deleted (core/011).
+// sequence stops at a Dead job until it is retried or deleted (core/011);
+// rate_per_partition whether the rate limit applies to each partition
+// (core/012).
 func QueueStateTableDef() *Table {
 	return &Table{
 		Name: QueueStateTable,
@@ -517,6 +519,7 @@ func QueueStateTableDef() *Table {
 			{Name: "partition_limits", Type: TypeJSON},
 			{Name: "sequential", Type: TypeBool, NotNull: true, Default: "false"},
 			{Name: "halt_on_dead", Type: TypeBool, NotNull: true, Default: "false"},
+			{Name: "rate_per_partition", Type: TypeBool, NotNull: true, Default: "false"},
 		},
 		PrimaryKey: []string{"name"},
 	}

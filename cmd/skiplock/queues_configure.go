@@ -91,6 +91,7 @@ type configureFlags struct {
 	fair           bool
 	sequential     bool
 	haltOnDead     bool
+	ratePerPart    bool
 }
 
 // partitionLimitFlag is --partition-limit VALUE=N, once per partition:
@@ -126,6 +127,7 @@ func queuesConfigureFlags(fs *flag.FlagSet, sub string) *configureFlags {
 	fs.Var(c.partitionLimit, "partition-limit", "VALUE=N: partition VALUE's own global limit, in place of --concurrency (repeat for more; VALUE=none removes it)")
 	fs.BoolVar(&c.fair, "fair", false, "share each claim out evenly among the ready partitions (--fair=false: fill from the first)")
 	fs.BoolVar(&c.sequential, "sequential", false, "make each partition a sequence: one job at a time, in insert order, a failed job holding it until it succeeds or is dead (--sequential=false: off)")
+	fs.BoolVar(&c.ratePerPart, "rate-per-partition", false, "with --partition-by and --rate: the rate applies to each partition, not to the queue (--rate-per-partition=false: to the queue)")
 	fs.BoolVar(&c.haltOnDead, "halt-on-dead", false, "with --sequential: a sequence stops at a dead job until it is retried (jobs retry) or deleted, instead of moving on (--halt-on-dead=false: move on)")
 	return c
 }
@@ -133,8 +135,8 @@ func queuesConfigureFlags(fs *flag.FlagSet, sub string) *configureFlags {
 // queuesConfigure sets a queue's limits; a limit not given keeps its
 // value. It prints what the queue has then, as show does.
 func queuesConfigure(ctx context.Context, e *env, fs *flag.FlagSet, queue string, c *configureFlags) error {
-	if !c.global.set && !c.local.set && !c.rate.set && !flagSet(fs, "partition-by") && len(c.partitionLimit) == 0 && !flagSet(fs, "fair") && !flagSet(fs, "sequential") && !flagSet(fs, "halt-on-dead") {
-		return usage.Errorf("queues configure %s: give --concurrency N, --local-concurrency N, --rate N/DURATION, --partition-by, --partition-limit VALUE=N, --fair, --sequential or --halt-on-dead (none removes a limit); queues show %s prints them", queue, queue)
+	if !c.global.set && !c.local.set && !c.rate.set && !flagSet(fs, "partition-by") && len(c.partitionLimit) == 0 && !flagSet(fs, "fair") && !flagSet(fs, "sequential") && !flagSet(fs, "halt-on-dead") && !flagSet(fs, "rate-per-partition") {
+		return usage.Errorf("queues configure %s: give --concurrency N, --local-concurrency N, --rate N/DURATION, --partition-by, --partition-limit VALUE=N, --fair, --sequential, --halt-on-dead or --rate-per-partition (none removes a limit); queues show %s prints them", queue, queue)
 	}
 	a, st, err := queueLimits(ctx, e, queue)
 	if err != nil {
@@ -154,7 +156,7 @@ func queuesConfigure(ctx context.Context, e *env, fs *flag.FlagSet, queue string
 		l.PartitionBy = c.partitionBy
 		if strings.EqualFold(c.partitionBy, "none") {
 			// What only a partitioning means goes with it.
-			l.PartitionBy, l.PartitionLimits, l.Fair, l.Sequential, l.HaltOnDead = "", nil, false, false, false
+			l.PartitionBy, l.PartitionLimits, l.Fair, l.Sequential, l.HaltOnDead, l.RatePerPartition = "", nil, false, false, false, false
 		}
 	}
 	if len(c.partitionLimit) > 0 {
@@ -183,6 +185,12 @@ func queuesConfigure(ctx context.Context, e *env, fs *flag.FlagSet, queue string
 	if flagSet(fs, "halt-on-dead") {
 		l.HaltOnDead = c.haltOnDead
 	}
+	if c.rate.set && c.rate.n == 0 {
+		l.RatePerPartition = false // goes with the rate
+	}
+	if flagSet(fs, "rate-per-partition") {
+		l.RatePerPartition = c.ratePerPart
+	}
 	if err := a.SetQueueLimits(ctx, queue, l); err != nil {
 		return err
 	}
@@ -203,6 +211,7 @@ type queueLimitsJSON struct {
 	Fair             bool            `json:"fair"`
 	Sequential       bool            `json:"sequential"`
 	HaltOnDead       bool            `json:"halt_on_dead"`
+	RatePerPartition bool            `json:"rate_per_partition"`
 	PartitionLimits  map[string]int  `json:"partition_limits"`
 	Partitions       []partitionJSON `json:"partitions"`
 }
@@ -246,7 +255,7 @@ func queuesShow(ctx context.Context, e *env, queue string) error {
 			rep.RatePeriodS = &s
 		}
 		if st.PartitionBy != "" {
-			rep.PartitionBy, rep.Fair, rep.PartitionLimits, rep.Sequential, rep.HaltOnDead = &st.PartitionBy, st.Fair, st.PartitionLimits, st.Sequential, st.HaltOnDead
+			rep.PartitionBy, rep.Fair, rep.PartitionLimits, rep.Sequential, rep.HaltOnDead, rep.RatePerPartition = &st.PartitionBy, st.Fair, st.PartitionLimits, st.Sequential, st.HaltOnDead, st.RatePerPartition
 			rep.Partitions = []partitionJSON{}
 		}
 		for _, p := range st.Partitions {
@@ -258,7 +267,11 @@ func queuesShow(ctx context.Context, e *env, queue string) error {
 	fmt.Fprintf(e.stdout, "queue %q\n  paused: %s\n", queue, yes[st.Paused])
 	fmt.Fprintf(e.stdout, "  concurrency (all processes): %s, %d of %d slot(s) held\n", (&limitFlag{n: st.Concurrency}).String(), st.SlotsHeld, st.Slots)
 	fmt.Fprintf(e.stdout, "  local concurrency (per process): %s\n", (&limitFlag{n: st.LocalConcurrency}).String())
-	fmt.Fprintf(e.stdout, "  rate (starts per period, all processes): %s\n", (&rateFlag{n: st.Rate, period: st.RatePeriod}).String())
+	per := ""
+	if st.RatePerPartition {
+		per = " per partition"
+	}
+	fmt.Fprintf(e.stdout, "  rate (starts per period, all processes): %s%s\n", (&rateFlag{n: st.Rate, period: st.RatePeriod}).String(), per)
 	if st.PartitionBy == "" {
 		fmt.Fprintf(e.stdout, "  partitioned: no\n")
 		return nil

@@ -53,6 +53,7 @@ func TestQueuesConfigureAndShow(t *testing.T) {
 		{"--fair"},
 		{"--sequential"},
 		{"--halt-on-dead"},
+		{"--rate-per-partition"},
 		{"--partition-limit", "vip"},
 		{"--partition-limit", "vip=0.5"},
 		{"--partition-limit", "vip=2"},
@@ -86,6 +87,14 @@ func TestQueuesConfigureAndShow(t *testing.T) {
 	}
 	if code, _, errs := cli(t, "--schema", name, "queues", "configure", "mail", "--sequential=false", "--halt-on-dead"); code != 2 || !strings.Contains(errs, "sequences") {
 		t.Errorf("configure --sequential=false --halt-on-dead: exit %d, want 2:\n%s", code, errs)
+	}
+	code, out, errs = cli(t, "--schema", name, "queues", "configure", "mail", "--rate", "5/s", "--rate-per-partition")
+	if got := show(); code != 0 || !got.RatePerPartition || !strings.Contains(out, "5/1s per partition") {
+		t.Fatalf("configure --rate 5/s --rate-per-partition: exit %d, %+v\n%s%s", code, got, out, errs)
+	}
+	cliAll(t, []string{"--schema", name, "queues", "configure", "mail", "--rate", "none"})
+	if got := show(); got.Rate != nil || got.RatePerPartition {
+		t.Fatalf("after --rate none: %+v; want no rate, and no rate per partition with it", got)
 	}
 	cliAll(t, []string{"--schema", name, "queues", "configure", "mail", "--sequential=false"})
 	if got := show(); got.Sequential || got.HaltOnDead {

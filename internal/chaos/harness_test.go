@@ -112,6 +112,9 @@ type workerProc struct {
 	log  *bytes.Buffer
 	logs []string
 	done chan error
+	// ended says this life's end was taken in (kill, stop, wait): stop
+	// then returns at once.
+	ended bool
 }
 
 func startWorker(t *testing.T, dsn string, args ...string) *workerProc {
@@ -132,7 +135,7 @@ func (w *workerProc) start() {
 	done := make(chan error, 1)
 	cmd := w.cmd
 	go func() { done <- cmd.Wait() }()
-	w.done = done
+	w.done, w.ended = done, false
 }
 
 // kill sends SIGKILL, waits for the process to die and keeps its log.
@@ -141,13 +144,17 @@ func (w *workerProc) kill() {
 	defer w.mu.Unlock()
 	w.cmd.Process.Signal(syscall.SIGKILL) //nolint:errcheck // it may have exited already
 	<-w.done
-	w.logs = append(w.logs, w.log.String())
+	w.logs, w.ended = append(w.logs, w.log.String()), true
 }
 
 // stop sends SIGTERM (graceful shutdown) and waits up to a minute.
 func (w *workerProc) stop() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.ended {
+		return nil
+	}
+	w.ended = true
 	w.cmd.Process.Signal(syscall.SIGTERM) //nolint:errcheck // it may have exited already
 	select {
 	case err := <-w.done:
@@ -156,6 +163,7 @@ func (w *workerProc) stop() error {
 	case <-time.After(time.Minute):
 		w.cmd.Process.Kill() //nolint:errcheck
 		<-w.done
+		w.logs = append(w.logs, w.log.String())
 		return fmt.Errorf("worker ignored SIGTERM for a minute")
 	}
 }
@@ -167,12 +175,12 @@ func (w *workerProc) wait(d time.Duration) error {
 	defer w.mu.Unlock()
 	select {
 	case err := <-w.done:
-		w.logs = append(w.logs, w.log.String())
+		w.logs, w.ended = append(w.logs, w.log.String()), true
 		return err
 	case <-time.After(d):
 		w.cmd.Process.Kill() //nolint:errcheck
 		<-w.done
-		w.logs = append(w.logs, w.log.String())
+		w.logs, w.ended = append(w.logs, w.log.String()), true
 		return fmt.Errorf("still running after %v: killed", d)
 	}
 }
@@ -194,10 +202,29 @@ func recordedNow(db *skiplock.DB, schemaName string) (int64, error) {
 // that fails (the server restarting) counts as not yet.
 func waitRecorded(t *testing.T, db *skiplock.DB, schemaName string, n int64, limit time.Duration) {
 	t.Helper()
+	var got int64
+	var err error
+	defer func() {
+		if t.Failed() {
+			t.Logf("%s's work_log held %d rows when the wait ended (last read: %v)", schemaName, got, err)
+		}
+	}()
 	testdb.WaitFor(t, fmt.Sprintf("%d jobs recorded in %s's work_log", n, schemaName), limit, func() bool {
-		got, err := recordedNow(db, schemaName)
+		got, err = recordedNow(db, schemaName)
 		return err == nil && got >= n
 	})
+}
+
+// logsOnFailure stops the workers and logs the last lines of each one's
+// output when the test has failed by the time it returns (defer it).
+func logsOnFailure(t *testing.T, procs []*workerProc) {
+	if !t.Failed() {
+		return
+	}
+	for i, p := range procs {
+		p.stop() //nolint:errcheck // the logs are the point
+		t.Logf("worker %d's last lines:\n%s", i, tail(p.allLogs(), 30))
+	}
 }
 
 // afterProgress waits until the workers have recorded a random number

@@ -148,6 +148,7 @@ func TestRateLimitAcrossProcesses(t *testing.T) {
 	// later than its claim took its token.
 	args := workArgs(name, "bucketed", "--workers", "20", "--work", "0s", "--batch", "1", "--record-attempts")
 	procs := []*workerProc{startWorker(t, dsn, args...), startWorker(t, dsn, args...), startWorker(t, dsn, args...)}
+	defer logsOnFailure(t, procs)
 	waitRecorded(t, db, name, jobs, 2*time.Minute)
 	for _, p := range procs {
 		p.stop() //nolint:errcheck // the exit code after SIGTERM is not the point

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock/bench"
+	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/fanout"
 	"github.com/skiplock/skiplock/internal/syncbuf"
 	"github.com/skiplock/skiplock/internal/testdb"
@@ -414,6 +415,37 @@ func TestPickup(t *testing.T) {
 				t.Fatalf("table %q, %v", table.String(), err)
 			}
 		})
+	}
+}
+
+// TestPickupClearsAnEarlierRunsLimits: a throughput run with --concurrency
+// leaves the bench queue limited; a pickup run after it on the same schema
+// sets the queue's limits to its own (none), so its claims do not take the
+// limited path (four statements each).
+func TestPickupClearsAnEarlierRunsLimits(t *testing.T) {
+	t.Parallel()
+	c, _ := config(t, bench.Config{Scenario: bench.ScenarioThroughput, Layout: "bucketed", Jobs: 200, Workers: 4, Concurrency: 2, Progress: -1})
+	run(t, c)
+	db := testdb.Open(t, nil)
+	q, err := bucketed.New(context.Background(), db, &bucketed.Config{Schema: c.Schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	limits := func() bucketed.Limits {
+		st, err := q.LimitsOf(context.Background(), bench.DefaultQueue)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return st.Limits
+	}
+	if l := limits(); l.Concurrency != 2 {
+		t.Fatalf("after bench throughput --concurrency 2 the queue's limits are %+v", l)
+	}
+	p := *c
+	p.Scenario, p.Concurrency, p.Samples, p.Gap, p.Jobs, p.Workers = bench.ScenarioPickup, 0, 2, 100*time.Millisecond, 0, 0
+	run(t, &p)
+	if l := limits(); !l.IsZero() {
+		t.Errorf("after bench pickup the queue's limits are %+v; want none", l)
 	}
 }
 

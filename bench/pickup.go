@@ -117,6 +117,9 @@ func runPickup(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) 
 		return err
 	}
 	defer emptyAfter(ctx, c, admin)
+	if err := resetLimits(ctx, c, admin); err != nil {
+		return err
+	}
 	work, err := openPool(ctx, c)
 	if err != nil {
 		return err

@@ -517,6 +517,17 @@ func benchLimits(c *Config) bucketed.Limits {
 	return l
 }
 
+// resetLimits sets the bench queue's limits (setLimits) where the run's
+// layout is bucketed: a previous run's limits (bench throughput
+// --concurrency) would otherwise send every claim of this one down the
+// limited path.
+func resetLimits(ctx context.Context, c *Config, admin *skiplock.DB) error {
+	if c.Layout != schema.LayoutBucketed {
+		return nil
+	}
+	return setLimits(ctx, c, admin)
+}
+
 // setLimits sets the bench queue's limits (benchLimits), clearing what a
 // previous run left.
 func setLimits(ctx context.Context, c *Config, admin *skiplock.DB) error {

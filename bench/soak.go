@@ -267,6 +267,9 @@ func runSoak(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 		return err
 	}
 	defer emptyAfter(ctx, c, admin)
+	if err := resetLimits(ctx, c, admin); err != nil {
+		return err
+	}
 	// The tables start at their empty size: a previous run's DELETEs
 	// leave their pages (and dead tuples) behind, which the first
 	// windows' sizes would carry.

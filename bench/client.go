@@ -105,14 +105,10 @@ func (d *clientDriver) prepare(ctx context.Context, rec *recorder) error {
 // claims, the jobs in flight finish and are written. An interrupt (ctx)
 // stops it at once: the jobs in hand are given back.
 func (d *clientDriver) runWorkers(ctx context.Context, deadline time.Time, rec *recorder) error {
-	if d.cl == nil {
-		if err := d.prepare(ctx, rec); err != nil {
-			return err
-		}
-	}
 	cl, completed := d.cl, &d.completed
 	// The handlers' parent outlives the run's context: Stop decides how
-	// they end. (The queue's limits were set before the preload: prepare.)
+	// they end. (The bench's prepare set the queue's limits before the
+	// preload.)
 	if err := cl.Start(context.WithoutCancel(ctx)); err != nil {
 		return err
 	}

@@ -74,10 +74,10 @@ func prepare(ctx context.Context, c *Config, admin *skiplock.DB, layout schema.L
 	done := func() { pool.Close(); emptyAfter(ctx, c, admin) }
 	counters := &retry.Counters{}
 	drv, err := mk(pool, c, counters)
-	if err == nil && layout == schema.LayoutBucketed {
+	if err == nil {
 		// Before the jobs go in, so that they go in partitioned as the
 		// run asks, with no rewrite of their partitions.
-		err = setLimits(ctx, c, admin)
+		err = resetLimits(ctx, c, admin, layout)
 	}
 	if err == nil {
 		err = preload(ctx, c, admin, c.Jobs, drv.enqueue, drv.tables()...)
@@ -517,20 +517,14 @@ func benchLimits(c *Config) bucketed.Limits {
 	return l
 }
 
-// resetLimits sets the bench queue's limits (setLimits) where the run's
-// layout is bucketed: a previous run's limits (bench throughput
-// --concurrency) would otherwise send every claim of this one down the
-// limited path.
-func resetLimits(ctx context.Context, c *Config, admin *skiplock.DB) error {
-	if c.Layout != schema.LayoutBucketed {
+// resetLimits sets the bench queue's limits (benchLimits) where the run's
+// layout is bucketed, clearing what a previous run left: a bench
+// throughput --concurrency would otherwise send every claim of the next
+// run down the limited path.
+func resetLimits(ctx context.Context, c *Config, admin *skiplock.DB, layout schema.Layout) error {
+	if layout != schema.LayoutBucketed {
 		return nil
 	}
-	return setLimits(ctx, c, admin)
-}
-
-// setLimits sets the bench queue's limits (benchLimits), clearing what a
-// previous run left.
-func setLimits(ctx context.Context, c *Config, admin *skiplock.DB) error {
 	q, err := bucketed.New(ctx, admin, &bucketed.Config{Schema: c.Schema})
 	if err != nil {
 		return err

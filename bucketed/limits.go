@@ -222,34 +222,42 @@ func (q *Queue) limitsFor(ctx context.Context, queue string) Limits {
 	case !due:
 		return q.limits.peek(queue)
 	case usable:
-		go func() {
-			rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limitsReadTimeout)
-			defer cancel()
-			// A failure keeps what is held until the next read is due, and
-			// is not logged: the claims report a database that fails them.
-			if st, err := q.readLimits(rctx, queue); err == nil {
-				q.limits.store(queue, st.Limits, now)
-			}
-		}()
+		// A failure keeps what is held until the next read is due, and is
+		// not logged: the claims report a database that fails them.
+		aside(ctx, func(ctx context.Context) { _, _ = q.readLimitsInto(ctx, queue, now) })
 		return q.limits.peek(queue)
 	}
-	return q.readLimitsInto(ctx, queue, now)
-}
-
-// limitsReadTimeout bounds a read made beside a claim (of the limits, of
-// the bucket count).
-const limitsReadTimeout = 10 * time.Second
-
-// readLimitsInto reads queue's limits as of now into the cache and
-// returns them; on a failure, what the cache holds.
-func (q *Queue) readLimitsInto(ctx context.Context, queue string, now time.Time) Limits {
-	st, err := q.readLimits(ctx, queue)
+	l, err := q.readLimitsInto(ctx, queue, now)
 	if err != nil {
 		q.cfg.Logger.Debug("reading the queue's limits failed: keeping the last read", "queue", queue, "error", err)
 		return q.limits.peek(queue)
 	}
+	return l
+}
+
+// asideTimeout bounds a read made beside a claim (aside).
+const asideTimeout = 10 * time.Second
+
+// aside runs read on a goroutine of its own, under ctx's values but not
+// its end, for at most asideTimeout: a read a claim found due (of the
+// limits, of the bucket count) whose result the claims after it use.
+func aside(ctx context.Context, read func(context.Context)) {
+	go func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), asideTimeout)
+		defer cancel()
+		read(rctx)
+	}()
+}
+
+// readLimitsInto reads queue's limits as of now into the cache and
+// returns them.
+func (q *Queue) readLimitsInto(ctx context.Context, queue string, now time.Time) (Limits, error) {
+	st, err := q.readLimits(ctx, queue)
+	if err != nil {
+		return Limits{}, err
+	}
 	q.limits.store(queue, st.Limits, now)
-	return st.Limits
+	return st.Limits, nil
 }
 
 // capacityFor is the most jobs a Worker of queue holds at once: want,

@@ -100,11 +100,7 @@ func (q *Queue) recheckLayout(ctx context.Context) {
 	if now-last < int64(q.cfg.LayoutRecheck) || !q.checkedAt.CompareAndSwap(last, now) {
 		return
 	}
-	go func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), limitsReadTimeout)
-		defer cancel()
-		q.readLayout(rctx)
-	}()
+	aside(ctx, q.readLayout)
 }
 
 // readLayout reads the schema's bucket count, and adopts and logs a

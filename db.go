@@ -39,13 +39,15 @@ type OpenConfig struct {
 	// pool_max_conns when it has one, else the greater of 4 and
 	// runtime.NumCPU().
 	MaxConns int32
-	// PipelineBegin sends each transaction's BEGIN in one network write
-	// with its first statement, sparing a round trip per transaction (see
-	// pipeline_jackc.go). Off by default. The jackc/pgx driver only
-	// (PostgreSQL, where it is tested; CockroachDB speaks the same
-	// protocol but has not been run with it); the YugabyteDB smart driver
-	// ignores it.
-	PipelineBegin bool
+	// SeparateBegin sends each transaction's BEGIN as its own round trip.
+	// By default the jackc/pgx driver sends BEGIN in one network write
+	// with the transaction's first statement, and the COMMIT of a
+	// transaction whose last statement is known with that statement,
+	// sparing up to two round trips per transaction (pipeline_jackc.go;
+	// docs/engines.md, "Round trips"). The YugabyteDB smart driver, and
+	// the YugabyteDB personality (Emulate) that stands in for it, always
+	// send BEGIN alone.
+	SeparateBegin bool
 	// IdleInTransactionTimeout, when positive, is set as
 	// idle_in_transaction_session_timeout on every connection of the
 	// pool, once when it connects (no cost per transaction): the server
@@ -162,7 +164,10 @@ func open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
 		pool, err = openYugabyte(ctx, dsn, cfg.MaxConns, connectSettings, pooled)
 	} else {
 		pool, err = openJackc(ctx, dsn, cfg.MaxConns, connectSettings, pooled)
-		if jp, ok := pool.(jackcPool); ok && err == nil && cfg.PipelineBegin {
+		// The YugabyteDB personality runs on this driver but stands in
+		// for the smart driver, which does not pipeline.
+		yugabyteRules := em != nil && em.personality.Engine() == EngineYugabyte
+		if jp, ok := pool.(jackcPool); ok && err == nil && !cfg.SeparateBegin && !yugabyteRules {
 			pool = pipelinedPool{jp}
 		}
 	}

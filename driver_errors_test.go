@@ -133,7 +133,7 @@ func TestPipelinedBeginErrorsAreMapped(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	db := testdb.Open(t, &skiplock.OpenConfig{PipelineBegin: true})
+	db := testdb.Open(t, &skiplock.OpenConfig{})
 	tx, err := db.Begin(ctx, skiplock.TxOptions{})
 	if err != nil {
 		t.Fatal(err)

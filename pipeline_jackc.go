@@ -3,6 +3,7 @@ package skiplock
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 
 	"github.com/skiplock/skiplock/internal/copyio"
@@ -13,7 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Pipelined BEGIN (OpenConfig.PipelineBegin), for the jackc/pgx driver:
+// Pipelined BEGIN (the default; OpenConfig.SeparateBegin turns it off),
+// for the jackc/pgx driver:
 // Begin sends nothing; the transaction's first statement goes out in one
 // network write with its BEGIN (a pgx batch: BEGIN, the statement, one
 // Sync), so a transaction of n statements costs n+1 round trips instead of
@@ -29,6 +31,13 @@ import (
 // COMMIT's outcome is read with the statement's results and returned by
 // Commit.
 //
+// A statement sent under txhook.Then takes along, after its COMMIT, the
+// next transaction's BEGIN (the same statements) and first statement: the
+// connection passes to that transaction once the COMMIT has succeeded
+// (txhook.Chain), Begin under txhook.Resume returns it, and the first
+// statement's answer is read when the new transaction sends it. A failed statement or COMMIT makes the server
+// skip the rest (up to the Sync), so nothing of the next transaction ran.
+//
 // It lives apart from driver_jackc.go, which scripts/gen-yugabyte-driver.sh
 // copies for the YugabyteDB smart driver: that driver does not take the
 // option.
@@ -39,6 +48,18 @@ type pipelinedPool struct {
 }
 
 func (a pipelinedPool) Begin(ctx context.Context, opts TxOptions) (Tx, error) {
+	if c := txhook.ResumeOf(ctx); c != nil && c.Next != nil {
+		// The transaction chained after another's COMMIT, begun already
+		// with the same statements (or dropped, were they to differ).
+		next, ok := c.Next.(*pipelinedTx)
+		c.Next = nil
+		if ok && slices.Equal(next.begin, beginStatements(opts)) {
+			return interpretedTx{next}, nil
+		}
+		if ok {
+			next.Rollback(ctx) //nolint:errcheck // a failed rollback closes the connection; a fresh transaction follows
+		}
+	}
 	c, err := a.q.Acquire(ctx)
 	if err != nil {
 		return nil, interpretError(err)
@@ -147,16 +168,25 @@ type pipelinedTx struct {
 		tag        pgconn.CommandTag
 		err        error
 		rows       *batchRows
+		// handedOn says the connection went on to the transaction
+		// chained after the COMMIT (txhook.Then): this one is over.
+		handedOn bool
 	}
+
+	// pending is the answer, not read yet, to the first statement
+	// (pendingSQL) of a transaction chained after another's COMMIT.
+	pending    pgx.BatchResults
+	pendingSQL string
 }
 
 // errCommitSent refuses a statement after the one that took COMMIT along.
 var errCommitSent = errors.New("skiplock: this transaction's COMMIT was sent with its last statement (txhook.Last): send nothing after it")
 
 // send sends sql in one batch with what must go with it: BEGIN (with its
-// settings) if it has not gone out, COMMIT after it if last. It returns
-// the batch positioned at the statement's result.
-func (t *pipelinedTx) send(ctx context.Context, sql string, args []any, last bool) (pgx.BatchResults, error) {
+// settings) if it has not gone out, COMMIT after it if last, and after
+// that the chained transaction's BEGIN and first statement if then is
+// set. It returns the batch positioned at the statement's result.
+func (t *pipelinedTx) send(ctx context.Context, sql string, args []any, last bool, then *txhook.Chain) (pgx.BatchResults, error) {
 	b := &pgx.Batch{}
 	begin := !t.begun
 	if begin {
@@ -169,6 +199,12 @@ func (t *pipelinedTx) send(ctx context.Context, sql string, args []any, last boo
 		b.Queue("commit")
 		t.commit.sent = true
 		txhook.CommitSent(ctx)
+		if then != nil {
+			for _, s := range t.begin {
+				b.Queue(s)
+			}
+			b.Queue(then.SQL, then.Args...)
+		}
 	}
 	t.begun = true
 	br := t.conn.SendBatch(ctx, b)
@@ -184,13 +220,52 @@ func (t *pipelinedTx) send(ctx context.Context, sql string, args []any, last boo
 }
 
 // readCommit reads the COMMIT's answer from br, after the statement's
-// result, and closes br; Commit returns what it means.
-func (t *pipelinedTx) readCommit(br pgx.BatchResults) {
+// result, and closes br; Commit returns what it means. With then, a
+// COMMIT that succeeded hands the connection on to the chained
+// transaction (chain), which keeps br open for its first statement.
+func (t *pipelinedTx) readCommit(ctx context.Context, br pgx.BatchResults, then *txhook.Chain) {
 	tag, err := br.Exec()
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
 	t.commit.read, t.commit.tag, t.commit.err = true, tag, err
+	if err == nil && then != nil && t.chain(ctx, br, then) {
+		return
+	}
+	if cerr := br.Close(); err == nil {
+		t.commit.err = cerr
+	}
+}
+
+// chain reads the chained transaction's BEGIN from br and, once it is
+// open, hands it the connection (then.Next). It reports false when the
+// BEGIN failed: the caller closes br, and a transaction the failure left
+// open is rolled back here, the COMMIT before it standing.
+func (t *pipelinedTx) chain(ctx context.Context, br pgx.BatchResults, then *txhook.Chain) bool {
+	for range t.begin {
+		if _, err := br.Exec(); err != nil {
+			br.Close() //nolint:errcheck // the chained transaction did not begin: the next claim begins anew
+			if t.conn.PgConn().TxStatus() != 'I' {
+				if _, err := t.conn.Exec(context.WithoutCancel(ctx), "rollback"); err != nil {
+					_ = t.conn.Close(ctx)
+				}
+			}
+			return false
+		}
+	}
+	next := &pipelinedTx{conn: t.conn, begin: t.begin, begun: true, release: t.release, pending: br, pendingSQL: then.SQL}
+	t.release = nil
+	t.commit.handedOn = true
+	then.Next = next
+	return true
+}
+
+// dropPending reads and drops the answer to a chained transaction's
+// first statement, if it is still to read: a statement that is not that
+// one, or the transaction's end, comes first. A failed statement leaves
+// the transaction aborted, for Commit to report or Rollback to end.
+func (t *pipelinedTx) dropPending() {
+	if t.pending != nil {
+		t.pending.Close() //nolint:errcheck // see above
+		t.pending = nil
+	}
 }
 
 func (t *pipelinedTx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
@@ -200,12 +275,17 @@ func (t *pipelinedTx) Exec(ctx context.Context, sql string, args ...any) (int64,
 	case t.commit.sent:
 		return 0, errCommitSent
 	}
+	t.dropPending()
 	last := txhook.IsLast(ctx)
 	if t.begun && !last {
 		tag, err := t.conn.Exec(ctx, sql, args...)
 		return tag.RowsAffected(), err
 	}
-	br, err := t.send(ctx, sql, args, last)
+	var then *txhook.Chain
+	if last {
+		then = txhook.ChainOf(ctx)
+	}
+	br, err := t.send(ctx, sql, args, last, then)
 	if err != nil {
 		return 0, err
 	}
@@ -215,7 +295,7 @@ func (t *pipelinedTx) Exec(ctx context.Context, sql string, args ...any) (int64,
 		return 0, err
 	}
 	if last {
-		t.readCommit(br)
+		t.readCommit(ctx, br, then)
 		return tag.RowsAffected(), nil
 	}
 	return tag.RowsAffected(), br.Close()
@@ -228,6 +308,17 @@ func (t *pipelinedTx) Query(ctx context.Context, sql string, args ...any) (Rows,
 	case t.commit.sent:
 		return nil, errCommitSent
 	}
+	if t.pending != nil && sql == t.pendingSQL {
+		br := t.pending
+		t.pending = nil
+		rows, err := br.Query()
+		if err != nil {
+			br.Close() //nolint:errcheck // the query's error is the one to report
+			return nil, err
+		}
+		return &batchRows{rows: rows, br: br}, nil
+	}
+	t.dropPending()
 	last := txhook.IsLast(ctx)
 	if t.begun && !last {
 		rows, err := t.conn.Query(ctx, sql, args...)
@@ -236,7 +327,7 @@ func (t *pipelinedTx) Query(ctx context.Context, sql string, args ...any) (Rows,
 		}
 		return rows, nil
 	}
-	br, err := t.send(ctx, sql, args, last)
+	br, err := t.send(ctx, sql, args, last, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -254,7 +345,7 @@ func (t *pipelinedTx) Query(ctx context.Context, sql string, args ...any) (Rows,
 }
 
 func (t *pipelinedTx) QueryRow(ctx context.Context, sql string, args ...any) Row {
-	if !t.closed && t.begun && !t.commit.sent && !txhook.IsLast(ctx) {
+	if !t.closed && t.begun && !t.commit.sent && !txhook.IsLast(ctx) && t.pending == nil {
 		return t.conn.QueryRow(ctx, sql, args...)
 	}
 	rows, err := t.Query(ctx, sql, args...)
@@ -272,6 +363,7 @@ func (t *pipelinedTx) Commit(ctx context.Context) error {
 	if !t.begun {
 		return nil
 	}
+	t.dropPending()
 	var tag pgconn.CommandTag
 	var err error
 	if t.commit.sent {
@@ -286,7 +378,7 @@ func (t *pipelinedTx) Commit(ctx context.Context) error {
 		tag, err = t.conn.Exec(ctx, "commit")
 	}
 	if err != nil {
-		if t.conn.PgConn().TxStatus() != 'I' {
+		if t.conn.PgConn().TxStatus() != 'I' && !t.commit.handedOn {
 			// The statement before a pipelined COMMIT failed (the server
 			// skipped the COMMIT), or the outcome is unknown: end the
 			// transaction with the connection.
@@ -315,9 +407,10 @@ func (t *pipelinedTx) Rollback(ctx context.Context) error {
 	}
 	t.closed = true
 	defer t.done()
-	if !t.begun {
-		return nil
+	if !t.begun || t.commit.handedOn {
+		return nil // a handed-on transaction's COMMIT succeeded
 	}
+	t.dropPending()
 	if t.commit.sent {
 		t.closeLastRows()
 		if t.conn.PgConn().TxStatus() == 'I' {
@@ -374,7 +467,7 @@ func (r *batchRows) Close() {
 	r.closed = true
 	r.rows.Close()
 	if r.commit != nil && r.rows.Err() == nil {
-		r.commit.readCommit(r.br)
+		r.commit.readCommit(context.Background(), r.br, nil)
 		return
 	}
 	r.closeErr = r.br.Close()
@@ -414,6 +507,7 @@ func (t *pipelinedTx) CopyFrom(ctx context.Context, table []string, columns []st
 	if t.commit.sent {
 		return 0, errCommitSent
 	}
+	t.dropPending()
 	if !t.begun {
 		t.begun = true
 		// Without arguments pgx sends the simple protocol, which takes

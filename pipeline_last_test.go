@@ -3,12 +3,9 @@ package skiplock_test
 import (
 	"context"
 	"errors"
-	"net"
-	"net/url"
 	"strconv"
 	"testing"
-
-	"github.com/jackc/pgx/v5"
+	"time"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/faultproxy"
@@ -27,40 +24,7 @@ import (
 func TestLastStatementCarriesCommit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	cfg, err := pgx.ParseConfig(testdb.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxy, err := faultproxy.Start(net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), faultproxy.Config{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer proxy.Close()
-	u, err := url.Parse(testdb.DSN(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Host = proxy.Addr()
-	db, err := skiplock.Open(ctx, u.String(), &skiplock.OpenConfig{MaxConns: 1, PipelineBegin: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	name := testdb.Schema(t, db)
-	table := sqlident.Quote(name) + ".t"
-	if _, err := db.Exec(ctx, "CREATE SCHEMA "+sqlident.Quote(name)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := db.Exec(ctx, "CREATE TABLE "+table+" (v int PRIMARY KEY)"); err != nil {
-		t.Fatal(err)
-	}
-	has := func(v int) bool {
-		var n int64
-		if err := db.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE v = $1", v).Scan(&n); err != nil {
-			t.Fatal(err)
-		}
-		return n == 1
-	}
+	db, proxy, table, has := proxiedTable(t)
 	last := txhook.Last(ctx)
 	// writes runs one transaction and returns the client writes it took.
 	writes := func(what string, fn func(tx skiplock.Tx) error) int64 {
@@ -167,4 +131,38 @@ func TestLastStatementCarriesCommit(t *testing.T) {
 	if !has(9) {
 		t.Fatal("the pool did not serve the next transaction after a failed commit")
 	}
+}
+
+// proxiedTable opens a pool of one connection through a proxy that counts
+// the client's writes, with a fresh table t (v int PRIMARY KEY) in a
+// schema of the test's own, and returns its quoted name and has(v),
+// which reports whether t holds v (failing the test when the pool's
+// connection does not come back within 20 s).
+func proxiedTable(t *testing.T) (*skiplock.DB, *faultproxy.Proxy, string, func(v int) bool) {
+	t.Helper()
+	ctx := context.Background()
+	dsn, proxy := testdb.Proxied(t)
+	db, err := skiplock.Open(ctx, dsn, &skiplock.OpenConfig{MaxConns: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(db.Close)
+	name := testdb.Schema(t, db)
+	table := sqlident.Quote(name) + ".t"
+	for _, s := range []string{"CREATE SCHEMA " + sqlident.Quote(name), "CREATE TABLE " + table + " (v int PRIMARY KEY)"} {
+		if _, err := db.Exec(ctx, s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	has := func(v int) bool {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		var n int64
+		if err := db.QueryRow(ctx, "SELECT count(*) FROM "+table+" WHERE v = $1", v).Scan(&n); err != nil {
+			t.Fatalf("the pool's connection did not come back: %v", err)
+		}
+		return n == 1
+	}
+	return db, proxy, table, has
 }

@@ -13,14 +13,14 @@ import (
 	"github.com/skiplock/skiplock/internal/testdb"
 )
 
-// OpenConfig.PipelineBegin: BEGIN rides with the first statement. The
+// Pipelined BEGIN (the default): BEGIN rides with the first statement. The
 // transactions must behave exactly as unpipelined ones: isolation taken,
 // commit keeps, rollback discards, a failed first statement rolls back
 // cleanly and leaves the connection usable, QueryRow says ErrNoRows.
 func TestPipelinedBeginBehavesLikeBegin(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 4, PipelineBegin: true})
+	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 4})
 	name := testdb.Schema(t, db)
 	table := sqlident.Quote(name) + ".t"
 	if _, err := db.Exec(ctx, "CREATE SCHEMA "+sqlident.Quote(name)); err != nil {
@@ -168,7 +168,7 @@ func TestPipelinedBeginBehavesLikeBegin(t *testing.T) {
 func TestPipelinedBeginHoldsLocksUntilCommit(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 4, PipelineBegin: true})
+	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 4})
 	name := testdb.Schema(t, db)
 	table := sqlident.Quote(name) + ".t"
 	for _, sql := range []string{"CREATE SCHEMA " + sqlident.Quote(name), "CREATE TABLE " + table + " (v int PRIMARY KEY)", "INSERT INTO " + table + " VALUES (1)"} {

@@ -21,7 +21,7 @@ func TestGenericPlansTransaction(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	for _, pipelined := range []bool{false, true} {
-		db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 2, PipelineBegin: pipelined})
+		db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 2, SeparateBegin: !pipelined})
 		if !db.Dialect().PlanCacheMode {
 			t.Skipf("%s has no plan_cache_mode", db.Dialect().Engine)
 		}

@@ -2,6 +2,7 @@ package skiplock
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -89,7 +90,7 @@ func (c beginHookConn) Begin(ctx context.Context, opts TxOptions) (Tx, error) {
 // other clients.
 func withLocal(local []string) func(context.Context, Beginner, TxOptions) (Tx, error) {
 	return func(ctx context.Context, b Beginner, opts TxOptions) (Tx, error) {
-		opts.local = append(opts.local, local...)
+		opts.Local = append(slices.Clip(opts.Local), local...)
 		return b.Begin(ctx, opts)
 	}
 }

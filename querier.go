@@ -53,10 +53,13 @@ type TxOptions struct {
 	// plan look cheaper (docs/design.md, "Planning a prepared claim").
 	GenericPlans bool
 
-	// local are SET LOCAL statements sent with BEGIN: the pool's session
-	// settings, where a transaction pooler would leak a session's SET to
-	// other clients (withLocal).
-	local []string
+	// Local are SET LOCAL statements the transaction runs first, sent in
+	// one message with BEGIN (no round trip of their own): the pool's
+	// session settings behind a transaction pooler, where a session's SET
+	// would reach other clients (withLocal), or a caller's setting for
+	// one transaction. A failed one fails the Begin or, where BEGIN is
+	// pipelined, the transaction's first statement.
+	Local []string
 }
 
 // Beginner starts transactions.
@@ -130,6 +133,6 @@ func beginStatements(opts TxOptions) []string {
 	if opts.GenericPlans {
 		out = append(out, genericPlansSQL...)
 	}
-	out = append(out, opts.local...)
+	out = append(out, opts.Local...)
 	return out
 }

@@ -236,7 +236,7 @@ type Config struct {
 	// SeparateBegin sends each transaction's BEGIN as its own round trip,
 	// as pgbench's scripts do; by default the workers' pool pipelines it
 	// with the transaction's first statement
-	// (skiplock.OpenConfig.PipelineBegin).
+	// (unless skiplock.OpenConfig.SeparateBegin).
 	SeparateBegin bool
 
 	// Samples, Gap, PollInterval, NoNotify and SameClient are the pickup
@@ -897,5 +897,5 @@ var ErrQueueDry = errors.New("the queue ran dry before the end of the run: raise
 // openConfig is how the bench opens a pool of maxConns connections on the
 // configured engine or personality.
 func (c *Config) openConfig(maxConns int32) *skiplock.OpenConfig {
-	return &skiplock.OpenConfig{Engine: c.Engine, Emulate: c.Emulate, Emulation: c.Emulation, ListenDSN: c.ListenDSN, MaxConns: maxConns, PipelineBegin: !c.SeparateBegin}
+	return &skiplock.OpenConfig{Engine: c.Engine, Emulate: c.Emulate, Emulation: c.Emulation, ListenDSN: c.ListenDSN, MaxConns: maxConns, SeparateBegin: c.SeparateBegin}
 }

@@ -31,15 +31,18 @@ import (
 // answered, rows read to the end): over a run's seconds, how many were in
 // flight on average.
 // Statements sent ahead (txhook.Ahead: a fanout attempt's count, which
-// travels beside the job's handler) are counted apart too.
-type stmtCounter struct{ n, begins, lastCommits, claims, busy, ahead atomic.Int64 }
+// travels beside the job's handler) are counted apart too, and so are
+// the first statements of transactions chained after a COMMIT
+// (txhook.Then: a fanout worker's next claim, sent with its last job's
+// removal), which take no round trip of their own.
+type stmtCounter struct{ n, begins, lastCommits, claims, busy, ahead, chained atomic.Int64 }
 
 // counts is a reading of a stmtCounter; busy is in nanoseconds.
-type counts struct{ statements, begins, lastCommits, claims, busy, ahead int64 }
+type counts struct{ statements, begins, lastCommits, claims, busy, ahead, chained int64 }
 
 // since is what was counted between from and c.
 func (c counts) since(from counts) counts {
-	return counts{c.statements - from.statements, c.begins - from.begins, c.lastCommits - from.lastCommits, c.claims - from.claims, c.busy - from.busy, c.ahead - from.ahead}
+	return counts{c.statements - from.statements, c.begins - from.begins, c.lastCommits - from.lastCommits, c.claims - from.claims, c.busy - from.busy, c.ahead - from.ahead, c.chained - from.chained}
 }
 
 // target is the counter of a statement sent under ctx: s, the context's
@@ -73,11 +76,12 @@ func (s *stmtCounter) out(sent time.Time) {
 
 // roundTrips is how many client round trips the statements took: one
 // each, but with pipelining a BEGIN rides in its transaction's first
-// statement's round trip and a COMMIT asked to go with the last
-// statement (txhook.Last) in that one's.
+// statement's round trip, a COMMIT asked to go with the last statement
+// (txhook.Last) in that one's, and a chained transaction's first
+// statement in the round trip of the COMMIT before it.
 func (c counts) roundTrips(pipelined bool) int64 {
 	if pipelined {
-		return c.statements - c.begins - c.lastCommits
+		return c.statements - c.begins - c.lastCommits - c.chained
 	}
 	return c.statements
 }
@@ -106,7 +110,7 @@ func (s *stmtCounter) load() counts {
 	if s == nil {
 		return counts{}
 	}
-	return counts{s.n.Load(), s.begins.Load(), s.lastCommits.Load(), s.claims.Load(), s.busy.Load(), s.ahead.Load()}
+	return counts{s.n.Load(), s.begins.Load(), s.lastCommits.Load(), s.claims.Load(), s.busy.Load(), s.ahead.Load(), s.chained.Load()}
 }
 
 // query counts a statement that returns rows, noting a claim.
@@ -268,8 +272,15 @@ type countingTx struct {
 }
 
 func (t *countingTx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
-	t.lastSent = t.lastSent || txhook.IsLast(ctx)
-	return t.counted.Exec(ctx, sql, args...)
+	last := txhook.IsLast(ctx)
+	t.lastSent = t.lastSent || last
+	n, err := t.counted.Exec(ctx, sql, args...)
+	if c := txhook.ChainOf(ctx); last && c != nil && c.Next != nil {
+		if s := t.s.target(ctx); s != nil {
+			s.chained.Add(1) // the next claim rode in this round trip
+		}
+	}
+	return n, err
 }
 
 func (t *countingTx) Query(ctx context.Context, sql string, args ...any) (skiplock.Rows, error) {

@@ -207,7 +207,7 @@ type Settings struct {
 	Baseline   bool    `json:"baseline"`
 	IdealJobsS float64 `json:"ideal_jobs_per_s,omitempty"`
 	// PipelineBegin says the workers' transactions sent BEGIN with their
-	// first statement (skiplock.OpenConfig.PipelineBegin); pgbench's
+	// first statement (skiplock.OpenConfig.SeparateBegin unset); pgbench's
 	// scripts send it alone.
 	PipelineBegin bool `json:"pipeline_begin"`
 	// DeleteCompleted says completed bucketed jobs were deleted, not kept

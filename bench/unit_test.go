@@ -212,8 +212,8 @@ func TestConfigDefaultsAndUsage(t *testing.T) {
 		t.Fatalf("latency defaults %+v", c)
 	}
 	c, err = (&Config{Scenario: ScenarioLatency, Mode: ModeTx, Workers: 20}).withDefaults()
-	// 20 workers, the 10 that count their attempts, the client's one.
-	if err != nil || c.Layout != schema.LayoutFanout || c.Conns != 20+fanout.RecorderConns(20)+1 || c.Conns != 31 {
+	// 20 workers, the 16 that count their attempts, the client's one.
+	if err != nil || c.Layout != schema.LayoutFanout || c.Conns != 20+fanout.RecorderConns(20)+1 || c.Conns != 37 {
 		t.Fatalf("tx mode: %+v, %v", c, err)
 	}
 	c, err = (&Config{Scenario: ScenarioLock}).withDefaults()

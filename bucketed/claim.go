@@ -145,20 +145,28 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 		return nil, false, err
 	}
 	var claimed []claimedJob
-	if q.limitsFor(ctx, queue).limited() {
-		claimed, cut, err = q.claimLimited(ctx, p)
-	} else {
-		err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
-			var err error
-			claimed, err = claimRows(txhook.Last(ctx), tx, q.sql.claim, p.args()) // one round trip
-			return err
-		})
-	}
-	if amb := (*retry.AmbiguousCommitError)(nil); errors.As(err, &amb) {
-		// The claim may have committed: its jobs would sit Running under
-		// its token until their leases lapse. Read them back by that
-		// token and hand them out; none back means it rolled back.
-		claimed, err = claimRows(ctx, q.db, q.sql.claimedBy, []any{queue, p.Token})
+	reclaimed := false
+	for again := true; again; {
+		again = false
+		if q.limitsFor(ctx, queue).limited() {
+			claimed, cut, err = q.claimLimited(ctx, p)
+		} else {
+			err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+				var err error
+				claimed, err = claimRows(txhook.Last(ctx), tx, q.sql.claim, p.args()) // one round trip
+				return err
+			})
+		}
+		if amb := (*retry.AmbiguousCommitError)(nil); errors.As(err, &amb) {
+			// The claim may have committed: its jobs would sit Running
+			// under its token until their leases lapse. Read them back
+			// by that token and hand them out; none back means it
+			// rolled back, so it claimed nothing and is sent once more
+			// (under the same token, which nothing holds).
+			claimed, err = claimRows(ctx, q.db, q.sql.claimedBy, []any{queue, p.Token})
+			again = err == nil && len(claimed) == 0 && !reclaimed
+			reclaimed = true
+		}
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("bucketed: dequeue from %q: %w", queue, err)

@@ -216,14 +216,14 @@ func TestCopyKeepsInsertForUniqueKeysAndSmallBatches(t *testing.T) {
 	}
 }
 
-// TestCopyFirstInPipelinedTransaction: with OpenConfig.PipelineBegin, a
+// TestCopyFirstInPipelinedTransaction: with a pipelined BEGIN, a
 // COPY that is its transaction's first statement sends BEGIN first, so
 // EnqueueMany's batches still commit together (the count) and a failed
 // batch rolls back the ones before it.
 func TestCopyFirstInPipelinedTransaction(t *testing.T) {
 	t.Parallel()
 	d := testdb.Drivers()[0]
-	db, name := testdb.MigratedOn(t, d.Open(t, &skiplock.OpenConfig{PipelineBegin: true}), nil, schema.LayoutBucketed)
+	db, name := testdb.MigratedOn(t, d.Open(t, &skiplock.OpenConfig{}), nil, schema.LayoutBucketed)
 	q := queueOn(t, db, name, &bucketed.Config{EnqueueBatch: 100})
 	ctx := ctxT(t)
 	jobs := copyJobs()

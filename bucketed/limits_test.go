@@ -47,7 +47,7 @@ func TestGlobalConcurrencyLimitAcrossWorkers(t *testing.T) {
 		if c.(*atomic.Int64).Add(1) == 1 && hashTenth(j.ID) {
 			return errors.New("a tenth fail their first attempt")
 		}
-		time.Sleep(5 * time.Millisecond) // the job's work: it holds its slot meanwhile
+		time.Sleep(20 * time.Millisecond) // the job's work: it holds its slot meanwhile, long enough for the others to reach the limit under load
 		done.Add(1)
 		return nil
 	}

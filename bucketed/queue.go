@@ -133,6 +133,9 @@ func (q *Queue) serializable() bool {
 // DB is the database the queue runs on.
 func (q *Queue) DB() *skiplock.DB { return q.db }
 
+// Schema is the schema holding its tables, as fanout.Queue.Schema.
+func (q *Queue) Schema() string { return q.cfg.Schema }
+
 // Buckets is the schema's bucket count.
 func (q *Queue) Buckets() int { return int(q.buckets.Load()) }
 

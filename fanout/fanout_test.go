@@ -804,19 +804,19 @@ func TestWorkerChecksConnections(t *testing.T) {
 		}
 		return w.Start(ctx)
 	}
-	for _, workers := range []int{4, 5} {
+	for _, workers := range []int{3, 5} {
 		want := fmt.Sprintf("MaxConns of at least %d", workers+fanout.RecorderConns(workers))
 		if err := start(&fanout.WorkerConfig{Workers: workers, Handler: h}); !usage.Is(err) ||
 			!strings.Contains(err.Error(), want) {
 			t.Errorf("pool of 4, %d workers (and the attempt recorder): want %q, got %v", workers, want, err)
 		}
 	}
-	w3, err := q.NewWorker(&fanout.WorkerConfig{Workers: 3, Handler: h})
+	w3, err := q.NewWorker(&fanout.WorkerConfig{Workers: 2, Handler: h})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := w3.Start(ctx); err != nil {
-		t.Fatalf("pool of 4, 3 workers: %v", err)
+		t.Fatalf("pool of 4, 2 workers: %v", err)
 	}
 	if err := w3.Stop(ctx); err != nil {
 		t.Fatal(err)

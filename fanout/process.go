@@ -130,21 +130,28 @@ const giveBackTimeout = 10 * time.Second
 // committed (see the package doc: the job's work and its removal
 // committed together or not at all).
 func (q *Queue) Process(ctx context.Context, h Handler) (Result, error) {
-	return q.process(ctx, q.cfg.Queue, h, poolCounter{q})
+	return q.process(ctx, q.cfg.Queue, h, poolCounter{q}, nil)
 }
 
 // process is Process for the jobs of queue, counting attempts through c.
-func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter) (Result, error) {
+// With ch, a Worker goroutine's, its claim begins in the transaction the
+// last job's removal chained (if any), and its removal chains the next.
+func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter, ch *chain) (Result, error) {
 	if h == nil {
 		return Result{}, usage.Errorf("fanout: Process needs a handler")
 	}
 	res := Result{Started: time.Now()}
 	var count *counting // the last attempt's count, on its way
-	err := retry.Run(ctx, q.holding, q.cfg.Retry, func(ctx context.Context, tx skiplock.Tx) (err error) {
+	err := retry.Run(ctx, ch.begin(q.holding), q.cfg.Retry, func(ctx context.Context, tx skiplock.Tx) (err error) {
 		res = Result{Tries: res.Tries + 1, Started: res.Started}
 		count = nil
 		start := time.Now()
-		job, err := q.claim(ctx, tx, queue)
+		var job *skiplock.Job
+		if plan, ok := ch.take(); ok {
+			job, err = q.claimFrom(ctx, tx, queue, plan)
+		} else {
+			job, err = q.claim(ctx, tx, queue)
+		}
 		res.Claimed = time.Now()
 		res.Claim = res.Claimed.Sub(start)
 		if err != nil || job == nil {
@@ -181,7 +188,7 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter)
 				return q.buryLost(ctx, tx, job)
 			}
 		}
-		err = q.handle(ctx, tx, h, job)
+		err = q.handle(ctx, tx, h, job, ch, queue)
 		if err == nil {
 			return nil
 		}
@@ -297,15 +304,18 @@ func (q *Queue) committed(ctx context.Context, job *skiplock.Job) bool {
 
 // handle runs the handler on a claimed and counted job, then deletes the
 // job in the same transaction (its count is dropped after the commit:
-// forget).
-func (q *Queue) handle(ctx context.Context, tx skiplock.Tx, h Handler, job *skiplock.Job) error {
+// forget). With ch, the removal's network write also begins the next
+// transaction with a claim of queue (chain).
+func (q *Queue) handle(ctx context.Context, tx skiplock.Tx, h Handler, job *skiplock.Job, ch *chain, queue string) error {
 	if err := workloop.Call(func() error { return h(ctx, handlerTx{tx}, job) }); err != nil {
 		return &handlerError{err: err}
 	}
 	// The removal is the transaction's last statement: its COMMIT goes
-	// in the same round trip (txhook.Last). When it fails, the server
-	// skipped that COMMIT and Process rolls back.
-	n, err := tx.Exec(txhook.Last(ctx), q.sql.del, job.ID)
+	// in the same round trip (txhook.Last), and with ch the next claim
+	// after it. When it fails, the server skipped that COMMIT (and what
+	// followed) and Process rolls back.
+	n, err := tx.Exec(q.then(ctx, ch, queue), q.sql.del, job.ID)
+	ch.sent()
 	if skiplock.SQLState(err) == "25P02" {
 		return &handlerError{err: fmt.Errorf("the handler returned no error but left its transaction aborted (it ignored a failed statement): %w", err)}
 	}

@@ -139,29 +139,26 @@ type Queue struct {
 }
 
 // durableLocksBeginner begins transactions on db and, when stmt is set,
-// runs it first: SET LOCAL enable_durable_locking_for_serializable = on on
-// CockroachDB, whose SERIALIZABLE FOR UPDATE locks otherwise live only in
-// the leaseholder's memory and can be lost on a lease transfer or a range
-// split while the handler runs, letting a second worker claim the same job
+// has them run it first, sent with BEGIN (TxOptions.Local): SET LOCAL
+// enable_durable_locking_for_serializable = on on CockroachDB, whose
+// SERIALIZABLE FOR UPDATE locks otherwise live only in the leaseholder's
+// memory and can be lost on a lease transfer or a range split while the
+// handler runs, letting a second worker claim the same job
 // (docs/design.md, "Retries, isolation and ambiguous commits"). SET LOCAL
-// ends with the transaction, so the pool's connection goes back unchanged.
+// ends with the transaction, so the pool's connection goes back
+// unchanged; a transaction chained after a removal (chain.go) repeats
+// its BEGIN, the setting included.
 type durableLocksBeginner struct {
 	db   skiplock.Beginner
 	stmt string
 }
 
-// Begin begins a transaction and runs stmt in it, rolling back if stmt
-// fails (its error is the one retry.Run classifies).
+// Begin begins a transaction whose BEGIN carries stmt.
 func (b durableLocksBeginner) Begin(ctx context.Context, opts skiplock.TxOptions) (skiplock.Tx, error) {
-	tx, err := b.db.Begin(ctx, opts)
-	if err != nil || b.stmt == "" {
-		return tx, err
+	if b.stmt != "" {
+		opts.Local = append(slices.Clip(opts.Local), b.stmt)
 	}
-	if _, err := tx.Exec(ctx, b.stmt); err != nil {
-		tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // the statement's error is the one to report
-		return nil, fmt.Errorf("fanout: make the claim's locks durable (%s): %w", b.stmt, err)
-	}
-	return tx, nil
+	return b.db.Begin(ctx, opts)
 }
 
 // New returns a Queue on db, with the same shape as bucketed.New. It

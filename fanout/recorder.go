@@ -191,13 +191,13 @@ const forgetBatch = 128
 type recorderSlot struct{ conn skiplock.Conn }
 
 // RecorderConns is how many connections a Worker of n goroutines keeps to
-// count attempts: one per 2 goroutines, at least 1 and at most 16. A
-// count holds its connection for one round trip while its handler runs
-// (countAhead), and a job takes at least two (its claim, and its removal
-// with the COMMIT), so half as many connections as goroutines keep the
-// counts from waiting for one.
+// count attempts: one per goroutine, at most 16. A count holds its
+// connection for one round trip while its handler runs (countAhead), and
+// a job whose removal takes the next claim along (chain) takes little
+// more than one, so fewer connections than goroutines would leave the
+// counts waiting for one.
 func RecorderConns(workers int) int {
-	return min(16, max(1, workers/2))
+	return min(16, max(1, workers))
 }
 
 func newRecorder(q *Queue, workers int, log *slog.Logger) *recorder {

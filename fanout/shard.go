@@ -98,22 +98,45 @@ func (q *Queue) claim(ctx context.Context, tx skiplock.Tx, queue string) (*skipl
 	}); err != nil {
 		return nil, err
 	}
+	return q.claimFrom(ctx, tx, queue, q.planClaim(queue, start))
+}
+
+// claimPlan is a claim's shards, in the order it tries them, and their
+// bounds as the watermarks stood when it was planned (claimBounds).
+type claimPlan struct {
+	order         []int
+	lo, after, hi []string
+}
+
+// planClaim plans a claim of queue that starts at shard start.
+func (q *Queue) planClaim(queue string, start int) claimPlan {
 	order, marks := q.marks.Order(queue, start)
 	lo, after, hi := claimBounds(order, marks)
-	// The start shard alone first (claim_shard), then the others: a busy
-	// queue's claim sends no arrays.
-	job, err := q.claimShard(ctx, tx, queue, lo[0], after[0], hi[0])
+	return claimPlan{order: order, lo: lo, after: after, hi: hi}
+}
+
+// firstArgs are claim_shard's arguments for the plan's start shard.
+func (p *claimPlan) firstArgs(queue string) []any {
+	return []any{p.lo[0], p.after[0], p.hi[0], queue}
+}
+
+// claimFrom runs plan: the start shard alone first (claim_shard), then
+// the others, so that a busy queue's claim sends no arrays. Bounds that
+// were planned a little earlier are still safe: the watermarks only rise
+// past jobs no claim can take until the next heads probe.
+func (q *Queue) claimFrom(ctx context.Context, tx skiplock.Tx, queue string, p claimPlan) (*skiplock.Job, error) {
+	job, err := q.claimShard(ctx, tx, queue, p.lo[0], p.after[0], p.hi[0])
 	if err != nil || job != nil {
 		if job != nil {
-			q.marks.Advance(queue, order[0], idMark{id: job.ID})
+			q.marks.Advance(queue, p.order[0], idMark{id: job.ID})
 		}
 		return job, err
 	}
 	if q.sql.unions {
-		return q.claimListed(ctx, tx, queue, order, lo, after, hi)
+		return q.claimListed(ctx, tx, queue, p.order, p.lo, p.after, p.hi)
 	}
 	var n int64
-	err = each(ctx, tx, q.sql.claim, []any{lo[1:], after[1:], hi[1:], queue}, func(r skiplock.Rows) error {
+	err = each(ctx, tx, q.sql.claim, []any{p.lo[1:], p.after[1:], p.hi[1:], queue}, func(r skiplock.Rows) error {
 		var err error
 		job, err = scanClaimed(r, &n)
 		return err
@@ -121,7 +144,7 @@ func (q *Queue) claim(ctx context.Context, tx skiplock.Tx, queue string) (*skipl
 	if err != nil || job == nil {
 		return nil, err
 	}
-	q.marks.Advance(queue, order[n], idMark{id: job.ID}) // n counts from 1 in order[1:]
+	q.marks.Advance(queue, p.order[n], idMark{id: job.ID}) // n counts from 1 in order[1:]
 	return job, nil
 }
 

@@ -201,7 +201,7 @@ func testHasQueuedNeverEmpty(t *testing.T, crdbForms bool) {
 	const workers, n = 16, 2000
 	// Backoffs long enough that the failed jobs wait below the watermarks
 	// while the others drain: then nothing is left at or after them.
-	q, db, s := setup(t, workers+8, &fanout.Config{HintMaxAge: 50 * time.Millisecond, RetryBase: 500 * time.Millisecond, RetryMax: time.Second})
+	q, db, s := setup(t, int32(workers+fanout.RecorderConns(workers)), &fanout.Config{HintMaxAge: 50 * time.Millisecond, RetryBase: 500 * time.Millisecond, RetryMax: time.Second})
 	if crdbForms {
 		fanout.UseDialect(q, fanout.CockroachForms(q))
 	}

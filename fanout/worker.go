@@ -151,6 +151,7 @@ type Worker struct {
 	started bool
 	svc     startstop.Service // runs the pool until Stop, then closes rec
 	rec     *recorder         // counts attempts before handlers run
+	chains  []chain           // each goroutine's next claim, sent with its last removal
 	maint   *maintenance.Service
 
 	completed, failed, dead, errored, snoozed atomic.Int64
@@ -281,6 +282,7 @@ func (w *Worker) Start(ctx context.Context) error {
 		}
 	}
 	w.rec = newRecorder(q, cfg.Workers, cfg.Logger)
+	w.chains = make([]chain, cfg.Workers)
 	pool, err := workloop.Start(ctx, workloop.Config{
 		Workers: cfg.Workers,
 		IdleMin: cfg.IdleMin, IdleMax: cmp.Or(cfg.PollInterval, cfg.IdleMax),
@@ -299,13 +301,16 @@ func (w *Worker) Start(ctx context.Context) error {
 	return w.svc.StartDrain(ctx, func(stop, hard context.Context) {
 		<-stop.Done()
 		pool.Stop(hard) //nolint:errcheck // StopContext reports the hard stop
+		for i := range w.chains {
+			w.chains[i].drop() // a claim sent with the last removal: its job goes back
+		}
 		w.rec.close()
 	})
 }
 
 // step processes one job for worker i.
 func (w *Worker) step(ctx context.Context, i int) (bool, error) {
-	res, err := w.q.process(context.WithValue(ctx, workerKey{}, i), w.cfg.Queue, w.cfg.Handler, w.rec)
+	res, err := w.q.process(context.WithValue(ctx, workerKey{}, i), w.cfg.Queue, w.cfg.Handler, w.rec, &w.chains[i])
 	if err != nil {
 		w.errored.Add(1)
 	}

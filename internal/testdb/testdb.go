@@ -21,6 +21,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -32,11 +34,13 @@ import (
 
 	"github.com/skiplock/skiplock/internal/logs"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	ybpgxpool "github.com/yugabyte/pgx/v5/pgxpool"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/cluster"
+	"github.com/skiplock/skiplock/internal/faultproxy"
 	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/schema"
 )
@@ -77,6 +81,28 @@ func DSN(t testing.TB) string {
 		t.Fatalf("testdb: no test database: %v", err)
 	}
 	return d
+}
+
+// Proxied starts a faultproxy in front of the test server, closed when
+// the test ends, and returns a DSN through it with the proxy: for tests
+// that count the client's network writes or cut its connections.
+func Proxied(t testing.TB) (string, *faultproxy.Proxy) {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := url.Parse(DSN(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxy, err := faultproxy.Start(net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), faultproxy.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { proxy.Close() })
+	u.Host = proxy.Addr()
+	return u.String(), proxy
 }
 
 func serverDSN() (string, error) {

@@ -23,7 +23,7 @@ type lastKey struct{}
 
 // Last returns ctx marked so that the statement sent under it is its
 // transaction's last: a driver that pipelines (the jackc/pgx driver with
-// OpenConfig.PipelineBegin) sends the transaction's COMMIT in the same
+// OpenConfig.SeparateBegin unset) sends the transaction's COMMIT in the same
 // network write, after it, so a transaction of n statements costs n
 // round trips (one, for a single statement with its BEGIN). Nothing else
 // changes: the caller still calls Commit, which returns the COMMIT's
@@ -77,7 +77,7 @@ type aheadKey struct{}
 // connection returns once the statement has been written to the server,
 // before its answer: the rows read the answer (and report its error)
 // when first read. A driver that pipelines (the jackc/pgx driver with
-// OpenConfig.PipelineBegin) honours it; others answer as usual, which is
+// OpenConfig.SeparateBegin unset) honours it; others answer as usual, which is
 // the same but for the wait. The connection is busy until the rows are
 // closed.
 func Ahead(ctx context.Context) context.Context {
@@ -88,4 +88,63 @@ func Ahead(ctx context.Context) context.Context {
 func IsAhead(ctx context.Context) bool {
 	v, _ := ctx.Value(aheadKey{}).(bool)
 	return v
+}
+
+// Chain is the next transaction to begin on a connection whose current
+// transaction ends with a statement sent under Then: a driver that
+// pipelines sends, in the same network write, that statement, its COMMIT,
+// the next transaction's BEGIN (with the same settings) and its first
+// statement, SQL with Args. A worker's job thus ends and its next claim
+// starts in one round trip. Once the COMMIT has succeeded, the driver
+// keeps the new transaction (begun, SQL sent, holding the connection) in
+// Next; a Begin under Resume with the same TxOptions returns it, through
+// every layer a Begin goes through, and its first Query must be SQL,
+// whose answer it then reads (anything else reads and drops that answer
+// first). A Chain whose Next is not taken must be dropped (Drop). When
+// the COMMIT failed, or the driver does not pipeline, Next stays nil and
+// nothing after the COMMIT ran.
+type Chain struct {
+	SQL  string
+	Args []any
+	Next any
+}
+
+// Drop rolls back the chained transaction if it was not taken, and
+// returns its connection.
+func (c *Chain) Drop(ctx context.Context) {
+	if r, ok := c.Next.(interface{ Rollback(context.Context) error }); ok {
+		r.Rollback(ctx) //nolint:errcheck // a failed rollback closes the connection
+	}
+	c.Next = nil
+}
+
+// chainKey carries a Chain to send (Then); resumeKey one to take (Resume).
+type (
+	chainKey  struct{}
+	resumeKey struct{}
+)
+
+// Then returns ctx marked as Last is, and carrying c: the statement sent
+// under it is its transaction's last, and c's statement begins the next
+// transaction in the same network write (see Chain).
+func Then(ctx context.Context, c *Chain) context.Context {
+	return context.WithValue(Last(ctx), chainKey{}, c)
+}
+
+// ChainOf returns the Chain ctx carries to send (Then), or nil.
+func ChainOf(ctx context.Context) *Chain {
+	c, _ := ctx.Value(chainKey{}).(*Chain)
+	return c
+}
+
+// Resume returns ctx carrying c, so that a Begin under it returns c's
+// chained transaction (if it has one) instead of beginning another.
+func Resume(ctx context.Context, c *Chain) context.Context {
+	return context.WithValue(ctx, resumeKey{}, c)
+}
+
+// ResumeOf returns the Chain ctx carries to take (Resume), or nil.
+func ResumeOf(ctx context.Context) *Chain {
+	c, _ := ctx.Value(resumeKey{}).(*Chain)
+	return c
 }

@@ -67,3 +67,37 @@ func RetryDelay(err error) (time.Duration, bool) {
 	}
 	return 0, false
 }
+
+// CancelError is what a handler returns, through Cancel, to end its job
+// at once as cancelled: no retry, whatever attempts it has left. Both
+// layouts' workers recognise it (also wrapped): a bucketed job ends
+// Canceled, a fanout job moves to job_dead; its last_error says it was
+// cancelled by its handler, with Err's text. The attempt counts, and on
+// the fanout layout the handler's transaction rolls back as for any
+// error.
+type CancelError struct {
+	// Err says why; it may be nil.
+	Err error
+}
+
+// Error says the handler cancelled the job, and why.
+func (e *CancelError) Error() string {
+	if e.Err == nil {
+		return "job cancelled by its handler"
+	}
+	return "job cancelled by its handler: " + e.Err.Error()
+}
+
+// Unwrap returns why.
+func (e *CancelError) Unwrap() error { return e.Err }
+
+// Cancel returns the error that cancels a job from its handler (err, the
+// reason, may be nil): return it when running the job again cannot help,
+// such as for a request that is no longer wanted.
+func Cancel(err error) error { return &CancelError{Err: err} }
+
+// IsCancel reports whether err cancels its job (Cancel).
+func IsCancel(err error) bool {
+	var c *CancelError
+	return errors.As(err, &c)
+}

@@ -625,14 +625,15 @@ RETURNING j."id";
 -- name: fail
 -- Fail: dead once attempts reach max_attempts, else Queued again at
 -- now + the caller's backoff ($4, seconds, per job); $3 the errors, each
--- also appended to the job's error history.
+-- also appended to the job's error history. A job whose handler cancelled
+-- it ($5, skiplock.Cancel) ends Canceled at once.
 UPDATE /* TEMPLATE: table */ AS j SET
-  "status" = CASE WHEN j."attempts" >= j."max_attempts" THEN 'Failed'::/* TEMPLATE: status_type */ ELSE 'Queued'::/* TEMPLATE: status_type */ END,
-  "finished_at" = CASE WHEN j."attempts" >= j."max_attempts" THEN now() END,
-  "run_at" = CASE WHEN j."attempts" >= j."max_attempts" THEN j."run_at" ELSE now() + c.delay * INTERVAL '1 second' END,
+  "status" = CASE WHEN c.cancel THEN 'Canceled'::/* TEMPLATE: status_type */ WHEN j."attempts" >= j."max_attempts" THEN 'Failed'::/* TEMPLATE: status_type */ ELSE 'Queued'::/* TEMPLATE: status_type */ END,
+  "finished_at" = CASE WHEN c.cancel OR j."attempts" >= j."max_attempts" THEN now() END,
+  "run_at" = CASE WHEN c.cancel OR j."attempts" >= j."max_attempts" THEN j."run_at" ELSE now() + c.delay * INTERVAL '1 second' END,
   "last_error" = c.err, "errors" = /* TEMPLATE: push_error */ c.err)),
   "lease_expires_at" = NULL, "last_updated" = now()
-FROM unnest($1::INT8[], $2::INT8[], $3::TEXT[], $4::FLOAT8[]) AS c (id, token, err, delay)
+FROM unnest($1::INT8[], $2::INT8[], $3::TEXT[], $4::FLOAT8[], $5::BOOL[]) AS c (id, token, err, delay, cancel)
 WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status"::TEXT = 'Running'
 RETURNING j."id";
 
@@ -832,14 +833,15 @@ WHERE j."id" = ANY($1::INT8[]) AND j."status"::TEXT = 'Queued';
 -- A failed attempt of held jobs, in the held claim's transaction: the
 -- attempt counted, dead once it reaches max_attempts, else Queued again
 -- at now + the caller's backoff ($4, seconds, per job); $3 the errors,
--- also appended to the error history; $2 the owner.
+-- also appended to the error history; $2 the owner; Canceled at once
+-- where the handler cancelled the job ($5).
 UPDATE /* TEMPLATE: table */ AS j SET "attempts" = j."attempts" + 1,
-  "status" = CASE WHEN j."attempts" + 1 >= j."max_attempts" THEN 'Failed'::/* TEMPLATE: status_type */ ELSE 'Queued'::/* TEMPLATE: status_type */ END,
-  "finished_at" = CASE WHEN j."attempts" + 1 >= j."max_attempts" THEN now() END,
-  "run_at" = CASE WHEN j."attempts" + 1 >= j."max_attempts" THEN j."run_at" ELSE now() + c.delay * INTERVAL '1 second' END,
+  "status" = CASE WHEN c.cancel THEN 'Canceled'::/* TEMPLATE: status_type */ WHEN j."attempts" + 1 >= j."max_attempts" THEN 'Failed'::/* TEMPLATE: status_type */ ELSE 'Queued'::/* TEMPLATE: status_type */ END,
+  "finished_at" = CASE WHEN c.cancel OR j."attempts" + 1 >= j."max_attempts" THEN now() END,
+  "run_at" = CASE WHEN c.cancel OR j."attempts" + 1 >= j."max_attempts" THEN j."run_at" ELSE now() + c.delay * INTERVAL '1 second' END,
   "last_error" = c.err, "errors" = /* TEMPLATE: push_error_held */ c.err)),
   "lease_owner" = $2, "last_updated" = now()
-FROM unnest($1::INT8[], $3::TEXT[], $4::FLOAT8[]) AS c (id, err, delay)
+FROM unnest($1::INT8[], $3::TEXT[], $4::FLOAT8[], $5::BOOL[]) AS c (id, err, delay, cancel)
 WHERE j."id" = c.id AND j."status"::TEXT = 'Queued';
 
 -- name: held_snooze

@@ -124,10 +124,10 @@ func (c *completer) flush(ctx context.Context, batch []result) {
 		t.afterCompleted(doneRes, lost)
 	}
 	if len(fails) > 0 {
-		lost, err := c.writeBack(ctx, "failure", OutcomeFailed, failedJobs(fails), func(ctx context.Context) ([]*skiplock.Job, error) {
+		lost, err := c.writeBack(ctx, "failure", 0, failedJobs(fails), func(ctx context.Context) ([]*skiplock.Job, error) {
 			return c.q.failMany(ctx, fails, backoffs)
 		})
-		t.failed.Add(int64(len(fails) - len(lost)))
+		t.failed(fails, lost)
 		if err == nil {
 			t.logFailures(fails, backoffs, lost)
 			wakeForRetries(fails, backoffs, c.wakeIn)
@@ -172,7 +172,9 @@ func (c *completer) writeBack(ctx context.Context, what string, o Outcome, jobs 
 		c.breaker.wrote(c.cfg.Logger)
 	}
 	c.tally.lost.Add(int64(len(lost)))
-	c.tally.report(jobs, lost, o)
+	if o != 0 {
+		c.tally.report(jobs, lost, o)
+	} // 0: the caller reports (failures: tally.failed)
 	return lost, err
 }
 

@@ -183,15 +183,15 @@ func (q *Queue) finishHeld(ctx context.Context, h *heldClaim, r sortedResults, a
 			}
 		}
 		if len(r.fails) > 0 {
-			ids, errs, delays := make([]int64, len(r.fails)), make([]string, len(r.fails)), make([]float64, len(r.fails))
+			ids, errs, delays, cancels := make([]int64, len(r.fails)), make([]string, len(r.fails)), make([]float64, len(r.fails)), make([]bool, len(r.fails))
 			for i, f := range r.fails {
 				id, err := JobID(f.Job)
 				if err != nil {
 					return err
 				}
-				ids[i], errs[i], delays[i] = id, errtext.Of(f.Err), r.backoffs[i].Seconds()
+				ids[i], errs[i], delays[i], cancels[i] = id, errtext.Of(f.Err), r.backoffs[i].Seconds(), skiplock.IsCancel(f.Err)
 			}
-			if err := write("failure", len(ids), q.sql.heldFail, ids, h.owner, errs, delays); err != nil {
+			if err := write("failure", len(ids), q.sql.heldFail, ids, h.owner, errs, delays, cancels); err != nil {
 				return err
 			}
 		}

@@ -162,10 +162,8 @@ func (m *heldMode) commit(run *heldRun) {
 	t.completed.Add(n)
 	t.report(s.done, lost, OutcomeCompleted)
 	t.afterCompleted(s.doneRes, lost)
-	fj := failedJobs(s.fails)
-	n, lost = written(fj)
-	t.failed.Add(n)
-	t.report(fj, lost, OutcomeFailed)
+	_, lost = written(failedJobs(s.fails))
+	t.failed(s.fails, lost)
 	if err == nil {
 		t.logFailures(s.fails, s.backoffs, nil)
 		wakeForRetries(s.fails, s.backoffs, m.wakeIn)

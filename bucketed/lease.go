@@ -178,8 +178,9 @@ type Failure struct {
 // Fail records a failed attempt of a leased job. The job is Queued again
 // to run after an exponential backoff with jitter (Config.RetryBase
 // doubling per attempt, at most Config.RetryMax), or, when its attempts
-// have reached max_attempts, Failed: the dead state. last_error keeps
-// cause's text either way. It returns skiplock.ErrLeaseLost, and changes
+// have reached max_attempts, Failed: the dead state; or Canceled at once
+// when cause is a skiplock.Cancel. last_error keeps cause's text either
+// way. It returns skiplock.ErrLeaseLost, and changes
 // nothing, when the job is no longer Running under its lease token.
 func (q *Queue) Fail(ctx context.Context, job *skiplock.Job, cause error) error {
 	return one(q.FailMany(ctx, []Failure{{Job: job, Err: cause}}))
@@ -232,11 +233,12 @@ func (q *Queue) failBatch(ctx context.Context, failures []delayedFailure) ([]*sk
 		return cmp.Compare(x, y)
 	})
 	jobs := make([]*skiplock.Job, len(sorted))
-	texts, delays := make([]string, len(sorted)), make([]float64, len(sorted))
+	texts, delays, cancels := make([]string, len(sorted)), make([]float64, len(sorted)), make([]bool, len(sorted))
 	for i, f := range sorted {
 		jobs[i] = f.Job
 		texts[i] = errtext.Of(f.Err)
 		delays[i] = f.delay.Seconds()
+		cancels[i] = skiplock.IsCancel(f.Err)
 	}
 	ids, tokens, err := leaseArgs(jobs)
 	if err != nil {
@@ -245,7 +247,7 @@ func (q *Queue) failBatch(ctx context.Context, failures []delayedFailure) ([]*sk
 	var done []int64
 	err = q.runFenced(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		var err error
-		done, err = queryrows.Int64s(txhook.Last(ctx), tx, q.sql.fail, ids, tokens, texts, delays)
+		done, err = queryrows.Int64s(txhook.Last(ctx), tx, q.sql.fail, ids, tokens, texts, delays, cancels)
 		return err
 	})
 	if err != nil {

@@ -32,6 +32,9 @@ const (
 	// expired, or the job was cancelled), or the write failed; the job
 	// runs again when its lease expires.
 	OutcomeLost
+	// OutcomeCancelled: the handler returned skiplock.Cancel, and the job
+	// is Canceled, its attempt counted.
+	OutcomeCancelled
 )
 
 // String names the outcome.
@@ -47,6 +50,8 @@ func (o Outcome) String() string {
 		return "released"
 	case OutcomeLost:
 		return "lost"
+	case OutcomeCancelled:
+		return "cancelled"
 	}
 	return "unknown"
 }
@@ -122,22 +127,23 @@ type WorkerStats struct {
 	// written: retried later or dead), Released (given back unstarted or
 	// interrupted by shutdown), Lost (the lease was lost before the result
 	// was written; the result was dropped), Snoozed (given back to run
-	// later by skiplock.Snooze, the attempt not counted).
-	Claimed, Completed, Failed, Released, Lost, Snoozed int64
+	// later by skiplock.Snooze, the attempt not counted), Cancelled
+	// (Canceled by their handler's skiplock.Cancel, not in Failed).
+	Claimed, Completed, Failed, Released, Lost, Snoozed, Cancelled int64
 }
 
 // tally counts what became of a Worker's jobs (WorkerStats) and tells
 // the hooks (AfterClaim, AfterResult, AfterComplete). The producer, the
 // completer and the held claims' commits all count here.
 type tally struct {
-	cfg                                                 *WorkerConfig
-	claimed, completed, failed, released, lost, snoozed atomic.Int64
+	cfg                                                             *WorkerConfig
+	claimed, completed, failedN, released, lost, snoozed, cancelled atomic.Int64
 }
 
 // stats are the counts so far.
 func (t *tally) stats() WorkerStats {
-	return WorkerStats{Claimed: t.claimed.Load(), Completed: t.completed.Load(), Failed: t.failed.Load(),
-		Released: t.released.Load(), Lost: t.lost.Load(), Snoozed: t.snoozed.Load()}
+	return WorkerStats{Claimed: t.claimed.Load(), Completed: t.completed.Load(), Failed: t.failedN.Load(),
+		Released: t.released.Load(), Lost: t.lost.Load(), Snoozed: t.snoozed.Load(), Cancelled: t.cancelled.Load()}
 }
 
 // claimedIn tells AfterClaim about a claim statement that returned jobs.
@@ -164,6 +170,36 @@ func (t *tally) report(jobs, lost []*skiplock.Job, o Outcome) {
 			t.cfg.AfterResult(j, o)
 		}
 	}
+}
+
+// failed counts and reports failures written, those in lost excepted
+// (reported lost): a handler's cancel as OutcomeCancelled, the others as
+// OutcomeFailed.
+func (t *tally) failed(fails []Failure, lost []*skiplock.Job) {
+	var failed, cancelled []*skiplock.Job
+	for _, f := range fails {
+		if skiplock.IsCancel(f.Err) {
+			cancelled = append(cancelled, f.Job)
+		} else {
+			failed = append(failed, f.Job)
+		}
+	}
+	gone := make(map[*skiplock.Job]bool, len(lost))
+	for _, j := range lost {
+		gone[j] = true
+	}
+	for _, j := range failed {
+		if !gone[j] {
+			t.failedN.Add(1)
+		}
+	}
+	for _, j := range cancelled {
+		if !gone[j] {
+			t.cancelled.Add(1)
+		}
+	}
+	t.report(failed, lost, OutcomeFailed)
+	t.report(cancelled, lost, OutcomeCancelled)
 }
 
 // afterCompleted calls AfterComplete for each completion written, those
@@ -197,6 +233,8 @@ func (t *tally) logFailures(fails []Failure, backoffs []time.Duration, lost []*s
 		switch {
 		case gone[j]:
 			next = "not recorded: its lease was lost, another worker has the job"
+		case skiplock.IsCancel(f.Err):
+			next, dead = "cancelled by its handler: the job is Canceled", true
 		case j.Attempts >= j.MaxAttempts:
 			next, dead = "no attempts left: the job is Failed (dead)", true
 		default:
@@ -212,7 +250,7 @@ func (t *tally) logFailures(fails []Failure, backoffs []time.Duration, lost []*s
 func wakeForRetries(fails []Failure, backoffs []time.Duration, wakeIn func(time.Duration)) {
 	soonest := time.Duration(-1)
 	for i, f := range fails {
-		if f.Job.Attempts < f.Job.MaxAttempts && (soonest < 0 || backoffs[i] < soonest) {
+		if f.Job.Attempts < f.Job.MaxAttempts && !skiplock.IsCancel(f.Err) && (soonest < 0 || backoffs[i] < soonest) {
 			soonest = backoffs[i]
 		}
 	}

@@ -207,7 +207,7 @@ func (c *Client) addRunner(name string, q QueueConfig) error {
 		}
 		r.w, r.stats = w, func() Stats {
 			s := w.Stats()
-			return Stats{Claimed: s.Completed + s.Failed + s.Snoozed, Completed: s.Completed, Failed: s.Failed, Snoozed: s.Snoozed}
+			return Stats{Claimed: s.Completed + s.Failed + s.Snoozed + s.Cancelled, Completed: s.Completed, Failed: s.Failed, Snoozed: s.Snoozed, Cancelled: s.Cancelled}
 		}
 	default:
 		wc := &bucketed.WorkerConfig{
@@ -227,7 +227,7 @@ func (c *Client) addRunner(name string, q QueueConfig) error {
 		}
 		r.w, r.stats = w, func() Stats {
 			s := w.Stats()
-			return Stats{Claimed: s.Claimed, Completed: s.Completed, Failed: s.Failed, Snoozed: s.Snoozed, Released: s.Released, Lost: s.Lost}
+			return Stats{Claimed: s.Claimed, Completed: s.Completed, Failed: s.Failed, Snoozed: s.Snoozed, Released: s.Released, Lost: s.Lost, Cancelled: s.Cancelled}
 		}
 	}
 	c.queues[name] = r
@@ -376,9 +376,9 @@ type Stats struct {
 	// Claimed jobs (bucketed; fanout counts a claim as its outcome).
 	Claimed int64
 	// Completed, Failed (attempts), Snoozed, Released (given back on
-	// stop, bucketed) and Lost (lease lost before the result was written,
-	// bucketed).
-	Completed, Failed, Snoozed, Released, Lost int64
+	// stop, bucketed), Lost (lease lost before the result was written,
+	// bucketed) and Cancelled (by their handler: skiplock.Cancel).
+	Completed, Failed, Snoozed, Released, Lost, Cancelled int64
 }
 
 // QueueStats reports what the workers of queue have done so far; false
@@ -446,7 +446,7 @@ func (c *Client) work(ctx context.Context, job *skiplock.Job) (err error) {
 		}
 		return err
 	}
-	if k != nil && k.opts.Backoff != nil {
+	if k != nil && k.opts.Backoff != nil && !skiplock.IsCancel(err) {
 		if _, ok := skiplock.RetryDelay(err); !ok {
 			return skiplock.RetryAfter(err, k.opts.Backoff(job.Attempts))
 		}

@@ -162,6 +162,8 @@ func (c *Client) bucketedResult(job *skiplock.Job, o bucketed.Outcome) {
 		m.Failed(l, job.Attempts >= job.MaxAttempts)
 	case bucketed.OutcomeSnoozed:
 		m.Snoozed(l)
+	case bucketed.OutcomeCancelled:
+		m.Cancelled(l, 1)
 	case bucketed.OutcomeLost:
 		m.LeaseLost(l)
 	}
@@ -185,6 +187,9 @@ func (c *Client) fanoutResult(queue string, res *fanout.Result, err error) {
 	case res.Snoozed:
 		c.attempts.end(job)
 		m.Snoozed(l)
+	case res.Cancelled:
+		c.attempts.end(job)
+		m.Cancelled(l, 1)
 	case res.HandlerErr == nil:
 		c.completed(job, schema.LayoutFanout)
 	case !res.Dead && job.Attempts >= job.MaxAttempts:

@@ -26,7 +26,9 @@ const (
 	// EventJobSnoozed: the handler returned skiplock.Snooze; the job runs
 	// again after the delay.
 	EventJobSnoozed EventKind = "job_snoozed"
-	// EventJobCancelled: this client's JobCancel cancelled the job.
+	// EventJobCancelled: this client's JobCancel cancelled the job, or
+	// its handler did (skiplock.Cancel: then Err holds what it returned,
+	// and Final is true).
 	EventJobCancelled EventKind = "job_cancelled"
 )
 
@@ -159,6 +161,9 @@ func (e *events) bucketedResult(job *skiplock.Job, o bucketed.Outcome) {
 		ev.Err, _ = v.(error)
 	case bucketed.OutcomeSnoozed:
 		ev.Kind = EventJobSnoozed
+	case bucketed.OutcomeCancelled:
+		ev.Kind, ev.Final = EventJobCancelled, true
+		ev.Err, _ = v.(error)
 	default:
 		return // given back on stop, or its lease lost: the job runs again
 	}
@@ -176,6 +181,8 @@ func (e *events) fanoutResult(res *fanout.Result, err error) {
 	switch {
 	case res.Snoozed:
 		ev.Kind = EventJobSnoozed
+	case res.Cancelled:
+		ev.Kind, ev.Final, ev.Err = EventJobCancelled, true, res.HandlerErr
 	case res.HandlerErr == nil:
 		ev.Kind = EventJobCompleted
 	case !res.Dead && job.Attempts >= job.MaxAttempts:

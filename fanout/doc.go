@@ -34,6 +34,17 @@
 // distributed SQL) and rarely meet; when they do, FOR UPDATE SKIP LOCKED
 // steps past the held row.
 //
+// A Worker's goroutine sends the next claim with the job's removal: the
+// removal, its COMMIT, the next transaction's BEGIN and the claim of the
+// next job (from the start shard the watermarks give then) go out in one
+// network write (internal/txhook.Then, with the jackc/pgx driver), and
+// the next transaction is used only once that COMMIT succeeded; a failed
+// removal or COMMIT makes the server skip the rest. So a job costs one
+// round trip on its path, plus its attempt's count sent beside the
+// handler. When the heads probe is due, the next claim begins on its
+// own, after it; a Worker that stops rolls back the claim its goroutines'
+// last removals sent.
+//
 // # Watermarks
 //
 // A processed job leaves a dead index entry behind: a tombstone on
@@ -158,9 +169,10 @@
 // a scalar subquery on job_attempt's primary key, one probe per row the
 // scan reaches (finding nothing for a job never claimed), which PostgreSQL
 // keeps as a SubPlan and never turns into a join that reads job_attempt
-// whole. The cost per job is one more round trip, the count (a Worker
-// batches the counts of all its goroutines into one statement), and the
-// write and delete of one job_attempt row.
+// whole. The cost per job is one more round trip, the count (sent ahead
+// over a connection a Worker keeps per goroutine, answered while the
+// handler runs), and the write and delete of one job_attempt row (a
+// Worker deletes the counts of finished jobs in batches).
 //
 // A hard stop (the context ends mid-job) and a transaction that retry.Run
 // runs again (a serialization failure) are not the job's failures: their
@@ -208,12 +220,13 @@
 //
 // A worker holds one database connection for as long as it processes a job:
 // the transaction is open around the handler. A Worker of N goroutines
-// needs N+1 connections: the extra one, reserved for the Worker's life,
-// counts attempts while the workers' transactions hold theirs (counting
-// through the shared pool could wait for a connection held by a worker
-// that waits for its count). [Worker.Start] checks that the pool
-// allows N+1 and the server's max_connections N+1 plus a few spare
-// ([SpareConns]) before it starts, and fails with what to do. A lone
+// needs N+[RecorderConns](N) connections: the extra ones, reserved for
+// the Worker's life, count attempts while the workers' transactions hold
+// theirs (counting through the shared pool could wait for a connection
+// held by a worker that waits for its count). [Worker.Start] checks that
+// the pool allows that many and the server's max_connections that many
+// plus a few spare ([SpareConns]) before it starts, and fails with what
+// to do. A lone
 // [Queue.Process] takes the second connection from the pool for the
 // count: goroutines calling Process need a pool of one more connection
 // than there are of them. Thousands of concurrent long jobs want the bucketed layout's leases

@@ -42,9 +42,13 @@ type Result struct {
 	HandlerErr error
 	// Dead is true when that failure used the job's last attempt, or the
 	// job's attempts were already used up by workers that died (then
-	// HandlerErr wraps ErrWorkerDied and the handler did not run): the job
-	// is now in job_dead.
+	// HandlerErr wraps ErrWorkerDied and the handler did not run), or the
+	// handler cancelled the job (Cancelled): the job is now in job_dead.
 	Dead bool
+	// Cancelled is true when the handler returned skiplock.Cancel: its
+	// work was rolled back, its attempt counted, and the job moved to
+	// job_dead at once, whatever attempts it had left (Dead is set too).
+	Cancelled bool
 	// RetryIn is the backoff a recorded failure set when the job has
 	// attempts left, or a snooze's delay: no claim takes the job before it
 	// ends. 0 otherwise.
@@ -257,6 +261,7 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter,
 		dead, retryIn, ferr := q.recordFailure(ctx, res.Job.ID, res.Job.Attempts, he.err)
 		res.RetryIn = retryIn
 		res.Dead = dead
+		res.Cancelled = dead && skiplock.IsCancel(he.err)
 		if !dead {
 			// Claimable again once its backoff ends, below this Queue's
 			// watermark (or at once if recording failed): look then.
@@ -381,7 +386,8 @@ func scanJob(r skiplock.Rows, n *int64, extra ...any) (*skiplock.Job, error) {
 
 // recordFailure records the failed attempt number n of job id, after the
 // rollback: last_error, attempts, and either the backoff before the next
-// attempt or, when the job has used its attempts, its move to job_dead. It
+// attempt or, when the job has used its attempts or its handler cancelled
+// it (skiplock.Cancel), its move to job_dead. It
 // finds the job gone when another worker has processed it since (and then
 // does nothing), or has moved it to job_dead because its count said its
 // attempts were used up (and then gives the dead row this error).
@@ -411,7 +417,7 @@ func (q *Queue) recordFailure(ctx context.Context, id string, n int, cause error
 			_, err := tx.Exec(ctx, q.sql.amendDead, id, msg, lostPrefix)
 			return err
 		}
-		if attempts < maxA {
+		if attempts < maxA && !skiplock.IsCancel(cause) {
 			retryIn = q.backoff(int(attempts))
 			if d, ok := skiplock.RetryDelay(cause); ok {
 				retryIn = d

@@ -154,7 +154,7 @@ type Worker struct {
 	chains  []chain           // each goroutine's next claim, sent with its last removal
 	maint   *maintenance.Service
 
-	completed, failed, dead, errored, snoozed atomic.Int64
+	completed, failed, dead, errored, snoozed, cancelled atomic.Int64
 }
 
 // WorkerStats count what a Worker has done so far. The bucketed layout's
@@ -170,6 +170,9 @@ type WorkerStats struct {
 	Errors int64
 	// Snoozed counts jobs whose handler returned skiplock.Snooze.
 	Snoozed int64
+	// Cancelled counts jobs whose handler returned skiplock.Cancel, each
+	// moved to job_dead (not in Failed or Dead).
+	Cancelled int64
 }
 
 type workerKey struct{}
@@ -326,6 +329,9 @@ func (w *Worker) step(ctx context.Context, i int) (bool, error) {
 		// commit.
 	case res.Snoozed:
 		w.snoozed.Add(1)
+	case res.Cancelled:
+		w.cancelled.Add(1)
+		w.logFailure(&res)
 	case res.HandlerErr == nil:
 		w.completed.Add(1)
 	default:
@@ -348,7 +354,10 @@ func (w *Worker) logFailure(res *Result) {
 		return
 	}
 	next := fmt.Sprintf("retry in %v", res.RetryIn.Round(time.Millisecond))
-	if res.Dead {
+	switch {
+	case res.Cancelled:
+		next = "cancelled by its handler: moved to job_dead"
+	case res.Dead:
 		next = "no attempts left: moved to job_dead"
 	}
 	logs.Failure(w.cfg.Logger, j, res.HandlerErr, res.Dead, next)
@@ -384,7 +393,7 @@ func (w *Worker) Wait() {
 
 // Stats reports what the workers have done so far.
 func (w *Worker) Stats() WorkerStats {
-	return WorkerStats{Completed: w.completed.Load(), Failed: w.failed.Load(), Dead: w.dead.Load(), Errors: w.errored.Load(), Snoozed: w.snoozed.Load()}
+	return WorkerStats{Completed: w.completed.Load(), Failed: w.failed.Load(), Dead: w.dead.Load(), Errors: w.errored.Load(), Snoozed: w.snoozed.Load(), Cancelled: w.cancelled.Load()}
 }
 
 // idleProbe is the check an idle goroutine makes before it claims, with

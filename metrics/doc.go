@@ -18,7 +18,7 @@
 //	                                              inserts into a caller's own transaction (WrapTx), committed or not
 //	jobs_completed_total{queue,kind,layout}       completions, after they committed
 //	jobs_failed_total{queue,kind,layout,final}    recorded failed attempts; final="true" used the last one
-//	jobs_cancelled_total{queue,kind,layout}       cancels by id: Client.JobCancel, the dashboard
+//	jobs_cancelled_total{queue,kind,layout}       cancels: by id (Client.JobCancel, the dashboard) and by handlers (skiplock.Cancel)
 //	jobs_snoozed_total{queue,kind,layout}         written snoozes
 //	jobs_rescued_total{state}                     expired leases the leader rescued (queued, failed)
 //	jobs_lease_lost_total{queue,kind,layout}      bucketed results dropped: the lease was lost

@@ -176,7 +176,7 @@ func (a *attemptLog) end(ctx context.Context, id string, finished time.Time, err
 	case err == nil:
 	case errors.As(err, &p):
 		outcome = outcomePanicked
-	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || skiplock.IsCancel(err):
 		outcome = outcomeCanceled
 	default:
 		outcome = outcomeFailed

@@ -427,8 +427,9 @@ SELECT "id" FROM (SELECT "id" FROM /* TEMPLATE: table */
 -- Nothing can take a slot that this transaction holds locked, and a held
 -- slot can only come free, so what this returns stays free until the
 -- commit. (Under REPEATABLE READ and SERIALIZABLE such a slot's lock fails
--- instead, as a serialization failure, and the claim is retried.) The
--- slots are found by whole key, whatever the table's statistics say.
+-- instead, as a serialization failure, and the claim is retried; a claim
+-- at SERIALIZABLE does not send this.) The slots are found by whole key,
+-- whatever the table's statistics say.
 SELECT s."partition", s."slot" FROM unnest($2::TEXT[], $3::INT4[]) AS k (p, n)
   JOIN /* TEMPLATE: slot_table */ AS s ON s."queue" = $1 AND s."partition" = k.p AND s."slot" = k.n
 WHERE NOT (/* TEMPLATE: slot_held */);

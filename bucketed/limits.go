@@ -540,6 +540,16 @@ func (q *Queue) takeLimits(ctx context.Context, tx skiplock.Tx, queue string, n 
 	if len(locked) == 0 {
 		return t, nil
 	}
+	if q.serializable() {
+		// A slot that a claim committed after this transaction's snapshot
+		// failed its lock (a serialization failure, and the claim is
+		// retried): every slot locked is free (slots_free), and the check
+		// again would be a round trip for nothing.
+		for i, part := range locked {
+			t.slots[part] = append(t.slots[part], lockedSlots[i])
+		}
+		return t, nil
+	}
 	free, err := tx.Query(ctx, q.sql.slotsFree, queue, locked, lockedSlots)
 	if err != nil {
 		return limitsTaken{}, err

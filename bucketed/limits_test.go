@@ -1,6 +1,7 @@
 package bucketed_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -23,13 +25,23 @@ import (
 // 8 each, work a queue whose global limit is 3. Counted in the handlers:
 // never more than 3 run at once, the limit is reached, and every job runs
 // exactly once; a tenth of the first attempts fail, and their retries
-// hold slots too.
+// hold slots too. Also with the claims at SERIALIZABLE, which do not check
+// the slots they locked a second time (takeLimits).
 func TestGlobalConcurrencyLimitAcrossWorkers(t *testing.T) {
 	t.Parallel()
+	for _, iso := range []skiplock.IsoLevel{skiplock.IsoDefault, skiplock.IsoSerializable} {
+		t.Run("isolation="+cmp.Or(string(iso), "default"), func(t *testing.T) {
+			t.Parallel()
+			testGlobalConcurrencyLimit(t, &retry.Options{Isolation: iso})
+		})
+	}
+}
+
+func testGlobalConcurrencyLimit(t *testing.T, ro *retry.Options) {
 	const total, limit = 90, 3
 	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 30})
 	_, name := testdb.MigratedOn(t, db, nil, schema.LayoutBucketed)
-	cfg := &bucketed.Config{RetryBase: 5 * time.Millisecond, RetryMax: 10 * time.Millisecond, VisibilityTimeout: 10 * time.Second}
+	cfg := &bucketed.Config{RetryBase: 5 * time.Millisecond, RetryMax: 10 * time.Millisecond, VisibilityTimeout: 10 * time.Second, Retry: ro}
 	q := queueOn(t, db, name, cfg)
 	ctx := ctxT(t)
 	if err := q.SetLimits(ctx, "default", bucketed.Limits{Concurrency: limit}); err != nil {

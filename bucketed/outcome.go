@@ -153,16 +153,22 @@ func (t *tally) claimedIn(n int, took time.Duration) {
 	}
 }
 
+// lostSet is lost as a set.
+func lostSet(lost []*skiplock.Job) map[*skiplock.Job]bool {
+	gone := make(map[*skiplock.Job]bool, len(lost))
+	for _, j := range lost {
+		gone[j] = true
+	}
+	return gone
+}
+
 // report tells AfterResult the outcome of jobs, those in lost excepted
 // (OutcomeLost for them).
 func (t *tally) report(jobs, lost []*skiplock.Job, o Outcome) {
 	if t.cfg.AfterResult == nil {
 		return
 	}
-	gone := make(map[*skiplock.Job]bool, len(lost))
-	for _, j := range lost {
-		gone[j] = true
-	}
+	gone := lostSet(lost)
 	for _, j := range jobs {
 		if gone[j] {
 			t.cfg.AfterResult(j, OutcomeLost)
@@ -177,25 +183,16 @@ func (t *tally) report(jobs, lost []*skiplock.Job, o Outcome) {
 // OutcomeFailed.
 func (t *tally) failed(fails []Failure, lost []*skiplock.Job) {
 	var failed, cancelled []*skiplock.Job
+	gone := lostSet(lost)
 	for _, f := range fails {
+		n := &t.failedN
 		if skiplock.IsCancel(f.Err) {
-			cancelled = append(cancelled, f.Job)
+			cancelled, n = append(cancelled, f.Job), &t.cancelled
 		} else {
 			failed = append(failed, f.Job)
 		}
-	}
-	gone := make(map[*skiplock.Job]bool, len(lost))
-	for _, j := range lost {
-		gone[j] = true
-	}
-	for _, j := range failed {
-		if !gone[j] {
-			t.failedN.Add(1)
-		}
-	}
-	for _, j := range cancelled {
-		if !gone[j] {
-			t.cancelled.Add(1)
+		if !gone[f.Job] {
+			n.Add(1)
 		}
 	}
 	t.report(failed, lost, OutcomeFailed)
@@ -208,10 +205,7 @@ func (t *tally) afterCompleted(doneRes []result, lost []*skiplock.Job) {
 	if t.cfg.AfterComplete == nil || len(lost) >= len(doneRes) {
 		return
 	}
-	gone := make(map[*skiplock.Job]bool, len(lost))
-	for _, j := range lost {
-		gone[j] = true
-	}
+	gone := lostSet(lost)
 	for _, r := range doneRes {
 		if !gone[r.job] {
 			t.cfg.AfterComplete(r.job, r.asked, r.claimed)
@@ -222,10 +216,7 @@ func (t *tally) afterCompleted(doneRes []result, lost []*skiplock.Job) {
 // logFailures logs each failed attempt written (those not in lost) and
 // each one refused because the lease was lost.
 func (t *tally) logFailures(fails []Failure, backoffs []time.Duration, lost []*skiplock.Job) {
-	gone := make(map[*skiplock.Job]bool, len(lost))
-	for _, j := range lost {
-		gone[j] = true
-	}
+	gone := lostSet(lost)
 	for i, f := range fails {
 		j := f.Job
 		var next string

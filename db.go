@@ -273,6 +273,16 @@ func probeEngineConfig(ctx context.Context, cc *pgx.ConnConfig, dsn string) (Eng
 	return engine, version, pooled, nil
 }
 
+// pingAfterIdle is how long a pooled connection may sit idle before the
+// pool pings it on acquire. The drivers' default is one second, which puts
+// a whole round trip before the claim of every worker woken after a
+// second's quiet: the wake-up path's cost. A connection that died while
+// idle for less fails its first statement instead, which the retry rules
+// and the producers' error backoff already handle, as they do for busy
+// connections; after a longer idle (where firewalls and balancers drop
+// sessions) the ping still goes first.
+const pingAfterIdle = 30 * time.Second
+
 func openJackc(ctx context.Context, dsn string, maxConns int32, settings []string, pooled bool) (Pool, error) {
 	pc, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
@@ -284,6 +294,7 @@ func openJackc(ctx context.Context, dsn string, maxConns int32, settings []strin
 	if maxConns > 0 {
 		pc.MaxConns = maxConns
 	}
+	pc.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool { return p.IdleDuration > pingAfterIdle }
 	if len(settings) > 0 {
 		pc.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 			for _, s := range settings {
@@ -313,6 +324,7 @@ func openYugabyte(ctx context.Context, dsn string, maxConns int32, settings []st
 	if maxConns > 0 {
 		pc.MaxConns = maxConns
 	}
+	pc.ShouldPing = func(_ context.Context, p ybpgxpool.ShouldPingParams) bool { return p.IdleDuration > pingAfterIdle }
 	if len(settings) > 0 {
 		pc.AfterConnect = func(ctx context.Context, c *ybpgx.Conn) error {
 			for _, s := range settings {

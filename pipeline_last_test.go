@@ -133,6 +133,22 @@ func TestLastStatementCarriesCommit(t *testing.T) {
 	}
 }
 
+// TestIdleConnectionIsNotPingedFirst: a pooled connection idle for more
+// than the drivers' default of one second goes straight to its statement,
+// without a ping before it: the round trip a worker woken after an idle
+// second would otherwise pay before its claim.
+func TestIdleConnectionIsNotPingedFirst(t *testing.T) {
+	t.Parallel()
+	_, proxy, _, has := proxiedTable(t)
+	has(1)
+	time.Sleep(1500 * time.Millisecond) // time under test: past the drivers' one second
+	before := proxy.ToServer()
+	has(1)
+	if n := proxy.ToServer() - before; n != 1 {
+		t.Fatalf("a statement on a connection idle for 1.5 s took %d client writes, want 1 (no ping before it)", n)
+	}
+}
+
 // proxiedTable opens a pool of one connection through a proxy that counts
 // the client's writes, with a fresh table t (v int PRIMARY KEY) in a
 // schema of the test's own, and returns its quoted name and has(v),

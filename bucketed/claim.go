@@ -148,7 +148,8 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 	reclaimed := false
 	for again := true; again; {
 		again = false
-		if q.limitsFor(ctx, queue).limited() {
+		limits, fresh := q.claimLimits(ctx, queue)
+		if limits.limited() {
 			claimed, cut, err = q.claimLimited(ctx, p)
 		} else {
 			err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
@@ -166,6 +167,16 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 			claimed, err = claimRows(ctx, q.db, q.sql.claimedBy, []any{queue, p.Token})
 			again = err == nil && len(claimed) == 0 && !reclaimed
 			reclaimed = true
+		}
+		if err == nil && len(claimed) == 0 && fresh != nil && !again {
+			// Claimed on a view older than limitsStaleMax: the gate
+			// refused the queue if it is limited now, so claim again
+			// the limited way.
+			select {
+			case l := <-fresh:
+				again = l.limited()
+			case <-ctx.Done():
+			}
 		}
 	}
 	if err != nil {

@@ -161,9 +161,16 @@ type cachedLimits struct {
 
 // peek returns what was last read of queue's limits, without reading.
 func (c *limitsCache) peek(queue string) Limits {
+	l, _ := c.held(queue)
+	return l
+}
+
+// held is peek, and whether queue's limits were ever read.
+func (c *limitsCache) held(queue string) (Limits, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.m[queue].Limits
+	l, ok := c.m[queue]
+	return l.Limits, ok
 }
 
 // due reports whether queue's limits should be read again, and if so
@@ -216,23 +223,50 @@ func (c *limitsCache) claimedNone(queue string) {
 // next is due: the claims' gates hold the limits whatever this process
 // believes.
 func (q *Queue) limitsFor(ctx context.Context, queue string) Limits {
+	l, _ := q.limitsAt(ctx, queue, false)
+	return l
+}
+
+// claimLimits is limitsFor for a claim, which need not wait for a read
+// when what is held, however old, says the queue has no limits at all:
+// the plain claim's gate refuses a queue limited since, so a claim made
+// on that view takes its jobs rightly or none. fresh is then the read,
+// which goes on beside the claim: a claim that came back empty waits for
+// it, to claim again if the queue turns out limited. Otherwise fresh is
+// nil, and what is returned is limitsFor's.
+func (q *Queue) claimLimits(ctx context.Context, queue string) (l Limits, fresh <-chan Limits) {
+	return q.limitsAt(ctx, queue, true)
+}
+
+func (q *Queue) limitsAt(ctx context.Context, queue string, claim bool) (Limits, <-chan Limits) {
 	now := time.Now()
 	due, usable := q.limits.due(queue, now)
+	held, ok := q.limits.held(queue)
 	switch {
 	case !due:
-		return q.limits.peek(queue)
+		return held, nil
 	case usable:
 		// A failure keeps what is held until the next read is due, and is
 		// not logged: the claims report a database that fails them.
 		aside(ctx, func(ctx context.Context) { _, _ = q.readLimitsInto(ctx, queue, now) })
-		return q.limits.peek(queue)
+		return held, nil
+	case claim && ok && held.IsZero():
+		read := make(chan Limits, 1)
+		aside(ctx, func(ctx context.Context) {
+			l, err := q.readLimitsInto(ctx, queue, now)
+			if err != nil {
+				l = held
+			}
+			read <- l
+		})
+		return held, read
 	}
 	l, err := q.readLimitsInto(ctx, queue, now)
 	if err != nil {
 		q.cfg.Logger.Debug("reading the queue's limits failed: keeping the last read", "queue", queue, "error", err)
-		return q.limits.peek(queue)
+		return held, nil
 	}
-	return l
+	return l, nil
 }
 
 // asideTimeout bounds a read made beside a claim (aside).

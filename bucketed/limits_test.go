@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -350,6 +351,76 @@ func TestLimitsViewNeverOlderThanStaleMax(t *testing.T) {
 		t.Fatalf("the first claim past LimitsStaleMax took %d jobs, want 4 (the limit of 5, one running): it used the view it held", len(jobs))
 	}
 }
+
+// TestStaleViewOfNoLimitsClaimsBesideTheRead: a claim whose view of its
+// queue's limits is older than LimitsStaleMax, and holds none, does not
+// wait for the read of them: it claims at once, the read beside it (the
+// plain claim's gate refuses a queue limited since, which
+// TestLimitsViewNeverOlderThanStaleMax checks). A worker woken after an
+// idle second pays one round trip, not two. Here the read is held until
+// the claim has returned: a claim that waited for it never returns.
+func TestStaleViewOfNoLimitsClaimsBesideTheRead(t *testing.T) {
+	t.Parallel()
+	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
+	held := &heldLimitsRead{Pool: db.Pool, entered: make(chan struct{}), release: make(chan struct{})}
+	t.Cleanup(held.open)
+	slow := *db
+	slow.Pool = held
+	q := queueOn(t, &slow, name, nil)
+	ctx := ctxT(t)
+	mustEnqueue(t, q, nJobs(2, "default")...)
+	if jobs, err := q.Dequeue(ctx, "default", 1); err != nil || len(jobs) != 1 {
+		t.Fatalf("first Dequeue: %d jobs, %v", len(jobs), err)
+	}
+	held.armed.Store(true)
+	time.Sleep(bucketed.LimitsStaleMax + 100*time.Millisecond) // time under test: the view is past the oldest a claim waits for
+	type result struct {
+		jobs []*skiplock.Job
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		jobs, err := q.Dequeue(ctx, "default", 1)
+		done <- result{jobs, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil || len(r.jobs) != 1 {
+			t.Fatalf("the claim on a stale view of no limits: %d jobs, %v; want 1", len(r.jobs), r.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the claim on a stale view of no limits waited for the read of them")
+	}
+	select {
+	case <-held.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the stale view was not read again beside the claim")
+	}
+}
+
+// heldLimitsRead is a pool on which, once armed, the read of a queue's
+// limits waits until released.
+type heldLimitsRead struct {
+	skiplock.Pool
+	armed   atomic.Bool
+	once    sync.Once
+	entered chan struct{}
+	release chan struct{}
+	closed  sync.Once
+}
+
+func (p *heldLimitsRead) QueryRow(ctx context.Context, sql string, args ...any) skiplock.Row {
+	if p.armed.Load() && strings.Contains(sql, `"local_concurrency"`) {
+		p.once.Do(func() { close(p.entered) })
+		select {
+		case <-p.release:
+		case <-ctx.Done():
+		}
+	}
+	return p.Pool.QueryRow(ctx, sql, args...)
+}
+
+func (p *heldLimitsRead) open() { p.closed.Do(func() { close(p.release) }) }
 
 // mostInWindow is the most of the sorted times ts in any window of
 // period.

@@ -435,7 +435,8 @@ SELECT s."partition", s."slot" FROM unnest($2::TEXT[], $3::INT4[]) AS k (p, n)
 WHERE NOT (/* TEMPLATE: slot_held */);
 
 -- name: limits_use
--- Gives the slots ($2 partitions, $3 numbers: locked by limits_take and
+-- A partitioned queue's claim's (an unpartitioned one's does this in
+-- claim_limited_use). Gives the slots ($2 partitions, $3 numbers: locked by limits_take and
 -- found free by slots_free in this transaction) to the jobs $4 the claim
 -- took under lease token $5, in the order given, and stamps the rate
 -- tokens $6 of partitions $7 ('' for the queue's; locked by limits_take
@@ -450,6 +451,31 @@ u AS (UPDATE /* TEMPLATE: rate_table */ AS t SET "used_at" = clock_timestamp()
     FROM unnest($7::TEXT[], $6::INT4[]) AS r (p, n)
     WHERE t."queue" = $1 AND t."partition" = r.p AND t."token" = r.n RETURNING 1)
 SELECT (SELECT count(*) FROM b), (SELECT count(*) FROM u);
+
+-- name: claim_limited_use
+-- The claim of a queue with a global or rate limit, unpartitioned, that
+-- also does limits_use's work, so that a limited claim is one statement
+-- less: the claim (claim_ctes, then the claim's UPDATE as "c") with the
+-- limited gate, then its jobs, in id order, each given the next of the
+-- slots $10 (locked by limits_take and found free by slots_free in this
+-- transaction; partition '') with the claim's lease token $4, and the next
+-- of the queue's rate tokens $11 (partition '') stamped with the time now,
+-- just before the commit that starts the jobs. The claim takes no more
+-- jobs than it was given slots and tokens. A data-modifying CTE runs
+-- whether or not it is read; the final SELECT reads both counts anyway,
+-- which every engine then cannot leave out. The three modify three tables:
+-- CockroachDB refuses two modifications of one table in a statement. It
+-- returns the claim's rows.
+/* TEMPLATE: claim_ctes */,
+"c" AS (/* TEMPLATE: claim_update */),
+"n" AS (SELECT "c"."id", row_number() OVER (ORDER BY "c"."id") AS "r" FROM "c"),
+"b" AS (UPDATE /* TEMPLATE: slot_table */ AS s SET "job_id" = "n"."id", "lease_token" = $4
+    FROM unnest($10::INT4[]) WITH ORDINALITY AS k (slot, r) JOIN "n" ON "n"."r" = k.r
+    WHERE s."queue" = $1 AND s."partition" = '' AND s."slot" = k.slot RETURNING 1),
+"u" AS (UPDATE /* TEMPLATE: rate_table */ AS t SET "used_at" = clock_timestamp()
+    FROM unnest($11::INT4[]) WITH ORDINALITY AS k (token, r) JOIN "n" ON "n"."r" = k.r
+    WHERE t."queue" = $1 AND t."partition" = '' AND t."token" = k.token RETURNING 1)
+SELECT "c".* FROM "c" WHERE (SELECT count(*) FROM "b") >= 0 AND (SELECT count(*) FROM "u") >= 0;
 
 -- name: tokens_make
 -- Makes queue $1's rate token rows 0 to $2-1 that are missing (partition

@@ -348,13 +348,14 @@ func (q *Queue) readLimits(ctx context.Context, queue string) (LimitsState, erro
 // claimLimited is the claim of a queue with a global or rate limit, or
 // a partitioned one, in one transaction: free slots and rate tokens, and
 // the ready partitions, locked or found (limits_take); the slots still
-// free after the lock (slots_free); at most as many jobs as they allow
-// (the claim with the gate a limited queue passes, or for a partitioned
-// queue claim_partitioned, each partition its share); and each job
-// written into a slot of its partition and each token it used stamped
-// (limits_use), whose COMMIT goes with it. cut says a limit left fewer
-// slots or tokens than asked for: the claim came back short for want of
-// them, not of jobs.
+// free after the lock (slots_free, under READ COMMITTED); then, for an
+// unpartitioned queue, at most as many jobs as they allow, each given a
+// slot and a token in the same statement (claim_limited_use), or for a
+// partitioned queue each partition's share (claim_partitioned) and then
+// each job written into a slot of its partition and each token it used
+// stamped (limits_use); the COMMIT goes with the last statement. cut says
+// a limit left fewer slots or tokens than asked for: the claim came back
+// short for want of them, not of jobs.
 func (q *Queue) claimLimited(ctx context.Context, p claimParams) (claimed []claimedJob, cut bool, err error) {
 	err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		claimed, cut = nil, false
@@ -363,11 +364,11 @@ func (q *Queue) claimLimited(ctx context.Context, p claimParams) (claimed []clai
 		if err != nil || partitioned && !took.partitioned {
 			return err // not partitioned after all: the limits are read again (claimedNone)
 		}
-		if took.partitioned {
-			claimed, cut, err = q.claimPartitioned(ctx, tx, p, took)
-		} else {
+		if !took.partitioned {
 			claimed, cut, err = q.claimUnpartitioned(ctx, tx, p, took)
+			return err
 		}
+		claimed, cut, err = q.claimPartitioned(ctx, tx, p, took)
 		if err != nil || len(claimed) == 0 {
 			return err
 		}
@@ -394,7 +395,8 @@ func (q *Queue) claimLimited(ctx context.Context, p claimParams) (claimed []clai
 }
 
 // claimUnpartitioned claims at most as many of the queue's jobs as its
-// free slots and tokens allow (the claim rendered with the limited gate).
+// free slots and tokens allow, and gives them those slots and tokens in
+// the same statement (claim_limited_use), whose COMMIT goes with it.
 func (q *Queue) claimUnpartitioned(ctx context.Context, tx skiplock.Tx, p claimParams, took limitsTaken) ([]claimedJob, bool, error) {
 	n := p.Limit
 	if !took.noSlots {
@@ -408,7 +410,8 @@ func (q *Queue) claimUnpartitioned(ctx context.Context, tx skiplock.Tx, p claimP
 	}
 	args := p.args()
 	args[1] = n
-	claimed, err := claimRows(ctx, tx, q.sql.claimLimited, args)
+	args = append(args, prefix(took.slots[""], n), prefix(took.tokens, n))
+	claimed, err := claimRows(txhook.Last(ctx), tx, q.sql.claimLimitedUse, args)
 	return claimed, n < p.Limit, err
 }
 

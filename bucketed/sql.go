@@ -20,10 +20,12 @@ import (
 type statements struct {
 	insert, uniqueLookup string
 	claim, heads         string
-	// claimLimited is the claim of a queue with a global concurrency
-	// limit, sent between limitsTake and limitsUse (limits.go): its gate
-	// lets a limited queue through, where claim's claims nothing there.
-	claimLimited string
+	// claimLimitedUse is the claim of an unpartitioned queue with a
+	// global or rate limit, sent after limitsTake (limits.go): its gate
+	// lets a limited queue through, where claim's claims nothing there,
+	// and it gives its jobs their slots and stamps its rate tokens
+	// (limitsUse's work, for the partitioned claims) in the same statement.
+	claimLimitedUse string
 	// claimPartitioned is the claim of a partitioned queue (limits.go),
 	// its own parameters (claimPartitionedParams).
 	claimPartitioned, claimSequenced                      string
@@ -136,6 +138,16 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		panic(err) // the file is embedded: the tests render it for every engine
 	}
 	vars["take_tokens"] = tokens
+	// claim_limited_use's claim: the limited one, whose lease starts
+	// after the tokens were taken (lease_start).
+	limited := maps.Clone(vars)
+	limited["lease_start"] = "clock_timestamp()"
+	setClaimGate(limited, limitedGate(queueState))
+	claim, err := sqltext.Render(sqlFile.Template(ClaimBlock(d)), limited)
+	if err != nil {
+		panic(err) // the file is embedded: the tests render it for every engine
+	}
+	vars["claim_ctes"], vars["claim_update"] = splitClaim(claim)
 	setClaimGate(vars, plainGate(queueState))
 	return vars
 }
@@ -307,6 +319,7 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		"claim_partition_branch":     new(string), // rendered into claim_partitioned (sqlVars)
 		"claim_sequence_branch":      new(string), // rendered into claim_partitioned (claimSequenced)
 		"partitions_rewrite":         &s.partitionsRewrite,
+		"claim_limited_use":          &s.claimLimitedUse,
 		"slots_free":                 &s.slotsFree,
 		"limits_use":                 &s.limitsUse,
 		"tokens_make":                &s.tokensMake,
@@ -318,19 +331,16 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		"slots_held":                 &s.slotsHeld,
 		"partition_counts":           &s.partitionCounts,
 	})
-	if err == nil {
-		// The claim once more, with the gate a limited queue passes.
-		// Its lease starts after the tokens were taken (lease_start).
-		vars["lease_start"] = "clock_timestamp()"
-		setClaimGate(vars, limitedGate(vars["queue_state"]))
-		s.claimLimited, err = sqltext.Render(sqlFile.Template(ClaimBlock(d)), vars)
-	}
 	if err != nil {
 		// The file is embedded and the same for every schema: the tests
 		// render it for every engine, so this cannot happen in a build
 		// that passed them.
 		panic(err)
 	}
+	// The claims rendered below are limited ones: their leases start after
+	// the tokens were taken (lease_start).
+	vars["lease_start"] = "clock_timestamp()"
+	setClaimGate(vars, limitedGate(vars["queue_state"]))
 	s.insertNotify = sqltext.WithNotify(s.insert, len(insertParams{}.args()))
 	if !d.HeldClaims {
 		// Not sent there (NewWorker refuses HeldClaims): the claim's
@@ -356,6 +366,17 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 	return s
 }
 
+// splitClaim splits a rendered claim, its CTEs then its UPDATE (every
+// claim block is "WITH best AS (...)" and one UPDATE ... RETURNING), into
+// those two, for claim_limited_use to name the UPDATE as a CTE of its own.
+func splitClaim(claim string) (ctes, update string) {
+	at := strings.Index(claim, "\nUPDATE ")
+	if !strings.HasPrefix(claim, "WITH ") || at < 0 || strings.Count(claim, "\nUPDATE ") != 1 {
+		panic("bucketed: a claim block is not WITH ... UPDATE ... RETURNING: claim_limited_use cannot wrap it")
+	}
+	return claim[:at], strings.TrimSuffix(strings.TrimSpace(claim[at+1:]), ";")
+}
+
 // ClaimBlock names the block of bucketed.sql whose claim a Queue sends on
 // d's engine, for tools that render or explain it.
 func ClaimBlock(d *skiplock.Dialect) string {
@@ -374,7 +395,7 @@ func (s *statements) all() []string {
 		s.completedWith, s.deleteFinished, s.stats, s.pending, s.backlog, s.lookup, s.claimedBy, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID, s.reserveIDs, s.notify,
 		s.completeDelete, s.completedWithDelete, s.claimHeld, s.holdOpen, s.holdClose, s.holdExists,
 		s.heldComplete, s.heldCompleteDelete, s.heldFail, s.heldSnooze,
-		s.claimLimited, s.claimPartitioned, s.claimSequenced, s.partitionsRewrite, s.limitsTake, s.partitionsTake, s.slotsFree, s.limitsUse, s.slotsMake, s.tokensMake, s.queueLimits, s.limitsSet, s.slotsHeld, s.partitionCounts, s.slotsLock, s.slotsAdopt}, func(sql string) bool { return sql == "" })
+		s.claimLimitedUse, s.claimPartitioned, s.claimSequenced, s.partitionsRewrite, s.limitsTake, s.partitionsTake, s.slotsFree, s.limitsUse, s.slotsMake, s.tokensMake, s.queueLimits, s.limitsSet, s.slotsHeld, s.partitionCounts, s.slotsLock, s.slotsAdopt}, func(sql string) bool { return sql == "" })
 }
 
 // claimParams are the claim's parameters.

@@ -211,6 +211,10 @@ type InsertOpts struct {
 	// UniqueKey makes the insert a no-op while a live job of the queue
 	// holds the same key (bucketed).
 	UniqueKey string
+	// Unique makes the insert a no-op while a live job of the queue is the
+	// same by its rules (kind, args, period): it makes the unique key,
+	// so UniqueKey must be empty (bucketed). See UniqueOpts.
+	Unique *UniqueOpts
 	// PartitionKey names the job's partition in a partitioned queue,
 	// whatever the queue is partitioned by (bucketed;
 	// docs/flow-control.md).

@@ -142,11 +142,25 @@ func (c *Client) newJob(p InsertParams) (*skiplock.NewJob, error) {
 	if k := c.cfg.Workers.lookup(kind); k != nil {
 		j.Queue, j.Priority, j.MaxAttempts = k.opts.Queue, k.opts.Priority, k.opts.MaxAttempts
 	}
+	var unique *UniqueOpts
 	if a, ok := p.Args.(ArgsWithInsertOpts); ok {
-		apply(j, a.InsertOpts())
+		o := a.InsertOpts()
+		apply(j, o)
+		unique = o.Unique
 	}
 	if p.Opts != nil {
 		apply(j, *p.Opts)
+		if p.Opts.Unique != nil {
+			unique = p.Opts.Unique
+		}
+	}
+	if unique != nil {
+		if j.UniqueKey != "" {
+			return nil, usage.Errorf("job of kind %q: both UniqueKey and Unique are set: give one (Unique makes the key)", kind)
+		}
+		if j.UniqueKey, err = uniqueKey(unique, kind, payload, j.RunAt); err != nil {
+			return nil, fmt.Errorf("job of kind %q: %w", kind, err)
+		}
 	}
 	if j.Queue == "" {
 		j.Queue = skiplock.DefaultQueue

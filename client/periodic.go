@@ -193,7 +193,7 @@ func (c *Client) periodicParams(p PeriodicJob, tick time.Time) (InsertParams, er
 	meta["periodic"], _ = json.Marshal(p.Name)
 	meta["tick"], _ = json.Marshal(tick.UTC().Format(time.RFC3339Nano))
 	o.Metadata, _ = json.Marshal(meta)
-	if o.UniqueKey == "" && c.layoutOf(c.queueOf(p)) == schema.LayoutBucketed {
+	if o.UniqueKey == "" && o.Unique == nil && c.layoutOf(c.queueOf(p)) == schema.LayoutBucketed {
 		o.UniqueKey = fmt.Sprintf("periodic:%s:%d", p.Name, tick.UnixNano())
 	}
 	return InsertParams{Args: p.Args, Opts: &o}, nil

@@ -74,6 +74,56 @@ func jobs(n int) []skiplock.NewJob {
 	return out
 }
 
+// enqueueIDs is fanout.EnqueueManyIDs for tests that run under the
+// cockroach personality's injected ambiguous commits: after one it reads
+// back whether the jobs committed (each named by its payload, unique in
+// these tests), returning their ids in order if they did, and enqueues
+// them again if none did.
+func enqueueIDs(t *testing.T, q *fanout.Queue, db *skiplock.DB, s string, in []skiplock.NewJob) []string {
+	t.Helper()
+	ctx := context.Background()
+	for range 5 {
+		ids, err := fanout.EnqueueManyIDs(ctx, q, in)
+		if err == nil {
+			return ids
+		}
+		if !errors.As(err, new(*retry.AmbiguousCommitError)) {
+			t.Fatal(err)
+		}
+		byPayload := map[string]string{}
+		rows, err := db.Query(ctx, `SELECT "id", "payload"::TEXT FROM `+table(s, schema.JobQueueTable))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for rows.Next() {
+			var id, payload string
+			if err := rows.Scan(&id, &payload); err != nil {
+				t.Fatal(err)
+			}
+			byPayload[strings.ReplaceAll(payload, " ", "")] = id
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		rows.Close()
+		switch len(byPayload) {
+		case 0:
+			continue // rolled back: enqueue them again
+		case len(in):
+			ids = make([]string, len(in))
+			for i, j := range in {
+				if ids[i] = byPayload[string(j.Payload)]; ids[i] == "" {
+					t.Fatalf("job %d (%s) is not in the queue after an ambiguous commit that added the others", i, j.Payload)
+				}
+			}
+			return ids
+		}
+		t.Fatalf("after an ambiguous commit the queue holds %d of the %d jobs enqueued in one transaction", len(byPayload), len(in))
+	}
+	t.Fatal("five enqueues in a row had an ambiguous commit that rolled back")
+	return nil
+}
+
 // recordHandler inserts one work_log row per handled job inside the job's
 // transaction.
 func recordHandler(schemaName string) fanout.Handler {
@@ -525,10 +575,7 @@ func exactlyOnceOn(t *testing.T, d testdb.Driver, n int, fail func(job *skiplock
 		fanout.UseDialect(q, fanout.CockroachForms(q))
 	}
 	ctx := context.Background()
-	ids, err := fanout.EnqueueManyIDs(ctx, q, jobs(n))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ids := enqueueIDs(t, q, db, s, jobs(n))
 	record := recordHandler(s)
 	var calls, reported, completed atomic.Int64
 	allDone := make(chan struct{}) // closed by the result that completes the n-th job

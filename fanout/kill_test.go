@@ -101,10 +101,7 @@ func TestPoisonJobsKillTheirWorkers(t *testing.T) {
 	for i := range in {
 		in[i].MaxAttempts = maxAttempts
 	}
-	ids, err := fanout.EnqueueManyIDs(ctx, q, in)
-	if err != nil {
-		t.Fatal(err)
-	}
+	ids := enqueueIDs(t, q, db, s, in)
 	poisonIDs, ordinaryIDs := ids[:poison], ids[poison:]
 
 	dsn := testdb.DSN(t)

@@ -70,10 +70,7 @@ func runRetriedJobs(t *testing.T, cfg *skiplock.OpenConfig, n, workers, failEver
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	ids, err := fanout.EnqueueManyIDs(ctx, q, jobs(n))
-	if err != nil {
-		t.Fatal(err)
-	}
+	ids := enqueueIDs(t, q, db, s, jobs(n))
 	failing := map[string]bool{}
 	for i, id := range ids {
 		failing[id] = i%failEvery == 0

@@ -43,6 +43,15 @@ type UniqueOpts struct {
 // uniqueKeyPrefix marks keys UniqueOpts made, and their format's version.
 const uniqueKeyPrefix = "unique:v1:"
 
+// UniqueKeyFor is the unique key that u makes for a job of kind whose
+// args are payload (JSON), running at runAt (zero: now): what an insert
+// with InsertOpts.Unique stores, for callers that build skiplock.NewJob
+// values themselves (the CLI's enqueue --unique-by). Bad options return a
+// usage error.
+func UniqueKeyFor(u UniqueOpts, kind string, payload []byte, runAt time.Time) (string, error) {
+	return uniqueKey(&u, kind, payload, runAt)
+}
+
 // uniqueKey is the unique key that u makes for a job of kind with
 // payload (its args as JSON), running at runAt (zero: now).
 func uniqueKey(u *UniqueOpts, kind string, payload []byte, runAt time.Time) (string, error) {

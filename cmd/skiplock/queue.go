@@ -14,6 +14,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/admin"
+	"github.com/skiplock/skiplock/client"
 	"github.com/skiplock/skiplock/fanout"
 	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/maintenance"
@@ -151,7 +152,7 @@ type layoutStats struct {
 func init() {
 	register(&command{
 		name:    "enqueue",
-		usage:   "enqueue --layout L [--queue Q] [--kind K] [--count N] [--payload JSON] [--run-at T] [--priority P]",
+		usage:   "enqueue --layout L [--queue Q] [--kind K] [--count N] [--payload JSON] [--run-at T] [--priority P] [--unique-key K | --unique-by RULES [--unique-period D]]",
 		summary: "add jobs (batched)",
 		run:     runEnqueue,
 	})
@@ -181,6 +182,8 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	priority := fs.Int("priority", 0, "priority, lower runs first (-32768..32767)")
 	maxAttempts := fs.Int("max-attempts", 0, fmt.Sprintf("attempts before a job is dead (default %d)", skiplock.DefaultMaxAttempts))
 	uniqueKey := fs.String("unique-key", "", "skip the job while one with this key is queued or running (bucketed; --count 1)")
+	uniqueBy := fs.String("unique-by", "", "skip the job while one of the queue that is the same by these rules is queued or running, comma-separated: kind (always), args (all the payload), args.FIELD (a top-level field); the client's UniqueOpts (bucketed; --count 1)")
+	uniquePeriod := fs.Duration("unique-period", 0, "with or without --unique-by: also the same period of run time, e.g. 1h: at most one live job per period (bucketed; --count 1)")
 	partitionKey := fs.String("partition-key", "", "the job's partition in a partitioned queue, whatever it is partitioned by (bucketed)")
 	sequenceKey := fs.String("sequence-key", "", "the job's sequence in a queue of sequences (queues configure --partition-by key --sequential): its partition key (bucketed)")
 	batch := fs.Int("batch", 5000, "jobs per INSERT, or per COPY where the engine has it")
@@ -217,12 +220,24 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 		}
 		*partitionKey = *sequenceKey
 	}
-	if *uniqueKey != "" && *count != 1 {
-		return usage.Errorf("--unique-key with --count %d: a unique key dedupes, so enqueue one job at a time", *count)
+	unique, err := parseUniqueBy(*uniqueBy, *uniquePeriod)
+	if err != nil {
+		return err
+	}
+	switch {
+	case unique != nil && *uniqueKey != "":
+		return usage.Errorf("--unique-key and --unique-by/--unique-period: give the key, or the rules that make it")
+	case (*uniqueKey != "" || unique != nil) && *count != 1:
+		return usage.Errorf("a unique job with --count %d: uniqueness dedupes, so enqueue one job at a time", *count)
 	}
 	at, err := parseRunAt(*runAt, time.Now())
 	if err != nil {
 		return err
+	}
+	if unique != nil {
+		if *uniqueKey, err = client.UniqueKeyFor(*unique, *kind, []byte(*payload), at); err != nil {
+			return fmt.Errorf("--unique-by: %w; nothing was written", err)
+		}
 	}
 	job := skiplock.NewJob{Queue: *queue, Payload: json.RawMessage(*payload), Priority: *priority, RunAt: at, MaxAttempts: *maxAttempts, UniqueKey: *uniqueKey, Kind: *kind, PartitionKey: *partitionKey}
 	if err := job.Normalize(*maxPayload); err != nil {
@@ -578,4 +593,31 @@ func readPayload(path string, limit int) (string, error) {
 		return "", usage.Errorf("--payload-file %s: the payload is larger than --max-payload (%d bytes); nothing was written", path, limit)
 	}
 	return string(b), nil
+}
+
+// parseUniqueBy reads --unique-by and --unique-period into the client's
+// unique rules; nil when neither is given.
+func parseUniqueBy(by string, period time.Duration) (*client.UniqueOpts, error) {
+	if by == "" && period == 0 {
+		return nil, nil
+	}
+	u := &client.UniqueOpts{ByPeriod: period}
+	if period < 0 {
+		return nil, usage.Errorf("--unique-period %v: use a positive period", period)
+	}
+	for part := range strings.SplitSeq(by, ",") {
+		switch part = strings.TrimSpace(part); {
+		case part == "" && by == "", part == "kind":
+		case part == "args":
+			u.ByArgs = true
+		case strings.HasPrefix(part, "args.") && len(part) > len("args."):
+			u.ArgsFields = append(u.ArgsFields, strings.TrimPrefix(part, "args."))
+		default:
+			return nil, usage.Errorf("--unique-by %q: %q is not a rule: use kind, args or args.FIELD, comma-separated", by, part)
+		}
+	}
+	if u.ByArgs && len(u.ArgsFields) > 0 {
+		return nil, usage.Errorf("--unique-by %q: args (all of the payload) and args.FIELD (some of it): give one", by)
+	}
+	return u, nil
 }

@@ -188,9 +188,9 @@ type Enqueued struct {
 	// duplicate, the id of the live job holding the unique key ("" if that
 	// job finished in the meantime).
 	ID string
-	// Duplicate is true when a Queued or Running job of the same queue
-	// already had the unique key (NewJob.UniqueKey, bucketed), so nothing
-	// was added. Always false on fanout, which has no unique keys.
+	// Duplicate is true when a live job of the same queue already had the
+	// unique key (NewJob.UniqueKey), so nothing was added: a Queued or
+	// Running bucketed job, a fanout job still in job_queue.
 	Duplicate bool
 }
 

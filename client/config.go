@@ -209,11 +209,12 @@ type InsertOpts struct {
 	// MaxAttempts is how many attempts the job gets.
 	MaxAttempts int
 	// UniqueKey makes the insert a no-op while a live job of the queue
-	// holds the same key (bucketed).
+	// holds the same key (bucketed: Queued or Running; fanout: in
+	// job_queue).
 	UniqueKey string
 	// Unique makes the insert a no-op while a live job of the queue is the
 	// same by its rules (kind, args, period): it makes the unique key,
-	// so UniqueKey must be empty (bucketed). See UniqueOpts.
+	// so UniqueKey must be empty. See UniqueOpts.
 	Unique *UniqueOpts
 	// PartitionKey names the job's partition in a partitioned queue,
 	// whatever the queue is partitioned by (bucketed;

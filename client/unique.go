@@ -24,7 +24,7 @@ import (
 // (docs/concepts.md, "Unique jobs"). A duplicate insert returns an
 // InsertResult with Duplicate set and no id, and changes nothing; once the
 // live job has finished (whatever its outcome) the same insert adds a new
-// job. Bucketed queues only.
+// job. Both layouts: a fanout job is live while it is in job_queue.
 type UniqueOpts struct {
 	// ByArgs adds the job's args, all of them, compared as JSON values
 	// (object keys in any order, numbers by their text).

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -35,8 +34,20 @@ func (a jsonArgs) MarshalJSON() ([]byte, error) { return []byte(a.body), nil }
 // is a duplicate.
 func TestUniqueInsertsRaceToOneJob(t *testing.T) {
 	t.Parallel()
+	for _, layout := range []schema.Layout{schema.LayoutBucketed, schema.LayoutFanout} {
+		t.Run(string(layout), func(t *testing.T) {
+			t.Parallel()
+			testUniqueRace(t, layout)
+		})
+	}
+}
+
+func testUniqueRace(t *testing.T, layout schema.Layout) {
 	ctx := context.Background()
-	db, s, c := bucketedClient(t)
+	db, s := testdb.Migrated(t, nil, layout)
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Queues: map[string]client.QueueConfig{"u": {Layout: layout, MaxWorkers: -1}}})
+	must(t, err)
+	table := map[schema.Layout]string{schema.LayoutBucketed: "jobs", schema.LayoutFanout: "job_queue"}[layout]
 	hour := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
 	for _, tc := range []struct {
 		name           string
@@ -60,7 +71,10 @@ func TestUniqueInsertsRaceToOneJob(t *testing.T) {
 			distinct: []jsonArgs{{"k-period", `{}`}}, distinctAt: hour.Add(61 * time.Minute)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			opts := &client.InsertOpts{Unique: &tc.unique, RunAt: tc.runAt}
+			if layout == schema.LayoutFanout && !tc.runAt.IsZero() {
+				t.Skip("fanout has no run times: its period is the insert's")
+			}
+			opts := &client.InsertOpts{Queue: "u", Unique: &tc.unique, RunAt: tc.runAt}
 			const goroutines = 50
 			var wg sync.WaitGroup
 			start := make(chan struct{})
@@ -89,13 +103,13 @@ func TestUniqueInsertsRaceToOneJob(t *testing.T) {
 			if added != 1 {
 				t.Fatalf("%d of %d concurrent inserts of one unique job were added, want 1", added, goroutines)
 			}
-			if n := countKind(t, db, s, tc.args.kind); n != 1 {
+			if n := countKind(t, db, s, table, tc.args.kind); n != 1 {
 				t.Fatalf("%d jobs of kind %s, want 1", n, tc.args.kind)
 			}
 			// duplicate inserts a at at (zero: the case's run time) and
 			// reports whether it was a duplicate.
 			duplicate := func(a jsonArgs, at time.Time) bool {
-				r, err := c.Insert(ctx, a, &client.InsertOpts{Unique: &tc.unique, RunAt: cmp.Or(at, tc.runAt)})
+				r, err := c.Insert(ctx, a, &client.InsertOpts{Queue: "u", Unique: &tc.unique, RunAt: cmp.Or(at, tc.runAt)})
 				must(t, err)
 				return r.Duplicate
 			}
@@ -153,33 +167,16 @@ func TestUniqueRefusals(t *testing.T) {
 	if _, err := c.Insert(ctx, jsonArgs{"arr", `[1]`}, &client.InsertOpts{Unique: &client.UniqueOpts{ArgsFields: []string{"n"}}}); !usage.Is(err) {
 		t.Errorf("fields of args that are not an object: %v, want a usage error", err)
 	}
-	if n := countKind(t, db, s, "email") + countKind(t, db, s, "arr"); n != 0 {
+	if n := countKind(t, db, s, "jobs", "email") + countKind(t, db, s, "jobs", "arr"); n != 0 {
 		t.Fatalf("refused inserts added %d jobs", n)
 	}
 }
 
-// TestUniqueRefusedOnFanout: fanout has no unique keys, so a unique insert
-// into a fanout queue is refused, with nothing inserted.
-func TestUniqueRefusedOnFanout(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	db, s := testdb.Migrated(t, nil, schema.LayoutFanout)
-	c, err := client.New(ctx, db, &client.Config{Schema: s, Queues: map[string]client.QueueConfig{"f": {Layout: schema.LayoutFanout, MaxWorkers: -1}}})
-	must(t, err)
-	_, err = c.Insert(ctx, emailArgs{N: 1}, &client.InsertOpts{Queue: "f", Unique: &client.UniqueOpts{ByArgs: true}})
-	if !usage.Is(err) || !strings.Contains(err.Error(), "fanout has no unique keys") {
-		t.Fatalf("a unique insert into a fanout queue: %v, want it refused", err)
-	}
-	var n int64
-	if err := db.QueryRow(ctx, `SELECT count(*) FROM `+sqlident.Quote(s)+`."job_queue"`).Scan(&n); err != nil || n != 0 {
-		t.Fatalf("the refused insert left %d jobs (%v)", n, err)
-	}
-}
-
-func countKind(t *testing.T, db *skiplock.DB, s, kind string) int64 {
+// countKind counts the jobs of kind in table (jobs, job_queue) of schema s.
+func countKind(t *testing.T, db *skiplock.DB, s, table, kind string) int64 {
 	t.Helper()
 	var n int64
-	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM `+sqlident.Quote(s)+`."jobs" WHERE "kind" = $1`, kind).Scan(&n); err != nil {
+	if err := db.QueryRow(context.Background(), `SELECT count(*) FROM `+sqlident.Quote(s)+`.`+sqlident.Quote(table)+` WHERE "kind" = $1`, kind).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -17,10 +17,15 @@ import (
 // A handler that returns skiplock.Cancel moves its job to job_dead at
 // once: a Worker of 8 goroutines works 200 jobs of five attempts each,
 // half of which their handler cancels after writing in the job's
-// transaction. Every handler runs once; the cancelled jobs' writes are
-// rolled back and they sit in job_dead with one attempt and the reason in
-// last_error; the others' writes committed; the Worker counts Cancelled
-// apart from Failed and Dead, and OnResult sees Cancelled.
+// transaction. The completed jobs' handlers run once and their writes
+// commit; the cancelled jobs' writes are rolled back and they sit in
+// job_dead with the reason in last_error; the Worker counts Cancelled
+// apart from Failed and Dead, and OnResult sees Cancelled. A cancelled
+// job runs once, but for fanout's documented window (docs/concepts.md,
+// "Retries, backoff and snoozes"): a claim whose snapshot predates the
+// attempt's count can take the job between the rollback and the recording
+// of its cancel, and run it a second time, which the Worker counts as
+// Failed (the job already dead).
 func TestHandlerCancelMovesTheJobToDead(t *testing.T) {
 	t.Parallel()
 	const n = 200
@@ -80,18 +85,22 @@ func TestHandlerCancelMovesTheJobToDead(t *testing.T) {
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if st := w.Stats(); st.Completed != n/2 || st.Cancelled != n/2 || st.Failed != 0 || st.Dead != 0 {
-		t.Errorf("stats %+v: want %d completed, %d cancelled, none failed or dead", st, n/2, n/2)
-	}
 	mu.Lock()
 	defer mu.Unlock()
-	if cancelled != n/2 {
-		t.Errorf("OnResult saw %d cancelled, want %d", cancelled, n/2)
-	}
+	again := 0 // cancelled jobs run a second time in the window
 	for id, k := range runs {
-		if k != 1 {
+		switch {
+		case k == 2 && count(t, db, "SELECT count(*) FROM "+table(s, schema.DeadJobTable)+` WHERE "id" = $1`, id) == 1:
+			again++ // a cancelled job: only those are in job_dead (below)
+		case k != 1:
 			t.Errorf("job %s ran %d times", id, k)
 		}
+	}
+	if st := w.Stats(); st.Completed != n/2 || st.Cancelled != n/2 || st.Failed != int64(again) || st.Dead != 0 {
+		t.Errorf("stats %+v: want %d completed, %d cancelled, %d failed (run again in the window), none dead", st, n/2, n/2, again)
+	}
+	if cancelled != n/2 {
+		t.Errorf("OnResult saw %d cancelled, want %d", cancelled, n/2)
 	}
 	if got := count(t, db, "SELECT count(*) FROM "+table(s, schema.WorkLogTable)+" WHERE \"job_id\" IN (SELECT \"id\" FROM "+table(s, schema.DeadJobTable)+")"); got != 0 {
 		t.Errorf("%d cancelled jobs' writes committed", got)
@@ -100,8 +109,8 @@ func TestHandlerCancelMovesTheJobToDead(t *testing.T) {
 		t.Errorf("work_log has %d rows, want the %d completed jobs'", got, n/2)
 	}
 	if got := count(t, db, "SELECT count(*) FROM "+table(s, schema.DeadJobTable)+
-		" WHERE \"attempts\" = 1 AND \"last_error\" = 'job cancelled by its handler: not wanted any more' AND (\"payload\"->>'cancel')::BOOL"); got != n/2 {
-		t.Errorf("%d jobs in job_dead with one attempt and the handler's reason, want %d", got, n/2)
+		" WHERE \"last_error\" = 'job cancelled by its handler: not wanted any more' AND (\"payload\"->>'cancel')::BOOL"); got != n/2 {
+		t.Errorf("%d jobs in job_dead with the handler's reason, want %d", got, n/2)
 	}
 	if got := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)); got != 0 {
 		t.Errorf("%d jobs left in the queue", got)

@@ -241,7 +241,10 @@
 // Choose bucketed for long jobs (leases with a visibility timeout, no
 // connection held while working), for jobs whose effects are outside the
 // database, for job history and statuses, scheduled jobs (run_at),
-// priorities, unique keys, and FIFO order.
+// priorities, and FIFO order. Both layouts have unique keys
+// (NewJob.UniqueKey): a fanout job holds its key while its row is in
+// job_queue (queued, being worked, or waiting out a backoff), and leaves
+// it behind when it succeeds or moves to job_dead.
 //
 // # Workers
 //

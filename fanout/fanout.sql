@@ -322,12 +322,19 @@ UPDATE /* TEMPLATE: dead_table */ SET "last_error" = $2
 WHERE "id" = $1 AND left("last_error", length($3::text)) = $3::text;
 
 -- name: insert
--- Adds jobs from five parallel arrays: queues, payloads (JSON text), max
--- attempts, kinds, metadata (JSON text).
-INSERT INTO /* TEMPLATE: queue_table */ ("queue", "payload", "max_attempts", "kind", "metadata")
-SELECT "t"."queue", "t"."payload"::jsonb, "t"."max_attempts", "t"."kind", "t"."metadata"::jsonb
-FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[]) AS "t" ("queue", "payload", "max_attempts", "kind", "metadata")
+-- Adds jobs from six parallel arrays: queues, payloads (JSON text), max
+-- attempts, kinds, metadata (JSON text), unique keys (null: none). A job
+-- whose key a live job of its queue holds is skipped, and returns no id
+-- (unique_conflict names job_queue's partial unique index on live keys).
+INSERT INTO /* TEMPLATE: queue_table */ ("queue", "payload", "max_attempts", "kind", "metadata", "unique_key")
+SELECT "t"."queue", "t"."payload"::jsonb, "t"."max_attempts", "t"."kind", "t"."metadata"::jsonb, "t"."unique_key"
+FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::text[], $6::text[]) AS "t" ("queue", "payload", "max_attempts", "kind", "metadata", "unique_key")
+ON CONFLICT /* TEMPLATE: unique_conflict */ DO NOTHING
 RETURNING "id";
+
+-- name: unique_lookup
+-- The live job of queue $1 holding unique key $2 (none: it finished).
+SELECT "id" FROM /* TEMPLATE: queue_table */ WHERE "queue" = $1 AND "unique_key" = $2;
 
 -- name: new_ids
 -- $1 fresh ids made by the id column's own default (schema.FanoutIDDefault),

@@ -190,7 +190,7 @@ func TestEnqueueRefusesBadInputAndAddsNothing(t *testing.T) {
 	for name, bad := range map[string]skiplock.NewJob{
 		"future run_at": {RunAt: time.Now().Add(time.Hour)},
 		"priority":      {Priority: 3},
-		"unique key":    {UniqueKey: "k"},
+		"partition key": {PartitionKey: "k"},
 		"bad JSON":      {Payload: []byte(`{`)},
 		"negative max":  {MaxAttempts: -1},
 	} {

@@ -2,6 +2,7 @@ package fanout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -204,20 +205,34 @@ func (q *Queue) Schema() string { return q.cfg.Schema }
 // DB is the database it runs on.
 func (q *Queue) DB() *skiplock.DB { return q.db }
 
-// Enqueue adds one job and reports its id in Enqueued.ID. Enqueued.Duplicate
-// is always false: fanout has no unique keys.
+// Enqueue adds one job and reports its id in Enqueued.ID. A job whose
+// unique key a live job of its queue holds (one in job_queue: queued,
+// being worked, or waiting out a backoff) is not added: Enqueued.Duplicate
+// is set, with the live job's id ("" if it finished in the meantime).
 func (q *Queue) Enqueue(ctx context.Context, job skiplock.NewJob) (skiplock.Enqueued, error) {
 	ids, err := q.enqueueMany(ctx, []skiplock.NewJob{job})
 	if err != nil {
 		return skiplock.Enqueued{}, err
 	}
-	return skiplock.Enqueued{ID: ids[0]}, nil
+	if len(ids) == 1 {
+		return skiplock.Enqueued{ID: ids[0]}, nil
+	}
+	if job.Queue == "" {
+		job.Queue = q.cfg.Queue
+	}
+	var live string
+	err = q.db.QueryRow(ctx, q.sql.uniqueLookup, job.Queue, job.UniqueKey).Scan(&live)
+	if err != nil && !errors.Is(err, skiplock.ErrNoRows) {
+		return skiplock.Enqueued{Duplicate: true}, fmt.Errorf("fanout: job skipped as a duplicate of unique key %q; reading the live job's id failed: %w", job.UniqueKey, err)
+	}
+	return skiplock.Enqueued{ID: live, Duplicate: true}, nil
 }
 
 // EnqueueMany adds jobs in one transaction (retried on serialization
 // failures), EnqueueBatch jobs per INSERT, and returns how many it added:
-// len(jobs). Either every job is added or none is. Bad input adds
-// nothing. EnqueueIn returns the jobs' ids.
+// len(jobs), less the jobs skipped because a live job of their queue
+// holds their unique key. Either every job is added (or skipped) or none
+// is. Bad input adds nothing. EnqueueIn returns the jobs' ids.
 func (q *Queue) EnqueueMany(ctx context.Context, jobs []skiplock.NewJob) (int, error) {
 	ids, err := q.enqueueMany(ctx, jobs)
 	return len(ids), err
@@ -279,7 +294,9 @@ type jobColumnsIn struct {
 	queues, payloads []string
 	maxAttempts      []int32
 	kinds, metadata  []string
-	notify           string // the channel to notify, or ""
+	uniqueKeys       []*string // nil: no key
+	keyed            bool      // some job has a unique key
+	notify           string    // the channel to notify, or ""
 }
 
 // columns validates jobs and turns them into parallel arrays. It refuses
@@ -294,6 +311,7 @@ func (q *Queue) columns(jobs []skiplock.NewJob) (jobColumnsIn, error) {
 	c.payloads = make([]string, len(jobs))
 	c.maxAttempts = make([]int32, len(jobs))
 	c.kinds, c.metadata = make([]string, len(jobs)), make([]string, len(jobs))
+	c.uniqueKeys = make([]*string, len(jobs))
 	for i, j := range jobs {
 		if j.Queue == "" {
 			j.Queue = q.cfg.Queue
@@ -306,8 +324,6 @@ func (q *Queue) columns(jobs []skiplock.NewJob) (jobColumnsIn, error) {
 			return c, usage.Errorf("job %d: run at %s: fanout runs every job as soon as a worker is free; use the bucketed layout for scheduled jobs", i, j.RunAt.Format(time.RFC3339))
 		case j.Priority != 0:
 			return c, usage.Errorf("job %d: priority %d: fanout has no priorities (workers start at random points); use the bucketed layout, or a separate queue", i, j.Priority)
-		case j.UniqueKey != "":
-			return c, usage.Errorf("job %d: unique key %q: fanout has no unique keys; use the bucketed layout", i, j.UniqueKey)
 		case j.PartitionKey != "":
 			return c, usage.Errorf("job %d: partition key %q: fanout has no partitions; use the bucketed layout", i, j.PartitionKey)
 		case j.MaxAttempts > 1<<31-1:
@@ -315,6 +331,9 @@ func (q *Queue) columns(jobs []skiplock.NewJob) (jobColumnsIn, error) {
 		}
 		c.queues[i], c.payloads[i], c.maxAttempts[i] = j.Queue, string(j.Payload), int32(j.MaxAttempts)
 		c.kinds[i], c.metadata[i] = j.Kind, string(j.Metadata)
+		if j.UniqueKey != "" {
+			c.uniqueKeys[i], c.keyed = &j.UniqueKey, true
+		}
 	}
 	return c, nil
 }
@@ -343,7 +362,7 @@ func (q *Queue) insert(ctx context.Context, db skiplock.Querier, c jobColumnsIn)
 	ids := make([]string, 0, len(c.queues))
 	for lo := 0; lo < len(c.queues); lo += q.cfg.EnqueueBatch {
 		hi := min(lo+q.cfg.EnqueueBatch, len(c.queues))
-		if cp := q.copier(db, hi-lo); cp != nil {
+		if cp := q.copier(db, hi-lo); cp != nil && !c.keyed { // COPY has no ON CONFLICT
 			batch, err := q.copyJobs(ctx, db, cp, c, lo, hi)
 			if err != nil {
 				return nil, err
@@ -351,7 +370,7 @@ func (q *Queue) insert(ctx context.Context, db skiplock.Querier, c jobColumnsIn)
 			ids = append(ids, batch...)
 			continue
 		}
-		sql, args := q.sql.insert, []any{c.queues[lo:hi], c.payloads[lo:hi], c.maxAttempts[lo:hi], c.kinds[lo:hi], c.metadata[lo:hi]}
+		sql, args := q.sql.insert, []any{c.queues[lo:hi], c.payloads[lo:hi], c.maxAttempts[lo:hi], c.kinds[lo:hi], c.metadata[lo:hi], c.uniqueKeys[lo:hi]}
 		if c.notify != "" {
 			sql, args = q.sql.insertNotify, append(args, c.notify, slices.Compact(slices.Sorted(slices.Values(c.queues[lo:hi]))))
 		}
@@ -360,7 +379,7 @@ func (q *Queue) insert(ctx context.Context, db skiplock.Querier, c jobColumnsIn)
 			return nil, err
 		}
 	}
-	if len(ids) != len(c.queues) {
+	if len(ids) != len(c.queues) && !c.keyed {
 		return nil, fmt.Errorf("inserted %d of %d jobs", len(ids), len(c.queues))
 	}
 	return ids, nil

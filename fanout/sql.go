@@ -34,6 +34,7 @@ type statements struct {
 	snoozeJob, snoozeAttempt                              string
 	insertNotify                                          string // insert with its notifications (sqltext.WithNotify)
 	newIDs, notify                                        string // the COPY path's (copy.go)
+	uniqueLookup                                          string // a duplicate's live job (Enqueue)
 }
 
 //go:embed fanout.sql
@@ -64,13 +65,14 @@ var (
 func sqlVars(_ *skiplock.Dialect, schemaName string) map[string]string {
 	s := sqlident.Quote(schemaName)
 	vars := map[string]string{
-		"queue_table":   s + "." + sqlident.Quote(schema.JobQueueTable),
-		"dead_table":    s + "." + sqlident.Quote(schema.DeadJobTable),
-		"attempt_table": s + "." + sqlident.Quote(schema.JobAttemptTable),
-		"job_columns":   jobColumns,
-		"id_default":    schema.FanoutIDDefault,
-		"push_error":    sqltext.PushError(`"j"`, `greatest("j"."attempts", $3::int)`),
-		"not_paused":    sqltext.NotPausedNor(sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.QueueStateTable)),
+		"queue_table":     s + "." + sqlident.Quote(schema.JobQueueTable),
+		"dead_table":      s + "." + sqlident.Quote(schema.DeadJobTable),
+		"attempt_table":   s + "." + sqlident.Quote(schema.JobAttemptTable),
+		"job_columns":     jobColumns,
+		"id_default":      schema.FanoutIDDefault,
+		"unique_conflict": uniqueConflict(),
+		"push_error":      sqltext.PushError(`"j"`, `greatest("j"."attempts", $3::int)`),
+		"not_paused":      sqltext.NotPausedNor(sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.QueueStateTable)),
 		// bury_lost's lost attempt is max_attempts, not the row's count.
 		"max_error_history": strconv.Itoa(skiplock.MaxErrorHistory),
 		// A branch block rendered alone is its union's first branch.
@@ -152,7 +154,7 @@ func render(d *skiplock.Dialect, schemaName string) statements {
 		"cancel_by_id": &s.cancelByID, "retry_by_id": &s.retryByID, "delete_by_id": &s.deleteByID, "where_by_id": &s.whereByID,
 		"lookup":     &s.lookup,
 		"snooze_job": &s.snoozeJob, "snooze_attempt": &s.snoozeAttempt,
-		"new_ids": &s.newIDs, "notify": &s.notify,
+		"new_ids": &s.newIDs, "notify": &s.notify, "unique_lookup": &s.uniqueLookup,
 	})
 	if err != nil {
 		// The file is embedded and the same for every schema: the tests
@@ -169,7 +171,18 @@ func render(d *skiplock.Dialect, schemaName string) statements {
 }
 
 // insertParamCount is how many parameters insert takes.
-const insertParamCount = 5
+const insertParamCount = 6
+
+// uniqueConflict renders insert's ON CONFLICT target from job_queue's
+// model, so that the target and the index it must match never disagree.
+func uniqueConflict() string {
+	for _, ix := range schema.JobQueueTableDef(1).Indexes {
+		if ix.Name == schema.FanoutUniqueIndex {
+			return ix.ConflictTarget()
+		}
+	}
+	panic("fanout: job_queue has no index " + schema.FanoutUniqueIndex)
+}
 
 // all lists the statements the Queue sends, for tests that check each one.
 func (s statements) all() map[string]string {
@@ -178,7 +191,7 @@ func (s statements) all() map[string]string {
 		"insert": s.insert, "queued": s.queued, "dead": s.dead, "exists": s.exists,
 		"count": s.count, "give_back": s.giveBack, "committed": s.committed, "forget": s.forget, "backoff": s.backoff, "bury_lost": s.buryLost, "amend_dead": s.amendDead,
 		"cancel_by_id": s.cancelByID, "retry_by_id": s.retryByID, "delete_by_id": s.deleteByID, "where_by_id": s.whereByID,
-		"lookup":     s.lookup,
+		"lookup": s.lookup, "unique_lookup": s.uniqueLookup,
 		"snooze_job": s.snoozeJob, "snooze_attempt": s.snoozeAttempt,
 		// new_ids and notify name no table, so no schema either.
 	}

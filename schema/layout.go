@@ -260,13 +260,28 @@ func JobsTableDef(buckets int) *Table {
 // job_queue, text UUID keys range-split into tablets.
 func JobQueueTableDef(tablets int) *Table {
 	return &Table{
-		Name:       JobQueueTable,
-		Columns:    append(fanoutColumns(), kindColumns()...),
+		Name: JobQueueTable,
+		// unique_key (migration unique_key): a job's row is in this table
+		// exactly while it is live, so one partial index keeps one live
+		// job per key; a job moved to job_dead leaves its key behind.
+		Columns:    append(append(fanoutColumns(), kindColumns()...), Column{Name: "unique_key", Type: TypeText}),
 		PrimaryKey: []string{"id"},
 		RangeKey:   true,
 		SplitAt:    UUIDSplitPoints(tablets),
+		Indexes: []Index{{
+			// Deduplicates live jobs by unique key (fanout's insert
+			// names it as its ON CONFLICT target).
+			Name:    FanoutUniqueIndex,
+			Columns: []IndexColumn{{Name: "queue"}, {Name: "unique_key"}},
+			Where:   `"unique_key" IS NOT NULL`,
+			Unique:  true,
+		}},
 	}
 }
+
+// FanoutUniqueIndex names job_queue's partial unique index on live jobs'
+// keys, which fanout's insert names as its conflict target.
+const FanoutUniqueIndex = "job_queue_unique_key"
 
 // DeadJobTableDef describes where fanout moves a job that used up its
 // attempts.

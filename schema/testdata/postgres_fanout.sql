@@ -179,3 +179,7 @@ ALTER TABLE "skiplock"."job_dead" ADD COLUMN IF NOT EXISTS "metadata" JSONB NOT 
 ALTER TABLE "skiplock"."job_dead" ADD COLUMN IF NOT EXISTS "errors" JSONB NOT NULL DEFAULT '[]';
 
 ALTER TABLE "skiplock"."job_queue" ALTER COLUMN "id" SET DEFAULT lpad(to_hex(floor(random() * 64)::INT * 4), 2, '0') || lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000000)::INT8), 14, '0') || substr(md5(gen_random_uuid()::TEXT), 1, 16);
+
+ALTER TABLE "skiplock"."job_queue" ADD COLUMN IF NOT EXISTS "unique_key" TEXT;
+
+CREATE UNIQUE INDEX IF NOT EXISTS "job_queue_unique_key" ON "skiplock"."job_queue" ("queue", "unique_key") WHERE "unique_key" IS NOT NULL;

@@ -195,3 +195,7 @@ ALTER TABLE "skiplock"."job_dead" ADD COLUMN IF NOT EXISTS "errors" JSONB NOT NU
 ALTER TABLE "skiplock"."job_queue" ALTER COLUMN "id" SET DEFAULT lpad(to_hex(floor(random() * 64)::INT * 4), 2, '0') || lpad(to_hex((extract(epoch FROM clock_timestamp()) * 1000000)::INT8), 14, '0') || substr(md5(gen_random_uuid()::TEXT), 1, 16);
 
 DO 'BEGIN IF to_regproc(''gen_random_uuid'') IS NULL THEN CREATE EXTENSION IF NOT EXISTS "pgcrypto"; END IF; END';
+
+ALTER TABLE "skiplock"."job_queue" ADD COLUMN IF NOT EXISTS "unique_key" TEXT;
+
+CREATE UNIQUE INDEX IF NOT EXISTS "job_queue_unique_key" ON "skiplock"."job_queue" ("queue" ASC, "unique_key" ASC) WHERE "unique_key" IS NOT NULL;

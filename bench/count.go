@@ -34,15 +34,18 @@ import (
 // travels beside the job's handler) are counted apart too, and so are
 // the first statements of transactions chained after a COMMIT
 // (txhook.Then: a fanout worker's next claim, sent with its last job's
-// removal), which take no round trip of their own.
-type stmtCounter struct{ n, begins, lastCommits, claims, busy, ahead, chained atomic.Int64 }
+// removal), which take no round trip of their own. Notifications sent in
+// their own statement (a client's trailing notification after debounced
+// inserts, whose number follows the clock, not the jobs) are counted
+// apart as well.
+type stmtCounter struct{ n, begins, lastCommits, claims, busy, ahead, chained, notifies atomic.Int64 }
 
 // counts is a reading of a stmtCounter; busy is in nanoseconds.
-type counts struct{ statements, begins, lastCommits, claims, busy, ahead, chained int64 }
+type counts struct{ statements, begins, lastCommits, claims, busy, ahead, chained, notifies int64 }
 
 // since is what was counted between from and c.
 func (c counts) since(from counts) counts {
-	return counts{c.statements - from.statements, c.begins - from.begins, c.lastCommits - from.lastCommits, c.claims - from.claims, c.busy - from.busy, c.ahead - from.ahead, c.chained - from.chained}
+	return counts{c.statements - from.statements, c.begins - from.begins, c.lastCommits - from.lastCommits, c.claims - from.claims, c.busy - from.busy, c.ahead - from.ahead, c.chained - from.chained, c.notifies - from.notifies}
 }
 
 // target is the counter of a statement sent under ctx: s, the context's
@@ -110,8 +113,11 @@ func (s *stmtCounter) load() counts {
 	if s == nil {
 		return counts{}
 	}
-	return counts{s.n.Load(), s.begins.Load(), s.lastCommits.Load(), s.claims.Load(), s.busy.Load(), s.ahead.Load(), s.chained.Load()}
+	return counts{s.n.Load(), s.begins.Load(), s.lastCommits.Load(), s.claims.Load(), s.busy.Load(), s.ahead.Load(), s.chained.Load(), s.notifies.Load()}
 }
+
+// isNotification reports whether sql only sends a notification.
+func isNotification(sql string) bool { return strings.HasPrefix(sql, "SELECT pg_notify(") }
 
 // query counts a statement that returns rows, noting a claim.
 func (s *stmtCounter) query(ctx context.Context, sql string) {
@@ -141,6 +147,9 @@ type counted struct {
 func (c counted) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
 	c.s.add(ctx)
 	t, sent := c.s.timer(ctx)
+	if t != nil && isNotification(sql) {
+		t.notifies.Add(1)
+	}
 	defer t.out(sent)
 	return c.q.Exec(ctx, sql, args...)
 }

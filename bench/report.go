@@ -82,6 +82,11 @@ type Report struct {
 	// and where no claim was counted.
 	Claims       int64    `json:"claims,omitempty"`
 	JobsPerClaim *float64 `json:"jobs_per_claim"`
+	// Notifications is how many of the statements only woke listeners: a
+	// client's trailing notification after inserts it debounced (one per
+	// queue per debounce window at most, so their number follows the
+	// run's length rather than its jobs).
+	Notifications int64 `json:"notifications,omitempty"`
 	// Windows, Drained and Fresh are the tombstones scenario's figures
 	// (see runTombstones); absent from the other scenarios.
 	Windows []TombstoneWindow `json:"windows,omitempty"`
@@ -142,7 +147,7 @@ func (r *Report) setStatements(n counts) {
 	r.Statements = n.statements
 	r.busy = n.busy
 	r.RoundTrips = n.roundTrips(r.Settings != nil && r.Settings.PipelineBegin)
-	r.Claims = n.claims
+	r.Claims, r.Notifications = n.claims, n.notifies
 	if r.Jobs > 0 {
 		per, trips := float64(n.statements)/float64(r.Jobs), float64(r.RoundTrips)/float64(r.Jobs)
 		r.StatementsPerJob, r.RoundTripsPerJob = &per, &trips

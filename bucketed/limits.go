@@ -134,6 +134,36 @@ type limitsCache struct {
 	mu      sync.Mutex
 	m       map[string]cachedLimits
 	cursors map[string]string
+	// firsts are the first reads of queues never read, in flight: the
+	// channel closes when the read is done. Calls that find one wait for
+	// it rather than read too, so a thousand workers starting together
+	// on a queue read its limits once.
+	firsts map[string]chan struct{}
+}
+
+// firstRead returns, for a queue never read, the first read in flight
+// and false, or a new one for the caller to make and true (the caller
+// then calls firstDone).
+func (c *limitsCache) firstRead(queue string) (done <-chan struct{}, lead bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ch, ok := c.firsts[queue]; ok {
+		return ch, false
+	}
+	if c.firsts == nil {
+		c.firsts = map[string]chan struct{}{}
+	}
+	ch := make(chan struct{})
+	c.firsts[queue] = ch
+	return ch, true
+}
+
+// firstDone ends the first read of queue, stored or failed.
+func (c *limitsCache) firstDone(queue string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	close(c.firsts[queue])
+	delete(c.firsts, queue)
 }
 
 // cursor is the partition after which queue's next claim starts its
@@ -176,7 +206,7 @@ func (c *limitsCache) held(queue string) (Limits, bool) {
 // due reports whether queue's limits should be read again, and if so
 // takes the read on itself: claims in flight together read them once,
 // the others keep what is held (a queue never read has nothing to keep,
-// so each of its first claims reads). usable says that what is held may
+// so its first claims wait for one read: see firstRead). usable says that what is held may
 // serve meanwhile (it is younger than limitsStaleMax).
 func (c *limitsCache) due(queue string, now time.Time) (due, usable bool) {
 	c.mu.Lock()
@@ -260,6 +290,18 @@ func (q *Queue) limitsAt(ctx context.Context, queue string, claim bool) (Limits,
 			read <- l
 		})
 		return held, read
+	case !ok:
+		done, lead := q.limits.firstRead(queue)
+		if !lead {
+			select {
+			case <-done:
+			case <-ctx.Done():
+			}
+			// A failed first read leaves nothing held: no limits, as a
+			// failed read of its own would have given.
+			return q.limits.peek(queue), nil
+		}
+		defer q.limits.firstDone(queue)
 	}
 	l, err := q.readLimitsInto(ctx, queue, now)
 	if err != nil {

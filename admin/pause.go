@@ -94,7 +94,8 @@ func (a *Admin) SetQueueLimits(ctx context.Context, queue string, l bucketed.Lim
 }
 
 // errLimitsNeedBucketed says that a schema without the bucketed layout
-// has no concurrency limits: fanout's claims do not read them yet.
+// cannot take limits: they are set through its tables (job_slot), for
+// both layouts' queues.
 func errLimitsNeedBucketed(schemaName string) error {
-	return usage.Errorf("schema %q has no bucketed layout: concurrency limits apply to bucketed queues (fanout's claims do not read them yet); run `skiplock migrate --schema %s --layout bucketed` to add it", schemaName, schemaName)
+	return usage.Errorf("schema %q has no bucketed layout: queue limits are set through its tables, for fanout queues too; run `skiplock migrate --schema %s --layout bucketed` to add it", schemaName, schemaName)
 }

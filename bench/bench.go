@@ -368,6 +368,9 @@ func (c *Config) withDefaults() (Config, error) {
 	if want := map[schema.Layout]string{schema.LayoutBucketed: ModeLease, schema.LayoutFanout: ModeTx}[o.Layout]; o.Mode != want {
 		return o, usage.Errorf("--layout %s works in --mode %s, not %s: the bucketed layout leases jobs, the fanout layout processes them inside the claiming transaction", o.Layout, want, o.Mode)
 	}
+	if o.Layout == schema.LayoutFanout && o.Partitions > 0 {
+		return o, usage.Errorf("--partitions %d: fanout queues keep the global and local concurrency limits only (partitions apply to bucketed queues); use --layout bucketed, or leave --partitions out", o.Partitions)
+	}
 	if o.Scenario == ScenarioTombstones {
 		// One claimer on one connection: the index statistics read per
 		// window are then its claims' alone.

@@ -117,7 +117,7 @@ func runPickup(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) 
 		return err
 	}
 	defer emptyAfter(ctx, c, admin)
-	if err := resetLimits(ctx, c, admin, c.Layout); err != nil {
+	if err := resetLimits(ctx, c, admin); err != nil {
 		return err
 	}
 	work, err := openPool(ctx, c)

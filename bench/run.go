@@ -77,7 +77,7 @@ func prepare(ctx context.Context, c *Config, admin *skiplock.DB, layout schema.L
 	if err == nil {
 		// Before the jobs go in, so that they go in partitioned as the
 		// run asks, with no rewrite of their partitions.
-		err = resetLimits(ctx, c, admin, layout)
+		err = resetLimits(ctx, c, admin)
 	}
 	if err == nil {
 		err = preload(ctx, c, admin, c.Jobs, drv.enqueue, drv.tables()...)
@@ -517,14 +517,11 @@ func benchLimits(c *Config) bucketed.Limits {
 	return l
 }
 
-// resetLimits sets the bench queue's limits (benchLimits) where the run's
-// layout is bucketed, clearing what a previous run left: a bench
-// throughput --concurrency would otherwise send every claim of the next
-// run down the limited path.
-func resetLimits(ctx context.Context, c *Config, admin *skiplock.DB, layout schema.Layout) error {
-	if layout != schema.LayoutBucketed {
-		return nil
-	}
+// resetLimits sets the bench queue's limits (benchLimits), on either
+// layout (fanout's claims keep the global limit too), clearing what a
+// previous run left: a bench throughput --concurrency would otherwise
+// send every claim of the next run down the limited path.
+func resetLimits(ctx context.Context, c *Config, admin *skiplock.DB) error {
 	q, err := bucketed.New(ctx, admin, &bucketed.Config{Schema: c.Schema})
 	if err != nil {
 		return err

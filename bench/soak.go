@@ -267,7 +267,7 @@ func runSoak(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report) er
 		return err
 	}
 	defer emptyAfter(ctx, c, admin)
-	if err := resetLimits(ctx, c, admin, c.Layout); err != nil {
+	if err := resetLimits(ctx, c, admin); err != nil {
 		return err
 	}
 	// The tables start at their empty size: a previous run's DELETEs

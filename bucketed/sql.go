@@ -111,13 +111,13 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		"slot_held_h": slotHeld("h", table),
 		// limits_take's: the limit's slots, those past it that a lowered
 		// limit left, and the rate's tokens; slots_held's: $2 slots.
-		"slot_range_s": keyRange(d, `s."slot"`, "0", "(SELECT n FROM lim)"),
-		"slot_range_h": keyRange(d, `h."slot"`, "(SELECT n FROM lim)", "(SELECT made FROM lim)"),
+		"slot_range_s": sqltext.KeyRange(d, `s."slot"`, "0", "(SELECT n FROM lim)"),
+		"slot_range_h": sqltext.KeyRange(d, `h."slot"`, "(SELECT n FROM lim)", "(SELECT made FROM lim)"),
 		// The same of a partition (pp) in a partitioned queue.
-		"slot_range_p":   keyRange(d, `s."slot"`, "0", "pp.n"),
-		"slot_range_hp":  keyRange(d, `h."slot"`, "pp.n", "(SELECT made FROM lim)"),
-		"slot_range_all": keyRange(d, `s."slot"`, "0", "$2::INT4"),
-		"token_range":    keyRange(d, `t."token"`, "0", "(SELECT r FROM lim)"),
+		"slot_range_p":   sqltext.KeyRange(d, `s."slot"`, "0", "pp.n"),
+		"slot_range_hp":  sqltext.KeyRange(d, `h."slot"`, "pp.n", "(SELECT made FROM lim)"),
+		"slot_range_all": sqltext.KeyRange(d, `s."slot"`, "0", "$2::INT4"),
+		"token_range":    sqltext.KeyRange(d, `t."token"`, "0", "(SELECT r FROM lim)"),
 		"rate_table":     sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobRateTable),
 		// limits_take's loose scan: the first ready partition of queue
 		// $1 past a bound (the text between the two).
@@ -213,18 +213,6 @@ func setClaimGate(vars map[string]string, gate string) {
 		panic(err) // the file is embedded: the tests render it for every engine
 	}
 	vars["claim_best"] = best
-}
-
-// keyRange is the test that col, the last key column of a slot or token
-// row, is from lo up to, not including, hi: a range of the key under the
-// queue's prefix, which PostgreSQL's btree and CockroachDB's hash-sharded
-// key (one span per shard) both read as one; on YugabyteDB, whose key is
-// hashed whole, the numbers listed, each a lookup by whole key.
-func keyRange(d *skiplock.Dialect, col, lo, hi string) string {
-	if d.KeyOrderMarkers {
-		return col + ` = ANY(ARRAY(SELECT generate_series(` + lo + `, ` + hi + ` - 1)))`
-	}
-	return col + ` >= ` + lo + ` AND ` + col + ` < ` + hi
 }
 
 // slotHeld is the test that slot row alias is held: its job is Running

@@ -85,8 +85,8 @@ type QueueConfig struct {
 	HeldClaims bool
 	// Limits are the queue's default concurrency limits, written at Start
 	// when the database holds none for the queue (an operator's `skiplock
-	// queues configure`, or QueueSetLimits, wins and stays). Bucketed
-	// queues only.
+	// queues configure`, or QueueSetLimits, wins and stays). A fanout
+	// queue takes Concurrency and LocalConcurrency only.
 	Limits Limits
 }
 
@@ -292,8 +292,11 @@ func (c *Config) withDefaults() (Config, error) {
 		if q.Layout == schema.LayoutFanout && q.HeldClaims {
 			return out, usage.Errorf("client: queue %q: HeldClaims is for bucketed queues (a fanout job is already claimed in the transaction that works it): leave it off", name)
 		}
-		if q.Layout == schema.LayoutFanout && !q.Limits.IsZero() {
-			return out, usage.Errorf("client: queue %q: concurrency limits apply to bucketed queues (fanout's claims do not read them yet): leave Limits empty", name)
+		if rest := q.Limits; q.Layout == schema.LayoutFanout {
+			rest.Concurrency, rest.LocalConcurrency = 0, 0
+			if !rest.IsZero() {
+				return out, usage.Errorf("client: queue %q: a fanout queue keeps the global and local concurrency limits only (rates, partitions and sequences apply to bucketed queues): leave the others empty", name)
+			}
 		}
 		if q.Limits.Concurrency < 0 || q.Limits.LocalConcurrency < 0 || q.Limits.Concurrency > bucketed.MaxConcurrency || q.Limits.LocalConcurrency > bucketed.MaxConcurrency {
 			return out, usage.Errorf("client: queue %q: Limits %+v: use 0 (none) to %d", name, q.Limits, bucketed.MaxConcurrency)

@@ -13,6 +13,7 @@ import (
 	"github.com/skiplock/skiplock/client"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/metrics"
+	"github.com/skiplock/skiplock/schema"
 )
 
 // TestQueueLimitsDefaultsAndLocal: a queue's QueueConfig.Limits are
@@ -23,17 +24,7 @@ func TestQueueLimitsDefaultsAndLocal(t *testing.T) {
 	t.Parallel()
 	db, s := openDB(t)
 	ctx := ctxT(t)
-	var running, most, done atomic.Int64
-	ws := client.NewWorkers()
-	must(t, client.AddWorker(ws, client.WorkFunc[emailArgs](func(ctx context.Context, j *client.Job[emailArgs]) error {
-		n := running.Add(1)
-		defer running.Add(-1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
-		time.Sleep(5 * time.Millisecond) // the job's work: it holds its place meanwhile
-		done.Add(1)
-		return nil
-	}), nil))
+	ws, most, done := atOnce(t, 5*time.Millisecond)
 	cfg := &client.Config{Schema: s, Workers: ws, Queues: map[string]client.QueueConfig{
 		"default": {MaxWorkers: 10, Limits: client.Limits{LocalConcurrency: 2, Concurrency: 4}},
 		"other":   {MaxWorkers: 1, Limits: client.Limits{Concurrency: 7}},
@@ -196,4 +187,52 @@ func heldGaugeClient(t *testing.T, queues map[string]client.QueueConfig) (*clien
 		c.Stop(context.Background()) //nolint:errcheck // the tests are about the gauges
 	})
 	return c, reg
+}
+
+// TestFanoutQueueLimits: a fanout queue's QueueConfig.Limits (global 3)
+// are written at Start and kept by its claims: with 10 workers, at most 3
+// jobs at once, and 3 reached; a rate on a fanout queue is refused.
+func TestFanoutQueueLimits(t *testing.T) {
+	t.Parallel()
+	db, s := openDB(t)
+	ctx := ctxT(t)
+	ws, most, done := atOnce(t, 50*time.Millisecond)
+	if _, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Queues: map[string]client.QueueConfig{
+		"default": {Layout: schema.LayoutFanout, MaxWorkers: 10, Limits: client.Limits{Rate: 5, RatePeriod: time.Second}},
+	}}); err == nil {
+		t.Fatal("a rate on a fanout queue: accepted")
+	}
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Queues: map[string]client.QueueConfig{
+		"default": {Layout: schema.LayoutFanout, MaxWorkers: 10, Limits: client.Limits{Concurrency: 3}},
+	}})
+	must(t, err)
+	must(t, c.Start(ctx))
+	defer c.Stop(ctx) //nolint:errcheck // the test is about the limits
+	for i := range 40 {
+		_, err := c.Insert(ctx, emailArgs{N: i}, nil)
+		must(t, err)
+	}
+	testdb.WaitFor(t, "every job done", time.Minute, func() bool { return done.Load() == 40 })
+	if m := most.Load(); m != 3 {
+		t.Errorf("at most %d jobs ran at once; want the global limit, 3", m)
+	}
+}
+
+// atOnce returns workers whose emailArgs jobs take work each, with the
+// most that ran at once and how many are done.
+func atOnce(t *testing.T, work time.Duration) (ws *client.Workers, most, done *atomic.Int64) {
+	t.Helper()
+	var running atomic.Int64
+	most, done = new(atomic.Int64), new(atomic.Int64)
+	ws = client.NewWorkers()
+	must(t, client.AddWorker(ws, client.WorkFunc[emailArgs](func(ctx context.Context, j *client.Job[emailArgs]) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		time.Sleep(work) // the job's work: it holds its place meanwhile
+		done.Add(1)
+		return nil
+	}), nil))
+	return ws, most, done
 }

@@ -19,6 +19,28 @@ type chain struct {
 	// claim that begins with it (or begins anew, if the driver dropped
 	// it); nil: none, the next claim plans its own.
 	plan *claimPlan
+	// slot is the concurrency slot the goroutine's last job of a limited
+	// queue held, which its next claim names first (slot_take); holds
+	// says there is one.
+	slot  int32
+	holds bool
+}
+
+// lastSlot is the slot the goroutine's last job held, -1 for none (and
+// for Process, which has no chain).
+func (c *chain) lastSlot() int32 {
+	if c == nil || !c.holds {
+		return -1
+	}
+	return c.slot
+}
+
+// keepSlot notes the slot of a claim made by plan p that took a job
+// (got), or that it took none: the next names another.
+func (c *chain) keepSlot(p *claimPlan, got bool) {
+	if c != nil {
+		c.slot, c.holds = p.slot, got && p.limited
+	}
 }
 
 // chainTimeout bounds the rollback of a chained transaction no claim
@@ -32,8 +54,8 @@ func (q *Queue) then(ctx context.Context, c *chain, queue string) context.Contex
 	if c == nil || q.marks.Due(queue, time.Now()) {
 		return txhook.Last(ctx)
 	}
-	plan := q.planClaim(queue, q.marks.Start())
-	c.link = txhook.Chain{SQL: q.sql.claimShard, Args: plan.firstArgs(queue)}
+	plan := q.planClaim(queue, q.marks.Start(), c.lastSlot())
+	c.link = txhook.Chain{SQL: q.claimSQL(&plan, true), Args: plan.firstArgs(queue)}
 	c.plan = &plan
 	return txhook.Then(ctx, &c.link)
 }

@@ -99,6 +99,9 @@ func (c *countingTx) QueryRow(ctx context.Context, sql string, args ...any) skip
 // A claimed job stays locked until tx ends; nothing is counted or deleted.
 func ClaimCounted(ctx context.Context, q *Queue, tx skiplock.Tx) (*skiplock.Job, int, error) {
 	c := &countingTx{Tx: tx}
-	job, err := q.claim(ctx, c, q.cfg.Queue)
+	job, _, err := q.claim(ctx, c, q.cfg.Queue, -1)
 	return job, c.n, err
 }
+
+// LimitReads is how many reads of its queues' limits q has made.
+func LimitReads(q *Queue) int64 { return q.limits.reads.Load() }

@@ -9,7 +9,11 @@
 --                payload travels as text so that both drivers scan it
 --                into a string
 --   id_default   the id column's default (schema.FanoutIDDefault)
---   not_paused, push_error, max_error_history  see sql.go
+--   not_paused, claim_gate, push_error, max_error_history  see sql.go
+--   slot_table   fanout_slot; queue_state skiplock_queue
+--   slot_with, slot_gate  empty in the plain claims; in the limited ones
+--                slot_take as the CTE "slot", and the job's test that it
+--                took one (see "Concurrency slots")
 --   shard_n, shard_lo, shard_hi, shard_after  a shard union's branch:
 --                its ordinal and its parameters (see "The shard unions")
 --   shards_after_branches, heads_branches, exists_after_branches  the
@@ -48,11 +52,11 @@
 -- "counted", the job's attempts counted so far (job_attempt's, 0 without
 -- a row): the attempt about to start is the next, and is counted while
 -- its handler runs (doc.go, "Failures").
-SELECT "h"."n", "c".* FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS "h" ("lo", "after", "hi", "n")
+/* TEMPLATE: slot_with */SELECT "h"."n", "c".* FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS "h" ("lo", "after", "hi", "n")
 CROSS JOIN LATERAL (SELECT /* TEMPLATE: job_columns */,
     coalesce((SELECT "a"."attempts" FROM /* TEMPLATE: attempt_table */ AS "a" WHERE "a"."job_id" = "j"."id"), 0) AS "counted"
   FROM /* TEMPLATE: queue_table */ AS "j"
-  WHERE "id" >= "h"."lo" AND "id" > "h"."after" AND "id" < "h"."hi" AND "queue" = $4 AND /* TEMPLATE: not_paused */ $4)
+  WHERE "id" >= "h"."lo" AND "id" > "h"."after" AND "id" < "h"."hi" AND "queue" = $4 AND /* TEMPLATE: claim_gate */ $4)/* TEMPLATE: slot_gate */
     AND NOT coalesce((SELECT "a"."retry_at" > now() FROM /* TEMPLATE: attempt_table */ AS "a" WHERE "a"."job_id" = "j"."id"), false)
   ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED) AS "c"
 LIMIT 1;
@@ -68,12 +72,76 @@ LIMIT 1;
 -- then each shard shards_after returned. One ordered locking range scan,
 -- bounded to the shard, with LIMIT 1 on the scan itself. It returns the
 -- job and "counted", as claim does.
-SELECT /* TEMPLATE: job_columns */,
+/* TEMPLATE: slot_with */SELECT /* TEMPLATE: job_columns */,
   coalesce((SELECT "a"."attempts" FROM /* TEMPLATE: attempt_table */ AS "a" WHERE "a"."job_id" = "j"."id"), 0) AS "counted"
 FROM /* TEMPLATE: queue_table */ AS "j"
-WHERE "id" >= $1 AND "id" > $2 AND "id" < $3 AND "queue" = $4 AND /* TEMPLATE: not_paused */ $4)
+WHERE "id" >= $1 AND "id" > $2 AND "id" < $3 AND "queue" = $4 AND /* TEMPLATE: claim_gate */ $4)/* TEMPLATE: slot_gate */
   AND NOT coalesce((SELECT "a"."retry_at" > now() FROM /* TEMPLATE: attempt_table */ AS "a" WHERE "a"."job_id" = "j"."id"), false)
 ORDER BY "id" LIMIT 1 FOR UPDATE SKIP LOCKED;
+
+-- Concurrency slots (a queue's global limit, `skiplock queues configure
+-- --concurrency N`; docs/flow-control.md, "Fanout queues"). A queue with
+-- a limit of N has slot rows 0 to N-1 in fanout_slot, made by the workers
+-- that read the limit (slots_make). The claims above, rendered plain,
+-- refuse a limited queue (claim_gate); rendered limited (claim_limited,
+-- claim_shard_limited, which take the slot's number as $5) they begin
+-- with slot_take as the CTE "slot" and take a job only beside the slot it
+-- took. The slot's write holds it for
+-- as long as the job's transaction is open: the commit of the job's
+-- removal, a rollback, or the server ending a dead worker's session frees
+-- it, with no statement of its own.
+
+-- name: slot_take
+-- Slot $5 of queue $4's global limit, taken if it is free: a row from 0 to
+-- concurrency-1 that no other transaction holds (SKIP LOCKED), stamped,
+-- returning its number; none while the queue is paused or has no limit,
+-- nor while any row past the limit exists (rows a lowered limit left, up
+-- to the most ever made: skiplock_queue's slots, which setting a limit
+-- raises to it). A worker's read of the limits deletes those rows as their
+-- jobs end (slots_trim), so after a limit is lowered no job starts until
+-- every job past it has finished. The claimer names the slot (the one its
+-- goroutine held last, else one at random) and the statement reads that
+-- row alone: a job's transaction, open while its handler runs, must not
+-- have read the rows other jobs' transactions write, or a serializable
+-- engine aborts one of them at its commit (PostgreSQL's SSI finds a
+-- dangerous structure; CockroachDB's commit-time refresh of a scanned
+-- span fails), and the job runs again. A slot taken by another claim
+-- makes this claim come back empty; the next one names another slot.
+-- The limit is read by scalar subqueries on skiplock_queue's key.
+UPDATE /* TEMPLATE: slot_table */ AS "s" SET "taken_at" = now()
+WHERE "s"."queue" = $4 AND "s"."slot" = (SELECT "f"."slot" FROM /* TEMPLATE: slot_table */ AS "f"
+  WHERE "f"."queue" = $4 AND "f"."slot" = $5::INT4 AND $5::INT4 < /* TEMPLATE: slot_limit */
+    AND NOT EXISTS (SELECT 1 FROM /* TEMPLATE: slot_table */ AS "o" WHERE "o"."queue" = $4 AND /* TEMPLATE: slot_past_o */)
+  FOR UPDATE OF "f" SKIP LOCKED)
+RETURNING "s"."slot"
+
+-- name: claim_limited
+/* TEMPLATE: claim_limited */
+
+-- name: claim_shard_limited
+/* TEMPLATE: claim_shard_limited */
+
+-- name: limits_read
+-- Queue $1's global and local limits and the most slot rows ever made
+-- (skiplock_queue's slots, or the limit where that is larger); no row for
+-- a queue never configured. Paused is the claims' business.
+SELECT "concurrency", "local_concurrency", GREATEST("slots", COALESCE("concurrency", 0))
+FROM /* TEMPLATE: queue_state */ WHERE "name" = $1;
+
+-- name: slots_make
+-- Slot rows 0 to $2-1 of queue $1, those missing.
+INSERT INTO /* TEMPLATE: slot_table */ ("queue", "slot")
+SELECT $1, "g" FROM generate_series(0, $2::INT4 - 1) AS "g"
+ON CONFLICT ("queue", "slot") DO NOTHING;
+
+-- name: slots_trim
+-- Queue $1's slot rows from $2 up to $3 (past its limit) that no job's
+-- transaction holds, deleted; returns how many rows past the limit were
+-- there before, so that the caller knows when none is left.
+WITH "past" AS (SELECT "p"."slot" FROM /* TEMPLATE: slot_table */ AS "p"
+    WHERE "p"."queue" = $1 AND /* TEMPLATE: slot_range_p */ FOR UPDATE OF "p" SKIP LOCKED),
+"gone" AS (DELETE FROM /* TEMPLATE: slot_table */ AS "d" WHERE "d"."queue" = $1 AND "d"."slot" IN (SELECT "slot" FROM "past") RETURNING 1)
+SELECT (SELECT count(*) FROM /* TEMPLATE: slot_table */ AS "c" WHERE "c"."queue" = $1 AND /* TEMPLATE: slot_range_c */) - (SELECT count(*) FROM "gone");
 
 -- name: heads
 -- The heads probe: each shard's first claimable job, unlocked, read from

@@ -151,15 +151,24 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter,
 		count = nil
 		start := time.Now()
 		var job *skiplock.Job
-		if plan, ok := ch.take(); ok {
+		plan, ok := ch.take()
+		if ok {
 			job, err = q.claimFrom(ctx, tx, queue, plan)
 		} else {
-			job, err = q.claim(ctx, tx, queue)
+			job, plan, err = q.claim(ctx, tx, queue, ch.lastSlot())
 		}
+		ch.keepSlot(&plan, job != nil)
 		res.Claimed = time.Now()
 		res.Claim = res.Claimed.Sub(start)
 		if err != nil || job == nil {
 			return err
+		}
+		// A Worker's idle goroutines need not wait for this job's handler:
+		// the polling passes on now.
+		workloop.Found(ctx)
+		if plan.limited {
+			q.holdSlot(queue, plan.slot)
+			defer q.freeSlot(queue, plan.slot)
 		}
 		res.Job = job
 		defer func() {

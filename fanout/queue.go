@@ -137,6 +137,8 @@ type Queue struct {
 	// HasQueued's recent full-check answers.
 	marks    watermark.Marks[idMark]
 	positive positives
+	// limits are the Queue's views of its queues' limits (limits.go).
+	limits limitViews
 }
 
 // durableLocksBeginner begins transactions on db and, when stmt is set,

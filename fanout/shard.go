@@ -90,15 +90,22 @@ func claimBounds(order []int, marks []watermark.Mark[idMark]) (lo, after, hi []s
 // for a connection that a worker holding a job waits to give back). It
 // returns nil when every job is locked, waiting out a backoff, or there is
 // none (or sorts below the watermarks until the next heads probe).
-func (q *Queue) claim(ctx context.Context, tx skiplock.Tx, queue string) (*skiplock.Job, error) {
+func (q *Queue) claim(ctx context.Context, tx skiplock.Tx, queue string, slot int32) (*skiplock.Job, claimPlan, error) {
+	// The limits first: a first read of them can wait, and must not wait
+	// inside a transaction whose snapshot a statement has already fixed
+	// (at SERIALIZABLE or REPEATABLE READ the claim would read the queue's
+	// limit and slots as they were before).
+	q.limitsOf(ctx, queue)
 	start := q.marks.Start()
 	if _, err := q.marks.ProbeIfDue(queue, func() error {
 		_, err := q.probeHeads(ctx, tx, queue, start)
 		return err
 	}); err != nil {
-		return nil, err
+		return nil, claimPlan{}, err
 	}
-	return q.claimFrom(ctx, tx, queue, q.planClaim(queue, start))
+	p := q.planClaim(queue, start, slot)
+	job, err := q.claimFrom(ctx, tx, queue, p)
+	return job, p, err
 }
 
 // claimPlan is a claim's shards, in the order it tries them, and their
@@ -106,18 +113,54 @@ func (q *Queue) claim(ctx context.Context, tx skiplock.Tx, queue string) (*skipl
 type claimPlan struct {
 	order         []int
 	lo, after, hi []string
+	// limited says the queue has a global limit (as the Queue's view of
+	// its limits says): each claim statement takes slot with its job.
+	limited bool
+	slot    int32
 }
 
-// planClaim plans a claim of queue that starts at shard start.
-func (q *Queue) planClaim(queue string, start int) claimPlan {
+// planClaim plans a claim of queue that starts at shard start; a limited
+// queue's takes slot, unless slot is negative or past the limit (then one
+// this Queue's claims do not hold, at random: see slot_take).
+func (q *Queue) planClaim(queue string, start int, slot int32) claimPlan {
 	order, marks := q.marks.Order(queue, start)
 	lo, after, hi := claimBounds(order, marks)
-	return claimPlan{order: order, lo: lo, after: after, hi: hi}
+	p := claimPlan{order: order, lo: lo, after: after, hi: hi}
+	if limit := q.peekLimits(queue).global; limit > 0 {
+		p.limited = true
+		if p.slot = slot; slot < 0 || int(slot) >= limit {
+			p.slot = q.pickSlot(queue, limit)
+		}
+	}
+	return p
+}
+
+// withSlot appends the plan's slot to a claim's arguments where the plan
+// is limited.
+func (p *claimPlan) withSlot(args ...any) []any {
+	if p.limited {
+		return append(args, p.slot)
+	}
+	return args
+}
+
+// claimSQL is the statement of a claim of the start shard (shard) or of
+// the shards after it, plain or limited as the plan says.
+func (q *Queue) claimSQL(p *claimPlan, shard bool) string {
+	switch {
+	case shard && p.limited:
+		return q.sql.claimShardLimited
+	case shard:
+		return q.sql.claimShard
+	case p.limited:
+		return q.sql.claimLimited
+	}
+	return q.sql.claim
 }
 
 // firstArgs are claim_shard's arguments for the plan's start shard.
 func (p *claimPlan) firstArgs(queue string) []any {
-	return []any{p.lo[0], p.after[0], p.hi[0], queue}
+	return p.withSlot(p.lo[0], p.after[0], p.hi[0], queue)
 }
 
 // claimFrom runs plan: the start shard alone first (claim_shard), then
@@ -125,7 +168,7 @@ func (p *claimPlan) firstArgs(queue string) []any {
 // were planned a little earlier are still safe: the watermarks only rise
 // past jobs no claim can take until the next heads probe.
 func (q *Queue) claimFrom(ctx context.Context, tx skiplock.Tx, queue string, p claimPlan) (*skiplock.Job, error) {
-	job, err := q.claimShard(ctx, tx, queue, p.lo[0], p.after[0], p.hi[0])
+	job, err := q.claimShard(ctx, tx, &p, queue, 0)
 	if err != nil || job != nil {
 		if job != nil {
 			q.marks.Advance(queue, p.order[0], idMark{id: job.ID})
@@ -133,10 +176,22 @@ func (q *Queue) claimFrom(ctx context.Context, tx skiplock.Tx, queue string, p c
 		return job, err
 	}
 	if q.sql.unions {
-		return q.claimListed(ctx, tx, queue, p.order, p.lo, p.after, p.hi)
+		job, err = q.claimListed(ctx, tx, &p, queue)
+	} else {
+		job, err = q.claimRest(ctx, tx, &p, queue)
 	}
+	if err == nil && job == nil && !p.limited {
+		q.turnedAway(queue)
+	}
+	return job, err
+}
+
+// claimRest is the rest of a claim whose start shard came up empty, by
+// the LATERAL claim over the other shards.
+func (q *Queue) claimRest(ctx context.Context, tx skiplock.Tx, p *claimPlan, queue string) (*skiplock.Job, error) {
+	var job *skiplock.Job
 	var n int64
-	err = each(ctx, tx, q.sql.claim, []any{p.lo[1:], p.after[1:], p.hi[1:], queue}, func(r skiplock.Rows) error {
+	err := each(ctx, tx, q.claimSQL(p, false), p.withSlot(p.lo[1:], p.after[1:], p.hi[1:], queue), func(r skiplock.Rows) error {
 		var err error
 		job, err = scanClaimed(r, &n)
 		return err
@@ -160,11 +215,12 @@ func scanClaimed(r skiplock.Rows, n *int64) (*skiplock.Job, error) {
 	return job, nil
 }
 
-// claimShard locks the first claimable job of one shard between its
-// bounds, or returns nil.
-func (q *Queue) claimShard(ctx context.Context, tx skiplock.Tx, queue, lo, after, hi string) (*skiplock.Job, error) {
+// claimShard locks the first claimable job of shard n of the plan (its
+// place in p.order) between its bounds, by claim_shard plain or limited,
+// or returns nil.
+func (q *Queue) claimShard(ctx context.Context, tx skiplock.Tx, p *claimPlan, queue string, n int) (*skiplock.Job, error) {
 	var job *skiplock.Job
-	err := each(ctx, tx, q.sql.claimShard, []any{lo, after, hi, queue}, func(r skiplock.Rows) error {
+	err := each(ctx, tx, q.claimSQL(p, true), p.withSlot(p.lo[n], p.after[n], p.hi[n], queue), func(r skiplock.Rows) error {
 		var err error
 		job, err = scanClaimed(r, nil)
 		return err
@@ -178,7 +234,8 @@ func (q *Queue) claimShard(ctx context.Context, tx skiplock.Tx, queue, lo, after
 // parallel to order) that have a claimable job after their watermarks,
 // then claim_shard tries each, in order, until one locks a job. A job
 // listed may be locked or gone by then; claim_shard steps over it.
-func (q *Queue) claimListed(ctx context.Context, tx skiplock.Tx, queue string, order []int, lo, after, hi []string) (*skiplock.Job, error) {
+func (q *Queue) claimListed(ctx context.Context, tx skiplock.Tx, p *claimPlan, queue string) (*skiplock.Job, error) {
+	order, lo, after, hi := p.order, p.lo, p.after, p.hi
 	var listed []int64
 	err := each(ctx, tx, q.sql.shardsAfter, unionArgs(queue, lo[1:], hi[1:], after[1:]), func(r skiplock.Rows) error {
 		var n int64
@@ -196,7 +253,7 @@ func (q *Queue) claimListed(ctx context.Context, tx skiplock.Tx, queue string, o
 	}
 	slices.Sort(listed) // UNION ALL promises no order: visit as the rotation says
 	for _, n := range listed {
-		job, err := q.claimShard(ctx, tx, queue, lo[n], after[n], hi[n])
+		job, err := q.claimShard(ctx, tx, p, queue, int(n))
 		if err != nil || job != nil {
 			if job != nil {
 				q.marks.Advance(queue, order[n], idMark{id: job.ID})

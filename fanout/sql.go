@@ -24,8 +24,13 @@ type statements struct {
 	// start shard is empty sends shardsAfter, then claimShard per shard.
 	// Otherwise they are the LATERAL forms, which take arrays then the
 	// queue, and shardsAfter is empty.
-	unions                                                bool
-	claim, claimShard, shardsAfter                        string
+	unions                         bool
+	claim, claimShard, shardsAfter string
+	// claimLimited and claimShardLimited are claim and claimShard for a
+	// queue with a global limit: each takes a concurrency slot with its
+	// job (slot_take). The plain ones refuse such a queue.
+	claimLimited, claimShardLimited                       string
+	limitsRead, slotsMake, slotsTrim                      string
 	heads, existsAfter                                    string
 	del, fail, bury, insert, queued, dead, exists         string
 	count, giveBack, forget, backoff, buryLost, amendDead string
@@ -59,11 +64,16 @@ var (
 	existsAfterBranch = sqlFile.Template("exists_after_union_branch")
 )
 
-// sqlVars are fanout.sql's template values. They are the same on every
-// engine (the dialect chooses among the rendered blocks, in render), so
-// the dialect is not consulted.
-func sqlVars(_ *skiplock.Dialect, schemaName string) map[string]string {
+// sqlVars are fanout.sql's template values. The dialect chooses among
+// the rendered blocks (in render), and how slot rows are read by key
+// (sqltext.KeyRange).
+func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 	s := sqlident.Quote(schemaName)
+	queueState := s + "." + sqlident.Quote(schema.QueueStateTable)
+	// The limit and the most slot rows ever made, read in the statement
+	// (slot_take): none while the queue is paused.
+	limit := `(SELECT "l"."concurrency" FROM ` + queueState + ` AS "l" WHERE "l"."name" = $4 AND NOT "l"."paused")`
+	made := `(SELECT GREATEST("l"."slots", "l"."concurrency") FROM ` + queueState + ` AS "l" WHERE "l"."name" = $4)`
 	vars := map[string]string{
 		"queue_table":     s + "." + sqlident.Quote(schema.JobQueueTable),
 		"dead_table":      s + "." + sqlident.Quote(schema.DeadJobTable),
@@ -72,7 +82,18 @@ func sqlVars(_ *skiplock.Dialect, schemaName string) map[string]string {
 		"id_default":      schema.FanoutIDDefault,
 		"unique_conflict": uniqueConflict(),
 		"push_error":      sqltext.PushError(`"j"`, `greatest("j"."attempts", $3::int)`),
-		"not_paused":      sqltext.NotPausedNor(sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.QueueStateTable)),
+		"not_paused":      sqltext.NotPausedNor(queueState),
+		// The plain claims pass over a queue with a global limit too: its
+		// claims take a slot (claim_limited).
+		"claim_gate":   sqltext.NotPausedNor(queueState, `"qs"."concurrency" IS NOT NULL`),
+		"queue_state":  queueState,
+		"slot_table":   s + "." + sqlident.Quote(schema.FanoutSlotTable),
+		"slot_with":    "",
+		"slot_gate":    "",
+		"slot_limit":   limit,
+		"slot_past_o":  sqltext.KeyRange(d, `"o"."slot"`, limit, made),
+		"slot_range_p": sqltext.KeyRange(d, `"p"."slot"`, "$2::INT4", "$3::INT4"),
+		"slot_range_c": sqltext.KeyRange(d, `"c"."slot"`, "$2::INT4", "$3::INT4"),
 		// bury_lost's lost attempt is max_attempts, not the row's count.
 		"max_error_history": strconv.Itoa(skiplock.MaxErrorHistory),
 		// A branch block rendered alone is its union's first branch.
@@ -83,7 +104,29 @@ func sqlVars(_ *skiplock.Dialect, schemaName string) map[string]string {
 	vars["shards_after_branches"] = union(shardsAfterBranch, vars, schema.FanoutShards-1)
 	vars["heads_branches"] = union(headsBranch, vars, schema.FanoutShards)
 	vars["exists_after_branches"] = union(existsAfterBranch, vars, schema.FanoutShards)
+	limited(vars)
 	return vars
+}
+
+// limited renders the limited claims (claim_limited, claim_shard_limited)
+// into vars: the claims with slot_take as their CTE "slot", the job taken
+// only beside a slot, and the gate of paused queues alone.
+func limited(vars map[string]string) {
+	v := maps.Clone(vars)
+	take, err := sqltext.Render(sqlFile.Template("slot_take"), v)
+	if err != nil {
+		panic(fmt.Sprintf("fanout: render slot_take: %v", err)) // embedded: the tests render it
+	}
+	v["slot_with"] = `WITH "slot" AS (` + take + ")\n"
+	v["slot_gate"] = "\n    AND EXISTS (SELECT 1 FROM \"slot\")"
+	v["claim_gate"] = vars["not_paused"]
+	for block, into := range map[string]string{"claim": "claim_limited", "claim_shard": "claim_shard_limited"} {
+		sql, err := sqltext.Render(sqlFile.Template(block), v)
+		if err != nil {
+			panic(fmt.Sprintf("fanout: render %s: %v", into, err))
+		}
+		vars[into] = sql
+	}
 }
 
 // unionParams are the per-shard parameters a branch template may name, in
@@ -155,6 +198,8 @@ func render(d *skiplock.Dialect, schemaName string) statements {
 		"lookup":     &s.lookup,
 		"snooze_job": &s.snoozeJob, "snooze_attempt": &s.snoozeAttempt,
 		"new_ids": &s.newIDs, "notify": &s.notify, "unique_lookup": &s.uniqueLookup,
+		"claim_limited": &s.claimLimited, "claim_shard_limited": &s.claimShardLimited, "slot_take": &branches,
+		"limits_read": &s.limitsRead, "slots_make": &s.slotsMake, "slots_trim": &s.slotsTrim,
 	})
 	if err != nil {
 		// The file is embedded and the same for every schema: the tests
@@ -164,7 +209,7 @@ func render(d *skiplock.Dialect, schemaName string) statements {
 	if d.KeyJoinDML {
 		// The same fact picks bucketed's heads_key_join (no LATERAL).
 		s.unions = true
-		s.claim, s.shardsAfter, s.heads, s.existsAfter = "", shardsAfter, headsUnion, existsAfterUnion
+		s.claim, s.claimLimited, s.shardsAfter, s.heads, s.existsAfter = "", "", shardsAfter, headsUnion, existsAfterUnion
 	}
 	s.insertNotify = sqltext.WithNotify(s.insert, insertParamCount)
 	return s
@@ -193,6 +238,8 @@ func (s statements) all() map[string]string {
 		"cancel_by_id": s.cancelByID, "retry_by_id": s.retryByID, "delete_by_id": s.deleteByID, "where_by_id": s.whereByID,
 		"lookup": s.lookup, "unique_lookup": s.uniqueLookup,
 		"snooze_job": s.snoozeJob, "snooze_attempt": s.snoozeAttempt,
+		"claim_limited": s.claimLimited, "claim_shard_limited": s.claimShardLimited,
+		"limits_read": s.limitsRead, "slots_make": s.slotsMake, "slots_trim": s.slotsTrim,
 		// new_ids and notify name no table, so no schema either.
 	}
 	maps.DeleteFunc(out, func(_, sql string) bool { return sql == "" }) // not sent on this engine

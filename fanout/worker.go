@@ -153,6 +153,10 @@ type Worker struct {
 	rec     *recorder         // counts attempts before handlers run
 	chains  []chain           // each goroutine's next claim, sent with its last removal
 	maint   *maintenance.Service
+	// busy counts the goroutines claiming or running a job: the queue's
+	// local limit (skiplock queues configure --local-concurrency) bounds
+	// it.
+	busy atomic.Int64
 
 	completed, failed, dead, errored, snoozed, cancelled atomic.Int64
 }
@@ -311,9 +315,23 @@ func (w *Worker) Start(ctx context.Context) error {
 	})
 }
 
-// step processes one job for worker i.
+// step processes one job for worker i. Under a local limit, a goroutine
+// past it claims nothing (it idles as after an empty claim), and none
+// chains its next claim to its last job's removal: the chained job could
+// not wait for a place under the limit.
 func (w *Worker) step(ctx context.Context, i int) (bool, error) {
-	res, err := w.q.process(context.WithValue(ctx, workerKey{}, i), w.cfg.Queue, w.cfg.Handler, w.rec, &w.chains[i])
+	ch := &w.chains[i]
+	if local := w.q.limitsOf(ctx, w.cfg.Queue).local; local > 0 {
+		if w.busy.Add(1) > int64(local) {
+			w.busy.Add(-1)
+			ch.drop()
+			return false, nil
+		}
+		defer w.busy.Add(-1)
+		ch.drop()
+		ch = nil
+	}
+	res, err := w.q.process(context.WithValue(ctx, workerKey{}, i), w.cfg.Queue, w.cfg.Handler, w.rec, ch)
 	if err != nil {
 		w.errored.Add(1)
 	}

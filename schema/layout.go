@@ -67,7 +67,11 @@ const (
 	// N per period is N rows, each used at most once per period (see
 	// [JobRateTableDef]).
 	JobRateTable = "job_rate_token"
-	WorkLogTable = "work_log"
+	// FanoutSlotTable holds fanout's concurrency slots: a queue's global
+	// limit of N is N rows, each locked by at most one job's transaction
+	// (see [FanoutSlotTableDef]).
+	FanoutSlotTable = "fanout_slot"
+	WorkLogTable    = "work_log"
 	// WorkAttemptLogTable holds `work --record-attempts`'s rows: one per
 	// handler attempt (see [WorkAttemptLogTableDef]).
 	WorkAttemptLogTable = "work_attempt_log"
@@ -333,6 +337,28 @@ func JobSlotTableDef() *Table {
 			{Name: "lease_token", Type: TypeBigInt},
 		},
 		PrimaryKey: []string{"queue", "partition", "slot"},
+		SpreadKey:  true,
+	}
+}
+
+// FanoutSlotTableDef describes the fanout layout's concurrency slots
+// (fanout/007): a queue's global limit of N is slot rows 0 to N-1, made
+// by the first worker that reads the limit (they follow from
+// skiplock_queue's concurrency, so any worker may make them). A claim of
+// a limited queue updates one free slot (stamping taken_at) in the job's
+// own transaction, passing over those other transactions hold (SKIP
+// LOCKED): the slot is held, by a write, for as long as the job's
+// transaction is open, and freed by its commit or rollback, or by the
+// server when the worker dies. Spread by a hash of the key like job_slot.
+func FanoutSlotTableDef() *Table {
+	return &Table{
+		Name: FanoutSlotTable,
+		Columns: []Column{
+			{Name: "queue", Type: TypeText, NotNull: true},
+			{Name: "slot", Type: TypeInt, NotNull: true},
+			{Name: "taken_at", Type: TypeTimestamp},
+		},
+		PrimaryKey: []string{"queue", "slot"},
 		SpreadKey:  true,
 	}
 }

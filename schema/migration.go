@@ -70,6 +70,7 @@ func ModelStatements(d *skiplock.Dialect, layout Layout, o *Options) ([]string, 
 		stmts = append(stmts, DeadJobTableDef().Create(d, opts.Schema)...)
 		stmts = append(stmts, upsertSetting(opts.Schema, SettingTablets, strconv.Itoa(opts.Tablets)))
 		stmts = append(stmts, JobAttemptTableDef().Create(d, opts.Schema)...)
+		stmts = append(stmts, FanoutSlotTableDef().Create(d, opts.Schema)...)
 	default:
 		return nil, usage.Errorf("unknown layout %q: use core, bucketed or fanout", layout)
 	}

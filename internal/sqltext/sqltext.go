@@ -318,3 +318,15 @@ func NotPausedNor(queueState string, refused ...string) string {
 	}
 	return `NOT EXISTS (SELECT 1 FROM ` + queueState + ` AS "qs" WHERE (` + cond + `) AND "qs"."name" = `
 }
+
+// KeyRange is the test that col, the last key column of a slot or token
+// row, is from lo up to, not including, hi: a range of the key under the
+// queue's prefix, which PostgreSQL's btree and CockroachDB's hash-sharded
+// key (one span per shard) both read as one; on YugabyteDB, whose key is
+// hashed whole, the numbers listed, each a lookup by whole key.
+func KeyRange(d *skiplock.Dialect, col, lo, hi string) string {
+	if d.KeyOrderMarkers {
+		return col + ` = ANY(ARRAY(SELECT generate_series(` + lo + `, ` + hi + ` - 1)))`
+	}
+	return col + ` >= ` + lo + ` AND ` + col + ` < ` + hi
+}

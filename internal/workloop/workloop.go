@@ -21,8 +21,32 @@ import (
 
 // Step does one unit of work for worker number w (0-based). It reports
 // whether it found work; an error means the database or the claim failed
-// (not the handler: a step records handler failures itself).
+// (not the handler: a step records handler failures itself). A step that
+// works what it found for a while (a job's handler) calls Found(ctx) as
+// soon as it has found it.
 type Step func(ctx context.Context, w int) (worked bool, err error)
+
+// foundKey carries, in a step's context, its goroutine's finder.
+type foundKey struct{}
+
+// finder hands a goroutine's idle role on once its step has found work.
+type finder struct {
+	p      *Pool
+	poller *bool
+	done   bool // this step's work was announced
+}
+
+// Found tells the pool running the step under ctx that the step found
+// work, before it does it: with SharedIdle, a poller hands the polling on
+// and a parked worker is released now, rather than when the work is done
+// (the others would stay parked for as long as the poller's job runs).
+// Outside a pool's step it does nothing.
+func Found(ctx context.Context) {
+	if f, ok := ctx.Value(foundKey{}).(*finder); ok && !f.done && f.p.cfg.SharedIdle {
+		f.done = true
+		f.p.workFound(f.poller)
+	}
+}
 
 // Config tunes a Pool.
 type Config struct {
@@ -120,7 +144,10 @@ func (p *Pool) loop(w int) {
 	idle, failing := time.Duration(0), time.Duration(0)
 	poller := false // this worker is the shared idle poller
 	streak := 0     // steps in a row that found work
+	found := &finder{p: p, poller: &poller}
+	ctx = context.WithValue(ctx, foundKey{}, found)
 	for {
+		found.done = false
 		select {
 		case <-p.stopping:
 			return
@@ -158,7 +185,7 @@ func (p *Pool) loop(w int) {
 			}
 			idle, failing = 0, 0
 			streak++
-			if p.cfg.SharedIdle {
+			if p.cfg.SharedIdle && !found.done {
 				p.workFound(&poller)
 			}
 			continue

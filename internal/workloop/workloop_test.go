@@ -291,3 +291,60 @@ func TestSharedIdle(t *testing.T) {
 		t.Fatalf("500 items worked by %d worker(s): parked workers were not released", len(busy))
 	}
 }
+
+// TestPollerWithALongJobHandsPollingOn: with SharedIdle, the poller that
+// finds an item whose work lasts (it calls Found first) hands the polling
+// on at once: a second item that comes while the first is worked is
+// taken by another worker, not after the first is done.
+func TestPollerWithALongJobHandsPollingOn(t *testing.T) {
+	var items atomic.Int64
+	release := make(chan struct{})
+	secondTaken := make(chan int, 1)
+	var first atomic.Int64
+	first.Store(-1)
+	p, err := Start(context.Background(), Config{Workers: 4, SharedIdle: true, IdleMin: time.Millisecond, IdleMax: 5 * time.Millisecond},
+		func(ctx context.Context, w int) (bool, error) {
+			for {
+				n := items.Load()
+				if n <= 0 {
+					return false, nil
+				}
+				if items.CompareAndSwap(n, n-1) {
+					break
+				}
+			}
+			Found(ctx)
+			if first.CompareAndSwap(-1, int64(w)) {
+				select { // the long item: until the test ends it
+				case <-release:
+				case <-ctx.Done():
+				}
+				return true, nil
+			}
+			secondTaken <- w
+			return true, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		close(release)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		p.Stop(ctx) //nolint:errcheck // a hard stop ends the steps of a failed test
+	}()
+	time.Sleep(20 * time.Millisecond) // every worker idle: one polls, three park
+	items.Add(1)
+	for first.Load() < 0 {
+		time.Sleep(time.Millisecond)
+	}
+	items.Add(1)
+	select {
+	case w := <-secondTaken:
+		if int64(w) == first.Load() {
+			t.Fatalf("the second item went to worker %d, which is still working the first", w)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the second item was not taken while the first was worked: the idle workers stayed parked")
+	}
+}

@@ -189,3 +189,10 @@ ALTER TABLE "skiplock"."job_queue" ALTER COLUMN "id" SET DEFAULT lpad(to_hex(flo
 ALTER TABLE "skiplock"."job_queue" ADD COLUMN IF NOT EXISTS "unique_key" TEXT;
 
 CREATE UNIQUE INDEX IF NOT EXISTS "job_queue_unique_key" ON "skiplock"."job_queue" ("queue", "unique_key") WHERE "unique_key" IS NOT NULL;
+
+CREATE TABLE IF NOT EXISTS "skiplock"."fanout_slot" (
+  "queue" TEXT NOT NULL,
+  "slot" INTEGER NOT NULL,
+  "taken_at" TIMESTAMPTZ,
+  PRIMARY KEY ("queue", "slot") USING HASH WITH (bucket_count = 16)
+);

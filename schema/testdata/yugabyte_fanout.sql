@@ -199,3 +199,10 @@ DO 'BEGIN IF to_regproc(''gen_random_uuid'') IS NULL THEN CREATE EXTENSION IF NO
 ALTER TABLE "skiplock"."job_queue" ADD COLUMN IF NOT EXISTS "unique_key" TEXT;
 
 CREATE UNIQUE INDEX IF NOT EXISTS "job_queue_unique_key" ON "skiplock"."job_queue" ("queue" ASC, "unique_key" ASC) WHERE "unique_key" IS NOT NULL;
+
+CREATE TABLE IF NOT EXISTS "skiplock"."fanout_slot" (
+  "queue" TEXT NOT NULL,
+  "slot" INTEGER NOT NULL,
+  "taken_at" timestamptz,
+  PRIMARY KEY (("queue", "slot") HASH)
+);

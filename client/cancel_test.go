@@ -22,7 +22,11 @@ func (cancelArgs) Kind() string { return "cancel_test" }
 // A handler's skiplock.Cancel, on a queue of each layout whose kind has
 // its own backoff: every job runs once, subscribers hear one
 // EventJobCancelled per job (final, with the handler's error), and
-// QueueStats count them as Cancelled, not Failed.
+// QueueStats count them as Cancelled, not Failed; but for fanout's
+// documented window (docs/concepts.md, "Retries, backoff and snoozes"),
+// where a claim whose snapshot predates the attempt's count runs the job
+// once more before its cancel is recorded, heard and counted as a
+// failure.
 func TestHandlerCancelIsHeard(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
@@ -59,9 +63,14 @@ func TestHandlerCancelIsHeard(t *testing.T) {
 		t.Fatal(err)
 	}
 	heard := map[string]int{}
+	again := map[string]int{} // fanout's documented window: a second run, heard as a failure
 	for len(heard) < 2*each {
 		select {
 		case ev := <-events:
+			if ev.Queue == "f" && ev.Kind == client.EventJobFailed && !ev.Final && skiplock.IsCancel(ev.Err) {
+				again[ev.Job.ID]++
+				continue
+			}
 			if ev.Kind != client.EventJobCancelled || !ev.Final || !skiplock.IsCancel(ev.Err) {
 				t.Fatalf("job %s of queue %s: event %s, final %v, error %v; want a final cancel with the handler's error", ev.Job.ID, ev.Queue, ev.Kind, ev.Final, ev.Err)
 			}
@@ -73,16 +82,16 @@ func TestHandlerCancelIsHeard(t *testing.T) {
 	if err := c.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range []string{"b", "f"} {
-		if st, _ := c.QueueStats(q); st.Cancelled != each || st.Failed != 0 {
-			t.Errorf("queue %s: stats %+v, want %d cancelled and none failed", q, st, each)
+	for q, failed := range map[string]int{"b": 0, "f": len(again)} {
+		if st, _ := c.QueueStats(q); st.Cancelled != each || st.Failed != int64(failed) {
+			t.Errorf("queue %s: stats %+v, want %d cancelled and %d failed", q, st, each, failed)
 		}
 	}
 	mu.Lock()
 	defer mu.Unlock()
 	for id, n := range runs {
-		if n != 1 || heard[id] != 1 {
-			t.Errorf("job %s ran %d times, its cancel heard %d times", id, n, heard[id])
+		if n != 1+again[id] || heard[id] != 1 || again[id] > 1 {
+			t.Errorf("job %s ran %d times, its cancel heard %d times, %d runs in fanout's window", id, n, heard[id], again[id])
 		}
 	}
 }

@@ -145,6 +145,12 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter,
 		return Result{}, usage.Errorf("fanout: Process needs a handler")
 	}
 	res := Result{Started: time.Now()}
+	// The queue's limits before the transaction begins: a first read of
+	// them waits, and must wait holding no connection (the transaction
+	// holds one, and the read needs another from the same pool) and in no
+	// transaction whose snapshot a statement has fixed (at SERIALIZABLE or
+	// REPEATABLE READ its claim would read the limit as it was before).
+	q.limitsOf(ctx, queue)
 	var count *counting // the last attempt's count, on its way
 	err := retry.Run(ctx, ch.begin(q.holding), q.cfg.Retry, func(ctx context.Context, tx skiplock.Tx) (err error) {
 		res = Result{Tries: res.Tries + 1, Started: res.Started}

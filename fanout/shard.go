@@ -91,11 +91,6 @@ func claimBounds(order []int, marks []watermark.Mark[idMark]) (lo, after, hi []s
 // returns nil when every job is locked, waiting out a backoff, or there is
 // none (or sorts below the watermarks until the next heads probe).
 func (q *Queue) claim(ctx context.Context, tx skiplock.Tx, queue string, slot int32) (*skiplock.Job, claimPlan, error) {
-	// The limits first: a first read of them can wait, and must not wait
-	// inside a transaction whose snapshot a statement has already fixed
-	// (at SERIALIZABLE or REPEATABLE READ the claim would read the queue's
-	// limit and slots as they were before).
-	q.limitsOf(ctx, queue)
 	start := q.marks.Start()
 	if _, err := q.marks.ProbeIfDue(queue, func() error {
 		_, err := q.probeHeads(ctx, tx, queue, start)

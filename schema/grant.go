@@ -51,8 +51,9 @@ func WorkerGrants(d *skiplock.Dialect, schemaName, role string, layouts []Layout
 		case LayoutFanout:
 			stmts = append(stmts, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s, %s, %s TO %s", table(JobQueueTable), table(DeadJobTable), table(JobAttemptTable), r))
 			// A limited queue's claims take its slots; the workers make the
-			// rows the queue's limit calls for (they follow from it).
-			stmts = append(stmts, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s TO %s", table(FanoutSlotTable), r))
+			// rows the queue's limit calls for and delete free ones past it (they
+			// follow from it).
+			stmts = append(stmts, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s TO %s", table(FanoutSlotTable), r))
 		default:
 			return nil, usage.Errorf("unknown layout %q: use bucketed or fanout", l)
 		}

@@ -305,9 +305,9 @@ func TestFanoutLoweredLimitStartsNothingUntilUnder(t *testing.T) {
 	free(1)
 	// Their commits may fail on a serializable engine (the limit they
 	// read changed under them): their jobs then wait like the others.
-	waitFor(t, time.Minute, "the handlers of the jobs holding slots 0 and 1 to return", func() bool { return ended.Load() == 2 })
+	testdb.WaitFor(t, "the handlers of the jobs holding slots 0 and 1 to return", time.Minute, func() bool { return ended.Load() == 2 })
 	reads := fanout.LimitReads(q)
-	waitFor(t, time.Minute, "two more reads of the limits", func() bool { return fanout.LimitReads(q) >= reads+2 })
+	testdb.WaitFor(t, "two more reads of the limits", time.Minute, func() bool { return fanout.LimitReads(q) >= reads+2 })
 	if afterStarts.Load() != 0 {
 		t.Fatalf("%d jobs started while the 2 jobs past the lowered limit ran", afterStarts.Load())
 	}
@@ -316,17 +316,5 @@ func TestFanoutLoweredLimitStartsNothingUntilUnder(t *testing.T) {
 	waitEmpty(t, q, 2*time.Minute, func() string { return fmt.Sprintf("%d started after the lowering", afterStarts.Load()) })
 	if afterStarts.Load() < 5 || overStarts.Load() != 0 {
 		t.Errorf("after the limit went down to 2: %d of %d handler runs started with more than 2 running, want at least 5 of the 6 jobs left to start after it, none over", overStarts.Load(), afterStarts.Load())
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %s", limit, what)
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

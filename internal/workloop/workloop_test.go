@@ -302,11 +302,17 @@ func TestPollerWithALongJobHandsPollingOn(t *testing.T) {
 	secondTaken := make(chan int, 1)
 	var first atomic.Int64
 	first.Store(-1)
+	firstTaken := make(chan struct{})
+	var empties atomic.Int64
+	idle := make(chan struct{}) // every worker stepped once, then the poller polled: the others park
 	p, err := Start(context.Background(), Config{Workers: 4, SharedIdle: true, IdleMin: time.Millisecond, IdleMax: 5 * time.Millisecond},
 		func(ctx context.Context, w int) (bool, error) {
 			for {
 				n := items.Load()
 				if n <= 0 {
+					if empties.Add(1) == 4+3 {
+						close(idle)
+					}
 					return false, nil
 				}
 				if items.CompareAndSwap(n, n-1) {
@@ -315,6 +321,7 @@ func TestPollerWithALongJobHandsPollingOn(t *testing.T) {
 			}
 			Found(ctx)
 			if first.CompareAndSwap(-1, int64(w)) {
+				close(firstTaken)
 				select { // the long item: until the test ends it
 				case <-release:
 				case <-ctx.Done():
@@ -333,11 +340,9 @@ func TestPollerWithALongJobHandsPollingOn(t *testing.T) {
 		defer cancel()
 		p.Stop(ctx) //nolint:errcheck // a hard stop ends the steps of a failed test
 	}()
-	time.Sleep(20 * time.Millisecond) // every worker idle: one polls, three park
+	<-idle
 	items.Add(1)
-	for first.Load() < 0 {
-		time.Sleep(time.Millisecond)
-	}
+	<-firstTaken
 	items.Add(1)
 	select {
 	case w := <-secondTaken:

@@ -54,7 +54,7 @@ func (q *Queue) then(ctx context.Context, c *chain, queue string) context.Contex
 	if c == nil || q.marks.Due(queue, time.Now()) {
 		return txhook.Last(ctx)
 	}
-	plan := q.planClaim(queue, q.marks.Start(), c.lastSlot())
+	plan := q.planClaim(queue, q.marks.Start(), c.lastSlot(), nil)
 	c.link = txhook.Chain{SQL: q.claimSQL(&plan, true), Args: plan.firstArgs(queue)}
 	c.plan = &plan
 	return txhook.Then(ctx, &c.link)

@@ -99,7 +99,7 @@ func (c *countingTx) QueryRow(ctx context.Context, sql string, args ...any) skip
 // A claimed job stays locked until tx ends; nothing is counted or deleted.
 func ClaimCounted(ctx context.Context, q *Queue, tx skiplock.Tx) (*skiplock.Job, int, error) {
 	c := &countingTx{Tx: tx}
-	job, _, err := q.claim(ctx, c, q.cfg.Queue, -1)
+	job, _, err := q.claim(ctx, c, q.cfg.Queue, -1, nil)
 	return job, c.n, err
 }
 

@@ -121,6 +121,17 @@ RETURNING "s"."slot"
 -- name: claim_shard_limited
 /* TEMPLATE: claim_shard_limited */
 
+-- name: slot_free
+-- Whether slot $2 of queue $1 is this transaction's (its claim took it)
+-- or free: a row when it is, none when another transaction holds it (or
+-- it is not made yet). A limited claim that came back empty asks, in its
+-- own transaction, which is about to end: a slot another process holds
+-- makes the claimer try another at once instead of idling as on a drained
+-- queue. One row by its key, as slot_take reads (see there).
+SELECT "f"."slot" FROM /* TEMPLATE: slot_table */ AS "f"
+WHERE "f"."queue" = $1 AND "f"."slot" = $2::INT4
+FOR UPDATE OF "f" SKIP LOCKED;
+
 -- name: limits_read
 -- Queue $1's global and local limits and the most slot rows ever made
 -- (skiplock_queue's slots, or the limit where that is larger); no row for
@@ -129,9 +140,16 @@ SELECT "concurrency", "local_concurrency", GREATEST("slots", COALESCE("concurren
 FROM /* TEMPLATE: queue_state */ WHERE "name" = $1;
 
 -- name: slots_make
--- Slot rows 0 to $2-1 of queue $1, those missing.
+-- Slot rows 0 to $2-1 of queue $1, those missing. It inserts only rows
+-- it does not see: the insert of a row that a running job's transaction
+-- holds would wait for that transaction to end (a unique check meets the
+-- row version its slot_take wrote), and a worker reading the limits of a
+-- busy queue would wait for its longest job. A plain read does not wait
+-- on PostgreSQL and YugabyteDB; on CockroachDB it waits on a held row's
+-- write intent all the same (docs/flow-control.md, "Fanout queues").
 INSERT INTO /* TEMPLATE: slot_table */ ("queue", "slot")
 SELECT $1, "g" FROM generate_series(0, $2::INT4 - 1) AS "g"
+WHERE NOT EXISTS (SELECT 1 FROM /* TEMPLATE: slot_table */ AS "e" WHERE "e"."queue" = $1 AND "e"."slot" = "g")
 ON CONFLICT ("queue", "slot") DO NOTHING;
 
 -- name: slots_trim

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -35,6 +36,7 @@ type limitView struct {
 	read          time.Time
 	turnedAway    bool // a plain claim came back empty since the read
 	pastHeld      bool // rows past the limit were held at the last trim
+	unmade        bool // making the slot rows failed: the next read tries again
 }
 
 // limitViews holds a Queue's views, and the reads in flight: one per
@@ -73,27 +75,38 @@ func (q *Queue) freeSlot(queue string, slot int32) {
 }
 
 // pickSlot is a slot of queue's limit that this Queue's claims do not
-// hold, at random (any at random when they hold them all).
-func (q *Queue) pickSlot(queue string, limit int) int32 {
+// hold and that is not in avoid, at random; -1 when there is none.
+func (q *Queue) pickSlot(queue string, limit int, avoid []int32) int32 {
 	q.limits.mu.Lock()
 	defer q.limits.mu.Unlock()
 	held := q.limits.held[queue]
-	free := limit - len(held)
-	if free <= 0 {
-		return int32(rand.N(limit))
-	}
-	k := rand.N(free)
+	var free []int32
 	for s := range int32(limit) {
-		if held[s] > 0 {
-			continue
+		if held[s] == 0 && !slices.Contains(avoid, s) {
+			free = append(free, s)
 		}
-		if k == 0 {
-			return s
-		}
-		k--
 	}
-	return int32(rand.N(limit))
+	if len(free) == 0 {
+		return -1
+	}
+	return free[rand.N(len(free))]
 }
+
+// slotTakenElsewhere reports whether another transaction holds slot of
+// queue (slot_free), asked in tx after a limited claim came back empty.
+func (q *Queue) slotTakenElsewhere(ctx context.Context, tx skiplock.Tx, queue string, slot int32) (bool, error) {
+	free := false
+	err := each(ctx, tx, q.sql.slotFree, []any{queue, slot}, func(skiplock.Rows) error {
+		free = true
+		return nil
+	})
+	return !free && err == nil, err
+}
+
+// slotTries is how many slots held by other processes a limited claim
+// passes over before it reports no job: a slot collision is not a drained
+// queue, but a queue whose every slot is held is.
+const slotTries = 3
 
 // of returns queue's view, reading it first when it was never read, or
 // beside the caller when it is due (the caller goes on with the view it
@@ -143,11 +156,14 @@ func (q *Queue) limitsOf(ctx context.Context, queue string) limitView {
 		}()
 		return view
 	}
-	read(ctx)
+	rctx, cancel := context.WithTimeout(ctx, limitReadTimeout)
+	defer cancel()
+	read(rctx)
 	return q.peekLimits(queue)
 }
 
-// limitReadTimeout bounds a read of the limits made beside a claim.
+// limitReadTimeout bounds a read of the limits, beside a claim or, the
+// first, before it.
 const limitReadTimeout = 10 * time.Second
 
 // peekLimits returns queue's view without reading.
@@ -188,17 +204,21 @@ func (q *Queue) readLimits(ctx context.Context, queue string) error {
 	}
 	last := q.peekLimits(queue)
 	changed := last.global != view.global
-	if view.global > 0 && changed {
-		if _, err := q.db.Exec(ctx, q.sql.slotsMake, queue, view.global); err != nil {
-			return err
+	// The view is kept even when making or trimming the rows fails (on
+	// CockroachDB they wait for the jobs holding slots: slots_make); the
+	// next read tries again, and the claims hold the limit meanwhile.
+	var rowsErr error
+	if view.global > 0 && (changed || last.unmade) {
+		if _, rowsErr = q.db.Exec(ctx, q.sql.slotsMake, queue, view.global); rowsErr != nil {
+			view.unmade = true
 		}
 	}
 	// Trimmed once per change of the limit, and then again while rows past
 	// it were held (their jobs still running).
-	if view.global > 0 && view.made > view.global && (changed || last.pastHeld) {
+	if rowsErr == nil && view.global > 0 && view.made > view.global && (changed || last.pastHeld) {
 		var left int64
-		if err := q.db.QueryRow(ctx, q.sql.slotsTrim, queue, view.global, view.made).Scan(&left); err != nil {
-			return err
+		if rowsErr = q.db.QueryRow(ctx, q.sql.slotsTrim, queue, view.global, view.made).Scan(&left); rowsErr != nil {
+			left = 1
 		}
 		view.pastHeld = left > 0
 	}
@@ -209,5 +229,5 @@ func (q *Queue) readLimits(ctx context.Context, queue string) error {
 	}
 	q.limits.views[queue] = view
 	q.limits.reads.Add(1)
-	return nil
+	return rowsErr
 }

@@ -2,6 +2,7 @@ package fanout_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/fanout"
 	"github.com/skiplock/skiplock/internal/testdb"
+	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -316,5 +318,63 @@ func TestFanoutLoweredLimitStartsNothingUntilUnder(t *testing.T) {
 	waitEmpty(t, q, 2*time.Minute, func() string { return fmt.Sprintf("%d started after the lowering", afterStarts.Load()) })
 	if afterStarts.Load() < 5 || overStarts.Load() != 0 {
 		t.Errorf("after the limit went down to 2: %d of %d handler runs started with more than 2 running, want at least 5 of the 6 jobs left to start after it, none over", overStarts.Load(), afterStarts.Load())
+	}
+}
+
+// TestFanoutClaimPassesOverSlotsHeldElsewhere: under a global limit of 2,
+// one process's job holds a slot while another process processes jobs one
+// at a time. Each of its claims names a slot at random: half name the one
+// held elsewhere, which must not look like a drained queue (an empty
+// Result), but send the claim to the other slot at once.
+func TestFanoutClaimPassesOverSlotsHeldElsewhere(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const n = 24
+	qs, db, s, _ := limitedQueues(t, 2, 2, bucketed.Limits{Concurrency: 2})
+	enqueueIDs(t, qs[0], db, s, jobs(n+1))
+	holding, release := make(chan struct{}), make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	t.Cleanup(free) // a failed test's held job ends, so that its pool closes
+	held := make(chan error, 1)
+	go func() {
+		var started sync.Once
+		_, err := qs[0].Process(ctx, func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
+			// Run again, with another claim, when a serializable
+			// engine aborts the commit (the other claims read its rows).
+			started.Do(func() { close(holding) })
+			<-release
+			return nil
+		})
+		held <- err
+	}()
+	select {
+	case <-holding:
+	case err := <-held:
+		t.Fatalf("the first process's job did not start: %v", err)
+	}
+	for done := 0; done < n; {
+		res, err := qs[1].Process(ctx, func(context.Context, skiplock.Tx, *skiplock.Job) error { return nil })
+		if errors.As(err, new(*retry.AmbiguousCommitError)) {
+			continue // an injected ambiguous commit (cockroach personality): the job is back
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Job == nil {
+			t.Fatalf("process %d of %d found no job with %d queued and a slot free", done+1, n, n-done)
+		}
+		done++
+	}
+	free()
+	err := <-held
+	if errors.As(err, new(*retry.AmbiguousCommitError)) {
+		return // the held job may be back in the queue
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)); left != 0 {
+		t.Errorf("%d jobs left, want none", left)
 	}
 }

@@ -151,8 +151,9 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter,
 	// transaction whose snapshot a statement has fixed (at SERIALIZABLE or
 	// REPEATABLE READ its claim would read the limit as it was before).
 	q.limitsOf(ctx, queue)
-	var count *counting // the last attempt's count, on its way
-	err := retry.Run(ctx, ch.begin(q.holding), q.cfg.Retry, func(ctx context.Context, tx skiplock.Tx) (err error) {
+	var count *counting   // the last attempt's count, on its way
+	var elsewhere []int32 // slots a claim found held by other processes
+	claimed := func(ctx context.Context, tx skiplock.Tx) (err error) {
 		res = Result{Tries: res.Tries + 1, Started: res.Started}
 		count = nil
 		start := time.Now()
@@ -161,11 +162,14 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter,
 		if ok {
 			job, err = q.claimFrom(ctx, tx, queue, plan)
 		} else {
-			job, plan, err = q.claim(ctx, tx, queue, ch.lastSlot())
+			job, plan, err = q.claim(ctx, tx, queue, ch.lastSlot(), elsewhere)
 		}
 		ch.keepSlot(&plan, job != nil)
 		res.Claimed = time.Now()
 		res.Claim = res.Claimed.Sub(start)
+		if err == nil && job == nil && plan.limited {
+			return q.slotElsewhere(ctx, tx, queue, plan.slot, &elsewhere)
+		}
 		if err != nil || job == nil {
 			return err
 		}
@@ -234,7 +238,15 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter,
 			}
 		}
 		return err
-	})
+	}
+	err := retry.Run(ctx, ch.begin(q.holding), q.cfg.Retry, claimed)
+	for errors.Is(err, errSlotElsewhere) {
+		// Another process holds the slot the claim named: a new
+		// transaction names another (under SERIALIZABLE this one must not
+		// go on to hold a job after reading a row another holds: see
+		// slot_take).
+		err = retry.Run(ctx, q.holding, q.cfg.Retry, claimed)
+	}
 	if count != nil && res.Job != nil && err != nil {
 		// An ambiguous commit's resolution reads the count: it must have
 		// landed, and its number is the attempt's (a failed attempt's
@@ -294,6 +306,32 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter,
 	}
 	res.Dead = false // a move to job_dead that did not commit (or may not have)
 	return res, fmt.Errorf("fanout: process a job of queue %q: %w", queue, err)
+}
+
+// errSlotElsewhere ends a limited claim's transaction that came back
+// empty because another process holds the slot it named; process tries
+// another in a new one.
+var errSlotElsewhere = errors.New("fanout: the claim's concurrency slot is held by another process")
+
+// slotElsewhere decides what a limited claim that came back empty in tx
+// reports: nil (no job) when the slot it named was its own or free, or
+// when it has passed over slotTries slots held elsewhere, or there is no
+// other to try; otherwise errSlotElsewhere, with the slot added to
+// elsewhere.
+func (q *Queue) slotElsewhere(ctx context.Context, tx skiplock.Tx, queue string, slot int32, elsewhere *[]int32) error {
+	limit := q.peekLimits(queue).global
+	if len(*elsewhere) >= slotTries || limit == 0 {
+		return nil
+	}
+	taken, err := q.slotTakenElsewhere(ctx, tx, queue, slot)
+	if err != nil || !taken {
+		return err
+	}
+	*elsewhere = append(*elsewhere, slot)
+	if q.pickSlot(queue, limit, *elsewhere) < 0 {
+		return nil // every slot is held: the limit is reached
+	}
+	return errSlotElsewhere
 }
 
 // forgetCounted drops job id's count, once count (nil: none sent) has

@@ -3,6 +3,7 @@ package fanout
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -90,7 +91,7 @@ func claimBounds(order []int, marks []watermark.Mark[idMark]) (lo, after, hi []s
 // for a connection that a worker holding a job waits to give back). It
 // returns nil when every job is locked, waiting out a backoff, or there is
 // none (or sorts below the watermarks until the next heads probe).
-func (q *Queue) claim(ctx context.Context, tx skiplock.Tx, queue string, slot int32) (*skiplock.Job, claimPlan, error) {
+func (q *Queue) claim(ctx context.Context, tx skiplock.Tx, queue string, slot int32, avoid []int32) (*skiplock.Job, claimPlan, error) {
 	start := q.marks.Start()
 	if _, err := q.marks.ProbeIfDue(queue, func() error {
 		_, err := q.probeHeads(ctx, tx, queue, start)
@@ -98,7 +99,7 @@ func (q *Queue) claim(ctx context.Context, tx skiplock.Tx, queue string, slot in
 	}); err != nil {
 		return nil, claimPlan{}, err
 	}
-	p := q.planClaim(queue, start, slot)
+	p := q.planClaim(queue, start, slot, avoid)
 	job, err := q.claimFrom(ctx, tx, queue, p)
 	return job, p, err
 }
@@ -116,15 +117,18 @@ type claimPlan struct {
 
 // planClaim plans a claim of queue that starts at shard start; a limited
 // queue's takes slot, unless slot is negative or past the limit (then one
-// this Queue's claims do not hold, at random: see slot_take).
-func (q *Queue) planClaim(queue string, start int, slot int32) claimPlan {
+// this Queue's claims do not hold and not in avoid, at random, or any at
+// random when there is none: see slot_take).
+func (q *Queue) planClaim(queue string, start int, slot int32, avoid []int32) claimPlan {
 	order, marks := q.marks.Order(queue, start)
 	lo, after, hi := claimBounds(order, marks)
 	p := claimPlan{order: order, lo: lo, after: after, hi: hi}
 	if limit := q.peekLimits(queue).global; limit > 0 {
 		p.limited = true
 		if p.slot = slot; slot < 0 || int(slot) >= limit {
-			p.slot = q.pickSlot(queue, limit)
+			if p.slot = q.pickSlot(queue, limit, avoid); p.slot < 0 {
+				p.slot = int32(rand.N(limit))
+			}
 		}
 	}
 	return p

@@ -30,7 +30,7 @@ type statements struct {
 	// queue with a global limit: each takes a concurrency slot with its
 	// job (slot_take). The plain ones refuse such a queue.
 	claimLimited, claimShardLimited                       string
-	limitsRead, slotsMake, slotsTrim                      string
+	limitsRead, slotsMake, slotsTrim, slotFree            string
 	heads, existsAfter                                    string
 	del, fail, bury, insert, queued, dead, exists         string
 	count, giveBack, forget, backoff, buryLost, amendDead string
@@ -199,7 +199,7 @@ func render(d *skiplock.Dialect, schemaName string) statements {
 		"snooze_job": &s.snoozeJob, "snooze_attempt": &s.snoozeAttempt,
 		"new_ids": &s.newIDs, "notify": &s.notify, "unique_lookup": &s.uniqueLookup,
 		"claim_limited": &s.claimLimited, "claim_shard_limited": &s.claimShardLimited, "slot_take": &branches,
-		"limits_read": &s.limitsRead, "slots_make": &s.slotsMake, "slots_trim": &s.slotsTrim,
+		"limits_read": &s.limitsRead, "slots_make": &s.slotsMake, "slots_trim": &s.slotsTrim, "slot_free": &s.slotFree,
 	})
 	if err != nil {
 		// The file is embedded and the same for every schema: the tests
@@ -239,7 +239,7 @@ func (s statements) all() map[string]string {
 		"lookup": s.lookup, "unique_lookup": s.uniqueLookup,
 		"snooze_job": s.snoozeJob, "snooze_attempt": s.snoozeAttempt,
 		"claim_limited": s.claimLimited, "claim_shard_limited": s.claimShardLimited,
-		"limits_read": s.limitsRead, "slots_make": s.slotsMake, "slots_trim": s.slotsTrim,
+		"limits_read": s.limitsRead, "slots_make": s.slotsMake, "slots_trim": s.slotsTrim, "slot_free": s.slotFree,
 		// new_ids and notify name no table, so no schema either.
 	}
 	maps.DeleteFunc(out, func(_, sql string) bool { return sql == "" }) // not sent on this engine

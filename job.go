@@ -3,6 +3,7 @@ package skiplock
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -113,8 +114,19 @@ type NewJob struct {
 	// MaxMaxAttempts.
 	MaxAttempts int
 	// UniqueKey, when set, makes the enqueue a no-op while another job
-	// with the same key is Queued or Running (bucketed).
+	// of the queue holds the same key: one Queued or Running, or in a
+	// state its own insert added to those (UniqueStates). On fanout, one
+	// still in job_queue.
 	UniqueKey string
+	// UniqueStates are the states in which this job holds its UniqueKey:
+	// nil means Queued and Running. A set must include both (a job that
+	// fails and waits to run again, or whose lease a rescuer ends, goes
+	// back to Queued: dropping the key between them would let that move
+	// meet a newer duplicate), and adds any of Success, Failed and
+	// Canceled: with Success, a job that succeeded still holds its key
+	// until retention deletes it. Bucketed only (a fanout job keeps no
+	// row once finished); it needs a UniqueKey.
+	UniqueStates []Status
 	// Kind names the job's type (see Job.Kind); at most MaxKindLen bytes.
 	Kind string
 	// Metadata is a JSON object carried with the job (see Job.Metadata);
@@ -179,7 +191,44 @@ func (j *NewJob) Normalize(maxPayload int) error {
 	if err := checkKey("unique key", j.UniqueKey); err != nil {
 		return err
 	}
+	states, err := NormalizeUniqueStates(j.UniqueStates)
+	if err != nil {
+		return err
+	}
+	if states != nil && j.UniqueKey == "" {
+		return usage.Errorf("unique states %v without a unique key: give the key (or client.UniqueOpts) too, or leave the states out", states)
+	}
+	j.UniqueStates = states
 	return checkKey("partition key", j.PartitionKey)
+}
+
+// NormalizeUniqueStates checks a set of states in which a job holds its
+// unique key (NewJob.UniqueStates) and returns it in the enum's order
+// without repeats: nil when it is empty or just Queued and Running (the
+// default). A set without Queued and Running, or with a status that does
+// not exist, is a usage error.
+func NormalizeUniqueStates(states []Status) ([]Status, error) {
+	if len(states) == 0 {
+		return nil, nil
+	}
+	var out []Status
+	for _, s := range Statuses {
+		if slices.Contains(states, s) {
+			out = append(out, s)
+		}
+	}
+	for _, s := range states {
+		if !slices.Contains(Statuses, s) {
+			return nil, usage.Errorf("unique state %q is not a job status: use %v", s, Statuses)
+		}
+	}
+	if !slices.Contains(out, StatusQueued) || !slices.Contains(out, StatusRunning) {
+		return nil, usage.Errorf("unique states %v: a job holds its key while Queued and Running in any case (a failed attempt goes back to Queued); list both, and add Success, Failed or Canceled", out)
+	}
+	if len(out) == 2 {
+		return nil, nil
+	}
+	return out, nil
 }
 
 // Enqueued reports what a layout's Enqueue did.

@@ -47,7 +47,7 @@ func (q *Queue) byID(ctx context.Context, action, sql string, ids string, allowe
 		n, err := tx.Exec(ctx, sql, id)
 		if err != nil {
 			if skiplock.SQLState(err) == "23505" {
-				return usage.Errorf("cannot %s job %s: another Queued or Running job has its unique key; wait for that one to finish, or delete this one", action, ids)
+				return usage.Errorf("cannot %s job %s: another job holds its unique key (Queued or Running, or in a state its insert named); wait for that one to finish, or delete one of them", action, ids)
 			}
 			return err
 		}

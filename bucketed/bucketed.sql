@@ -4,7 +4,8 @@
 --   status_type       the job_status enum, schema-qualified and quoted
 --   job_columns       what scanJob reads, in its order
 --   unique_conflict   the ON CONFLICT target, rendered from the
---                     jobs_unique_key index of schema.JobsTableDef
+--                     jobs_unique_states index of schema.JobsTableDef
+--   unique_held       that index's predicate (schema.UniqueHeld)
 --   bucket_predicate  the claim's per-bucket filter, empty where the
 --                     engine's sharded index fans out itself
 --   claim_gate        the claims' test that queue $1 is not paused (and,
@@ -26,16 +27,16 @@
 
 -- name: insert
 -- Adds jobs from parallel arrays (insertParams). A job whose unique key a
--- live job of its queue already holds is skipped: the conflict target
+-- job of its queue already holds is skipped: the conflict target
 -- repeats the partial unique index's columns and predicate, which is how
 -- the engine infers that index. A job of a partitioned queue gets its
 -- partition (insert_partition) from the queue's partitioning as the
 -- caller last read it ($10; a read of the queue's row here cost a tenth of
 -- a single-job insert): SetLimits waits for every process to have read a
 -- change before it rewrites the jobs' partitions.
-INSERT INTO /* TEMPLATE: table */ ("queue", "payload", "priority", "run_at", "max_attempts", "unique_key", "kind", "metadata", "partition_key", "partition")
-SELECT u.q, u.p::JSONB, u.pr, COALESCE(u.ra, now()), u.ma, u.uk, u.k, u.m::JSONB, u.pk, /* TEMPLATE: insert_partition */
-FROM unnest($1::TEXT[], $2::TEXT[], $3::INT2[], $4::TIMESTAMPTZ[], $5::INT4[], $6::TEXT[], $7::TEXT[], $8::TEXT[], $9::TEXT[], $10::TEXT[]) AS u (q, p, pr, ra, ma, uk, k, m, pk, pb)
+INSERT INTO /* TEMPLATE: table */ ("queue", "payload", "priority", "run_at", "max_attempts", "unique_key", "kind", "metadata", "partition_key", "partition", "unique_states")
+SELECT u.q, u.p::JSONB, u.pr, COALESCE(u.ra, now()), u.ma, u.uk, u.k, u.m::JSONB, u.pk, /* TEMPLATE: insert_partition */, u.us::/* TEMPLATE: status_type */[]
+FROM unnest($1::TEXT[], $2::TEXT[], $3::INT2[], $4::TIMESTAMPTZ[], $5::INT4[], $6::TEXT[], $7::TEXT[], $8::TEXT[], $9::TEXT[], $10::TEXT[], $11::TEXT[]) AS u (q, p, pr, ra, ma, uk, k, m, pk, pb, us)
 ON CONFLICT /* TEMPLATE: unique_conflict */ DO NOTHING
 RETURNING "id";
 
@@ -52,8 +53,9 @@ SELECT nextval("s"."seq") AS "id" FROM (SELECT pg_get_serial_sequence($1::TEXT, 
 SELECT pg_notify($1::TEXT, "q") FROM unnest($2::TEXT[]) AS "q";
 
 -- name: unique_lookup
--- The live job holding a unique key: $1 the queue, $2 the key.
-SELECT "id" FROM /* TEMPLATE: table */ WHERE "queue" = $1 AND "unique_key" = $2 AND "status" IN ('Queued', 'Running');
+-- The job holding a unique key (unique_held: the unique index's
+-- predicate): $1 the queue, $2 the key.
+SELECT "id" FROM /* TEMPLATE: table */ WHERE "queue" = $1 AND "unique_key" = $2 AND /* TEMPLATE: unique_held */;
 
 -- name: claim_best
 -- The best (lowest) priority of the queue's claimable jobs after the

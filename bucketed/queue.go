@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -160,8 +161,8 @@ func (q *Queue) runGeneric(ctx context.Context, fn func(ctx context.Context, tx 
 }
 
 // Enqueue adds one job and reports its id (as skiplock.Job.ID carries
-// it). With a UniqueKey that a Queued or Running job of the same queue
-// already holds, it adds nothing and says so in Enqueued.Duplicate, with
+// it). With a UniqueKey that a job of the same queue already holds
+// (Queued or Running, or in a state its insert added: UniqueStates), it adds nothing and says so in Enqueued.Duplicate, with
 // that job's id. Bad input returns a usage error and changes nothing.
 func (q *Queue) Enqueue(ctx context.Context, job skiplock.NewJob) (skiplock.Enqueued, error) {
 	args, err := q.insertArgs(ctx, []skiplock.NewJob{job}, 0)
@@ -328,7 +329,7 @@ func (q *Queue) insertArgs(ctx context.Context, jobs []skiplock.NewJob, first in
 	prios, maxAtt := make([]int16, n), make([]int32, n)
 	runAt, keys := make([]*time.Time, n), make([]*string, n)
 	kinds, meta := make([]string, n), make([]string, n)
-	parts, bys := make([]*string, n), make([]*string, n)
+	parts, bys, states := make([]*string, n), make([]*string, n), make([]*string, n)
 	var by *string // the partitioning of the queue of the job before
 	for i := range jobs {
 		j := jobs[i] // a copy: Normalize fills defaults
@@ -354,6 +355,9 @@ func (q *Queue) insertArgs(ctx context.Context, jobs []skiplock.NewJob, first in
 			k := j.PartitionKey
 			parts[i] = &k
 		}
+		if j.UniqueStates != nil {
+			states[i] = statusArray(j.UniqueStates)
+		}
 		if i == 0 || j.Queue != queues[i-1] {
 			by = nil
 			if b := q.limitsFor(ctx, j.Queue).PartitionBy; b != "" {
@@ -363,7 +367,18 @@ func (q *Queue) insertArgs(ctx context.Context, jobs []skiplock.NewJob, first in
 		bys[i] = by
 	}
 	return insertParams{Queues: queues, Payloads: payloads, Priorities: prios, RunAts: runAt, MaxAttempts: maxAtt, UniqueKeys: keys, Kinds: kinds, Metadata: meta,
-		PartitionKeys: parts, PartitionBys: bys}, nil
+		PartitionKeys: parts, PartitionBys: bys, UniqueStates: states}, nil
+}
+
+// statusArray is states as an array literal of the status enum, which the
+// insert casts: '{Queued,Running,Success}' (statuses need no quoting).
+func statusArray(states []skiplock.Status) *string {
+	names := make([]string, len(states))
+	for i, st := range states {
+		names[i] = string(st)
+	}
+	a := "{" + strings.Join(names, ",") + "}"
+	return &a
 }
 
 func execCount(ctx context.Context, q skiplock.Querier, sql string, args ...any) (int, error) {

@@ -162,12 +162,12 @@ func TestStatementsRenderForEveryEngine(t *testing.T) {
 }
 
 // TestInsertTargetsTheUniqueIndex checks that insert's ON CONFLICT target
-// is the jobs_unique_key index of the table model, predicate and all.
+// is the jobs_unique_states index of the table model, predicate and all.
 func TestInsertTargetsTheUniqueIndex(t *testing.T) {
 	t.Parallel()
 	var target string
 	for _, ix := range schema.JobsTableDef(schema.DefaultBuckets).Indexes {
-		if ix.Name == "jobs_unique_key" {
+		if ix.Name == schema.UniqueIndex {
 			target = ix.ConflictTarget()
 		}
 	}

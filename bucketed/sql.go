@@ -67,9 +67,9 @@ func init() {
 const jobColumns = `j."id", j."queue", j."payload"::TEXT, j."priority", j."status"::TEXT, j."attempts", j."max_attempts",
   j."create_ts", j."run_at", j."last_error", j."lease_owner", j."lease_token", j."lease_expires_at", j."bucket", j."kind", j."metadata"::TEXT`
 
-// uniqueIndex names the partial unique index on live jobs' keys that
-// insert's ON CONFLICT must match.
-const uniqueIndex = "jobs_unique_key"
+// uniqueIndex names the partial unique index on held keys that insert's
+// ON CONFLICT must match.
+const uniqueIndex = schema.UniqueIndex
 
 // uniqueConflict renders the ON CONFLICT target from the jobs table's
 // model, so that the target and the index it must match never disagree.
@@ -99,6 +99,7 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		"status_type":      sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.StatusType),
 		"job_columns":      jobColumns,
 		"unique_conflict":  uniqueConflict(),
+		"unique_held":      schema.UniqueHeld,
 		"bucket_predicate": bucketPred,
 		"push_error":       sqltext.PushError("j", `j."attempts"`),
 		"push_error_held":  sqltext.PushError("j", `j."attempts" + 1`),
@@ -409,7 +410,9 @@ func (p claimParams) args() []any {
 }
 
 // insertParams are insert's parameters: one element per job in each array.
-// A nil RunAts element means now; a nil UniqueKeys element, no key.
+// A nil RunAts element means now; a nil UniqueKeys element, no key; a nil
+// UniqueStates element, Queued and Running (else an array literal of
+// statuses, '{Queued,Running,Success}').
 type insertParams struct {
 	Queues      []string
 	Payloads    []string
@@ -425,9 +428,10 @@ type insertParams struct {
 	// read them (a nil element: not partitioned): the insert gives each
 	// job its partition from it, with no read of the queue's row.
 	PartitionBys []*string
+	UniqueStates []*string
 }
 
 // args lists p in insert's $n order.
 func (p insertParams) args() []any {
-	return []any{p.Queues, p.Payloads, p.Priorities, p.RunAts, p.MaxAttempts, p.UniqueKeys, p.Kinds, p.Metadata, p.PartitionKeys, p.PartitionBys}
+	return []any{p.Queues, p.Payloads, p.Priorities, p.RunAts, p.MaxAttempts, p.UniqueKeys, p.Kinds, p.Metadata, p.PartitionKeys, p.PartitionBys, p.UniqueStates}
 }

@@ -161,6 +161,7 @@ func (c *Client) newJob(p InsertParams) (*skiplock.NewJob, error) {
 		if j.UniqueKey, err = uniqueKey(unique, kind, payload, j.RunAt); err != nil {
 			return nil, fmt.Errorf("job of kind %q: %w", kind, err)
 		}
+		j.UniqueStates = unique.ByState
 	}
 	if j.Queue == "" {
 		j.Queue = skiplock.DefaultQueue

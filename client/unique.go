@@ -9,14 +9,16 @@ import (
 	"slices"
 	"time"
 
+	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/usage"
 )
 
-// UniqueOpts makes an insert a no-op while a live job (Queued or Running)
-// of the same queue is the same job by these rules: the same kind always,
-// and, as asked, the same args (all of them, or the named top-level
-// fields) and the same period of run time. The zero value is unique by
-// kind alone: one live job of the kind in the queue.
+// UniqueOpts makes an insert a no-op while a job of the same queue that
+// holds its key (Queued or Running, or in a state of its ByState) is the
+// same job by these rules: the same kind always, and, as asked, the same
+// args (all of them, or the named top-level fields) and the same period of
+// run time. The zero value is unique by kind alone: one live job of the
+// kind in the queue.
 //
 // The rules make the job's unique key (InsertOpts.UniqueKey, which must
 // then be empty): a digest of what they name, so the database's unique
@@ -38,6 +40,14 @@ type UniqueOpts struct {
 	// multiple of ByPeriod since the Unix epoch, in UTC: at most one live job
 	// per period.
 	ByPeriod time.Duration
+	// ByState lists the states in which the inserted job holds its key;
+	// empty means Queued and Running. It must include both, and may add
+	// Success, Failed and Canceled: with Success, a job that succeeded
+	// holds its key until retention deletes it, so "once per period" stays
+	// once after the job has run. Not part of the key: an insert is a
+	// duplicate of any job holding the same key in one of that job's own
+	// states. Bucketed only (skiplock.NewJob.UniqueStates).
+	ByState []skiplock.Status
 }
 
 // uniqueKeyPrefix marks keys UniqueOpts made, and their format's version.

@@ -4,6 +4,8 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -191,4 +193,143 @@ func bucketedClient(t *testing.T) (*skiplock.DB, string, *client.Client) {
 	c, err := client.New(context.Background(), db, &client.Config{Schema: s})
 	must(t, err)
 	return db, s, c
+}
+
+// stateArgs are the args of TestUniqueStatesHoldTheKey's jobs: the
+// handler ends each job in Outcome's state.
+type stateArgs struct {
+	Outcome skiplock.Status `json:"outcome"`
+	Set     string          `json:"set"` // names the state set, so each case has its own key
+}
+
+func (stateArgs) Kind() string { return "unique_states" }
+
+// TestUniqueStatesHoldTheKey: jobs inserted unique by args with a set of
+// states (ByState) run on real workers and end Success, Failed (their one
+// attempt fails) or Canceled (their handler cancels). The same insert
+// afterwards is a duplicate, naming the finished job, exactly when that
+// job's set holds the state it ended in; a job holding its key in
+// Success makes an insert with the default set a duplicate too (one
+// index: any job holding the key). Each race of 50 inserts of such a job
+// added one.
+func TestUniqueStatesHoldTheKey(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	db, s := openDB(t)
+	ws := client.NewWorkers()
+	must(t, client.AddWorker(ws, client.WorkFunc[stateArgs](func(ctx context.Context, j *client.Job[stateArgs]) error {
+		switch j.Args.Outcome {
+		case skiplock.StatusFailed:
+			return errors.New("fails for good")
+		case skiplock.StatusCanceled:
+			return skiplock.Cancel(errors.New("not wanted"))
+		}
+		return nil
+	}), nil))
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Logger: testdb.Logger(t), Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 4}}})
+	must(t, err)
+	events, end := c.Subscribe(client.EventJobCompleted, client.EventJobFailed, client.EventJobCancelled)
+	defer end()
+	sets := map[string][]skiplock.Status{
+		"default": nil,
+		"success": {skiplock.StatusQueued, skiplock.StatusRunning, skiplock.StatusSuccess},
+		"failed":  {skiplock.StatusFailed, skiplock.StatusRunning, skiplock.StatusQueued}, // any order
+		"all":     skiplock.Statuses,
+	}
+	type run struct {
+		args stateArgs
+		set  []skiplock.Status
+		id   string
+	}
+	var runs []run
+	for name, set := range sets {
+		for _, outcome := range []skiplock.Status{skiplock.StatusSuccess, skiplock.StatusFailed, skiplock.StatusCanceled} {
+			r := run{args: stateArgs{Outcome: outcome, Set: name}, set: set}
+			opts := &client.InsertOpts{MaxAttempts: 1, Unique: &client.UniqueOpts{ByArgs: true, ByState: set}}
+			const goroutines = 50
+			var wg sync.WaitGroup
+			var mu sync.Mutex
+			added := 0
+			for range goroutines {
+				wg.Go(func() {
+					res, err := c.Insert(ctx, r.args, opts)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					if !res.Duplicate {
+						mu.Lock()
+						added++
+						r.id = res.ID
+						mu.Unlock()
+					}
+				})
+			}
+			wg.Wait()
+			if added != 1 {
+				t.Fatalf("set %s, outcome %s: %d of %d concurrent inserts added, want 1", name, outcome, added, goroutines)
+			}
+			runs = append(runs, r)
+		}
+	}
+	// Started after the races: a job that ran would free its key.
+	must(t, c.Start(ctx))
+	t.Cleanup(func() { c.Stop(context.Background()) }) //nolint:errcheck // the test's end
+	ended := map[string]bool{}
+	for len(ended) < len(runs) {
+		select {
+		case ev := <-events:
+			if ev.Kind == client.EventJobCompleted || ev.Final || ev.Kind == client.EventJobCancelled {
+				ended[ev.Job.ID] = true
+			}
+		case <-ctx.Done():
+			t.Fatalf("%d of %d jobs ended", len(ended), len(runs))
+		}
+	}
+	for _, r := range runs {
+		holds := slices.Contains(r.set, r.args.Outcome) // the default set holds no final state
+		res, err := c.Insert(ctx, r.args, &client.InsertOpts{MaxAttempts: 1, Unique: &client.UniqueOpts{ByArgs: true, ByState: r.set}})
+		must(t, err)
+		switch {
+		case holds && (!res.Duplicate || res.ID != ""):
+			// A duplicate's InsertResult carries no id (client.InsertResult).
+			t.Errorf("set %s: a job that ended %s holds its key there: the same insert gave %+v, want a duplicate", r.args.Set, r.args.Outcome, res)
+		case !holds && res.Duplicate:
+			t.Errorf("set %s: a job that ended %s no longer holds its key: the same insert was a duplicate", r.args.Set, r.args.Outcome)
+		}
+		if holds && r.args.Outcome == skiplock.StatusSuccess {
+			res, err := c.Insert(ctx, r.args, &client.InsertOpts{MaxAttempts: 1, Unique: &client.UniqueOpts{ByArgs: true}})
+			must(t, err)
+			if !res.Duplicate {
+				t.Errorf("set %s: a job holding its key in Success did not make an insert with the default set a duplicate", r.args.Set)
+			}
+		}
+	}
+}
+
+// TestUniqueStatesRefused: a set without Queued and Running, a status
+// that does not exist, states without a key, and states on a fanout queue
+// are usage errors that insert nothing.
+func TestUniqueStatesRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	db, s := testdb.Migrated(t, nil, schema.LayoutBucketed, schema.LayoutFanout)
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Queues: map[string]client.QueueConfig{"f": {Layout: schema.LayoutFanout, MaxWorkers: -1}}})
+	must(t, err)
+	for name, opts := range map[string]*client.InsertOpts{
+		"no running":   {Unique: &client.UniqueOpts{ByState: []skiplock.Status{skiplock.StatusQueued, skiplock.StatusSuccess}}},
+		"no such":      {Unique: &client.UniqueOpts{ByState: []skiplock.Status{skiplock.StatusQueued, skiplock.StatusRunning, "Done"}}},
+		"fanout queue": {Queue: "f", Unique: &client.UniqueOpts{ByState: skiplock.Statuses}},
+	} {
+		if _, err := c.Insert(ctx, emailArgs{N: 1}, opts); !usage.Is(err) {
+			t.Errorf("%s: %v, want a usage error", name, err)
+		}
+	}
+	j := skiplock.NewJob{UniqueStates: skiplock.Statuses}
+	if err := j.Normalize(0); !usage.Is(err) {
+		t.Errorf("unique states without a key: %v, want a usage error", err)
+	}
+	if n := countKind(t, db, s, "jobs", "email") + countKind(t, db, s, "job_queue", "email"); n != 0 {
+		t.Fatalf("refused inserts added %d jobs", n)
+	}
 }

@@ -183,7 +183,7 @@ func TestConflictTargetRepeatsTheIndex(t *testing.T) {
 			got = append(got, ix.ConflictTarget())
 		}
 	}
-	want := `("queue", "unique_key") WHERE "unique_key" IS NOT NULL AND "status" IN ('Queued', 'Running')`
+	want := `("queue", "unique_key") WHERE "unique_key" IS NOT NULL AND ("status" IN ('Queued', 'Running') OR "status" = ANY ("unique_states"))`
 	if len(got) != 1 || got[0] != want {
 		t.Fatalf("the jobs table's conflict targets are %q, want one: %s", got, want)
 	}

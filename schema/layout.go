@@ -185,6 +185,10 @@ func JobsTableDef(buckets int) *Table {
 			// queue is not partitioned.
 			{Name: "partition_key", Type: TypeText},
 			{Name: "partition", Type: TypeText},
+			// The states in which the job holds its unique key, when its
+			// insert named them (bucketed/010); null: Queued and Running.
+			// A set always has those two (UniqueStates).
+			{Name: "unique_states", Type: TypeStatuses},
 		},
 		PrimaryKey: []string{"id"},
 		Indexes: []Index{
@@ -222,10 +226,13 @@ func JobsTableDef(buckets int) *Table {
 				Shards:  buckets,
 			},
 			{
-				// Deduplicates live jobs by unique key.
-				Name:    "jobs_unique_key",
+				// One job per queue and unique key among the jobs that hold
+				// their key: Queued or Running, or in a state their insert
+				// added (unique_states). One index, so that a job holding
+				// its key in any state is a duplicate of a new one.
+				Name:    UniqueIndex,
 				Columns: []IndexColumn{{Name: "queue"}, {Name: "unique_key"}},
-				Where:   `"unique_key" IS NOT NULL AND "status" IN ('Queued', 'Running')`,
+				Where:   UniqueHeld,
 				Unique:  true,
 			},
 			{
@@ -282,6 +289,15 @@ func JobQueueTableDef(tablets int) *Table {
 		}},
 	}
 }
+
+// UniqueIndex names jobs' partial unique index on the keys jobs hold.
+const UniqueIndex = "jobs_unique_states"
+
+// UniqueHeld is the predicate of a bucketed job that holds its unique
+// key: it has one, and its status is Queued or Running or one its insert
+// added (unique_states always has Queued and Running, so that no job
+// takes its key back by a transition between states a worker makes).
+const UniqueHeld = `"unique_key" IS NOT NULL AND ("status" IN ('Queued', 'Running') OR "status" = ANY ("unique_states"))`
 
 // FanoutUniqueIndex names job_queue's partial unique index on live jobs'
 // keys, which fanout's insert names as its conflict target.

@@ -60,6 +60,7 @@ const (
 	TypeJSON      ColumnType = "jsonb"     // JSONB
 	TypeTimestamp ColumnType = "timestamp" // timestamptz
 	TypeStatus    ColumnType = "status"    // the job_status enum
+	TypeStatuses  ColumnType = "status[]"  // an array of job_status
 	TypeBool      ColumnType = "bool"      // BOOLEAN
 )
 
@@ -186,6 +187,8 @@ func (c Column) render(d *skiplock.Dialect, schemaName string) string {
 		typ = d.Timestamp
 	case TypeStatus:
 		typ = sqlident.Quote(schemaName) + "." + sqlident.Quote(StatusType)
+	case TypeStatuses:
+		typ = sqlident.Quote(schemaName) + "." + sqlident.Quote(StatusType) + "[]"
 	default:
 		panic("schema: unknown column type " + string(c.Type))
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -92,6 +93,9 @@ func TestEnqueueUniqueBy(t *testing.T) {
 		{"--unique-by", "kind", "--count", "2"},
 		{"--unique-period", "-1h"},
 		{"--unique-by", "args.to", "--payload", "[1]"},
+		{"--unique-states", "Queued,Running,Success"},
+		{"--unique-key", "k", "--unique-states", "Queued,Success"},
+		{"--unique-key", "k", "--unique-states", "Queued,Running,Done"},
 	} {
 		args := append([]string{"--schema", name, "enqueue", "--kind", "other"}, rules...)
 		if code, _, errs := cli(t, args...); code != 2 || errs == "" {
@@ -101,6 +105,22 @@ func TestEnqueueUniqueBy(t *testing.T) {
 	var n int64
 	if err := db.QueryRow(t.Context(), `SELECT count(*) FROM `+sqlident.Quote(name)+`."jobs"`).Scan(&n); err != nil || n != 3 {
 		t.Errorf("%d jobs (%v), want 3: two by args.to, one of the period", n, err)
+	}
+	// --unique-states: a cancelled job holds its key only where its set
+	// names Canceled.
+	for key, states := range map[string]string{"held": "Canceled,Queued,Running", "freed": ""} {
+		enqueue(`{}`, "--unique-key", key, "--unique-states", states)
+		var id int64
+		if err := db.QueryRow(t.Context(), `SELECT "id" FROM `+sqlident.Quote(name)+`."jobs" WHERE "unique_key" = $1`, key).Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.JobCancel(t.Context(), strconv.FormatInt(id, 10)); err != nil {
+			t.Fatal(err)
+		}
+		out := enqueue(`{}`, "--unique-key", key, "--unique-states", states)
+		if skipped := strings.Contains(out, "1 skipped"); skipped != (key == "held") {
+			t.Errorf("--unique-states %q, the job cancelled: the same enqueue said %q", states, out)
+		}
 	}
 }
 

@@ -152,7 +152,7 @@ type layoutStats struct {
 func init() {
 	register(&command{
 		name:    "enqueue",
-		usage:   "enqueue --layout L [--queue Q] [--kind K] [--count N] [--payload JSON] [--run-at T] [--priority P] [--unique-key K | --unique-by RULES [--unique-period D]]",
+		usage:   "enqueue --layout L [--queue Q] [--kind K] [--count N] [--payload JSON] [--run-at T] [--priority P] [--unique-key K | --unique-by RULES [--unique-period D]] [--unique-states S,...]",
 		summary: "add jobs (batched)",
 		run:     runEnqueue,
 	})
@@ -184,6 +184,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	uniqueKey := fs.String("unique-key", "", "skip the job while one with this key is queued or running (--count 1)")
 	uniqueBy := fs.String("unique-by", "", "skip the job while one of the queue that is the same by these rules is queued or running, comma-separated: kind (always), args (all the payload), args.FIELD (a top-level field); the client's UniqueOpts (--count 1)")
 	uniquePeriod := fs.Duration("unique-period", 0, "with or without --unique-by: also the same period of run time, e.g. 1h: at most one live job per period (--count 1)")
+	uniqueStates := fs.String("unique-states", "", "with a unique key or rules: the states in which the job holds it, comma-separated; Queued,Running (the default) plus any of Success, Failed, Canceled (bucketed)")
 	partitionKey := fs.String("partition-key", "", "the job's partition in a partitioned queue, whatever it is partitioned by (bucketed)")
 	sequenceKey := fs.String("sequence-key", "", "the job's sequence in a queue of sequences (queues configure --partition-by key --sequential): its partition key (bucketed)")
 	batch := fs.Int("batch", 5000, "jobs per INSERT, or per COPY where the engine has it")
@@ -239,7 +240,8 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 			return fmt.Errorf("--unique-by: %w; nothing was written", err)
 		}
 	}
-	job := skiplock.NewJob{Queue: *queue, Payload: json.RawMessage(*payload), Priority: *priority, RunAt: at, MaxAttempts: *maxAttempts, UniqueKey: *uniqueKey, Kind: *kind, PartitionKey: *partitionKey}
+	job := skiplock.NewJob{Queue: *queue, Payload: json.RawMessage(*payload), Priority: *priority, RunAt: at, MaxAttempts: *maxAttempts, UniqueKey: *uniqueKey, Kind: *kind, PartitionKey: *partitionKey,
+		UniqueStates: parseStates(*uniqueStates)}
 	if err := job.Normalize(*maxPayload); err != nil {
 		return usage.Errorf("job for queue %q: %v; nothing was written", *queue, err)
 	}
@@ -273,7 +275,7 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	}
 	fmt.Fprintf(e.stdout, "enqueued %d of %d job(s)%s on %s queue %q in %.2fs\n", added, *count, ofKind, *layout, *queue, secs)
 	if added < *count {
-		fmt.Fprintf(e.stdout, "%d skipped: a job with the same unique key is queued or running\n", *count-added)
+		fmt.Fprintf(e.stdout, "%d skipped: a job of the queue holds the same unique key\n", *count-added)
 	}
 	return nil
 }
@@ -593,6 +595,18 @@ func readPayload(path string, limit int) (string, error) {
 		return "", usage.Errorf("--payload-file %s: the payload is larger than --max-payload (%d bytes); nothing was written", path, limit)
 	}
 	return string(b), nil
+}
+
+// parseStates splits --unique-states into statuses (Normalize checks
+// them); nil when it is empty.
+func parseStates(s string) []skiplock.Status {
+	var out []skiplock.Status
+	for part := range strings.SplitSeq(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			out = append(out, skiplock.Status(part))
+		}
+	}
+	return out
 }
 
 // parseUniqueBy reads --unique-by and --unique-period into the client's

@@ -219,3 +219,9 @@ ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "partition" TEXT;
 CREATE INDEX IF NOT EXISTS "jobs_partition" ON "skiplock"."jobs" ("queue" ASC, "partition" ASC, "priority" ASC, "run_at" ASC, "id" ASC) WHERE "status" = 'Queued' AND "partition" IS NOT NULL;
 
 CREATE INDEX IF NOT EXISTS "jobs_partition_dead" ON "skiplock"."jobs" ("queue" ASC, "partition" ASC, "id" ASC) WHERE "status" = 'Failed' AND "partition" IS NOT NULL;
+
+ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "unique_states" "skiplock"."job_status"[];
+
+CREATE UNIQUE INDEX IF NOT EXISTS "jobs_unique_states" ON "skiplock"."jobs" ("queue" ASC, "unique_key" ASC) WHERE "unique_key" IS NOT NULL AND ("status" IN ('Queued', 'Running') OR "status" = ANY ("unique_states"));
+
+DROP INDEX IF EXISTS "skiplock"."jobs_unique_key";

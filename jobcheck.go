@@ -22,7 +22,27 @@ const (
 	MaxMaxAttempts = math.MaxInt32
 	// MaxUniqueKeyLen is the longest unique key, in bytes.
 	MaxUniqueKeyLen = 512
+	// MaxOutputBytes bounds a job's recorded output and its reported
+	// progress, each as JSON: they live in the job's row, which every
+	// listing and claim of it reads past.
+	MaxOutputBytes = 32 << 10
 )
+
+// CheckOutput checks what a handler records as its job's output or
+// progress (what names it in errors): valid JSON that PostgreSQL's jsonb
+// can hold, at most MaxOutputBytes. It returns a usage error.
+func CheckOutput(what string, b []byte) error {
+	switch {
+	case len(b) > MaxOutputBytes:
+		return usage.Errorf("%s is %d bytes of JSON: the limit is %d; store large results elsewhere and record a reference", what, len(b), MaxOutputBytes)
+	case !json.Valid(b):
+		return usage.Errorf("%s is not valid JSON: %s", what, truncate(string(b), 60))
+	}
+	if err := checkPayload(b); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	return nil
+}
 
 // Bounds of NewJob.RunAt. Times before the Unix epoch are refused rather
 // than stored, so that no time is ever mistaken for the zero time ("now");

@@ -80,6 +80,11 @@ type Job struct {
 	Metadata    json.RawMessage `json:"metadata,omitempty"`
 	// Errors is the history of failed attempts (Show only), oldest first.
 	Errors []AttemptError `json:"errors,omitempty"`
+	// Output and Progress are what the job's handler recorded and last
+	// reported (client.RecordOutput, client.ReportProgress; Show only,
+	// bucketed only): nil when nothing was.
+	Output   json.RawMessage `json:"output,omitempty"`
+	Progress json.RawMessage `json:"progress,omitempty"`
 }
 
 // AttemptError is one failed attempt.
@@ -476,8 +481,9 @@ func scanJobs(rows skiplock.Rows, l schema.Layout, full bool) ([]Job, error) {
 		var prio, attempts, maxA int64
 		dest := []any{&j.ID, &j.Queue, &j.Kind, &j.State, &prio, &attempts, &maxA, &j.RunAt, &j.CreatedAt, &j.FinishedAt, &j.LastError}
 		var payload, meta, errs string
+		var output, progress *string
 		if full {
-			dest = append(dest, &payload, &meta, &errs)
+			dest = append(dest, &payload, &meta, &errs, &output, &progress)
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
@@ -485,6 +491,12 @@ func scanJobs(rows skiplock.Rows, l schema.Layout, full bool) ([]Job, error) {
 		j.Priority, j.Attempts, j.MaxAttempts = int(prio), int(attempts), int(maxA)
 		if full {
 			j.Payload, j.Metadata = json.RawMessage(payload), json.RawMessage(meta)
+			if output != nil {
+				j.Output = json.RawMessage(*output)
+			}
+			if progress != nil {
+				j.Progress = json.RawMessage(*progress)
+			}
 			if err := json.Unmarshal([]byte(errs), &j.Errors); err != nil {
 				return nil, fmt.Errorf("job %s: read its error history: %w", j.ID, err)
 			}

@@ -651,6 +651,14 @@ FROM unnest($1::INT8[], $2::INT8[]) AS c (id, token)
 WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status"::TEXT = 'Running'
 RETURNING j."id";
 
+-- name: record
+-- A running job's handler records its output ($3, JSON) or reports its
+-- progress ($4, JSON); null keeps the column as it is. Under the lease
+-- token ($2), while the job is Running, as the lease writes.
+UPDATE /* TEMPLATE: table */ AS j SET "output" = COALESCE($3::JSONB, j."output"), "progress" = COALESCE($4::JSONB, j."progress"), "last_updated" = now()
+WHERE j."id" = $1::INT8 AND j."lease_token" = $2::INT8 AND j."status"::TEXT = 'Running'
+RETURNING j."id";
+
 -- name: fail
 -- Fail: dead once attempts reach max_attempts, else Queued again at
 -- now + the caller's backoff ($4, seconds, per job); $3 the errors, each

@@ -3,6 +3,7 @@ package bucketed
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -412,4 +413,57 @@ func (q *Queue) ExtendMany(ctx context.Context, jobs []*skiplock.Job, d time.Dur
 		d = q.cfg.VisibilityTimeout
 	}
 	return q.fenced(ctx, "extend", q.sql.extendIDs, jobs, d.Seconds())
+}
+
+// RecordOutput stores output (JSON, at most skiplock.MaxOutputBytes) as
+// the output of job, which this worker holds leased: JobGet, `skiplock
+// jobs show` and the dashboard show it. Recorded again, the later output
+// replaces the earlier; a failed attempt's output stays until a later
+// attempt records its own. It returns skiplock.ErrLeaseLost when the
+// lease is no longer the worker's, and a usage error for bad output.
+func (q *Queue) RecordOutput(ctx context.Context, job *skiplock.Job, output json.RawMessage) error {
+	return q.record(ctx, job, "output", output, nil)
+}
+
+// ReportProgress stores progress (JSON, at most skiplock.MaxOutputBytes)
+// as the progress of job, which this worker holds leased, replacing what
+// was reported before. Each call is one statement: report as often as a
+// reader needs, not at every step of a loop. Errors as RecordOutput's.
+func (q *Queue) ReportProgress(ctx context.Context, job *skiplock.Job, progress json.RawMessage) error {
+	return q.record(ctx, job, "progress", nil, progress)
+}
+
+// record writes a running job's output or progress (record).
+func (q *Queue) record(ctx context.Context, job *skiplock.Job, what string, output, progress json.RawMessage) error {
+	v := output
+	if v == nil {
+		v = progress
+	}
+	if err := skiplock.CheckOutput(what, v); err != nil {
+		return err
+	}
+	id, err := JobID(job)
+	if err != nil {
+		return err
+	}
+	var text [2]*string
+	for i, v := range []json.RawMessage{output, progress} {
+		if v != nil {
+			s := string(v)
+			text[i] = &s
+		}
+	}
+	var n int
+	err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+		ids, err := queryrows.Int64s(txhook.Last(ctx), tx, q.sql.record, id, job.LeaseToken, text[0], text[1])
+		n = len(ids)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("bucketed: record the %s of job %s: %w", what, job.ID, err)
+	}
+	if n == 0 {
+		return fmt.Errorf("bucketed: record the %s of job %s: %w", what, job.ID, skiplock.ErrLeaseLost)
+	}
+	return nil
 }

@@ -36,7 +36,7 @@ type statements struct {
 	slotsLock, slotsAdopt                                 string
 	slotsHeld, partitionCounts                            string
 	complete, fail, cancel, release, extend, extendIDs    string
-	snooze                                                string
+	snooze, record                                        string
 	insertNotify                                          string // insert with its notifications (sqltext.WithNotify)
 	completedWith, deleteFinished, stats, pending, lookup string
 	cancelByID, retryByID, deleteByID, statusByID         string
@@ -279,6 +279,7 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		"snooze":                     &s.snooze,
 		"extend":                     &s.extend,
 		"extend_ids":                 &s.extendIDs,
+		"record":                     &s.record,
 		"completed_with":             &s.completedWith,
 		"delete_finished":            &s.deleteFinished,
 		"stats":                      &s.stats,
@@ -380,7 +381,7 @@ func ClaimBlock(d *skiplock.Dialect) string {
 
 // all lists every statement the engine is sent, for tests that check them.
 func (s *statements) all() []string {
-	return slices.DeleteFunc([]string{s.insert, s.uniqueLookup, s.claim, s.heads, s.complete, s.fail, s.cancel, s.release, s.snooze, s.extend, s.extendIDs,
+	return slices.DeleteFunc([]string{s.insert, s.uniqueLookup, s.claim, s.heads, s.complete, s.fail, s.cancel, s.release, s.snooze, s.record, s.extend, s.extendIDs,
 		s.completedWith, s.deleteFinished, s.stats, s.pending, s.backlog, s.lookup, s.claimedBy, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID, s.reserveIDs, s.notify,
 		s.completeDelete, s.completedWithDelete, s.claimHeld, s.holdOpen, s.holdClose, s.holdExists,
 		s.heldComplete, s.heldCompleteDelete, s.heldFail, s.heldSnooze,

@@ -196,7 +196,7 @@ func (c *Client) addRunner(name string, q QueueConfig) error {
 			Queue: name, Workers: q.MaxWorkers, JobTimeout: c.longestTimeout(),
 			PollInterval: poll, Wake: r.wake, WaitWhenDrained: true, NoMaintenance: true,
 			Handler: func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
-				return c.work(context.WithValue(ctx, txKey{}, tx), job)
+				return c.work(withNoRecorder(context.WithValue(ctx, txKey{}, tx)), job)
 			},
 			OnResult: c.fanoutCompleted,
 		}
@@ -214,7 +214,7 @@ func (c *Client) addRunner(name string, q QueueConfig) error {
 			Queue: name, Workers: q.MaxWorkers, Prefetch: q.Prefetch, HeldClaims: q.HeldClaims,
 			PollInterval: poll, Wake: r.wake, NoMaintenance: true, Owner: c.cfg.Owner,
 			Handler: func(ctx context.Context, job *skiplock.Job) error {
-				err := c.work(ctx, job)
+				err := c.work(withRecorder(ctx, c.bq, job, q.HeldClaims), job)
 				c.events.attemptEnded(job, err)
 				return err
 			},

@@ -189,6 +189,10 @@ func JobsTableDef(buckets int) *Table {
 			// insert named them (bucketed/010); null: Queued and Running.
 			// A set always has those two (UniqueStates).
 			{Name: "unique_states", Type: TypeStatuses},
+			// What the job's handler recorded (client.RecordOutput) and the
+			// progress it last reported (client.ReportProgress), bucketed/011.
+			{Name: "output", Type: TypeJSON},
+			{Name: "progress", Type: TypeJSON},
 		},
 		PrimaryKey: []string{"id"},
 		Indexes: []Index{

@@ -140,6 +140,12 @@ func jobsShow(ctx context.Context, e *env, args []string) error {
 		fmt.Fprintf(e.stdout, "  finished %s\n", j.FinishedAt.Local().Format(time.RFC3339))
 	}
 	fmt.Fprintf(e.stdout, "  payload %s\n  metadata %s\n", j.Payload, j.Metadata)
+	if j.Progress != nil {
+		fmt.Fprintf(e.stdout, "  progress %s\n", j.Progress)
+	}
+	if j.Output != nil {
+		fmt.Fprintf(e.stdout, "  output %s\n", j.Output)
+	}
 	for _, er := range j.Errors {
 		fmt.Fprintf(e.stdout, "  attempt %d failed at %s: %s\n", er.Attempt, er.At.Local().Format(time.RFC3339), indentLines(er.Error, "    "))
 	}

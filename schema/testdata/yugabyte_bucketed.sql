@@ -225,3 +225,7 @@ ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "unique_states" "skiplock
 CREATE UNIQUE INDEX IF NOT EXISTS "jobs_unique_states" ON "skiplock"."jobs" ("queue" ASC, "unique_key" ASC) WHERE "unique_key" IS NOT NULL AND ("status" IN ('Queued', 'Running') OR "status" = ANY ("unique_states"));
 
 DROP INDEX IF EXISTS "skiplock"."jobs_unique_key";
+
+ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "output" JSONB;
+
+ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "progress" JSONB;

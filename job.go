@@ -137,6 +137,10 @@ type NewJob struct {
 	// docs/flow-control.md). A queue that is not partitioned keeps it for
 	// when it is.
 	PartitionKey string
+	// BatchID, when set, puts the job in a batch that the same transaction
+	// made (bucketed.Queue.NewBatch; client.Client.InsertBatch): the
+	// batch's callback waits for it. Bucketed only.
+	BatchID string
 }
 
 // Normalize fills defaults and validates the job against maxPayload bytes

@@ -34,10 +34,18 @@
 -- caller last read it ($10; a read of the queue's row here cost a tenth of
 -- a single-job insert): SetLimits waits for every process to have read a
 -- change before it rewrites the jobs' partitions.
-INSERT INTO /* TEMPLATE: table */ ("queue", "payload", "priority", "run_at", "max_attempts", "unique_key", "kind", "metadata", "partition_key", "partition", "unique_states")
-SELECT u.q, u.p::JSONB, u.pr, COALESCE(u.ra, now()), u.ma, u.uk, u.k, u.m::JSONB, u.pk, /* TEMPLATE: insert_partition */, u.us::/* TEMPLATE: status_type */[]
-FROM unnest($1::TEXT[], $2::TEXT[], $3::INT2[], $4::TIMESTAMPTZ[], $5::INT4[], $6::TEXT[], $7::TEXT[], $8::TEXT[], $9::TEXT[], $10::TEXT[], $11::TEXT[]) AS u (q, p, pr, ra, ma, uk, k, m, pk, pb, us)
+INSERT INTO /* TEMPLATE: table */ ("queue", "payload", "priority", "run_at", "max_attempts", "unique_key", "kind", "metadata", "partition_key", "partition", "unique_states", "batch_id")
+SELECT u.q, u.p::JSONB, u.pr, COALESCE(u.ra, now()), u.ma, u.uk, u.k, u.m::JSONB, u.pk, /* TEMPLATE: insert_partition */, u.us::/* TEMPLATE: status_type */[], u.b
+FROM unnest($1::TEXT[], $2::TEXT[], $3::INT2[], $4::TIMESTAMPTZ[], $5::INT4[], $6::TEXT[], $7::TEXT[], $8::TEXT[], $9::TEXT[], $10::TEXT[], $11::TEXT[], $12::INT8[]) AS u (q, p, pr, ra, ma, uk, k, m, pk, pb, us, b)
 ON CONFLICT /* TEMPLATE: unique_conflict */ DO NOTHING
+RETURNING "id";
+
+-- name: batch_new
+-- A batch of $1 jobs, whose callback (queue $2, kind $3, payload $4,
+-- metadata $5, max attempts $6) the maintenance leader inserts once none
+-- of them is left Queued or Running (finish_batches); returns its id.
+INSERT INTO /* TEMPLATE: batch_table */ ("size", "callback_queue", "callback_kind", "callback_payload", "callback_metadata", "callback_max_attempts")
+VALUES ($1::INT4, $2::TEXT, $3::TEXT, $4::TEXT::JSONB, $5::TEXT::JSONB, $6::INT4)
 RETURNING "id";
 
 -- name: reserve_ids

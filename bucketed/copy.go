@@ -44,7 +44,7 @@ func (q *Queue) copier(db skiplock.Querier, a insertParams) copyio.Copier {
 		return nil
 	}
 	for i := range a.UniqueKeys {
-		if a.UniqueKeys[i] != nil || a.PartitionKeys[i] != nil || a.PartitionBys[i] != nil || a.UniqueStates[i] != nil {
+		if a.UniqueKeys[i] != nil || a.PartitionKeys[i] != nil || a.PartitionBys[i] != nil || a.UniqueStates[i] != nil || a.BatchIDs[i] != nil {
 			return nil
 		}
 	}

@@ -329,7 +329,7 @@ func (q *Queue) insertArgs(ctx context.Context, jobs []skiplock.NewJob, first in
 	prios, maxAtt := make([]int16, n), make([]int32, n)
 	runAt, keys := make([]*time.Time, n), make([]*string, n)
 	kinds, meta := make([]string, n), make([]string, n)
-	parts, bys, states := make([]*string, n), make([]*string, n), make([]*string, n)
+	parts, bys, states, batches := make([]*string, n), make([]*string, n), make([]*string, n), make([]*int64, n)
 	var by *string // the partitioning of the queue of the job before
 	for i := range jobs {
 		j := jobs[i] // a copy: Normalize fills defaults
@@ -358,6 +358,13 @@ func (q *Queue) insertArgs(ctx context.Context, jobs []skiplock.NewJob, first in
 		if j.UniqueStates != nil {
 			states[i] = statusArray(j.UniqueStates)
 		}
+		if j.BatchID != "" {
+			b, err := strconv.ParseInt(j.BatchID, 10, 64)
+			if err != nil {
+				return insertParams{}, usage.Errorf("job %d: batch %q is not a batch id (NewBatch returns them)", first+i, j.BatchID)
+			}
+			batches[i] = &b
+		}
 		if i == 0 || j.Queue != queues[i-1] {
 			by = nil
 			if b := q.limitsFor(ctx, j.Queue).PartitionBy; b != "" {
@@ -367,7 +374,7 @@ func (q *Queue) insertArgs(ctx context.Context, jobs []skiplock.NewJob, first in
 		bys[i] = by
 	}
 	return insertParams{Queues: queues, Payloads: payloads, Priorities: prios, RunAts: runAt, MaxAttempts: maxAtt, UniqueKeys: keys, Kinds: kinds, Metadata: meta,
-		PartitionKeys: parts, PartitionBys: bys, UniqueStates: states}, nil
+		PartitionKeys: parts, PartitionBys: bys, UniqueStates: states, BatchIDs: batches}, nil
 }
 
 // statusArray is states as an array literal of the status enum, which the

@@ -18,8 +18,8 @@ import (
 // Queue from bucketed.sql for the schema and engine. Values always travel
 // as $n parameters.
 type statements struct {
-	insert, uniqueLookup string
-	claim, heads         string
+	insert, uniqueLookup, batchNew string
+	claim, heads                   string
 	// claimLimitedUse is the claim of an unpartitioned queue with a
 	// global or rate limit, sent after limitsTake (limits.go): its gate
 	// lets a limited queue through, where claim's claims nothing there,
@@ -100,6 +100,7 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		"job_columns":      jobColumns,
 		"unique_conflict":  uniqueConflict(),
 		"unique_held":      schema.UniqueHeld,
+		"batch_table":      sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobBatchTable),
 		"bucket_predicate": bucketPred,
 		"push_error":       sqltext.PushError("j", `j."attempts"`),
 		"push_error_held":  sqltext.PushError("j", `j."attempts" + 1`),
@@ -263,6 +264,7 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 	err := sqlFile.Fill(vars, map[string]*string{
 		"insert":                     &s.insert,
 		"unique_lookup":              &s.uniqueLookup,
+		"batch_new":                  &s.batchNew,
 		"reserve_ids":                &s.reserveIDs,
 		"notify":                     &s.notify,
 		"claim_best":                 new(string), // rendered into claim and claim_held (sqlVars)
@@ -381,7 +383,7 @@ func ClaimBlock(d *skiplock.Dialect) string {
 
 // all lists every statement the engine is sent, for tests that check them.
 func (s *statements) all() []string {
-	return slices.DeleteFunc([]string{s.insert, s.uniqueLookup, s.claim, s.heads, s.complete, s.fail, s.cancel, s.release, s.snooze, s.record, s.extend, s.extendIDs,
+	return slices.DeleteFunc([]string{s.insert, s.uniqueLookup, s.batchNew, s.claim, s.heads, s.complete, s.fail, s.cancel, s.release, s.snooze, s.record, s.extend, s.extendIDs,
 		s.completedWith, s.deleteFinished, s.stats, s.pending, s.backlog, s.lookup, s.claimedBy, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID, s.reserveIDs, s.notify,
 		s.completeDelete, s.completedWithDelete, s.claimHeld, s.holdOpen, s.holdClose, s.holdExists,
 		s.heldComplete, s.heldCompleteDelete, s.heldFail, s.heldSnooze,
@@ -430,9 +432,11 @@ type insertParams struct {
 	// job its partition from it, with no read of the queue's row.
 	PartitionBys []*string
 	UniqueStates []*string
+	// BatchIDs: a nil element, in no batch.
+	BatchIDs []*int64
 }
 
 // args lists p in insert's $n order.
 func (p insertParams) args() []any {
-	return []any{p.Queues, p.Payloads, p.Priorities, p.RunAts, p.MaxAttempts, p.UniqueKeys, p.Kinds, p.Metadata, p.PartitionKeys, p.PartitionBys, p.UniqueStates}
+	return []any{p.Queues, p.Payloads, p.Priorities, p.RunAts, p.MaxAttempts, p.UniqueKeys, p.Kinds, p.Metadata, p.PartitionKeys, p.PartitionBys, p.UniqueStates, p.BatchIDs}
 }

@@ -92,12 +92,24 @@ func (c *Client) InsertManyTx(ctx context.Context, tx skiplock.Tx, params []Inse
 // jobs grouped by queue through db. wake: wake this client's workers
 // after (db commits on its own).
 func (c *Client) insert(ctx context.Context, db skiplock.Querier, params []InsertParams, wake bool) ([]*InsertResult, error) {
+	jobs, err := c.newJobs(params, "")
+	if err != nil {
+		return nil, err
+	}
+	return c.writeJobs(ctx, db, jobs, wake)
+}
+
+// newJobs turns params into jobs, each in batch when it is not "".
+func (c *Client) newJobs(params []InsertParams, batch string) ([]*skiplock.NewJob, error) {
 	if len(params) == 0 {
 		return nil, usage.Errorf("client: no jobs to insert")
 	}
 	jobs := make([]*skiplock.NewJob, len(params))
 	for i, p := range params {
 		j, err := c.newJob(p)
+		if err == nil && batch != "" {
+			err = c.inBatch(j, batch)
+		}
 		if err != nil {
 			if len(params) > 1 {
 				return nil, fmt.Errorf("client: job %d: %w", i, err)
@@ -106,6 +118,12 @@ func (c *Client) insert(ctx context.Context, db skiplock.Querier, params []Inser
 		}
 		jobs[i] = j
 	}
+	return jobs, nil
+}
+
+// writeJobs runs the insert middleware and writes jobs through db; wake:
+// wake this client's workers after (db commits on its own).
+func (c *Client) writeJobs(ctx context.Context, db skiplock.Querier, jobs []*skiplock.NewJob, wake bool) ([]*InsertResult, error) {
 	var out []*InsertResult
 	write := func(ctx context.Context) error {
 		var err error

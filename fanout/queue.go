@@ -328,6 +328,8 @@ func (q *Queue) columns(jobs []skiplock.NewJob) (jobColumnsIn, error) {
 			return c, usage.Errorf("job %d: priority %d: fanout has no priorities (workers start at random points); use the bucketed layout, or a separate queue", i, j.Priority)
 		case j.PartitionKey != "":
 			return c, usage.Errorf("job %d: partition key %q: fanout has no partitions; use the bucketed layout", i, j.PartitionKey)
+		case j.BatchID != "":
+			return c, usage.Errorf("job %d: batch %s: fanout jobs leave no row to count once they succeed; batches are bucketed only", i, j.BatchID)
 		case j.UniqueStates != nil:
 			return c, usage.Errorf("job %d: unique states %v: a fanout job holds its unique key only while it is in job_queue (it keeps no row once it succeeds); use the bucketed layout to hold it in finished states", i, j.UniqueStates)
 		case j.MaxAttempts > 1<<31-1:

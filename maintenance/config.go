@@ -22,7 +22,10 @@ const (
 	DefaultLeaseTTL       = 15 * time.Second
 	DefaultRescueInterval = 5 * time.Second
 	DefaultPruneInterval  = time.Minute
-	DefaultBatchSize      = 1000
+	// DefaultBatchInterval is how often the leader looks for finished
+	// batches of jobs, whose callbacks it inserts.
+	DefaultBatchInterval = time.Second
+	DefaultBatchSize     = 1000
 	// DefaultMaxBatches bounds the batches one task run sends, so that a
 	// backlog is worked off over several intervals instead of in one burst.
 	DefaultMaxBatches = 10
@@ -81,6 +84,10 @@ type Config struct {
 	RescueInterval time.Duration
 	// PruneInterval is how often the pruner runs. Default 1 min.
 	PruneInterval time.Duration
+	// BatchInterval is how often the leader inserts the callbacks of
+	// finished batches of jobs (bucketed.Queue.NewBatch): the most a
+	// callback waits after its batch's last job. Default 1 s.
+	BatchInterval time.Duration
 	// Retention sets the pruner's ages.
 	Retention Retention
 	// BatchSize bounds the rows one statement changes. Default 1000.
@@ -93,7 +100,7 @@ type Config struct {
 	// slog.Default().
 	Logger *slog.Logger
 	// AfterTask, when set, is called after each run of a task while this
-	// process leads, with the task's name ("rescuer", "pruner" or a
+	// process leads, with the task's name ("rescuer", "pruner", "batcher" or a
 	// hook's Name) and the run's error (nil when it went through): a
 	// signal for tests, which wait on it rather than sleep through a
 	// round. It runs on the Service's goroutine: keep it quick.
@@ -116,7 +123,7 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	out.Logger = logs.OrDefault(out.Logger).With("component", "maintenance", "schema", out.Schema, "holder", out.Holder)
 	for name, d := range map[string]time.Duration{"lease TTL": out.LeaseTTL, "elect interval": out.ElectInterval,
-		"rescue interval": out.RescueInterval, "prune interval": out.PruneInterval} {
+		"rescue interval": out.RescueInterval, "prune interval": out.PruneInterval, "batch interval": out.BatchInterval} {
 		if d < 0 {
 			return out, usage.Errorf("maintenance: %s %v is negative: use 0 for the default or a positive duration", name, d)
 		}
@@ -135,6 +142,9 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if out.PruneInterval == 0 {
 		out.PruneInterval = DefaultPruneInterval
+	}
+	if out.BatchInterval == 0 {
+		out.BatchInterval = DefaultBatchInterval
 	}
 	if out.BatchSize < 0 || out.MaxBatches < 0 {
 		return out, usage.Errorf("maintenance: batch size %d and max batches %d cannot be negative: use 0 for the defaults", out.BatchSize, out.MaxBatches)

@@ -180,6 +180,53 @@ WHERE "d"."job_id" = "c"."job_id";
 -- live claim holds is locked, so the rescuer, which skips locked rows,
 -- never counts a running attempt.
 
+-- name: finish_batches
+-- Batches (job_batch) none of whose jobs is left Queued or Running, at most
+-- $1, locked (SKIP LOCKED: one leader, but a deposed one's last statement
+-- may still run): each gets its callback job, with the batch's counts by
+-- final state in its metadata, and is stamped finished in the same
+-- statement, so its callback is inserted once. Jobs deleted before the
+-- batch finished (completed under DeleteCompleted, or by an operator)
+-- count as gone. The open batches are found by reading job_batch (no
+-- index: see schema.JobBatchTableDef), each asked of jobs_batch.
+WITH "done" AS (
+  SELECT b."id", b."size", b."callback_queue", b."callback_kind", b."callback_payload", b."callback_metadata", b."callback_max_attempts"
+  FROM /* TEMPLATE: batch */ AS b
+  WHERE b."finished_at" IS NULL
+    AND NOT EXISTS (SELECT 1 FROM /* TEMPLATE: jobs */ AS j WHERE j."batch_id" = b."id" AND j."status" IN ('Queued', 'Running'))
+  LIMIT $1
+  FOR UPDATE OF b SKIP LOCKED
+), "counted" AS (
+  SELECT d."id",
+    (SELECT count(*) FROM /* TEMPLATE: jobs */ AS j WHERE j."batch_id" = d."id" AND j."status" = 'Success') AS "success",
+    (SELECT count(*) FROM /* TEMPLATE: jobs */ AS j WHERE j."batch_id" = d."id" AND j."status" = 'Failed') AS "failed",
+    (SELECT count(*) FROM /* TEMPLATE: jobs */ AS j WHERE j."batch_id" = d."id" AND j."status" = 'Canceled') AS "canceled"
+  FROM "done" AS d
+), "callback" AS (
+  INSERT INTO /* TEMPLATE: jobs */ ("queue", "kind", "payload", "metadata", "max_attempts")
+  SELECT d."callback_queue", d."callback_kind", d."callback_payload",
+    d."callback_metadata" || jsonb_build_object('batch', jsonb_build_object('id', d."id"::TEXT, 'size', d."size",
+      'counts', jsonb_build_object('success', c."success", 'failed', c."failed", 'canceled', c."canceled",
+        'gone', d."size" - c."success" - c."failed" - c."canceled"))),
+    d."callback_max_attempts"
+  FROM "done" AS d JOIN "counted" AS c ON c."id" = d."id"
+  RETURNING "id", ("metadata"->'batch'->>'id')::INT8 AS "batch"
+)
+UPDATE /* TEMPLATE: batch */ AS b SET "finished_at" = now(), "callback_id" = cb."id"
+FROM "callback" AS cb WHERE b."id" = cb."batch"
+RETURNING b."id";
+
+-- name: prune_batches
+-- Finished batches whose callback was inserted longer than $1 seconds
+-- ago (the retention of completed jobs), at most $2 per statement. The
+-- table has no index on finished_at: it holds only the batches within
+-- retention.
+DELETE FROM /* TEMPLATE: batch */ AS b USING (
+  SELECT "id" FROM /* TEMPLATE: batch */
+  WHERE "finished_at" < now() - $1::FLOAT8 * INTERVAL '1 second'
+  LIMIT $2) AS c
+WHERE b."id" = c."id";
+
 -- name: held_orphans
 -- Hold rows to check, oldest first: those whose holder is no longer
 -- running (a live holder's jobs are locked, and its row is left alone),

@@ -55,6 +55,7 @@ func templateValues(schemaName string) map[string]string {
 		// The held claims' uncounted attempts too, at their new count.
 		"push_error_held": sqltext.PushError("j", `j."attempts" + c.n`),
 		"hold":            q(schema.JobHoldTable),
+		"batch":           q(schema.JobBatchTable),
 		"hold_dead":       sqltext.HoldDead(q(schema.JobHoldTable)),
 	}
 }
@@ -282,6 +283,7 @@ func (s *Service) tasks() []*task {
 	var ts []*task
 	if s.layouts[schema.LayoutBucketed] {
 		ts = append(ts, &task{name: "rescuer", interval: s.cfg.RescueInterval, run: s.rescue})
+		ts = append(ts, &task{name: "batcher", interval: s.cfg.BatchInterval, run: s.finishBatches})
 	}
 	if s.layouts[schema.LayoutBucketed] || s.layouts[schema.LayoutFanout] {
 		ts = append(ts, &task{name: "pruner", interval: s.cfg.PruneInterval, run: s.prune})
@@ -598,4 +600,27 @@ func (s *Service) hook(h Hook) func(ctx context.Context) error {
 		}
 		return err
 	}
+}
+
+// finishBatches inserts the callback of each batch whose jobs have all
+// finished (finish_batches), then deletes finished batches past the
+// retention of completed jobs.
+func (s *Service) finishBatches(ctx context.Context) error {
+	n, err := s.batches(ctx, func(ctx context.Context, tx skiplock.Tx) (int64, error) {
+		return tx.Exec(ctx, s.sql["finish_batches"], s.cfg.BatchSize)
+	}, nil)
+	if n > 0 {
+		s.cfg.Logger.Info("batches finished: their callbacks inserted", "batches", n)
+	}
+	if err != nil {
+		return fmt.Errorf("finish batches: %w", err)
+	}
+	if age := s.cfg.Retention.Completed; age != KeepForever {
+		if _, err := s.batches(ctx, func(ctx context.Context, tx skiplock.Tx) (int64, error) {
+			return tx.Exec(ctx, s.sql["prune_batches"], age.Seconds(), s.cfg.BatchSize)
+		}, nil); err != nil {
+			return fmt.Errorf("prune finished batches: %w", err)
+		}
+	}
+	return nil
 }

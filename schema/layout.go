@@ -67,6 +67,10 @@ const (
 	// N per period is N rows, each used at most once per period (see
 	// [JobRateTableDef]).
 	JobRateTable = "job_rate_token"
+	// JobBatchTable holds bucketed's batches: a group of jobs inserted
+	// together, and the callback job inserted once when all of them have
+	// finished (see [JobBatchTableDef]).
+	JobBatchTable = "job_batch"
 	// FanoutSlotTable holds fanout's concurrency slots: a queue's global
 	// limit of N is N rows, each locked by at most one job's transaction
 	// (see [FanoutSlotTableDef]).
@@ -193,6 +197,8 @@ func JobsTableDef(buckets int) *Table {
 			// progress it last reported (client.ReportProgress), bucketed/011.
 			{Name: "output", Type: TypeJSON},
 			{Name: "progress", Type: TypeJSON},
+			// The batch the job was inserted in (job_batch, bucketed/012).
+			{Name: "batch_id", Type: TypeBigInt},
 		},
 		PrimaryKey: []string{"id"},
 		Indexes: []Index{
@@ -258,6 +264,17 @@ func JobsTableDef(buckets int) *Table {
 				Name:    "jobs_partition_dead",
 				Columns: []IndexColumn{{Name: "queue"}, {Name: "partition"}, {Name: "id"}},
 				Where:   `"status" = 'Failed' AND "partition" IS NOT NULL`,
+			},
+			{
+				// A batch's jobs by state: the maintenance leader asks
+				// whether a batch has any left Queued or Running, then counts
+				// them by final state. Spread like jobs_lease_expiry, so that
+				// a big batch's completions do not all write one range; only
+				// jobs in batches have an entry.
+				Name:    "jobs_batch",
+				Columns: []IndexColumn{{Name: "bucket", Spread: true}, {Name: "batch_id"}, {Name: "status"}},
+				Where:   `"batch_id" IS NOT NULL`,
+				Shards:  buckets,
 			},
 			{
 				// Lets retention find old finished jobs without a scan;
@@ -428,6 +445,35 @@ func JobHoldTableDef() *Table {
 			{Name: "created_at", Type: TypeTimestamp, NotNull: true, Default: DefaultNow},
 		},
 		PrimaryKey: []string{"token"},
+	}
+}
+
+// JobBatchTableDef describes job_batch: one row per batch of bucketed
+// jobs (client.Client.InsertBatch), written once with its jobs and once
+// more by the maintenance leader when none of them is left Queued or
+// Running: finished_at stamped and the callback job inserted in the same
+// transaction, so the callback is inserted once. Completions never write
+// it: no row takes every completion of a batch.
+func JobBatchTableDef() *Table {
+	return &Table{
+		Name: JobBatchTable,
+		Columns: []Column{
+			{Name: "id", Type: TypeBigID, NotNull: true},
+			{Name: "size", Type: TypeInt, NotNull: true},
+			{Name: "callback_queue", Type: TypeText, NotNull: true},
+			{Name: "callback_kind", Type: TypeText, NotNull: true, Default: "''"},
+			{Name: "callback_payload", Type: TypeJSON, NotNull: true, Default: "'null'"},
+			{Name: "callback_metadata", Type: TypeJSON, NotNull: true, Default: "'{}'"},
+			{Name: "callback_max_attempts", Type: TypeInt, NotNull: true, Default: fmt.Sprint(skiplock.DefaultMaxAttempts)},
+			{Name: "created_at", Type: TypeTimestamp, NotNull: true, Default: DefaultNow},
+			{Name: "finished_at", Type: TypeTimestamp},
+			{Name: "callback_id", Type: TypeBigInt},
+		},
+		// No index of the open batches: one led by the id would be led by
+		// a growing key (docs/design.md, "No index is led by a growing
+		// key"), and the table holds only the batches within retention,
+		// which the leader reads once a BatchInterval.
+		PrimaryKey: []string{"id"},
 	}
 }
 

@@ -229,3 +229,21 @@ DROP INDEX IF EXISTS "skiplock"."jobs"@"jobs_unique_key";
 ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "output" JSONB;
 
 ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "progress" JSONB;
+
+ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "batch_id" BIGINT;
+
+CREATE TABLE IF NOT EXISTS "skiplock"."job_batch" (
+  "id" BIGINT DEFAULT unordered_unique_rowid() NOT NULL,
+  "size" INTEGER NOT NULL,
+  "callback_queue" TEXT NOT NULL,
+  "callback_kind" TEXT NOT NULL DEFAULT '',
+  "callback_payload" JSONB NOT NULL DEFAULT 'null',
+  "callback_metadata" JSONB NOT NULL DEFAULT '{}',
+  "callback_max_attempts" INTEGER NOT NULL DEFAULT 25,
+  "created_at" TIMESTAMPTZ NOT NULL DEFAULT now(),
+  "finished_at" TIMESTAMPTZ,
+  "callback_id" BIGINT,
+  PRIMARY KEY ("id")
+);
+
+CREATE INDEX IF NOT EXISTS "jobs_batch" ON "skiplock"."jobs" ("batch_id", "status") USING HASH WITH (bucket_count = 8) WHERE "batch_id" IS NOT NULL;

@@ -188,19 +188,20 @@ WHERE "d"."job_id" = "c"."job_id";
 -- statement, so its callback is inserted once. Jobs deleted before the
 -- batch finished (completed under DeleteCompleted, or by an operator)
 -- count as gone. The open batches are found by reading job_batch (no
--- index: see schema.JobBatchTableDef), each asked of jobs_batch.
+-- index: see schema.JobBatchTableDef), each asked of jobs_batch; where
+-- that index is led by the bucket, $2 lists every bucket (batch_bucket).
 WITH "done" AS (
   SELECT b."id", b."size", b."callback_queue", b."callback_kind", b."callback_payload", b."callback_metadata", b."callback_max_attempts"
   FROM /* TEMPLATE: batch */ AS b
   WHERE b."finished_at" IS NULL
-    AND NOT EXISTS (SELECT 1 FROM /* TEMPLATE: jobs */ AS j WHERE j."batch_id" = b."id" AND j."status" IN ('Queued', 'Running'))
+    AND NOT EXISTS (SELECT 1 FROM /* TEMPLATE: jobs */ AS j WHERE /* TEMPLATE: batch_bucket */j."batch_id" = b."id" AND j."status" IN ('Queued', 'Running'))
   LIMIT $1
   FOR UPDATE OF b SKIP LOCKED
 ), "counted" AS (
   SELECT d."id",
-    (SELECT count(*) FROM /* TEMPLATE: jobs */ AS j WHERE j."batch_id" = d."id" AND j."status" = 'Success') AS "success",
-    (SELECT count(*) FROM /* TEMPLATE: jobs */ AS j WHERE j."batch_id" = d."id" AND j."status" = 'Failed') AS "failed",
-    (SELECT count(*) FROM /* TEMPLATE: jobs */ AS j WHERE j."batch_id" = d."id" AND j."status" = 'Canceled') AS "canceled"
+    (SELECT count(*) FROM /* TEMPLATE: jobs */ AS j WHERE /* TEMPLATE: batch_bucket */j."batch_id" = d."id" AND j."status" = 'Success') AS "success",
+    (SELECT count(*) FROM /* TEMPLATE: jobs */ AS j WHERE /* TEMPLATE: batch_bucket */j."batch_id" = d."id" AND j."status" = 'Failed') AS "failed",
+    (SELECT count(*) FROM /* TEMPLATE: jobs */ AS j WHERE /* TEMPLATE: batch_bucket */j."batch_id" = d."id" AND j."status" = 'Canceled') AS "canceled"
   FROM "done" AS d
 ), "callback" AS (
   INSERT INTO /* TEMPLATE: jobs */ ("queue", "kind", "payload", "metadata", "max_attempts")

@@ -29,7 +29,7 @@ var sqlParsed = sqltext.MustParse("maintenance/maintenance.sql", sqlFile)
 
 func init() {
 	sqltext.Register(sqltext.Source{Path: sqlParsed.Path, File: sqlParsed,
-		Vars: func(_ *skiplock.Dialect, schemaName string) map[string]string { return templateValues(schemaName) }})
+		Vars: templateValues})
 }
 
 // Name is the lease row's name for the maintenance leader.
@@ -41,7 +41,7 @@ var ErrNotLeader = errors.New("maintenance: this process is not the leader (anot
 
 // templateValues are the placeholder values of maintenance.sql for a
 // schema.
-func templateValues(schemaName string) map[string]string {
+func templateValues(d *skiplock.Dialect, schemaName string) map[string]string {
 	q := func(table string) string { return sqlident.Quote(schemaName) + "." + sqlident.Quote(table) }
 	return map[string]string{
 		"leader":  q(schema.LeaderTable),
@@ -56,8 +56,20 @@ func templateValues(schemaName string) map[string]string {
 		"push_error_held": sqltext.PushError("j", `j."attempts" + c.n`),
 		"hold":            q(schema.JobHoldTable),
 		"batch":           q(schema.JobBatchTable),
+		"batch_bucket":    batchBucket(d),
 		"hold_dead":       sqltext.HoldDead(q(schema.JobHoldTable)),
 	}
+}
+
+// batchBucket is finish_batches' test of a job's bucket, where jobs_batch
+// is led by it (YugabyteDB's HASH column: a read that names no bucket
+// reads every one of them whole); elsewhere the index has no bucket, and
+// the test is left out. $2 then holds every bucket (Service.buckets).
+func batchBucket(d *skiplock.Dialect) string {
+	if d != nil && d.KeyOrderMarkers {
+		return `j."bucket" = ANY($2::INT2[]) AND `
+	}
+	return ""
 }
 
 // keyJoined are the statements that have a *_key_join block, sent instead
@@ -69,7 +81,7 @@ var keyJoined = []string{"rescue_bucketed", "prune_bucketed", "prune_dead", "pru
 // block name: on an engine with KeyJoinDML each statement of keyJoined is
 // its *_key_join block, so the callers send the same names on every engine.
 func renderStatements(d *skiplock.Dialect, schemaName string) (map[string]string, error) {
-	stmts, err := sqlParsed.Render(templateValues(schemaName))
+	stmts, err := sqlParsed.Render(templateValues(d, schemaName))
 	if err != nil {
 		return nil, err
 	}
@@ -126,7 +138,13 @@ type Service struct {
 	// has held claims (Dialect.HeldClaims): only then can there be hold
 	// rows for the rescuer to settle.
 	holdTable bool
-	iso       skiplock.IsoLevel
+	// batchTable says the schema has bucketed/012's job_batch: only then
+	// are there batches to finish.
+	batchTable bool
+	// buckets lists the bucketed layout's buckets where finish_batches
+	// names them (batchBucket).
+	buckets []int16
+	iso     skiplock.IsoLevel
 
 	token atomic.Int64 // our fencing token while leading, else 0
 
@@ -152,8 +170,11 @@ func Start(ctx context.Context, db *skiplock.DB, cfg *Config) (*Service, error) 
 		return nil, fmt.Errorf("maintenance: %w (run `skiplock migrate --schema %s` first)", err, c.Schema)
 	}
 	layouts := map[schema.Layout]bool{}
-	leaderTable, holdTable := false, false
+	leaderTable, holdTable, batchTable := false, false, false
 	for _, a := range applied {
+		if a.Layout == schema.LayoutBucketed && a.Version >= 12 {
+			batchTable = true
+		}
 		layouts[a.Layout] = true
 		if a.Layout == schema.LayoutBucketed && a.Version >= 5 && db.Dialect().HeldClaims {
 			holdTable = true // bucketed/005's job_hold, on an engine whose claims can fill it
@@ -165,7 +186,16 @@ func Start(ctx context.Context, db *skiplock.DB, cfg *Config) (*Service, error) 
 	if !leaderTable {
 		return nil, fmt.Errorf("maintenance: schema %q has no %s table: run `skiplock migrate --schema %s` to upgrade it", c.Schema, schema.LeaderTable, c.Schema)
 	}
-	s := &Service{db: db, cfg: c, sql: stmts, layouts: layouts, holdTable: holdTable, iso: db.Dialect().DefaultIsolation}
+	s := &Service{db: db, cfg: c, sql: stmts, layouts: layouts, holdTable: holdTable, batchTable: batchTable, iso: db.Dialect().DefaultIsolation}
+	if batchTable && batchBucket(db.Dialect()) != "" {
+		n, err := schema.Buckets(ctx, db, c.Schema)
+		if err != nil {
+			return nil, fmt.Errorf("maintenance: %w", err)
+		}
+		for b := range n {
+			s.buckets = append(s.buckets, int16(b))
+		}
+	}
 	if err := s.svc.Start(ctx, s.run); err != nil {
 		return nil, err
 	}
@@ -203,7 +233,7 @@ func (s *Service) Stats() Stats {
 // CurrentLeader reads who holds the maintenance lease of a schema; nil
 // when nobody ever did.
 func CurrentLeader(ctx context.Context, q skiplock.Querier, schemaName string) (*Leader, error) {
-	sql, err := sqltext.Render(sqlParsed.Template("current"), templateValues(schemaName))
+	sql, err := sqltext.Render(sqlParsed.Template("current"), templateValues(nil, schemaName))
 	if err != nil {
 		return nil, err
 	}
@@ -283,6 +313,8 @@ func (s *Service) tasks() []*task {
 	var ts []*task
 	if s.layouts[schema.LayoutBucketed] {
 		ts = append(ts, &task{name: "rescuer", interval: s.cfg.RescueInterval, run: s.rescue})
+	}
+	if s.batchTable {
 		ts = append(ts, &task{name: "batcher", interval: s.cfg.BatchInterval, run: s.finishBatches})
 	}
 	if s.layouts[schema.LayoutBucketed] || s.layouts[schema.LayoutFanout] {
@@ -607,7 +639,11 @@ func (s *Service) hook(h Hook) func(ctx context.Context) error {
 // retention of completed jobs.
 func (s *Service) finishBatches(ctx context.Context) error {
 	n, err := s.batches(ctx, func(ctx context.Context, tx skiplock.Tx) (int64, error) {
-		return tx.Exec(ctx, s.sql["finish_batches"], s.cfg.BatchSize)
+		args := []any{s.cfg.BatchSize}
+		if s.buckets != nil {
+			args = append(args, s.buckets)
+		}
+		return tx.Exec(ctx, s.sql["finish_batches"], args...)
 	}, nil)
 	if n > 0 {
 		s.cfg.Logger.Info("batches finished: their callbacks inserted", "batches", n)

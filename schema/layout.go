@@ -269,10 +269,13 @@ func JobsTableDef(buckets int) *Table {
 				// A batch's jobs by state: the maintenance leader asks
 				// whether a batch has any left Queued or Running, then counts
 				// them by final state. Spread like jobs_lease_expiry, so that
-				// a big batch's completions do not all write one range; only
-				// jobs in batches have an entry.
+				// a big batch's completions do not all write one range: led
+				// by the bucket on YugabyteDB, hash-sharded on CockroachDB,
+				// whose shard hashes every key column (the id too: batch and
+				// state alone are the same for every completion of a batch).
+				// Only jobs in batches have an entry.
 				Name:    "jobs_batch",
-				Columns: []IndexColumn{{Name: "bucket", Spread: true}, {Name: "batch_id"}, {Name: "status"}},
+				Columns: []IndexColumn{{Name: "bucket", Spread: true}, {Name: "batch_id"}, {Name: "status"}, {Name: "id"}},
 				Where:   `"batch_id" IS NOT NULL`,
 				Shards:  buckets,
 			},

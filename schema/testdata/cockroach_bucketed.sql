@@ -246,4 +246,4 @@ CREATE TABLE IF NOT EXISTS "skiplock"."job_batch" (
   PRIMARY KEY ("id")
 );
 
-CREATE INDEX IF NOT EXISTS "jobs_batch" ON "skiplock"."jobs" ("batch_id", "status") USING HASH WITH (bucket_count = 8) WHERE "batch_id" IS NOT NULL;
+CREATE INDEX IF NOT EXISTS "jobs_batch" ON "skiplock"."jobs" ("batch_id", "status", "id") USING HASH WITH (bucket_count = 8) WHERE "batch_id" IS NOT NULL;

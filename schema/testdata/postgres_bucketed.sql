@@ -234,4 +234,4 @@ CREATE TABLE IF NOT EXISTS "skiplock"."job_batch" (
   PRIMARY KEY ("id")
 );
 
-CREATE INDEX IF NOT EXISTS "jobs_batch" ON "skiplock"."jobs" ("batch_id", "status") WHERE "batch_id" IS NOT NULL;
+CREATE INDEX IF NOT EXISTS "jobs_batch" ON "skiplock"."jobs" ("batch_id", "status", "id") WHERE "batch_id" IS NOT NULL;

@@ -246,4 +246,4 @@ CREATE TABLE IF NOT EXISTS "skiplock"."job_batch" (
   PRIMARY KEY ("id")
 );
 
-CREATE INDEX IF NOT EXISTS "jobs_batch" ON "skiplock"."jobs" ("bucket" HASH, "batch_id" ASC, "status" ASC) WHERE "batch_id" IS NOT NULL;
+CREATE INDEX IF NOT EXISTS "jobs_batch" ON "skiplock"."jobs" ("bucket" HASH, "batch_id" ASC, "status" ASC, "id" ASC) WHERE "batch_id" IS NOT NULL;

@@ -29,4 +29,4 @@ CREATE TABLE IF NOT EXISTS /* TEMPLATE: schema */."job_batch" (
 );
 
 -- name: create_index_jobs_batch
-CREATE INDEX IF NOT EXISTS "jobs_batch" ON /* TEMPLATE: schema */."jobs" ("batch_id", "status") USING HASH WITH (bucket_count = /* TEMPLATE: buckets */) WHERE "batch_id" IS NOT NULL;
+CREATE INDEX IF NOT EXISTS "jobs_batch" ON /* TEMPLATE: schema */."jobs" ("batch_id", "status", "id") USING HASH WITH (bucket_count = /* TEMPLATE: buckets */) WHERE "batch_id" IS NOT NULL;

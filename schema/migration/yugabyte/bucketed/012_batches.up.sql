@@ -29,4 +29,4 @@ CREATE TABLE IF NOT EXISTS /* TEMPLATE: schema */."job_batch" (
 );
 
 -- name: create_index_jobs_batch
-CREATE INDEX IF NOT EXISTS "jobs_batch" ON /* TEMPLATE: schema */."jobs" ("bucket" HASH, "batch_id" ASC, "status" ASC) WHERE "batch_id" IS NOT NULL;
+CREATE INDEX IF NOT EXISTS "jobs_batch" ON /* TEMPLATE: schema */."jobs" ("bucket" HASH, "batch_id" ASC, "status" ASC, "id" ASC) WHERE "batch_id" IS NOT NULL;

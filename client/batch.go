@@ -60,6 +60,9 @@ func (c *Client) InsertBatch(ctx context.Context, params []InsertParams, callbac
 		return nil, err
 	}
 	c.wakeLocal(out.Jobs)
+	if m := c.leader.Load(); m != nil {
+		m.PokeBatches() // the batcher may be looking only every few seconds
+	}
 	return out, nil
 }
 

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/skiplock/skiplock/internal/logs"
@@ -51,10 +52,12 @@ type Client struct {
 	attempts   attemptTimes         // running attempts' times, for Config.Metrics (metrics.go)
 	metricsSQL map[string]string    // metrics.sql for the schema and engine
 
-	mu       sync.Mutex
-	started  bool
-	stopped  bool
-	maint    *maintenance.Service
+	mu      sync.Mutex
+	started bool
+	stopped bool
+	maint   *maintenance.Service
+	// leader is maint for InsertBatch, which may run while Start does.
+	leader   atomic.Pointer[maintenance.Service]
 	listener *listener
 	rec      *recorder // per-minute rollups and presence (rollup.go)
 
@@ -307,6 +310,7 @@ func (c *Client) Start(ctx context.Context) error {
 			return fmt.Errorf("client: %w", err)
 		}
 		c.maint = m
+		c.leader.Store(m)
 		c.watchMaintenance(m)
 	}
 	c.rec.start(ctx)

@@ -190,6 +190,9 @@ WHERE "d"."job_id" = "c"."job_id";
 -- count as gone. The open batches are found by reading job_batch (no
 -- index: see schema.JobBatchTableDef), each asked of jobs_batch; where
 -- that index is led by the bucket, $2 lists every bucket (batch_bucket).
+-- Returns how many it finished and how many were open before it (the
+-- statement's snapshot), so that the leader looks less often while none
+-- is.
 WITH "done" AS (
   SELECT b."id", b."size", b."callback_queue", b."callback_kind", b."callback_payload", b."callback_metadata", b."callback_max_attempts"
   FROM /* TEMPLATE: batch */ AS b
@@ -212,10 +215,12 @@ WITH "done" AS (
     d."callback_max_attempts"
   FROM "done" AS d JOIN "counted" AS c ON c."id" = d."id"
   RETURNING "id", ("metadata"->'batch'->>'id')::INT8 AS "batch"
+), "finished" AS (
+  UPDATE /* TEMPLATE: batch */ AS b SET "finished_at" = now(), "callback_id" = cb."id"
+  FROM "callback" AS cb WHERE b."id" = cb."batch"
+  RETURNING b."id"
 )
-UPDATE /* TEMPLATE: batch */ AS b SET "finished_at" = now(), "callback_id" = cb."id"
-FROM "callback" AS cb WHERE b."id" = cb."batch"
-RETURNING b."id";
+SELECT (SELECT count(*) FROM "finished"), (SELECT count(*) FROM /* TEMPLATE: batch */ AS o WHERE o."finished_at" IS NULL);
 
 -- name: prune_batches
 -- Finished batches whose callback was inserted longer than $1 seconds

@@ -149,7 +149,12 @@ type Service struct {
 	token atomic.Int64 // our fencing token while leading, else 0
 
 	elected, lost, rescued, rescuedFailed, pruned, hookRuns, errs atomic.Int64
-	heldRescued                                                   atomic.Int64
+	// batchesOpen is how many batches the batcher's last run left open.
+	batchesOpen atomic.Int64
+	heldRescued atomic.Int64
+
+	// poke brings the batcher's next run forward (PokeBatches).
+	poke chan struct{}
 
 	svc startstop.Service
 }
@@ -186,7 +191,8 @@ func Start(ctx context.Context, db *skiplock.DB, cfg *Config) (*Service, error) 
 	if !leaderTable {
 		return nil, fmt.Errorf("maintenance: schema %q has no %s table: run `skiplock migrate --schema %s` to upgrade it", c.Schema, schema.LeaderTable, c.Schema)
 	}
-	s := &Service{db: db, cfg: c, sql: stmts, layouts: layouts, holdTable: holdTable, batchTable: batchTable, iso: db.Dialect().DefaultIsolation}
+	s := &Service{db: db, cfg: c, sql: stmts, layouts: layouts, holdTable: holdTable, batchTable: batchTable, iso: db.Dialect().DefaultIsolation,
+		poke: make(chan struct{}, 1)}
 	if batchTable && batchBucket(db.Dialect()) != "" {
 		n, err := schema.Buckets(ctx, db, c.Schema)
 		if err != nil {
@@ -215,6 +221,17 @@ func (s *Service) Stop(ctx context.Context) error {
 		s.cfg.Logger.Info("resigned as leader", "token", tok)
 	}
 	return nil
+}
+
+// PokeBatches asks the batcher to look for finished batches at once, if
+// this process leads: a client calls it after inserting a batch, so that
+// a batch inserted while none was open does not wait for the batcher's
+// idle interval. It never blocks.
+func (s *Service) PokeBatches() {
+	select {
+	case s.poke <- struct{}{}:
+	default:
+	}
 }
 
 // IsLeader reports whether this process holds the lease, as far as it
@@ -307,6 +324,10 @@ type task struct {
 	interval time.Duration
 	run      func(ctx context.Context) error
 	next     time.Time
+	// idle, when set, says the last run found nothing waiting: the next
+	// runs after idleInterval instead of interval.
+	idle         func() bool
+	idleInterval time.Duration
 }
 
 func (s *Service) tasks() []*task {
@@ -315,7 +336,8 @@ func (s *Service) tasks() []*task {
 		ts = append(ts, &task{name: "rescuer", interval: s.cfg.RescueInterval, run: s.rescue})
 	}
 	if s.batchTable {
-		ts = append(ts, &task{name: "batcher", interval: s.cfg.BatchInterval, run: s.finishBatches})
+		ts = append(ts, &task{name: "batcher", interval: s.cfg.BatchInterval, run: s.finishBatches,
+			idle: func() bool { return s.batchesOpen.Load() == 0 }, idleInterval: min(10*s.cfg.BatchInterval, batchIdleMax)})
 	}
 	if s.layouts[schema.LayoutBucketed] || s.layouts[schema.LayoutFanout] {
 		ts = append(ts, &task{name: "pruner", interval: s.cfg.PruneInterval, run: s.prune})
@@ -362,12 +384,26 @@ func (s *Service) run(ctx context.Context) {
 						s.cfg.AfterTask(t.name, err)
 					}
 					t.next = time.Now().Add(t.interval)
+					if t.idle != nil && t.idle() {
+						t.next = time.Now().Add(t.idleInterval)
+					}
 				}
 				wait = min(wait, time.Until(t.next))
 			}
 		}
-		if retry.Sleep(ctx, max(wait, time.Millisecond)) != nil {
+		timer := time.NewTimer(max(wait, time.Millisecond))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
 			return
+		case <-s.poke:
+			timer.Stop()
+			for _, t := range tasks {
+				if t.name == "batcher" {
+					t.next = time.Now()
+				}
+			}
+		case <-timer.C:
 		}
 	}
 }
@@ -634,6 +670,12 @@ func (s *Service) hook(h Hook) func(ctx context.Context) error {
 	}
 }
 
+// While no batch is open the batcher looks every 10 BatchIntervals, up to
+// batchIdleMax: an idle schema costs one statement per interval, and a
+// batch inserted meanwhile by another process waits at most that long for
+// the next look (PokeBatches brings it forward in the leader's process).
+const batchIdleMax = 10 * time.Second
+
 // finishBatches inserts the callback of each batch whose jobs have all
 // finished (finish_batches), then deletes finished batches past the
 // retention of completed jobs.
@@ -643,7 +685,12 @@ func (s *Service) finishBatches(ctx context.Context) error {
 		if s.buckets != nil {
 			args = append(args, s.buckets)
 		}
-		return tx.Exec(ctx, s.sql["finish_batches"], args...)
+		var finished, open int64
+		if err := tx.QueryRow(ctx, s.sql["finish_batches"], args...).Scan(&finished, &open); err != nil {
+			return 0, err
+		}
+		s.batchesOpen.Store(open - finished)
+		return finished, nil
 	}, nil)
 	if n > 0 {
 		s.cfg.Logger.Info("batches finished: their callbacks inserted", "batches", n)

@@ -85,6 +85,9 @@ type Job struct {
 	// bucketed only): nil when nothing was.
 	Output   json.RawMessage `json:"output,omitempty"`
 	Progress json.RawMessage `json:"progress,omitempty"`
+	// Batch is the id of the batch the job was inserted in
+	// (client.Client.InsertBatch; Show only), "" for none.
+	Batch string `json:"batch,omitempty"`
 }
 
 // AttemptError is one failed attempt.
@@ -481,9 +484,9 @@ func scanJobs(rows skiplock.Rows, l schema.Layout, full bool) ([]Job, error) {
 		var prio, attempts, maxA int64
 		dest := []any{&j.ID, &j.Queue, &j.Kind, &j.State, &prio, &attempts, &maxA, &j.RunAt, &j.CreatedAt, &j.FinishedAt, &j.LastError}
 		var payload, meta, errs string
-		var output, progress *string
+		var output, progress, batch *string
 		if full {
-			dest = append(dest, &payload, &meta, &errs, &output, &progress)
+			dest = append(dest, &payload, &meta, &errs, &output, &progress, &batch)
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
@@ -496,6 +499,9 @@ func scanJobs(rows skiplock.Rows, l schema.Layout, full bool) ([]Job, error) {
 			}
 			if progress != nil {
 				j.Progress = json.RawMessage(*progress)
+			}
+			if batch != nil {
+				j.Batch = *batch
 			}
 			if err := json.Unmarshal([]byte(errs), &j.Errors); err != nil {
 				return nil, fmt.Errorf("job %s: read its error history: %w", j.ID, err)

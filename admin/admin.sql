@@ -163,23 +163,23 @@ ORDER BY substr(d."id", 3) DESC, d."id" DESC
 LIMIT $3;
 
 -- name: show_bucketed
--- One bucketed job with its payload, metadata, error history, and the
--- output and progress its handler recorded: $1 id.
+-- One bucketed job with its payload, metadata, error history, the
+-- output and progress its handler recorded, and its batch: $1 id.
 SELECT j."id"::TEXT, j."queue", j."kind", lower(j."status"::TEXT), j."priority", j."attempts", j."max_attempts",
   j."run_at", j."create_ts", j."finished_at", j."last_error", j."payload"::TEXT, j."metadata"::TEXT, j."errors"::TEXT,
-  j."output"::TEXT, j."progress"::TEXT
+  j."output"::TEXT, j."progress"::TEXT, j."batch_id"::TEXT
 FROM /* TEMPLATE: jobs */ AS j WHERE j."id" = $1::INT8;
 
 -- name: show_fanout
 -- One fanout job, pending or dead: $1 id.
 SELECT q."id", q."queue", q."kind", 'queued', 0, greatest(q."attempts", coalesce(a."attempts", 0)), q."max_attempts",
   coalesce(a."retry_at", q."created_at"), q."created_at", NULL::TIMESTAMPTZ, q."last_error",
-  q."payload"::TEXT, q."metadata"::TEXT, q."errors"::TEXT, NULL::TEXT, NULL::TEXT
+  q."payload"::TEXT, q."metadata"::TEXT, q."errors"::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT
 FROM /* TEMPLATE: job_queue */ AS q LEFT JOIN /* TEMPLATE: job_attempt */ AS a ON a."job_id" = q."id"
 WHERE q."id" = $1
 UNION ALL
 SELECT d."id", d."queue", d."kind", 'dead', 0, d."attempts", d."max_attempts",
-  d."created_at", d."created_at", d."died_at", d."last_error", d."payload"::TEXT, d."metadata"::TEXT, d."errors"::TEXT, NULL::TEXT, NULL::TEXT
+  d."created_at", d."created_at", d."died_at", d."last_error", d."payload"::TEXT, d."metadata"::TEXT, d."errors"::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT
 FROM /* TEMPLATE: job_dead */ AS d WHERE d."id" = $1;
 
 -- name: periodic

@@ -94,6 +94,9 @@ func TestBatchCallsBackOnceWithCounts(t *testing.T) {
 	if res.ID == "" || len(res.Jobs) != n {
 		t.Fatalf("InsertBatch: id %q, %d results, want an id and %d", res.ID, len(res.Jobs), n)
 	}
+	if row, err := c.JobGet(ctx, res.Jobs[n-1].ID); err != nil || row.Batch != res.ID {
+		t.Fatalf("JobGet of a batch's job: %+v, %v; want batch %s", row, err, res.ID)
+	}
 	must(t, c.Start(ctx))
 	t.Cleanup(func() { c.Stop(context.Background()) }) //nolint:errcheck // the test's end
 	var meta map[string]any

@@ -65,7 +65,7 @@ func TestPagesShowNoRawBidiControl(t *testing.T) {
 	job := admin.Job{ID: "42", Layout: "bucketed", Queue: "q" + evil, Kind: "k" + evil, State: "failed",
 		CreatedAt: now, RunAt: now, LastError: &errText,
 		Payload: json.RawMessage(`{"to":"` + evil + `"}`), Metadata: json.RawMessage(`{"m":"` + evil + `"}`),
-		Output: json.RawMessage(`{"o":"` + evil + `"}`), Progress: json.RawMessage(`{"p":"` + evil + `"}`),
+		Output: json.RawMessage(`{"o":"` + evil + `"}`), Progress: json.RawMessage(`{"p":"` + evil + `"}`), Batch: "7",
 		Errors: []admin.AttemptError{{Attempt: 1, At: now, Error: errText}}}
 	for name, data := range map[string]any{
 		"jobs":     jobList{States: admin.States, Jobs: []admin.Job{job}},
@@ -88,8 +88,8 @@ func TestPagesShowNoRawBidiControl(t *testing.T) {
 		if n := strings.Count(html, "⟨U+202E⟩"); n == 0 {
 			t.Errorf("the %s page does not show U+202E visibly:\n%s", name, html)
 		}
-		if name == "job" && (!strings.Contains(html, `<pre id="output">`) || !strings.Contains(html, `<pre id="progress">`)) {
-			t.Errorf("the job page does not show the job's output and progress:\n%s", html)
+		if name == "job" && (!strings.Contains(html, `<pre id="output">`) || !strings.Contains(html, `<pre id="progress">`) || !strings.Contains(html, `id="job-batch"`)) {
+			t.Errorf("the job page does not show the job's output, progress and batch:\n%s", html)
 		}
 	}
 }

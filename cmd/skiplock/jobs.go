@@ -139,6 +139,9 @@ func jobsShow(ctx context.Context, e *env, args []string) error {
 	if j.FinishedAt != nil {
 		fmt.Fprintf(e.stdout, "  finished %s\n", j.FinishedAt.Local().Format(time.RFC3339))
 	}
+	if j.Batch != "" {
+		fmt.Fprintf(e.stdout, "  in batch %s\n", j.Batch)
+	}
 	fmt.Fprintf(e.stdout, "  payload %s\n  metadata %s\n", j.Payload, j.Metadata)
 	if j.Progress != nil {
 		fmt.Fprintf(e.stdout, "  progress %s\n", j.Progress)

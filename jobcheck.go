@@ -38,10 +38,7 @@ func CheckOutput(what string, b []byte) error {
 	case !json.Valid(b):
 		return usage.Errorf("%s is not valid JSON: %s", what, truncate(string(b), 60))
 	}
-	if err := checkPayload(b); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	return nil
+	return checkJSONB(what, b)
 }
 
 // Bounds of NewJob.RunAt. Times before the Unix epoch are refused rather
@@ -69,10 +66,14 @@ const (
 // valid JSON to encoding/json: invalid UTF-8, the escape \u0000, a UTF-16
 // surrogate escape that is not part of a pair, and numbers outside
 // numeric's range. p must already be valid JSON.
-func checkPayload(p []byte) error {
+func checkPayload(p []byte) error { return checkJSONB("payload", p) }
+
+// checkJSONB is checkPayload for any JSON that goes into a jsonb column,
+// named what in its errors.
+func checkJSONB(what string, p []byte) error {
 	if !utf8.Valid(p) {
 		i := invalidUTF8At(p)
-		return usage.Errorf("payload is not valid UTF-8 (byte %d): send text as UTF-8, binary data as base64", i)
+		return usage.Errorf("%s is not valid UTF-8 (byte %d): send text as UTF-8, binary data as base64", what, i)
 	}
 	inString := false
 	for i := 0; i < len(p); i++ {
@@ -90,15 +91,15 @@ func checkPayload(p []byte) error {
 				i += 4
 				switch {
 				case r == 0:
-					return usage.Errorf(`payload has the escape \u0000 at byte %d: PostgreSQL's jsonb cannot store the NUL character; drop it or encode the data (base64)`, i-5)
+					return usage.Errorf(`%s has the escape \u0000 at byte %d: PostgreSQL's jsonb cannot store the NUL character; drop it or encode the data (base64)`, what, i-5)
 				case r >= 0xDC00 && r <= 0xDFFF:
-					return usage.Errorf(`payload has a lone UTF-16 low surrogate escape \u%04x at byte %d: PostgreSQL's jsonb accepts surrogates only as a high-low pair`, r, i-5)
+					return usage.Errorf(`%s has a lone UTF-16 low surrogate escape \u%04x at byte %d: PostgreSQL's jsonb accepts surrogates only as a high-low pair`, what, r, i-5)
 				case r >= 0xD800 && r <= 0xDBFF:
 					if i+6 >= len(p) || p[i+1] != '\\' || p[i+2] != 'u' {
-						return usage.Errorf(`payload has a lone UTF-16 high surrogate escape \u%04x at byte %d: PostgreSQL's jsonb accepts surrogates only as a high-low pair`, r, i-5)
+						return usage.Errorf(`%s has a lone UTF-16 high surrogate escape \u%04x at byte %d: PostgreSQL's jsonb accepts surrogates only as a high-low pair`, what, r, i-5)
 					}
 					if lo := hex4(p[i+3 : i+7]); lo < 0xDC00 || lo > 0xDFFF {
-						return usage.Errorf(`payload has a UTF-16 high surrogate escape \u%04x at byte %d not followed by a low one: PostgreSQL's jsonb accepts surrogates only as a high-low pair`, r, i-5)
+						return usage.Errorf(`%s has a UTF-16 high surrogate escape \u%04x at byte %d not followed by a low one: PostgreSQL's jsonb accepts surrogates only as a high-low pair`, what, r, i-5)
 					}
 					i += 6
 				}
@@ -114,7 +115,7 @@ func checkPayload(p []byte) error {
 				j++
 			}
 			if err := checkNumber(string(p[i:j])); err != nil {
-				return usage.Errorf("payload number at byte %d: %v", i, err)
+				return usage.Errorf("%s number at byte %d: %v", what, i, err)
 			}
 			i = j - 1
 		}
@@ -234,7 +235,7 @@ func checkMetadata(m json.RawMessage) error {
 	if err := json.Unmarshal(m, &obj); err != nil || obj == nil {
 		return usage.Errorf("metadata is not a JSON object: %s", truncate(string(m), 60))
 	}
-	return checkPayload(m)
+	return checkJSONB("metadata", m)
 }
 
 // checkRunAt refuses a run time outside MinRunAt..MaxRunAt; the zero time

@@ -119,3 +119,20 @@ func TestNormalizeKindAndMetadata(t *testing.T) {
 		}
 	}
 }
+
+// TestJSONBErrorsNameTheirField: what jsonb cannot store is refused with
+// an error that names the field it came in (not always "payload").
+func TestJSONBErrorsNameTheirField(t *testing.T) {
+	t.Parallel()
+	nul := []byte(`{"x": "\u0000"}`)
+	if err := skiplock.CheckOutput("output", nul); !usage.Is(err) || !strings.HasPrefix(err.Error(), `output has the escape \u0000`) {
+		t.Errorf("CheckOutput: %v, want a usage error naming the output", err)
+	}
+	j := skiplock.NewJob{Metadata: nul}
+	if err := j.Normalize(0); !usage.Is(err) || !strings.HasPrefix(err.Error(), `metadata has the escape \u0000`) {
+		t.Errorf("Normalize with such metadata: %v, want a usage error naming the metadata", err)
+	}
+	if err := skiplock.CheckOutput("progress", []byte(strings.Repeat(" ", skiplock.MaxOutputBytes)+"1")); !usage.Is(err) {
+		t.Errorf("CheckOutput past MaxOutputBytes: %v, want a usage error", err)
+	}
+}

@@ -95,6 +95,12 @@ type Job struct {
 	// it: what middleware carries (a trace context), and a client's count
 	// of the job's snoozes.
 	Metadata json.RawMessage
+	// Workflow is the id of the job's workflow, "" when it is in none
+	// (bucketed; see Workflow).
+	Workflow string
+	// Dependents counts the jobs of its workflow that depend on this one:
+	// its completion releases them, in the same transaction (bucketed).
+	Dependents int
 }
 
 // NewJob describes a job to enqueue. The zero value, with a payload, is a

@@ -38,7 +38,7 @@ func init() {
 func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 	q := func(t string) string { return sqlident.Quote(schemaName) + "." + sqlident.Quote(t) }
 	vars := map[string]string{
-		"jobs": q(schema.JobsTable), "job_queue": q(schema.JobQueueTable),
+		"jobs": q(schema.JobsTable), "job_queue": q(schema.JobQueueTable), "workflow": q(schema.JobWorkflowTable),
 		"job_dead": q(schema.DeadJobTable), "job_attempt": q(schema.JobAttemptTable),
 		"periodic": q(schema.PeriodicTable), "queue_state": q(schema.QueueStateTable),
 		// jobs_dequeue is led by the bucket: a scan names it.
@@ -51,6 +51,7 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		// one scan spans the shards.
 		vars["bucket_match"] = ""
 	}
+	vars["workflow_columns_j"], vars["workflow_columns_x"] = workflowColumns(vars["jobs"], "j"), workflowColumns(vars["jobs"], "x")
 	vars["finished_bucket_match"] = ""
 	if d != nil && d.KeyOrderMarkers {
 		// jobs_finished is (bucket HASH, finished_at): ordering it would
@@ -60,6 +61,14 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		vars["finished_bucket_match"] = `j."bucket" = "b"."bucket" AND`
 	}
 	return vars
+}
+
+// workflowColumns are a listed job's workflow (text) and the ids of the
+// jobs it depends on (text array, in id order), for the jobs table's row
+// alias.
+func workflowColumns(jobs, alias string) string {
+	return alias + `."workflow_id"::TEXT, (SELECT array_agg(d."id"::TEXT ORDER BY d."id") FROM ` + jobs + ` AS d WHERE ` +
+		alias + `."workflow_id" IS NOT NULL AND d."workflow_id" = ` + alias + `."workflow_id" AND d."workflow_node" = ANY(` + alias + `."depends_on"))`
 }
 
 // Job is a job as operators see it, in either layout.
@@ -88,6 +97,14 @@ type Job struct {
 	// Batch is the id of the batch the job was inserted in
 	// (client.Client.InsertBatch; Show only), "" for none.
 	Batch string `json:"batch,omitempty"`
+	// Workflow is the id of the job's workflow, "" for none.
+	Workflow string `json:"workflow,omitempty"`
+	// DependsOn are the ids of the jobs it waits for in its workflow
+	// (the same ids as ID), nil for none.
+	DependsOn []string `json:"depends_on,omitempty"`
+	// WaitingFor counts, while the job is Queued, its dependencies that
+	// have not finished (Show only): it is not claimed before none is.
+	WaitingFor int `json:"waiting_for,omitempty"`
 }
 
 // AttemptError is one failed attempt.
@@ -482,16 +499,26 @@ func scanJobs(rows skiplock.Rows, l schema.Layout, full bool) ([]Job, error) {
 	for rows.Next() {
 		j := Job{Layout: l}
 		var prio, attempts, maxA int64
+		var workflow *string
 		dest := []any{&j.ID, &j.Queue, &j.Kind, &j.State, &prio, &attempts, &maxA, &j.RunAt, &j.CreatedAt, &j.FinishedAt, &j.LastError}
 		var payload, meta, errs string
 		var output, progress, batch *string
+		var waiting *int32
 		if full {
-			dest = append(dest, &payload, &meta, &errs, &output, &progress, &batch)
+			dest = append(dest, &payload, &meta, &errs, &output, &progress, &batch, &workflow, &j.DependsOn, &waiting)
+		} else {
+			dest = append(dest, &workflow, &j.DependsOn)
 		}
 		if err := rows.Scan(dest...); err != nil {
 			return nil, err
 		}
 		j.Priority, j.Attempts, j.MaxAttempts = int(prio), int(attempts), int(maxA)
+		if workflow != nil {
+			j.Workflow = *workflow
+		}
+		if waiting != nil {
+			j.WaitingFor = int(*waiting)
+		}
 		if full {
 			j.Payload, j.Metadata = json.RawMessage(payload), json.RawMessage(meta)
 			if output != nil {

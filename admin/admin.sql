@@ -4,6 +4,10 @@
 --   job_queue   fanout's pending jobs
 --   job_dead    fanout's dead jobs
 --   job_attempt fanout's attempt counts
+--   workflow    the bucketed layout's workflows (job_workflow)
+--   workflow_columns_j, _x  a job's workflow and the ids of the jobs it
+--               depends on (alias j or x): the ids from its dependencies'
+--               names, by jobs_workflow, for workflow jobs only
 -- Every identifier is quoted; every value is a $n parameter.
 --
 -- The listings (docs/design.md, "Admin queries at scale") read each
@@ -25,7 +29,7 @@
 -- Expected plan (PostgreSQL): Limit over Index Scan Backward using
 -- jobs_pkey, Index Cond id < $4, the filters a Filter.
 SELECT j."id"::TEXT, j."queue", j."kind", lower(j."status"::TEXT), j."priority", j."attempts", j."max_attempts",
-  j."run_at", j."create_ts", j."finished_at", j."last_error"
+  j."run_at", j."create_ts", j."finished_at", j."last_error", /* TEMPLATE: workflow_columns_j */
 FROM /* TEMPLATE: jobs */ AS j
 WHERE j."id" < $4::INT8
   AND ($1::TEXT = '' OR j."queue" = $1::TEXT)
@@ -42,10 +46,10 @@ LIMIT $3;
 -- before any job, 0)), under LIMIT $3, then merged. $1 is '' (for one
 -- queue: list_bucketed_queued_in), $2 kind or '' ('-' for '').
 SELECT x."id"::TEXT, x."queue", x."kind", 'queued', x."priority", x."attempts", x."max_attempts",
-  x."run_at", x."create_ts", x."finished_at", x."last_error"
+  x."run_at", x."create_ts", x."finished_at", x."last_error", /* TEMPLATE: workflow_columns_x */
 FROM unnest($4::INT2[]) AS "b" ("bucket")
 CROSS JOIN LATERAL (SELECT j."id", j."queue", j."kind", j."priority", j."attempts", j."max_attempts",
-    j."run_at", j."create_ts", j."finished_at", j."last_error"
+    j."run_at", j."create_ts", j."finished_at", j."last_error", j."workflow_id", j."depends_on"
   FROM /* TEMPLATE: jobs */ AS j
   WHERE j."status" = 'Queued' AND /* TEMPLATE: bucket_match */ $1::TEXT = ''
     AND (j."queue", j."priority", j."run_at", j."id") > ($5::TEXT, $6::INT2, $7::TIMESTAMPTZ, $8::INT8)
@@ -58,10 +62,10 @@ LIMIT $3;
 -- list_bucketed_queued for one queue, $1: the queue bounds each scan,
 -- so the last page stops at the queue's end.
 SELECT x."id"::TEXT, x."queue", x."kind", 'queued', x."priority", x."attempts", x."max_attempts",
-  x."run_at", x."create_ts", x."finished_at", x."last_error"
+  x."run_at", x."create_ts", x."finished_at", x."last_error", /* TEMPLATE: workflow_columns_x */
 FROM unnest($4::INT2[]) AS "b" ("bucket")
 CROSS JOIN LATERAL (SELECT j."id", j."queue", j."kind", j."priority", j."attempts", j."max_attempts",
-    j."run_at", j."create_ts", j."finished_at", j."last_error"
+    j."run_at", j."create_ts", j."finished_at", j."last_error", j."workflow_id", j."depends_on"
   FROM /* TEMPLATE: jobs */ AS j
   WHERE j."status" = 'Queued' AND /* TEMPLATE: bucket_match */ j."queue" = $1::TEXT
     AND (j."queue", j."priority", j."run_at", j."id") > ($5::TEXT, $6::INT2, $7::TIMESTAMPTZ, $8::INT8)
@@ -76,7 +80,7 @@ LIMIT $3;
 -- the workers hold). $1 queue or '', $2 kind or '' ('-' for ''), $3
 -- limit, $4 the page's start: ids below it.
 SELECT j."id"::TEXT, j."queue", j."kind", 'running', j."priority", j."attempts", j."max_attempts",
-  j."run_at", j."create_ts", j."finished_at", j."last_error"
+  j."run_at", j."create_ts", j."finished_at", j."last_error", /* TEMPLATE: workflow_columns_j */
 FROM /* TEMPLATE: jobs */ AS j
 WHERE j."status" = 'Running' AND j."id" < $4::INT8
   AND ($1::TEXT = '' OR j."queue" = $1::TEXT)
@@ -94,10 +98,10 @@ LIMIT $3;
 -- passes a time after any job's). $1 queue or '', $2 kind or '' ('-' for
 -- '').
 SELECT x."id"::TEXT, x."queue", x."kind", lower(x."status"::TEXT), x."priority", x."attempts", x."max_attempts",
-  x."run_at", x."create_ts", x."finished_at", x."last_error"
+  x."run_at", x."create_ts", x."finished_at", x."last_error", /* TEMPLATE: workflow_columns_x */
 FROM unnest($4::INT2[]) AS "b" ("bucket")
 CROSS JOIN LATERAL (SELECT j."id", j."queue", j."kind", j."status", j."priority", j."attempts", j."max_attempts",
-    j."run_at", j."create_ts", j."finished_at", j."last_error"
+    j."run_at", j."create_ts", j."finished_at", j."last_error", j."workflow_id", j."depends_on"
   FROM /* TEMPLATE: jobs */ AS j
   WHERE j."finished_at" IS NOT NULL AND /* TEMPLATE: finished_bucket_match */ j."finished_at" <= $6::TIMESTAMPTZ
     AND (j."finished_at" < $6::TIMESTAMPTZ OR j."id" < $7::INT8)
@@ -123,7 +127,7 @@ LIMIT $3;
 SELECT q."id", q."queue", q."kind", 'queued', 0,
   greatest(q."attempts", coalesce((SELECT a."attempts" FROM /* TEMPLATE: job_attempt */ AS a WHERE a."job_id" = q."id"), 0)), q."max_attempts",
   coalesce((SELECT a."retry_at" FROM /* TEMPLATE: job_attempt */ AS a WHERE a."job_id" = q."id"), q."created_at"),
-  q."created_at", NULL::TIMESTAMPTZ, q."last_error"
+  q."created_at", NULL::TIMESTAMPTZ, q."last_error", NULL::TEXT, NULL::TEXT[]
 FROM unnest($4::TEXT[], $5::TEXT[]) AS h ("lo", "hi")
 CROSS JOIN LATERAL (SELECT x."id", x."queue", x."kind", x."attempts", x."max_attempts", x."created_at", x."last_error"
   FROM /* TEMPLATE: job_queue */ AS x
@@ -136,7 +140,7 @@ CROSS JOIN LATERAL (SELECT x."id", x."queue", x."kind", x."attempts", x."max_att
 -- Dead fanout jobs, newest first: list_fanout_queued's parameters and
 -- scans, on job_dead (a dead job keeps its id).
 SELECT d."id", d."queue", d."kind", 'dead', 0, d."attempts", d."max_attempts",
-  d."created_at", d."created_at", d."died_at", d."last_error"
+  d."created_at", d."created_at", d."died_at", d."last_error", NULL::TEXT, NULL::TEXT[]
 FROM unnest($4::TEXT[], $5::TEXT[]) AS h ("lo", "hi")
 CROSS JOIN LATERAL (SELECT x."id", x."queue", x."kind", x."attempts", x."max_attempts", x."created_at", x."died_at", x."last_error"
   FROM /* TEMPLATE: job_dead */ AS x
@@ -153,7 +157,7 @@ CROSS JOIN LATERAL (SELECT x."id", x."queue", x."kind", x."attempts", x."max_att
 -- lower and the last's upper bound and started below the cursor by the
 -- same key.
 SELECT d."id", d."queue", d."kind", 'dead', 0, d."attempts", d."max_attempts",
-  d."created_at", d."created_at", d."died_at", d."last_error"
+  d."created_at", d."created_at", d."died_at", d."last_error", NULL::TEXT, NULL::TEXT[]
 FROM /* TEMPLATE: job_dead */ AS d
 WHERE d."id" >= ($4::TEXT[])[1] AND d."id" < ($5::TEXT[])[cardinality($5::TEXT[])]
   AND ($6::TEXT = '' OR substr(d."id", 3) < $6::TEXT)
@@ -164,22 +168,24 @@ LIMIT $3;
 
 -- name: show_bucketed
 -- One bucketed job with its payload, metadata, error history, the
--- output and progress its handler recorded, and its batch: $1 id.
+-- output and progress its handler recorded, its batch, its workflow and
+-- dependencies, and while it is Queued how many of them it waits for:
+-- $1 id.
 SELECT j."id"::TEXT, j."queue", j."kind", lower(j."status"::TEXT), j."priority", j."attempts", j."max_attempts",
   j."run_at", j."create_ts", j."finished_at", j."last_error", j."payload"::TEXT, j."metadata"::TEXT, j."errors"::TEXT,
-  j."output"::TEXT, j."progress"::TEXT, j."batch_id"::TEXT
+  j."output"::TEXT, j."progress"::TEXT, j."batch_id"::TEXT, /* TEMPLATE: workflow_columns_j */, CASE WHEN j."status" = 'Queued' THEN j."deps_left" END
 FROM /* TEMPLATE: jobs */ AS j WHERE j."id" = $1::INT8;
 
 -- name: show_fanout
 -- One fanout job, pending or dead: $1 id.
 SELECT q."id", q."queue", q."kind", 'queued', 0, greatest(q."attempts", coalesce(a."attempts", 0)), q."max_attempts",
   coalesce(a."retry_at", q."created_at"), q."created_at", NULL::TIMESTAMPTZ, q."last_error",
-  q."payload"::TEXT, q."metadata"::TEXT, q."errors"::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT
+  q."payload"::TEXT, q."metadata"::TEXT, q."errors"::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT[], NULL::INT4
 FROM /* TEMPLATE: job_queue */ AS q LEFT JOIN /* TEMPLATE: job_attempt */ AS a ON a."job_id" = q."id"
 WHERE q."id" = $1
 UNION ALL
 SELECT d."id", d."queue", d."kind", 'dead', 0, d."attempts", d."max_attempts",
-  d."created_at", d."created_at", d."died_at", d."last_error", d."payload"::TEXT, d."metadata"::TEXT, d."errors"::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT
+  d."created_at", d."created_at", d."died_at", d."last_error", d."payload"::TEXT, d."metadata"::TEXT, d."errors"::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT[], NULL::INT4
 FROM /* TEMPLATE: job_dead */ AS d WHERE d."id" = $1;
 
 -- name: periodic
@@ -333,3 +339,42 @@ SELECT "name", "paused", "updated_at" FROM /* TEMPLATE: queue_state */;
 -- Pauses ($2 true) or resumes ($2 false) queue $1.
 INSERT INTO /* TEMPLATE: queue_state */ AS q ("name", "paused", "updated_at") VALUES ($1, $2, now())
 ON CONFLICT ("name") DO UPDATE SET "paused" = excluded."paused", "updated_at" = excluded."updated_at";
+
+-- name: workflows_list
+-- Workflows, newest first by id ($2: ids below it; the largest INT8 for
+-- the first page), $1 of them, each with its jobs counted by state as a
+-- JSON object (waiting: Queued behind dependencies), read through
+-- jobs_workflow.
+SELECT w."id"::TEXT, w."name", w."size", w."created_at",
+  COALESCE((SELECT jsonb_object_agg(c.s, c.n) FROM (
+    SELECT CASE WHEN j."status" = 'Queued' AND COALESCE(j."deps_left", 0) > 0 THEN 'waiting' ELSE lower(j."status"::TEXT) END AS s, count(*) AS n
+    FROM /* TEMPLATE: jobs */ AS j WHERE j."workflow_id" = w."id" GROUP BY 1) AS c), '{}'::JSONB)::TEXT
+FROM /* TEMPLATE: workflow */ AS w
+WHERE w."id" < $2::INT8
+ORDER BY w."id" DESC
+LIMIT $1;
+
+-- name: workflow_row
+-- One workflow: $1 id.
+SELECT w."id"::TEXT, w."name", w."size", w."created_at", '{}'::TEXT FROM /* TEMPLATE: workflow */ AS w WHERE w."id" = $1::INT8;
+
+-- name: workflow_jobs
+-- A workflow's jobs ($1), in id order, with their names there, what they
+-- depend on (by name) and why a cancelled one was.
+SELECT j."id"::TEXT, j."workflow_node", j."queue", j."kind",
+  CASE WHEN j."status" = 'Queued' AND COALESCE(j."deps_left", 0) > 0 THEN 'waiting' ELSE lower(j."status"::TEXT) END,
+  j."attempts", j."max_attempts", j."finished_at", j."last_error", COALESCE(j."depends_on", ARRAY[]::TEXT[]),
+  COALESCE(j."run_anyway", false), j."canceled_by", j."output"::TEXT
+FROM /* TEMPLATE: jobs */ AS j WHERE j."workflow_id" = $1::INT8
+ORDER BY j."id";
+
+-- name: workflow_cancel
+-- Cancels every Queued or Running job of workflow $1 (a Running job's
+-- holder finds its lease gone, as cancel_by_id's), returning their ids.
+UPDATE /* TEMPLATE: jobs */ SET "status" = 'Canceled', "finished_at" = now(), "lease_expires_at" = NULL, "last_updated" = now()
+WHERE "workflow_id" = $1::INT8 AND "status" IN ('Queued', 'Running')
+RETURNING "id";
+
+-- name: workflow_failed
+-- The Failed jobs of workflow $1, in id order, for a retry.
+SELECT "id" FROM /* TEMPLATE: jobs */ WHERE "workflow_id" = $1::INT8 AND "status" = 'Failed' ORDER BY "id";

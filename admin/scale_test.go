@@ -24,6 +24,7 @@ var jobTables = []string{schema.JobsTable, schema.JobQueueTable, schema.DeadJobT
 // planNode is a node of EXPLAIN (FORMAT JSON).
 type planNode struct {
 	NodeType  string     `json:"Node Type"`
+	Parent    string     `json:"Parent Relationship"`
 	Relation  string     `json:"Relation Name"`
 	IndexName string     `json:"Index Name"`
 	Plans     []planNode `json:"Plans"`
@@ -44,6 +45,12 @@ func (s tableScan) String() string {
 // when a Limit node is above it with nothing between them that reads
 // its input whole (a sort, a hash, an aggregate).
 func scansOf(n planNode, limited bool) []tableScan {
+	if n.Parent == "SubPlan" {
+		// A correlated subquery (a listed workflow job's dependencies),
+		// run once per row its query returns, which PostgreSQL evaluates
+		// above the Limit: its index probes are bounded by that Limit.
+		return probesOf(n)
+	}
 	switch n.NodeType {
 	case "Limit":
 		limited = true
@@ -56,6 +63,19 @@ func scansOf(n planNode, limited bool) []tableScan {
 	}
 	for _, c := range n.Plans {
 		out = append(out, scansOf(c, limited)...)
+	}
+	return out
+}
+
+// probesOf is scansOf for a subplan run once per returned row: its index
+// scans count as limited, anything else as not.
+func probesOf(n planNode) []tableScan {
+	var out []tableScan
+	if slices.Contains(jobTables, n.Relation) {
+		out = append(out, tableScan{n.NodeType, n.Relation, n.IndexName, n.NodeType == "Index Scan" || n.NodeType == "Index Only Scan"})
+	}
+	for _, c := range n.Plans {
+		out = append(out, probesOf(c)...)
 	}
 	return out
 }

@@ -233,6 +233,13 @@ type Config struct {
 	// (client.Limits.PartitionBy), Concurrency then per partition
 	// (bucketed, on the client).
 	Partitions int
+	// WorkflowRoots, when positive, makes the jobs one workflow
+	// (client.Client.InsertWorkflow) of that many roots, every other job
+	// depending on one of them in turn: the throughput scenario preloads
+	// it (the burn-down then releases the leaves as the roots complete),
+	// and the enqueue scenario's bulk mode inserts it in one transaction
+	// (bucketed).
+	WorkflowRoots int
 	// SeparateBegin sends each transaction's BEGIN as its own round trip,
 	// as pgbench's scripts do; by default the workers' pool pipelines it
 	// with the transaction's first statement
@@ -337,6 +344,12 @@ func (c *Config) withDefaults() (Config, error) {
 	}
 	if o.Partitions < 0 || o.Partitions > bucketed.MaxConcurrency {
 		return o, usage.Errorf("--partitions %d: use 0 (none) to %d", o.Partitions, bucketed.MaxConcurrency)
+	}
+	if o.WorkflowRoots < 0 || o.WorkflowRoots > skiplock.MaxWorkflowJobs {
+		return o, usage.Errorf("--workflow-roots %d: use 0 (plain jobs) to %d", o.WorkflowRoots, skiplock.MaxWorkflowJobs)
+	}
+	if o.WorkflowRoots > 0 && (o.Layout == schema.LayoutFanout || o.Partitions > 0 || (o.Scenario != ScenarioThroughput && o.Scenario != ScenarioEnqueue)) {
+		return o, usage.Errorf("--workflow-roots %d: workflows are bucketed jobs, for the throughput and enqueue scenarios, without --partitions", o.WorkflowRoots)
 	}
 	if o.Layout != "" {
 		l, err := schema.ParseLayout(string(o.Layout))
@@ -679,6 +692,7 @@ func Run(ctx context.Context, cfg *Config) (*Report, error) {
 			HeldClaims:      c.HeldClaims && c.Layout == schema.LayoutBucketed,
 			Concurrency:     c.Concurrency,
 			Partitions:      c.Partitions,
+			WorkflowRoots:   c.WorkflowRoots,
 			IdealJobsS:      c.idealRate()},
 	}
 	switch c.Scenario {
@@ -869,6 +883,12 @@ const preloadBatch = 5000
 // enqueue), then refreshes the planner's statistics.
 func preload(ctx context.Context, c *Config, db *skiplock.DB, n int, enqueue func(ctx context.Context, jobs []skiplock.NewJob) error, tables ...string) error {
 	start := time.Now()
+	if c.WorkflowRoots > 0 {
+		if err := insertWorkflow(ctx, c, db, n); err != nil {
+			return fmt.Errorf("preload: %w", err)
+		}
+		n = 0 // done
+	}
 	job := skiplock.NewJob{Queue: DefaultQueue, Payload: []byte(`{}`)}
 	batch := make([]skiplock.NewJob, 0, preloadBatch)
 	for done := 0; done < n; {

@@ -82,6 +82,11 @@ func (c Config) enqueueDefaults() (Config, error) {
 	if o.Conns == 0 {
 		o.Conns = o.Workers
 	}
+	if o.WorkflowRoots > 0 {
+		// The insert reads the queue's partitioning on a connection of
+		// its own while its transaction holds one.
+		o.Conns = max(o.Conns, 2)
+	}
 	return o, o.commonDefaults()
 }
 
@@ -134,6 +139,9 @@ func runEnqueue(ctx context.Context, c *Config, admin *skiplock.DB, rep *Report)
 	per := 1
 	if c.EnqueueMode == EnqueueBulk {
 		per = c.Batch
+	}
+	if c.WorkflowRoots > 0 {
+		per = c.Jobs // one workflow, in one transaction
 	}
 	rec := newRecorder()
 	var peak atomic.Int64
@@ -204,6 +212,12 @@ func enqueueCall(ctx context.Context, c *Config, pool *skiplock.DB, counters *re
 			_, err := cl.Insert(ctx, rawArgs{}, opts)
 			return err
 		}, nil
+	}
+	if c.WorkflowRoots > 0 {
+		if c.EnqueueMode != EnqueueBulk || c.Workers != 1 {
+			return nil, usage.Errorf("--workflow-roots: a workflow is inserted in one transaction: use --mode bulk and --clients 1")
+		}
+		return func(ctx context.Context, n int) error { return insertWorkflow(ctx, c, pool, n) }, nil
 	}
 	batch := make([]skiplock.NewJob, c.Batch)
 	for i := range batch {

@@ -226,6 +226,9 @@ type Settings struct {
 	// Partitions is how many partitions the jobs were spread over (0:
 	// the queue not partitioned).
 	Partitions int `json:"partitions,omitempty"`
+	// WorkflowRoots: the jobs were one workflow of that many roots, the
+	// others depending on them (Config.WorkflowRoots).
+	WorkflowRoots int `json:"workflow_roots,omitempty"`
 	// Samples, GapS, PollIntervalS, Notify and SameClient are the pickup
 	// scenario's settings (Config): Notify says notifications were in
 	// use.
@@ -290,6 +293,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 			map[bool]string{true: "pipelined with the first statement", false: "its own round trip"}[s.PipelineBegin])
 		if s.Partitions > 0 {
 			fmt.Fprintf(b, ", %d partitions", s.Partitions)
+		}
+		if s.WorkflowRoots > 0 {
+			fmt.Fprintf(b, ", one workflow of %d roots and their dependents", s.WorkflowRoots)
 		}
 		if s.Concurrency > 0 {
 			fmt.Fprintf(b, ", global concurrency limit %d", s.Concurrency)

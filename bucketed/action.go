@@ -16,25 +16,31 @@ import (
 // returns an error wrapping skiplock.ErrNoJob for an unknown id, and a
 // *skiplock.StateError for a job that already finished.
 func (q *Queue) CancelJob(ctx context.Context, id string) error {
-	return q.byID(ctx, "cancel", q.sql.cancelByID, id, []string{"Queued", "Running"}, "")
+	return q.byID(ctx, "cancel", q.sql.cancelByID, id, []string{"Queued", "Running"}, "", func(ctx context.Context, tx skiplock.Tx, id int64) error {
+		return q.settle(ctx, tx, nil, []int64{id}) // its dependents are cancelled with it
+	})
 }
 
 // RetryJob puts a Failed or Canceled job back in the queue to run now,
 // with its attempts reset. Errors as CancelJob's; a retry that would give
 // a unique key to a second live job is refused with an error that says so.
 func (q *Queue) RetryJob(ctx context.Context, id string) error {
-	return q.byID(ctx, "retry", q.sql.retryByID, id, []string{"Failed", "Canceled"}, "")
+	return q.byID(ctx, "retry", q.sql.retryByID, id, []string{"Failed", "Canceled"}, "", func(ctx context.Context, tx skiplock.Tx, id int64) error {
+		_, err := q.gate.Requeue(ctx, tx, []int64{id}) // so are the dependents its failure cancelled
+		return err
+	})
 }
 
 // DeleteJob deletes a finished job (Success, Failed or Canceled). Errors
 // as CancelJob's; a live job must be cancelled first.
 func (q *Queue) DeleteJob(ctx context.Context, id string) error {
-	return q.byID(ctx, "delete", q.sql.deleteByID, id, []string{"Success", "Failed", "Canceled"}, "cancel it first")
+	return q.byID(ctx, "delete", q.sql.deleteByID, id, []string{"Success", "Failed", "Canceled"}, "cancel it first", nil)
 }
 
 // byID runs one action statement and, when it changed nothing, reads the
-// job's status in the same transaction to say why.
-func (q *Queue) byID(ctx context.Context, action, sql string, ids string, allowed []string, hint string) error {
+// job's status in the same transaction to say why; when it changed the
+// job, after (if any) runs in the same transaction.
+func (q *Queue) byID(ctx context.Context, action, sql string, ids string, allowed []string, hint string, after func(ctx context.Context, tx skiplock.Tx, id int64) error) error {
 	id, err := strconv.ParseInt(ids, 10, 64)
 	if err != nil {
 		// Not an id this layout gives out (a fanout job's, or a typo):
@@ -52,6 +58,9 @@ func (q *Queue) byID(ctx context.Context, action, sql string, ids string, allowe
 			return err
 		}
 		if n == 1 {
+			if after != nil {
+				return after(ctx, tx, id)
+			}
 			return nil
 		}
 		rows, err := tx.Query(ctx, q.sql.statusByID, id)

@@ -139,6 +139,9 @@ type Backlog struct {
 	NextAt time.Time
 	// Now is the database's clock at the reading, to compare NextAt with.
 	Now time.Time
+	// Waiting counts the Queued jobs that wait for workflow dependencies
+	// to finish (not in Later); read as Later is.
+	Waiting int64
 }
 
 // Backlog reads what queue has left: whether a job is due or Running,
@@ -148,7 +151,7 @@ type Backlog struct {
 func (q *Queue) Backlog(ctx context.Context, queue string) (Backlog, error) {
 	var b Backlog
 	var next *time.Time
-	if err := q.db.QueryRow(ctx, q.sql.backlog, queue, q.allBuckets()).Scan(&b.Due, &b.Running, &b.Later, &next, &b.Now); err != nil {
+	if err := q.db.QueryRow(ctx, q.sql.backlog, queue, q.allBuckets()).Scan(&b.Due, &b.Running, &b.Later, &next, &b.Now, &b.Waiting); err != nil {
 		return Backlog{}, fmt.Errorf("bucketed: backlog: %w", err)
 	}
 	if next != nil {

@@ -33,10 +33,17 @@
 -- partition (insert_partition) from the queue's partitioning as the
 -- caller last read it ($10; a read of the queue's row here cost a tenth of
 -- a single-job insert): SetLimits waits for every process to have read a
--- change before it rewrites the jobs' partitions.
-INSERT INTO /* TEMPLATE: table */ ("queue", "payload", "priority", "run_at", "max_attempts", "unique_key", "kind", "metadata", "partition_key", "partition", "unique_states", "batch_id")
-SELECT u.q, u.p::JSONB, u.pr, COALESCE(u.ra, now()), u.ma, u.uk, u.k, u.m::JSONB, u.pk, /* TEMPLATE: insert_partition */, u.us::/* TEMPLATE: status_type */[], u.b
-FROM unnest($1::TEXT[], $2::TEXT[], $3::INT2[], $4::TIMESTAMPTZ[], $5::INT4[], $6::TEXT[], $7::TEXT[], $8::TEXT[], $9::TEXT[], $10::TEXT[], $11::TEXT[], $12::INT8[]) AS u (q, p, pr, ra, ma, uk, k, m, pk, pb, us, b)
+-- change before it rewrites the jobs' partitions. A workflow's job ($13
+-- its workflow, $14 its name there, $15 and $16 the names of its
+-- dependencies and dependents as array literals, $17 run anyway) that has
+-- dependencies waits: its run_at is waiting_run_at, never due, until the
+-- last of them finishes (settle).
+INSERT INTO /* TEMPLATE: table */ ("queue", "payload", "priority", "run_at", "max_attempts", "unique_key", "kind", "metadata", "partition_key", "partition", "unique_states", "batch_id",
+  "workflow_id", "workflow_node", "depends_on", "dependents", "deps_left", "run_anyway")
+SELECT u.q, u.p::JSONB, u.pr, CASE WHEN u.wd IS NULL THEN COALESCE(u.ra, now()) ELSE /* TEMPLATE: waiting_run_at */ END, u.ma, u.uk, u.k, u.m::JSONB, u.pk, /* TEMPLATE: insert_partition */, u.us::/* TEMPLATE: status_type */[], u.b,
+  u.w, u.wn, u.wd::TEXT[], u.wt::TEXT[], array_length(u.wd::TEXT[], 1), u.wa
+FROM unnest($1::TEXT[], $2::TEXT[], $3::INT2[], $4::TIMESTAMPTZ[], $5::INT4[], $6::TEXT[], $7::TEXT[], $8::TEXT[], $9::TEXT[], $10::TEXT[], $11::TEXT[], $12::INT8[],
+  $13::INT8[], $14::TEXT[], $15::TEXT[], $16::TEXT[], $17::BOOL[]) AS u (q, p, pr, ra, ma, uk, k, m, pk, pb, us, b, w, wn, wd, wt, wa)
 ON CONFLICT /* TEMPLATE: unique_conflict */ DO NOTHING
 RETURNING "id";
 
@@ -47,6 +54,15 @@ RETURNING "id";
 INSERT INTO /* TEMPLATE: batch_table */ ("size", "callback_queue", "callback_kind", "callback_payload", "callback_metadata", "callback_max_attempts")
 VALUES ($1::INT4, $2::TEXT, $3::TEXT, $4::TEXT::JSONB, $5::TEXT::JSONB, $6::INT4)
 RETURNING "id";
+
+-- name: workflow_new
+-- A workflow named $1 of $2 jobs, whose jobs the same transaction
+-- inserts (insert's $13); returns its id.
+INSERT INTO /* TEMPLATE: workflow_table */ ("name", "size") VALUES ($1::TEXT, $2::INT4) RETURNING "id";
+
+-- name: workflow_ids
+-- The ids of workflow $1's jobs by their names there, from jobs_workflow.
+SELECT "workflow_node", "id" FROM /* TEMPLATE: table */ WHERE "workflow_id" = $1::INT8;
 
 -- name: reserve_ids
 -- Takes $2 ids from the jobs table's id sequence ($1: the table's quoted,
@@ -682,6 +698,13 @@ FROM unnest($1::INT8[], $2::INT8[], $3::TEXT[], $4::FLOAT8[], $5::BOOL[]) AS c (
 WHERE j."id" = c.id AND j."lease_token" = c.token AND j."status"::TEXT = 'Running'
 RETURNING j."id";
 
+-- name: dependency_outputs
+-- The outputs of job $1's dependencies, by their names in its workflow
+-- (a dependency retention deleted is missing).
+SELECT d."workflow_node", d."output"::TEXT FROM /* TEMPLATE: table */ AS w
+JOIN /* TEMPLATE: table */ AS d ON d."workflow_id" = w."workflow_id" AND d."workflow_node" = ANY(w."depends_on")
+WHERE w."id" = $1::INT8;
+
 -- name: completed_with
 -- After an ambiguous commit: which of these leases did complete.
 SELECT j."id" FROM /* TEMPLATE: table */ AS j, unnest($1::INT8[], $2::INT8[]) AS c (id, token)
@@ -744,14 +767,17 @@ SELECT /* TEMPLATE: queued_exists */
 -- (run_at has come; due_exists is queued_exists with that test), whether
 -- a job is Running (leased, or its lease expired), and, only when neither
 -- (the CASE evaluates its subqueries only when it needs them), how many
--- Queued jobs wait for a later run_at and the earliest of those; with the
+-- Queued jobs wait for a later run_at and the earliest of those, and how
+-- many wait for workflow dependencies (deps_left) instead; with the
 -- server's clock.
 SELECT d.due, d.running,
   CASE WHEN d.due OR d.running THEN 0 ELSE (SELECT count(*) FROM /* TEMPLATE: table */
-    WHERE "status" = 'Queued' AND "queue" = $1 AND "run_at" > now()) END,
+    WHERE "status" = 'Queued' AND "queue" = $1 AND "run_at" > now() AND COALESCE("deps_left", 0) = 0) END,
   CASE WHEN d.due OR d.running THEN NULL ELSE (SELECT min("run_at") FROM /* TEMPLATE: table */
-    WHERE "status" = 'Queued' AND "queue" = $1 AND "run_at" > now()) END,
-  now()
+    WHERE "status" = 'Queued' AND "queue" = $1 AND "run_at" > now() AND COALESCE("deps_left", 0) = 0) END,
+  now(),
+  CASE WHEN d.due OR d.running THEN 0 ELSE (SELECT count(*) FROM /* TEMPLATE: table */
+    WHERE "status" = 'Queued' AND "queue" = $1 AND "deps_left" > 0) END
 FROM (SELECT
   /* TEMPLATE: due_exists */ AS due,
   EXISTS (SELECT 1 FROM /* TEMPLATE: table */ WHERE "status" = 'Running' AND "queue" = $1) AS running) AS d;
@@ -784,10 +810,17 @@ RETURNING "id";
 -- name: retry_by_id
 -- A Failed or Canceled job ($1) is Queued again to run now, with its
 -- attempts reset; its last error stays until a new failure replaces it.
-UPDATE /* TEMPLATE: table */ SET "status" = 'Queued', "attempts" = 0, "run_at" = now(), "finished_at" = NULL,
+-- A workflow job waits again for its dependencies that have not
+-- succeeded (deps_left: waiting_run_at while any is left).
+UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Queued', "attempts" = 0, "finished_at" = NULL, "canceled_by" = NULL,
+  "deps_left" = CASE WHEN j."depends_on" IS NOT NULL THEN x.n END,
+  "run_at" = CASE WHEN x.n > 0 THEN /* TEMPLATE: waiting_run_at */ ELSE now() END,
   "lease_expires_at" = NULL, "last_updated" = now()
-WHERE "id" = $1 AND "status" IN ('Failed', 'Canceled')
-RETURNING "id";
+FROM (SELECT count(d."id") AS n FROM /* TEMPLATE: table */ AS w
+  LEFT JOIN /* TEMPLATE: table */ AS d ON d."workflow_id" = w."workflow_id" AND d."workflow_node" = ANY(w."depends_on") AND d."status" <> 'Success'
+  WHERE w."id" = $1) AS x
+WHERE j."id" = $1 AND j."status" IN ('Failed', 'Canceled')
+RETURNING j."id";
 
 -- name: delete_by_id
 -- A finished job ($1: Success, Failed or Canceled) is deleted.
@@ -823,7 +856,7 @@ SELECT "status"::TEXT FROM /* TEMPLATE: table */ WHERE "id" = $1;
 WITH best AS (/* TEMPLATE: claim_best */)
 SELECT j."id", j."queue", j."payload"::TEXT, j."priority", 'Running', j."attempts" + 1, j."max_attempts",
   j."create_ts", j."run_at", j."last_error", $3::TEXT, $4::INT8, now() + $5::FLOAT8 * INTERVAL '1 second', j."bucket", j."kind", j."metadata"::TEXT,
-  pg_current_xact_id()::TEXT::INT8
+  j."workflow_id", COALESCE(array_length(j."dependents", 1), 0), pg_current_xact_id()::TEXT::INT8
 FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i)
 CROSS JOIN LATERAL (
   SELECT * FROM /* TEMPLATE: table */

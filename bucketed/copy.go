@@ -54,7 +54,8 @@ func (q *Queue) copier(db skiplock.Querier, a insertParams) copyio.Copier {
 // copyJobs writes a's jobs by COPY through tx (c is tx as a Copier).
 // withIDs: reserve the jobs' ids first and return them in the jobs'
 // order; otherwise the column's default numbers them and ids is nil.
-func (q *Queue) copyJobs(ctx context.Context, tx skiplock.Querier, c copyio.Copier, a insertParams, withIDs bool) ([]int64, error) {
+// extra are more columns, such as a workflow's (workflow.go).
+func (q *Queue) copyJobs(ctx context.Context, tx skiplock.Querier, c copyio.Copier, a insertParams, withIDs bool, extra ...copyrows.Column) ([]int64, error) {
 	n := len(a.Queues)
 	var ids []int64
 	if withIDs {
@@ -112,6 +113,7 @@ func (q *Queue) copyJobs(ctx context.Context, tx skiplock.Querier, c copyio.Copi
 	if withIDs {
 		cols = append(cols, copyrows.Column{Name: "id", Value: func(i int) any { return ids[i] }})
 	}
+	cols = append(cols, extra...)
 	for _, group := range [][]int{now, at} {
 		if len(group) == 0 {
 			continue

@@ -169,12 +169,25 @@ func (q *Queue) finishHeld(ctx context.Context, h *heldClaim, r sortedResults, a
 			if err != nil {
 				return err
 			}
-			stmt, args := q.sql.heldComplete, []any{ids, h.owner, h.token}
+			// A job with dependents is kept as Success even where
+			// completions delete: settle reads its dependents after.
+			deps := withDependents(r.done)
+			keep, del := ids, []int64(nil)
 			if q.cfg.DeleteCompleted {
-				stmt, args = q.sql.heldCompleteDelete, []any{ids}
+				keep, del = deps, without(ids, deps)
 			}
-			if err := write("completion", len(ids), stmt, args...); err != nil {
-				return err
+			if len(keep) > 0 {
+				if err := write("completion", len(keep), q.sql.heldComplete, keep, h.owner, h.token); err != nil {
+					return err
+				}
+			}
+			if len(del) > 0 {
+				if err := write("completion", len(del), q.sql.heldCompleteDelete, del); err != nil {
+					return err
+				}
+			}
+			if err := q.settle(ctx, h.tx, deps, nil); err != nil {
+				return fmt.Errorf("completion: %w", err)
 			}
 			if also != nil {
 				if err := also(ctx, h.tx, r.done); err != nil {
@@ -193,6 +206,15 @@ func (q *Queue) finishHeld(ctx context.Context, h *heldClaim, r sortedResults, a
 			}
 			if err := write("failure", len(ids), q.sql.heldFail, ids, h.owner, errs, delays, cancels); err != nil {
 				return err
+			}
+			var ends []int64
+			for i, f := range r.fails {
+				if f.Job.Dependents > 0 && (cancels[i] || f.Job.Attempts >= f.Job.MaxAttempts) {
+					ends = append(ends, ids[i])
+				}
+			}
+			if err := q.settle(ctx, h.tx, nil, ends); err != nil {
+				return fmt.Errorf("failure: %w", err)
 			}
 		}
 		for d, jobs := range r.snoozes {

@@ -116,6 +116,10 @@ func (q *Queue) completeBatch(ctx context.Context, jobs []*skiplock.Job, also fu
 		id, _ := JobID(j)
 		byID[id] = j
 	}
+	withDeps := leaseSplit{deps: map[int64]bool{}}
+	for _, id := range withDependents(jobs) {
+		withDeps.deps[id] = true
+	}
 	// also runs the caller's statements in the transaction: those keep
 	// the server's plan choice.
 	runTx := q.runGeneric
@@ -125,11 +129,7 @@ func (q *Queue) completeBatch(ctx context.Context, jobs []*skiplock.Job, also fu
 	run := func(ids, tokens []int64) error {
 		return runTx(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 			var err error
-			sctx := ctx
-			if also == nil {
-				sctx = txhook.Last(ctx) // one round trip: nothing follows
-			}
-			if done, err = queryrows.Int64s(sctx, tx, q.sql.complete, ids, tokens); err != nil || also == nil || len(done) == 0 {
+			if done, err = q.completeIn(ctx, tx, ids, tokens, withDeps, also == nil); err != nil || also == nil || len(done) == 0 {
 				return err
 			}
 			dj := make([]*skiplock.Job, len(done))
@@ -145,7 +145,7 @@ func (q *Queue) completeBatch(ctx context.Context, jobs []*skiplock.Job, also fu
 		// Did it commit? Leases showing Success under their own token
 		// completed; run the rest again (the fence makes that safe).
 		var ok []int64
-		if ok, err = queryrows.Int64s(ctx, q.db, q.sql.completedWith, ids, tokens); err == nil {
+		if ok, err = q.completedOf(ctx, ids, tokens, withDeps); err == nil {
 			okSet := map[int64]bool{}
 			for _, id := range ok {
 				okSet[id] = true
@@ -167,6 +167,84 @@ func (q *Queue) completeBatch(ctx context.Context, jobs []*skiplock.Job, also fu
 		return nil, fmt.Errorf("bucketed: complete %d job(s): %w", len(jobs), err)
 	}
 	return lostJobs(jobs, done), nil
+}
+
+// leaseSplit sorts a completion's leases into those of jobs with
+// dependents (deps), which a workflow's completion must keep as Success
+// (completeKept) and settle, and the others.
+type leaseSplit struct {
+	deps map[int64]bool
+}
+
+// split returns the leases of ids and tokens that take the kept statement
+// (kept), and the others (plain); everything is kept unless completions
+// delete (Config.DeleteCompleted).
+func (l leaseSplit) split(q *Queue, ids, tokens []int64) (keptIDs, keptTokens, plainIDs, plainTokens []int64) {
+	for i, id := range ids {
+		if l.deps[id] || q.sql.complete == q.sql.completeKept {
+			keptIDs, keptTokens = append(keptIDs, id), append(keptTokens, tokens[i])
+		} else {
+			plainIDs, plainTokens = append(plainIDs, id), append(plainTokens, tokens[i])
+		}
+	}
+	return keptIDs, keptTokens, plainIDs, plainTokens
+}
+
+// completeIn writes Success for the leases ids and tokens in tx, then
+// settles the dependents of the jobs with dependents that it completed
+// (settle): a dependency's completion and its dependents' release commit
+// together. last: nothing follows in tx, so a completion with no
+// dependents to settle travels with the commit (one round trip).
+func (q *Queue) completeIn(ctx context.Context, tx skiplock.Tx, ids, tokens []int64, l leaseSplit, last bool) ([]int64, error) {
+	if len(l.deps) == 0 {
+		if last {
+			ctx = txhook.Last(ctx)
+		}
+		return queryrows.Int64s(ctx, tx, q.sql.complete, ids, tokens)
+	}
+	keptIDs, keptTokens, plainIDs, plainTokens := l.split(q, ids, tokens)
+	var done []int64
+	if len(plainIDs) > 0 {
+		d, err := queryrows.Int64s(ctx, tx, q.sql.complete, plainIDs, plainTokens)
+		if err != nil {
+			return nil, err
+		}
+		done = d
+	}
+	kept, err := queryrows.Int64s(ctx, tx, q.sql.completeKept, keptIDs, keptTokens)
+	if err != nil {
+		return nil, err
+	}
+	done = append(done, kept...)
+	var settle []int64
+	for _, id := range kept {
+		if l.deps[id] {
+			settle = append(settle, id)
+		}
+	}
+	if err := q.settle(ctx, tx, settle, nil); err != nil {
+		return nil, err
+	}
+	return done, nil
+}
+
+// completedOf asks, after an ambiguous commit of completeIn, which of
+// its leases did complete.
+func (q *Queue) completedOf(ctx context.Context, ids, tokens []int64, l leaseSplit) ([]int64, error) {
+	if len(l.deps) == 0 {
+		return queryrows.Int64s(ctx, q.db, q.sql.completedWith, ids, tokens)
+	}
+	keptIDs, keptTokens, plainIDs, plainTokens := l.split(q, ids, tokens)
+	var ok []int64
+	if len(plainIDs) > 0 {
+		d, err := queryrows.Int64s(ctx, q.db, q.sql.completedWith, plainIDs, plainTokens)
+		if err != nil {
+			return nil, err
+		}
+		ok = d
+	}
+	kept, err := queryrows.Int64s(ctx, q.db, q.sql.completedWithKept, keptIDs, keptTokens)
+	return append(ok, kept...), err
 }
 
 // Failure is one failed attempt for FailMany.
@@ -245,10 +323,26 @@ func (q *Queue) failBatch(ctx context.Context, failures []delayedFailure) ([]*sk
 	if err != nil {
 		return nil, err
 	}
+	// The jobs with dependents that this failure ends (dead, or
+	// cancelled by their handler): their dependents are settled in the
+	// same transaction.
+	var ends []int64
+	for i, j := range jobs {
+		if j.Dependents > 0 && (cancels[i] || j.Attempts >= j.MaxAttempts) {
+			ends = append(ends, ids[i])
+		}
+	}
 	var done []int64
 	err = q.runFenced(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		var err error
-		done, err = queryrows.Int64s(txhook.Last(ctx), tx, q.sql.fail, ids, tokens, texts, delays, cancels)
+		fctx := ctx
+		if len(ends) == 0 {
+			fctx = txhook.Last(ctx) // one round trip: nothing follows
+		}
+		if done, err = queryrows.Int64s(fctx, tx, q.sql.fail, ids, tokens, texts, delays, cancels); err != nil || len(ends) == 0 {
+			return err
+		}
+		err = q.settle(ctx, tx, nil, intersect(ends, done))
 		return err
 	})
 	if err != nil {
@@ -338,10 +432,23 @@ func (q *Queue) fencedBatch(ctx context.Context, what, sql string, jobs []*skipl
 	if err != nil {
 		return nil, err
 	}
+	// A cancel ends its jobs: the dependents of those with dependents are
+	// settled in the same transaction.
+	var ends []int64
+	if sql == q.sql.cancel {
+		ends = withDependents(jobs)
+	}
 	var done []int64
 	err = q.runFenced(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		var err error
-		done, err = queryrows.Int64s(txhook.Last(ctx), tx, sql, append([]any{ids, tokens}, extra...)...)
+		sctx := ctx
+		if len(ends) == 0 {
+			sctx = txhook.Last(ctx) // one round trip: nothing follows
+		}
+		if done, err = queryrows.Int64s(sctx, tx, sql, append([]any{ids, tokens}, extra...)...); err != nil || len(ends) == 0 {
+			return err
+		}
+		err = q.settle(ctx, tx, nil, intersect(ends, done))
 		return err
 	})
 	if err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/depgate"
 	"github.com/skiplock/skiplock/internal/queryrows"
 	"github.com/skiplock/skiplock/internal/queuecfg"
 	"github.com/skiplock/skiplock/internal/usage"
@@ -24,6 +25,7 @@ type Queue struct {
 	db        *skiplock.DB
 	cfg       Config
 	sql       statements
+	gate      *depgate.Gate // workflow dependencies (workflow.go)
 	buckets   atomic.Int64
 	branches  atomic.Int64 // bucket scans per claim: buckets, or 1 where the index fans out
 	checkedAt atomic.Int64 // when the bucket count was last read, in Unix nanoseconds
@@ -61,7 +63,7 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Queue, error) {
 	if buckets < 1 {
 		return nil, fmt.Errorf("bucketed: schema %s reports %d buckets: run skiplock migrate --layout bucketed", c.Schema, buckets)
 	}
-	q := &Queue{db: db, cfg: c, sql: buildStatements(db.Dialect(), c.Schema)}
+	q := &Queue{db: db, cfg: c, sql: buildStatements(db.Dialect(), c.Schema), gate: depgate.New(c.Schema)}
 	if c.DeleteCompleted {
 		q.sql.complete, q.sql.completedWith = q.sql.completeDelete, q.sql.completedWithDelete
 	}
@@ -374,7 +376,8 @@ func (q *Queue) insertArgs(ctx context.Context, jobs []skiplock.NewJob, first in
 		bys[i] = by
 	}
 	return insertParams{Queues: queues, Payloads: payloads, Priorities: prios, RunAts: runAt, MaxAttempts: maxAtt, UniqueKeys: keys, Kinds: kinds, Metadata: meta,
-		PartitionKeys: parts, PartitionBys: bys, UniqueStates: states, BatchIDs: batches}, nil
+		PartitionKeys: parts, PartitionBys: bys, UniqueStates: states, BatchIDs: batches,
+		Workflows: make([]*int64, n), Nodes: make([]*string, n), DependsOn: make([]*string, n), Dependents: make([]*string, n), RunAnyways: make([]*bool, n)}, nil
 }
 
 // statusArray is states as an array literal of the status enum, which the
@@ -425,16 +428,21 @@ func scanJob(rows skiplock.Rows, extra ...any) (*skiplock.Job, int, error) {
 		lastErr, owner                            *string
 		tokenP                                    *int64
 		expires                                   *time.Time
+		workflow                                  *int64
+		dependents                                int64
 	)
 	dst := []any{&id, &queue, &payload, &prio, &status, &attempts, &maxAtt,
-		&created, &runAt, &lastErr, &owner, &tokenP, &expires, &bucket, &kind, &meta}
+		&created, &runAt, &lastErr, &owner, &tokenP, &expires, &bucket, &kind, &meta, &workflow, &dependents}
 	if err := rows.Scan(append(dst, extra...)...); err != nil {
 		return nil, 0, err
 	}
 	j := &skiplock.Job{
 		ID: FormatID(id), Queue: queue, Payload: payload, Priority: int(prio),
 		Status: skiplock.Status(status), Attempts: int(attempts), MaxAttempts: int(maxAtt),
-		CreatedAt: created, RunAt: runAt, Kind: kind, Metadata: meta,
+		CreatedAt: created, RunAt: runAt, Kind: kind, Metadata: meta, Dependents: int(dependents),
+	}
+	if workflow != nil {
+		j.Workflow = FormatID(*workflow)
 	}
 	if lastErr != nil {
 		j.LastError = *lastErr

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/depgate"
 	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/sqltext"
 	"github.com/skiplock/skiplock/schema"
@@ -19,7 +20,14 @@ import (
 // as $n parameters.
 type statements struct {
 	insert, uniqueLookup, batchNew string
-	claim, heads                   string
+	// Workflows (workflow.go).
+	workflowNew, workflowIDs, dependencyOutputs string
+	// completeKept and completedWithKept are complete and completed_with
+	// as rendered, which stay when Config.DeleteCompleted puts the
+	// deleting ones in complete's place: a job with dependents is kept as
+	// Success, since settle reads its dependents after the completion.
+	completeKept, completedWithKept string
+	claim, heads                    string
 	// claimLimitedUse is the claim of an unpartitioned queue with a
 	// global or rate limit, sent after limitsTake (limits.go): its gate
 	// lets a limited queue through, where claim's claims nothing there,
@@ -65,7 +73,8 @@ func init() {
 
 // jobColumns is what a claim returns, in scanJob's order.
 const jobColumns = `j."id", j."queue", j."payload"::TEXT, j."priority", j."status"::TEXT, j."attempts", j."max_attempts",
-  j."create_ts", j."run_at", j."last_error", j."lease_owner", j."lease_token", j."lease_expires_at", j."bucket", j."kind", j."metadata"::TEXT`
+  j."create_ts", j."run_at", j."last_error", j."lease_owner", j."lease_token", j."lease_expires_at", j."bucket", j."kind", j."metadata"::TEXT,
+  j."workflow_id", COALESCE(array_length(j."dependents", 1), 0)`
 
 // uniqueIndex names the partial unique index on held keys that insert's
 // ON CONFLICT must match.
@@ -101,6 +110,8 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		"unique_conflict":  uniqueConflict(),
 		"unique_held":      schema.UniqueHeld,
 		"batch_table":      sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobBatchTable),
+		"workflow_table":   sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobWorkflowTable),
+		"waiting_run_at":   depgate.WaitingRunAt,
 		"bucket_predicate": bucketPred,
 		"push_error":       sqltext.PushError("j", `j."attempts"`),
 		"push_error_held":  sqltext.PushError("j", `j."attempts" + 1`),
@@ -265,6 +276,9 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		"insert":                     &s.insert,
 		"unique_lookup":              &s.uniqueLookup,
 		"batch_new":                  &s.batchNew,
+		"workflow_new":               &s.workflowNew,
+		"workflow_ids":               &s.workflowIDs,
+		"dependency_outputs":         &s.dependencyOutputs,
 		"reserve_ids":                &s.reserveIDs,
 		"notify":                     &s.notify,
 		"claim_best":                 new(string), // rendered into claim and claim_held (sqlVars)
@@ -334,6 +348,7 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 	vars["lease_start"] = "clock_timestamp()"
 	setClaimGate(vars, limitedGate(vars["queue_state"]))
 	s.insertNotify = sqltext.WithNotify(s.insert, len(insertParams{}.args()))
+	s.completeKept, s.completedWithKept = s.complete, s.completedWith
 	if !d.HeldClaims {
 		// Not sent there (NewWorker refuses HeldClaims): the claim's
 		// per-bucket LATERAL is PostgreSQL's shape.
@@ -434,9 +449,19 @@ type insertParams struct {
 	UniqueStates []*string
 	// BatchIDs: a nil element, in no batch.
 	BatchIDs []*int64
+	// Workflow columns (workflow.go), nil elements for a job in no
+	// workflow: its workflow, its name there, the names of its
+	// dependencies and of its dependents as array literals (nil: none),
+	// and whether it runs anyway when a dependency ends badly.
+	Workflows  []*int64
+	Nodes      []*string
+	DependsOn  []*string
+	Dependents []*string
+	RunAnyways []*bool
 }
 
 // args lists p in insert's $n order.
 func (p insertParams) args() []any {
-	return []any{p.Queues, p.Payloads, p.Priorities, p.RunAts, p.MaxAttempts, p.UniqueKeys, p.Kinds, p.Metadata, p.PartitionKeys, p.PartitionBys, p.UniqueStates, p.BatchIDs}
+	return []any{p.Queues, p.Payloads, p.Priorities, p.RunAts, p.MaxAttempts, p.UniqueKeys, p.Kinds, p.Metadata, p.PartitionKeys, p.PartitionBys, p.UniqueStates, p.BatchIDs,
+		p.Workflows, p.Nodes, p.DependsOn, p.Dependents, p.RunAnyways}
 }

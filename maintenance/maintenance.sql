@@ -233,6 +233,19 @@ DELETE FROM /* TEMPLATE: batch */ AS b USING (
   LIMIT $2) AS c
 WHERE b."id" = c."id";
 
+-- name: prune_workflows
+-- Workflows made longer than $1 seconds ago (the retention of completed
+-- jobs) none of whose jobs is left, retention having deleted them, at
+-- most $2 per statement: a workflow's row follows its jobs out. Each is
+-- asked of jobs_workflow by its id. The table holds only the workflows
+-- within retention or with jobs left.
+DELETE FROM /* TEMPLATE: workflow */ AS w USING (
+  SELECT f."id" FROM /* TEMPLATE: workflow */ AS f
+  WHERE f."created_at" < now() - $1::FLOAT8 * INTERVAL '1 second'
+    AND NOT EXISTS (SELECT 1 FROM /* TEMPLATE: jobs */ AS j WHERE j."workflow_id" = f."id")
+  LIMIT $2) AS c
+WHERE w."id" = c."id";
+
 -- name: held_orphans
 -- Hold rows to check, oldest first: those whose holder is no longer
 -- running (a live holder's jobs are locked, and its row is left alone),

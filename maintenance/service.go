@@ -14,6 +14,7 @@ import (
 	"github.com/skiplock/skiplock/internal/startstop"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/depgate"
 	"github.com/skiplock/skiplock/internal/queryrows"
 	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/sqltext"
@@ -56,6 +57,7 @@ func templateValues(d *skiplock.Dialect, schemaName string) map[string]string {
 		"push_error_held": sqltext.PushError("j", `j."attempts" + c.n`),
 		"hold":            q(schema.JobHoldTable),
 		"batch":           q(schema.JobBatchTable),
+		"workflow":        q(schema.JobWorkflowTable),
 		"batch_bucket":    batchBucket(d),
 		"hold_dead":       sqltext.HoldDead(q(schema.JobHoldTable)),
 	}
@@ -141,6 +143,9 @@ type Service struct {
 	// batchTable says the schema has bucketed/012's job_batch: only then
 	// are there batches to finish.
 	batchTable bool
+	// gate settles the dependents of the workflow jobs the rescuer fails
+	// (depgate); nil where the schema lacks bucketed/013's workflows.
+	gate *depgate.Gate
 	// buckets lists the bucketed layout's buckets where finish_batches
 	// names them (batchBucket).
 	buckets []int16
@@ -193,6 +198,11 @@ func Start(ctx context.Context, db *skiplock.DB, cfg *Config) (*Service, error) 
 	}
 	s := &Service{db: db, cfg: c, sql: stmts, layouts: layouts, holdTable: holdTable, batchTable: batchTable, iso: db.Dialect().DefaultIsolation,
 		poke: make(chan struct{}, 1)}
+	for _, a := range applied {
+		if a.Layout == schema.LayoutBucketed && a.Version >= 13 {
+			s.gate = depgate.New(c.Schema)
+		}
+	}
 	if batchTable && batchBucket(db.Dialect()) != "" {
 		n, err := schema.Buckets(ctx, db, c.Schema)
 		if err != nil {
@@ -480,29 +490,19 @@ func (s *Service) rescue(ctx context.Context) error {
 				return 0, err
 			}
 		}
-		rows, err := tx.Query(ctx, s.sql["rescue_bucketed"], s.cfg.BatchSize)
+		q, failed, err := s.rescueLeases(ctx, tx)
 		if err != nil {
 			return 0, err
 		}
-		defer rows.Close()
-		var q, f int64
-		for rows.Next() {
-			var id int64
-			var status string
-			if err := rows.Scan(&id, &status); err != nil {
+		if s.gate != nil && len(failed) > 0 {
+			// A workflow job that died for good cancels its dependents,
+			// in the transaction that fails it.
+			if _, _, err := s.gate.Settle(ctx, tx, nil, failed); err != nil {
 				return 0, err
 			}
-			if skiplock.Status(status) == skiplock.StatusFailed {
-				f++
-			} else {
-				q++
-			}
 		}
-		if err := rows.Err(); err != nil {
-			return 0, err
-		}
-		batchQueued, batchFailed = q, f
-		return q + f, nil
+		batchQueued, batchFailed = q, int64(len(failed))
+		return q + int64(len(failed)), nil
 	}, func() { queued, failed, held, first = queued+batchQueued, failed+batchFailed, held+batchHeld, false })
 	s.rescued.Add(queued)
 	s.rescuedFailed.Add(failed)
@@ -514,6 +514,31 @@ func (s *Service) rescue(ctx context.Context) error {
 		s.cfg.Logger.Info("rescuer: counted the attempts of jobs whose held claim ended without a result", "jobs", held)
 	}
 	return err
+}
+
+// rescueLeases runs one batch of the lease rescue in tx: how many jobs
+// went back to Queued, and the ids of those that became Failed.
+func (s *Service) rescueLeases(ctx context.Context, tx skiplock.Tx) (int64, []int64, error) {
+	rows, err := tx.Query(ctx, s.sql["rescue_bucketed"], s.cfg.BatchSize)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer rows.Close()
+	var queued int64
+	var failed []int64
+	for rows.Next() {
+		var id int64
+		var status string
+		if err := rows.Scan(&id, &status); err != nil {
+			return 0, nil, err
+		}
+		if skiplock.Status(status) == skiplock.StatusFailed {
+			failed = append(failed, id)
+		} else {
+			queued++
+		}
+	}
+	return queued, failed, rows.Err()
 }
 
 // rescueHeld counts, in the rescuer's fenced transaction tx, the attempts
@@ -538,6 +563,13 @@ func (s *Service) rescueHeld(ctx context.Context, tx skiplock.Tx) (int64, error)
 	rescued, err := queryrows.Int64s(ctx, tx, s.sql["rescue_held"], ids, ns)
 	if err != nil {
 		return 0, err
+	}
+	if s.gate != nil && len(rescued) > 0 {
+		// Those that became Failed settle their dependents (the gate passes
+		// over the ones queued again).
+		if _, _, err := s.gate.Settle(ctx, tx, nil, rescued); err != nil {
+			return 0, err
+		}
 	}
 	queued, err := queryrows.Int64s(ctx, tx, s.sql["held_still_queued"], ids)
 	if err != nil {
@@ -703,6 +735,13 @@ func (s *Service) finishBatches(ctx context.Context) error {
 			return tx.Exec(ctx, s.sql["prune_batches"], age.Seconds(), s.cfg.BatchSize)
 		}, nil); err != nil {
 			return fmt.Errorf("prune finished batches: %w", err)
+		}
+		if s.gate != nil {
+			if _, err := s.batches(ctx, func(ctx context.Context, tx skiplock.Tx) (int64, error) {
+				return tx.Exec(ctx, s.sql["prune_workflows"], age.Seconds(), s.cfg.BatchSize)
+			}, nil); err != nil {
+				return fmt.Errorf("prune workflows: %w", err)
+			}
 		}
 	}
 	return nil

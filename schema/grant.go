@@ -42,13 +42,13 @@ func WorkerGrants(d *skiplock.Dialect, schemaName, role string, layouts []Layout
 		case LayoutBucketed:
 			// Batches: the client inserts them, the leader finishes and
 			// prunes them.
-			stmts = append(stmts, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s, %s, %s TO %s", table(JobsTable), table(JobHoldTable), table(JobBatchTable), r))
+			stmts = append(stmts, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s, %s, %s, %s TO %s", table(JobsTable), table(JobHoldTable), table(JobBatchTable), table(JobWorkflowTable), r))
 			// A limited queue's claims take and stamp its slots and rate
 			// tokens; setting the limits (which makes the rows) is the
 			// owner's.
 			stmts = append(stmts, fmt.Sprintf("GRANT SELECT, UPDATE ON %s, %s TO %s", table(JobSlotTable), table(JobRateTable), r))
 			if d.IDSequence != "" {
-				stmts = append(stmts, fmt.Sprintf("GRANT USAGE, SELECT ON SEQUENCE %s, %s TO %s", table(fmt.Sprintf(d.IDSequence, JobsTable, "id")), table(fmt.Sprintf(d.IDSequence, JobBatchTable, "id")), r))
+				stmts = append(stmts, fmt.Sprintf("GRANT USAGE, SELECT ON SEQUENCE %s, %s, %s TO %s", table(fmt.Sprintf(d.IDSequence, JobsTable, "id")), table(fmt.Sprintf(d.IDSequence, JobBatchTable, "id")), table(fmt.Sprintf(d.IDSequence, JobWorkflowTable, "id")), r))
 			}
 		case LayoutFanout:
 			stmts = append(stmts, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s, %s, %s TO %s", table(JobQueueTable), table(DeadJobTable), table(JobAttemptTable), r))

@@ -71,6 +71,9 @@ const (
 	// together, and the callback job inserted once when all of them have
 	// finished (see [JobBatchTableDef]).
 	JobBatchTable = "job_batch"
+	// JobWorkflowTable holds bucketed's workflows: jobs inserted together
+	// with dependencies between them (see [JobWorkflowTableDef]).
+	JobWorkflowTable = "job_workflow"
 	// FanoutSlotTable holds fanout's concurrency slots: a queue's global
 	// limit of N is N rows, each locked by at most one job's transaction
 	// (see [FanoutSlotTableDef]).
@@ -199,6 +202,21 @@ func JobsTableDef(buckets int) *Table {
 			{Name: "progress", Type: TypeJSON},
 			// The batch the job was inserted in (job_batch, bucketed/012).
 			{Name: "batch_id", Type: TypeBigInt},
+			// Workflows (bucketed/013): the job's workflow (job_workflow)
+			// and its name there; the names of the jobs it depends on and
+			// of the jobs that depend on it (both fixed at insert); how
+			// many of its dependencies have not finished (it waits, never
+			// due, while any is left); whether it runs when a dependency
+			// fails for good or is cancelled (null: no, it is cancelled);
+			// and the dependency whose failure cancelled it, which a retry
+			// of that dependency reads to queue it again.
+			{Name: "workflow_id", Type: TypeBigInt},
+			{Name: "workflow_node", Type: TypeText},
+			{Name: "depends_on", Type: TypeTexts},
+			{Name: "dependents", Type: TypeTexts},
+			{Name: "deps_left", Type: TypeInt},
+			{Name: "run_anyway", Type: TypeBool},
+			{Name: "canceled_by", Type: TypeText},
 		},
 		PrimaryKey: []string{"id"},
 		Indexes: []Index{
@@ -277,6 +295,18 @@ func JobsTableDef(buckets int) *Table {
 				Name:    "jobs_batch",
 				Columns: []IndexColumn{{Name: "bucket", Spread: true}, {Name: "batch_id"}, {Name: "status"}, {Name: "id"}},
 				Where:   `"batch_id" IS NOT NULL`,
+				Shards:  buckets,
+			},
+			{
+				// A workflow's jobs by name: a completion finds the jobs
+				// that depend on it by workflow and name, and a workflow's
+				// page reads them all. The workflow id grows with time, so
+				// the index is spread by its hash (HASH on YugabyteDB,
+				// hash-sharded on CockroachDB). Only workflow jobs have an
+				// entry.
+				Name:    "jobs_workflow",
+				Columns: []IndexColumn{{Name: "workflow_id", Hash: true}, {Name: "workflow_node"}},
+				Where:   `"workflow_id" IS NOT NULL`,
 				Shards:  buckets,
 			},
 			{
@@ -476,6 +506,24 @@ func JobBatchTableDef() *Table {
 		// a growing key (docs/design.md, "No index is led by a growing
 		// key"), and the table holds only the batches within retention,
 		// which the leader reads once a BatchInterval.
+		PrimaryKey: []string{"id"},
+	}
+}
+
+// JobWorkflowTableDef describes job_workflow: one row per workflow of
+// bucketed jobs (client.Client.InsertWorkflow), written once with its jobs.
+// Completions never write it: a workflow's state is its jobs' states, so
+// no row takes every completion of a workflow. The maintenance leader
+// deletes a workflow once retention has deleted its jobs.
+func JobWorkflowTableDef() *Table {
+	return &Table{
+		Name: JobWorkflowTable,
+		Columns: []Column{
+			{Name: "id", Type: TypeBigID, NotNull: true},
+			{Name: "name", Type: TypeText, NotNull: true, Default: "''"},
+			{Name: "size", Type: TypeInt, NotNull: true},
+			{Name: "created_at", Type: TypeTimestamp, NotNull: true, Default: DefaultNow},
+		},
 		PrimaryKey: []string{"id"},
 	}
 }

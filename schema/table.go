@@ -62,6 +62,7 @@ const (
 	TypeStatus    ColumnType = "status"    // the job_status enum
 	TypeStatuses  ColumnType = "status[]"  // an array of job_status
 	TypeBool      ColumnType = "bool"      // BOOLEAN
+	TypeTexts     ColumnType = "text[]"    // an array of TEXT
 )
 
 // Markers for defaults that differ per engine.
@@ -181,6 +182,8 @@ func (c Column) render(d *skiplock.Dialect, schemaName string) string {
 		typ = "TEXT"
 	case TypeBool:
 		typ = "BOOLEAN"
+	case TypeTexts:
+		typ = "TEXT[]"
 	case TypeJSON:
 		typ = "JSONB"
 	case TypeTimestamp:

@@ -15,4 +15,5 @@ FROM (
   WHERE b."priority" = (SELECT p FROM best)) AS c
 WHERE j."id" = c.id
 RETURNING j."id", j."queue", j."payload"::TEXT, j."priority", j."status"::TEXT, j."attempts", j."max_attempts",
-  j."create_ts", j."run_at", j."last_error", j."lease_owner", j."lease_token", j."lease_expires_at", j."bucket", j."kind", j."metadata"::TEXT;
+  j."create_ts", j."run_at", j."last_error", j."lease_owner", j."lease_token", j."lease_expires_at", j."bucket", j."kind", j."metadata"::TEXT,
+  j."workflow_id", COALESCE(array_length(j."dependents", 1), 0);

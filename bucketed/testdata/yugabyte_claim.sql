@@ -22,4 +22,5 @@ WHERE j."id" = ANY(ARRAY(
     ORDER BY "run_at", "id" LIMIT $2 FOR UPDATE SKIP LOCKED) AS b
   LIMIT $2))
 RETURNING j."id", j."queue", j."payload"::TEXT, j."priority", j."status"::TEXT, j."attempts", j."max_attempts",
-  j."create_ts", j."run_at", j."last_error", j."lease_owner", j."lease_token", j."lease_expires_at", j."bucket", j."kind", j."metadata"::TEXT;
+  j."create_ts", j."run_at", j."last_error", j."lease_owner", j."lease_token", j."lease_expires_at", j."bucket", j."kind", j."metadata"::TEXT,
+  j."workflow_id", COALESCE(array_length(j."dependents", 1), 0);

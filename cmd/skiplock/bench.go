@@ -68,6 +68,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs.DurationVar(&cfg.RTT, "rtt", 0, "emulated network round trip: every connection goes through a loopback proxy adding half of it each way (e.g. 2ms; 0: none)")
 	fs.BoolVar(&cfg.DeleteCompleted, "delete-completed", false, "bucketed: delete jobs as they complete instead of keeping them as Success (client.Config.DeleteCompleted)")
 	fs.IntVar(&cfg.Concurrency, "concurrency", 0, "bucketed, on the client: the bench queue's global concurrency limit (skiplock queues configure --concurrency), set before the run; 0: none")
+	fs.IntVar(&cfg.WorkflowRoots, "workflow-roots", 0, "bucketed throughput and enqueue --mode bulk: make the jobs one workflow of N roots, every other job depending on one of them (inserted in one transaction); 0: plain jobs")
 	fs.IntVar(&cfg.Partitions, "partitions", 0, "bucketed, on the client: spread the preloaded jobs over N partitions by key and partition the queue (--concurrency then per partition); 0: none")
 	fs.BoolVar(&cfg.HeldClaims, "held-claims", false, "bucketed, on the client: hold each claim's transaction open while its jobs run, one write per job (client.QueueConfig.HeldClaims; PostgreSQL, short jobs)")
 	fs.BoolVar(&cfg.Baseline, "baseline", false, "also run the article's script through pgbench with the same workers and duration")

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/retry"
@@ -46,6 +47,10 @@ func demoOutcome(ctx context.Context, o workOptions, job *skiplock.Job) error {
 	if o.Panic > 0 && job.Attempts < job.MaxAttempts && rand.Float64() < o.Panic {
 		return demoPanic(fmt.Sprintf("demo handler: simulated panic in attempt %d of %d of job %s (--panic %g panics in that fraction of attempts, never a job's last)",
 			job.Attempts, job.MaxAttempts, job.ID, o.Panic))
+	}
+	if o.FailOn != "" && strings.Contains(string(job.Payload), o.FailOn) {
+		return fmt.Errorf("demo handler: simulated failure of attempt %d of %d of job %s (--fail-on-payload %q fails every attempt of the jobs whose payload holds it)",
+			job.Attempts, job.MaxAttempts, job.ID, o.FailOn)
 	}
 	if o.Fail <= 0 || job.Attempts >= job.MaxAttempts || rand.Float64() >= o.Fail {
 		return nil

@@ -142,6 +142,12 @@ func jobsShow(ctx context.Context, e *env, args []string) error {
 	if j.Batch != "" {
 		fmt.Fprintf(e.stdout, "  in batch %s\n", j.Batch)
 	}
+	if j.Workflow != "" {
+		fmt.Fprintf(e.stdout, "  in workflow %s, depends on [%s]\n", j.Workflow, strings.Join(j.DependsOn, ", "))
+	}
+	if j.WaitingFor > 0 {
+		fmt.Fprintf(e.stdout, "  waits for %d of its dependencies to finish (not claimed before)\n", j.WaitingFor)
+	}
 	fmt.Fprintf(e.stdout, "  payload %s\n  metadata %s\n", j.Payload, j.Metadata)
 	if j.Progress != nil {
 		fmt.Fprintf(e.stdout, "  progress %s\n", j.Progress)

@@ -127,7 +127,7 @@ func (bucketedCLI) work(ctx context.Context, e *env, small *skiplock.DB, o workO
 		e.logf("stop: jobs still running after %v were cancelled and given back: %v", bucketedStopGrace, err)
 	}
 	st := w.Stats()
-	rep := workReport{Handled: st.Completed, Failed: st.Failed, Lost: &st.Lost, Seconds: time.Since(start).Seconds()}
+	rep := workReport{Handled: st.Completed, Failed: st.Failed, Lost: &st.Lost, Seconds: time.Since(start).Seconds(), Waiting: left.Waiting}
 	if left.Later > 0 {
 		rep.ScheduledLater = left.Later
 		next := left.NextAt.UTC()

@@ -92,6 +92,10 @@ type workOptions struct {
 	Kinds []string
 	// Fail is the fraction of attempts the demo handler fails (0..1).
 	Fail float64
+	// FailOn, when set, makes the demo handler fail every attempt of a
+	// job whose payload contains it, its last included: the job fails
+	// for good.
+	FailOn string
 	// Panic is the fraction of attempts the demo handler panics in
 	// (0..1), never a job's last.
 	Panic float64
@@ -122,6 +126,9 @@ type workReport struct {
 	ScheduledLater int64      `json:"scheduled_later,omitempty"`
 	NextDue        *time.Time `json:"next_due,omitempty"`
 	NextDueInS     float64    `json:"next_due_in_s,omitempty"`
+	// Waiting counts the jobs --until-empty left waiting for workflow
+	// dependencies that have not finished (bucketed).
+	Waiting int64 `json:"waiting_on_dependencies,omitempty"`
 	// Queues are the per-queue counts when --queues names several.
 	Queues map[string]queueReport `json:"queues,omitempty"`
 }
@@ -152,13 +159,13 @@ type layoutStats struct {
 func init() {
 	register(&command{
 		name:    "enqueue",
-		usage:   "enqueue --layout L [--queue Q] [--kind K] [--count N] [--payload JSON] [--run-at T] [--priority P] [--unique-key K | --unique-by RULES [--unique-period D]] [--unique-states S,...]",
+		usage:   "enqueue --layout L [--queue Q] [--kind K] [--count N] [--payload JSON] [--run-at T] [--priority P] [--unique-key K | --unique-by RULES [--unique-period D]] [--unique-states S,...] | enqueue --workflow FILE.json",
 		summary: "add jobs (batched)",
 		run:     runEnqueue,
 	})
 	register(&command{
 		name:    "work",
-		usage:   "work --layout L {--workers N | --queues Q=N[:LAYOUT],...} [--kinds K,...] [--work D] [--fail P] [--panic P] [--retry-backoff D] [--until-empty] [--mode lease|tx] [--visibility-timeout D] [--job-timeout D] [--record] [--record-attempts] [--rescue-interval D] [--crash-on-payload TEXT] [--runs-log FILE] [--metrics-addr HOST:PORT]",
+		usage:   "work --layout L {--workers N | --queues Q=N[:LAYOUT],...} [--kinds K,...] [--work D] [--fail P] [--panic P] [--retry-backoff D] [--until-empty] [--mode lease|tx] [--visibility-timeout D] [--job-timeout D] [--record] [--record-attempts] [--rescue-interval D] [--crash-on-payload TEXT] [--fail-on-payload TEXT] [--runs-log FILE] [--metrics-addr HOST:PORT]",
 		summary: "run the built-in demo handler with N workers, or on several queues with one client",
 		run:     runWork,
 	})
@@ -189,8 +196,17 @@ func runEnqueue(ctx context.Context, e *env, args []string) error {
 	sequenceKey := fs.String("sequence-key", "", "the job's sequence in a queue of sequences (queues configure --partition-by key --sequential): its partition key (bucketed)")
 	batch := fs.Int("batch", 5000, "jobs per INSERT, or per COPY where the engine has it")
 	maxPayload := fs.Int("max-payload", skiplock.DefaultMaxPayloadBytes, "refuse payloads larger than this many bytes")
+	workflow := fs.String("workflow", "", `insert a workflow from this JSON file (- for standard input): {"name": ..., "jobs": [{"id", "kind", "queue", "payload", "deps": [ids], "run_anyway", "priority", "max_attempts"}]}; prints its id (bucketed)`)
 	if err := parse(fs, args); err != nil {
 		return err
+	}
+	if *workflow != "" {
+		for _, f := range []string{"layout", "queue", "kind", "count", "payload", "payload-file", "run-at", "priority", "max-attempts", "unique-key", "unique-by", "unique-period", "unique-states", "partition-key", "sequence-key", "batch"} {
+			if flagSet(fs, f) {
+				return usage.Errorf("--workflow and --%s: a workflow's file gives each job's fields", f)
+			}
+		}
+		return enqueueWorkflow(ctx, e, *workflow, *maxPayload)
 	}
 	if *maxPayload < 1 || *maxPayload > skiplock.DefaultMaxPayloadBytes {
 		return usage.Errorf("--max-payload %d: use 1 to %d bytes", *maxPayload, skiplock.DefaultMaxPayloadBytes)
@@ -348,6 +364,7 @@ func runWork(ctx context.Context, e *env, args []string) error {
 	fs.IntVar(&o.Batch, "batch", 0, "jobs claimed per dequeue (default by layout; not with --queues or --kinds, whose client claims for its free workers plus a prefetch)")
 	fs.DurationVar(&o.RescueInterval, "rescue-interval", 0, "how often the schema's maintenance leader, when this process leads, puts jobs whose lease expired back to run (default 5s)")
 	fs.StringVar(&o.CrashOn, "crash-on-payload", "", "for tests and demos: the handler SIGKILLs its own process on every job whose payload contains this text")
+	fs.StringVar(&o.FailOn, "fail-on-payload", "", "for tests and demos: the handler fails every attempt of a job whose payload contains this text, its last included, so that the job fails for good")
 	fs.DurationVar(&o.JobTimeout, "job-timeout", fanout.DefaultJobTimeout, "each job's time budget (fanout; with --queues, every attempt's): its handler is cancelled then, and a stopped worker's transactions end that much later plus "+fanout.SessionMargin.String()+"; on CockroachDB a fanout job's default is four fifths of the closed-timestamp target (2.4s)")
 	fs.StringVar(&o.Queues, "queues", "", "work several queues with one client: name=workers[:bucketed|fanout],... such as a=10,b=4:fanout (layout default --layout); replaces --queue and --workers")
 	kinds := kindsFlag{}
@@ -456,6 +473,9 @@ func printWorkReport(e *env, rep workReport, where string) error {
 	}
 	if rep.Lost != nil && *rep.Lost > 0 {
 		fmt.Fprintf(e.stdout, "%d result(s) refused: the job's lease had expired and another worker had it (it runs or ran there)\n", *rep.Lost)
+	}
+	if rep.Waiting > 0 {
+		fmt.Fprintf(e.stdout, "%d job(s) of %s wait for workflow dependencies that have not finished (retries waiting out a backoff, or jobs elsewhere): run work again\n", rep.Waiting, where)
 	}
 	if rep.ScheduledLater > 0 {
 		fmt.Fprintf(e.stdout, "%d job(s) of %s are scheduled for later; the next is due at %s (in %s): --until-empty does not wait for them, run work again then\n",

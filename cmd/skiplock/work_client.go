@@ -226,6 +226,7 @@ func runClientWork(ctx context.Context, e *env, fs *flag.FlagSet, def schema.Lay
 	if rep.Seconds > 0 {
 		rep.JobsPerS = float64(rep.Handled) / rep.Seconds
 	}
+	rep.Waiting = left.Waiting
 	if left.Later > 0 {
 		rep.ScheduledLater = left.Later
 		next := left.NextAt.UTC()
@@ -312,6 +313,7 @@ func (p *backlogProbe) busy(ctx context.Context, specs []queueSpec) (busy bool, 
 		if err != nil || left.Due || left.Running {
 			return err == nil, later, err
 		}
+		later.Waiting += left.Waiting
 		if left.Later > 0 {
 			if later.Later == 0 || left.NextAt.Before(later.NextAt) {
 				later.NextAt, later.Now = left.NextAt, left.Now

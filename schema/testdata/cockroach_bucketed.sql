@@ -247,3 +247,27 @@ CREATE TABLE IF NOT EXISTS "skiplock"."job_batch" (
 );
 
 CREATE INDEX IF NOT EXISTS "jobs_batch" ON "skiplock"."jobs" ("batch_id", "status", "id") USING HASH WITH (bucket_count = 8) WHERE "batch_id" IS NOT NULL;
+
+ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "workflow_id" BIGINT;
+
+ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "workflow_node" TEXT;
+
+ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "depends_on" TEXT[];
+
+ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "dependents" TEXT[];
+
+ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "deps_left" INTEGER;
+
+ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "run_anyway" BOOLEAN;
+
+ALTER TABLE "skiplock"."jobs" ADD COLUMN IF NOT EXISTS "canceled_by" TEXT;
+
+CREATE TABLE IF NOT EXISTS "skiplock"."job_workflow" (
+  "id" BIGINT DEFAULT unordered_unique_rowid() NOT NULL,
+  "name" TEXT NOT NULL DEFAULT '',
+  "size" INTEGER NOT NULL,
+  "created_at" TIMESTAMPTZ NOT NULL DEFAULT now(),
+  PRIMARY KEY ("id")
+);
+
+CREATE INDEX IF NOT EXISTS "jobs_workflow" ON "skiplock"."jobs" ("workflow_id", "workflow_node") USING HASH WITH (bucket_count = 8) WHERE "workflow_id" IS NOT NULL;

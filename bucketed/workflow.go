@@ -1,0 +1,239 @@
+package bucketed
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/copyio"
+	"github.com/skiplock/skiplock/internal/copyrows"
+	"github.com/skiplock/skiplock/internal/usage"
+)
+
+// InsertedWorkflow reports an InsertWorkflow: the workflow's id and each
+// job's id by its id in the workflow (skiplock.WorkflowJob.ID).
+type InsertedWorkflow struct {
+	ID   string
+	Jobs map[string]string
+}
+
+// InsertWorkflow inserts wf in tx (the caller's transaction; it commits or
+// rolls back the whole workflow): a job_workflow row and every job, those
+// with dependencies waiting (never due) until the last of them succeeds.
+// A job whose queue is unset goes to the Queue's. Bad input (wf.Check's
+// shape errors, a job Normalize refuses, a unique key or a batch, which a
+// workflow job cannot have) is a usage error, and nothing is written.
+func (q *Queue) InsertWorkflow(ctx context.Context, tx skiplock.Tx, wf skiplock.Workflow) (*InsertedWorkflow, error) {
+	if tx == nil {
+		return nil, usage.Errorf("bucketed.InsertWorkflow: tx is nil: pass the transaction the workflow belongs to")
+	}
+	if err := wf.Check(); err != nil {
+		return nil, err
+	}
+	jobs := make([]skiplock.NewJob, len(wf.Jobs))
+	for i, j := range wf.Jobs {
+		if j.Job.UniqueKey != "" || j.Job.UniqueStates != nil {
+			return nil, usage.Errorf("workflow job %q has a unique key: a workflow's jobs cannot be unique (a duplicate skipped would leave its dependents waiting)", j.ID)
+		}
+		if j.Job.BatchID != "" {
+			return nil, usage.Errorf("workflow job %q is in a batch: a workflow's jobs cannot be", j.ID)
+		}
+		jobs[i] = j.Job
+	}
+	args, err := q.insertArgs(ctx, jobs, 0)
+	if err != nil {
+		return nil, err
+	}
+	var id int64
+	if err := tx.QueryRow(ctx, q.sql.workflowNew, wf.Name, int32(len(wf.Jobs))).Scan(&id); err != nil {
+		return nil, fmt.Errorf("bucketed: make a workflow: %w", err)
+	}
+	dependents := wf.Dependents()
+	if c := q.copier(tx, args); c != nil {
+		return q.copyWorkflow(ctx, tx, c, args, id, wf, dependents)
+	}
+	for i, j := range wf.Jobs {
+		node := j.ID
+		args.Workflows[i], args.Nodes[i] = &id, &node
+		args.DependsOn[i], args.Dependents[i] = textArray(j.DependsOn), textArray(dependents[j.ID])
+		if j.RunAnyway {
+			yes := true
+			args.RunAnyways[i] = &yes
+		}
+	}
+	if _, err := tx.Exec(ctx, q.sql.insert, args.args()...); err != nil {
+		return nil, fmt.Errorf("bucketed: insert workflow %q (%d jobs): %w", wf.Name, len(wf.Jobs), err)
+	}
+	rows, err := tx.Query(ctx, q.sql.workflowIDs, id)
+	if err != nil {
+		return nil, fmt.Errorf("bucketed: read workflow %d's job ids: %w", id, err)
+	}
+	defer rows.Close()
+	out := &InsertedWorkflow{ID: FormatID(id), Jobs: make(map[string]string, len(wf.Jobs))}
+	for rows.Next() {
+		var node string
+		var jid int64
+		if err := rows.Scan(&node, &jid); err != nil {
+			return nil, err
+		}
+		out.Jobs[node] = FormatID(jid)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("bucketed: read workflow %d's job ids: %w", id, err)
+	}
+	if len(out.Jobs) != len(wf.Jobs) {
+		return nil, fmt.Errorf("bucketed: workflow %d: %d of its %d jobs were inserted", id, len(out.Jobs), len(wf.Jobs))
+	}
+	return out, nil
+}
+
+// copyWorkflow writes a workflow's jobs by COPY (a large workflow, where
+// the engine has COPY: Config.CopyMin), with their ids reserved first, so
+// that no read maps them to their names. A job that waits is given its
+// waiting run_at here (the INSERT's CASE does it there).
+func (q *Queue) copyWorkflow(ctx context.Context, tx skiplock.Tx, c copyio.Copier, args insertParams, id int64, wf skiplock.Workflow, dependents map[string][]string) (*InsertedWorkflow, error) {
+	waiting := skiplock.MaxRunAt
+	for i, j := range wf.Jobs {
+		if len(j.DependsOn) > 0 {
+			args.RunAts[i] = &waiting
+		}
+	}
+	orNull := func(names []string) any {
+		if len(names) == 0 {
+			return nil
+		}
+		return names
+	}
+	cols := []copyrows.Column{
+		{Name: "workflow_id", Value: func(int) any { return id }},
+		{Name: "workflow_node", Value: func(i int) any { return wf.Jobs[i].ID }},
+		{Name: "depends_on", Value: func(i int) any { return orNull(wf.Jobs[i].DependsOn) }},
+		{Name: "dependents", Value: func(i int) any { return orNull(dependents[wf.Jobs[i].ID]) }},
+		{Name: "deps_left", Value: func(i int) any {
+			if n := len(wf.Jobs[i].DependsOn); n > 0 {
+				return int32(n)
+			}
+			return nil
+		}},
+		{Name: "run_anyway", Value: func(i int) any {
+			if wf.Jobs[i].RunAnyway {
+				return true
+			}
+			return nil
+		}},
+	}
+	ids, err := q.copyJobs(ctx, tx, c, args, true, cols...)
+	if err != nil {
+		return nil, fmt.Errorf("bucketed: insert workflow %q (%d jobs): %w", wf.Name, len(wf.Jobs), err)
+	}
+	out := &InsertedWorkflow{ID: FormatID(id), Jobs: make(map[string]string, len(wf.Jobs))}
+	for i, j := range wf.Jobs {
+		out.Jobs[j.ID] = FormatID(ids[i])
+	}
+	return out, nil
+}
+
+// textArray is names as a TEXT[] literal, each element quoted (nil for
+// none, which the insert stores as null).
+func textArray(names []string) *string {
+	if len(names) == 0 {
+		return nil
+	}
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, n := range names {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteByte('"')
+		b.WriteString(strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(n))
+		b.WriteByte('"')
+	}
+	b.WriteByte('}')
+	s := b.String()
+	return &s
+}
+
+// settle releases or cancels, in tx, the jobs that wait on the finished
+// jobs (ok succeeded, bad ended badly: depgate.Gate.Settle), and tells the
+// watermarks of those it released, so that this process claims them at
+// once.
+func (q *Queue) settle(ctx context.Context, tx skiplock.Querier, ok, bad []int64) error {
+	if len(ok)+len(bad) == 0 {
+		return nil
+	}
+	released, _, err := q.gate.Settle(ctx, tx, ok, bad)
+	for _, r := range released {
+		q.hints.enqueued(r.Queue, r.Priority, r.RunAt)
+	}
+	return err
+}
+
+// DependencyOutputs returns the outputs that job's dependencies recorded
+// (RecordOutput), by their ids in its workflow: what a workflow job's
+// handler reads of the jobs it waited for. A dependency that recorded
+// nothing maps to null; one that retention deleted is missing.
+func (q *Queue) DependencyOutputs(ctx context.Context, job *skiplock.Job) (map[string]json.RawMessage, error) {
+	id, err := JobID(job)
+	if err != nil {
+		return nil, err
+	}
+	rows, err := q.db.Query(ctx, q.sql.dependencyOutputs, id)
+	if err != nil {
+		return nil, fmt.Errorf("bucketed: read job %d's dependency outputs: %w", id, err)
+	}
+	defer rows.Close()
+	out := map[string]json.RawMessage{}
+	for rows.Next() {
+		var node string
+		var output *string
+		if err := rows.Scan(&node, &output); err != nil {
+			return nil, err
+		}
+		out[node] = json.RawMessage("null")
+		if output != nil {
+			out[node] = json.RawMessage(*output)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("bucketed: read job %d's dependency outputs: %w", id, err)
+	}
+	return out, nil
+}
+
+// withDependents are the ids of the jobs of jobs that have dependents.
+func withDependents(jobs []*skiplock.Job) []int64 {
+	var ids []int64
+	for _, j := range jobs {
+		if j.Dependents > 0 {
+			if id, err := JobID(j); err == nil {
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids
+}
+
+// intersect returns the ids of a that are in b.
+func intersect(a, b []int64) []int64 {
+	in := make(map[int64]bool, len(b))
+	for _, id := range b {
+		in[id] = true
+	}
+	var out []int64
+	for _, id := range a {
+		if in[id] {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// without returns the ids of a that are not in b.
+func without(a, b []int64) []int64 {
+	out := slices.Clone(a)
+	return slices.DeleteFunc(out, func(id int64) bool { return slices.Contains(b, id) })
+}

@@ -1,0 +1,134 @@
+// Package depgate is the bucketed layout's gate of workflow dependencies:
+// the statements that release or cancel the jobs waiting on finished
+// ones, and that queue again the jobs a retried failure had cancelled.
+// The completions (bucketed) and the rescuer (maintenance) end jobs, and
+// both settle their dependents here, in the transaction that ends them.
+package depgate
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/queryrows"
+	"github.com/skiplock/skiplock/internal/sqlident"
+	"github.com/skiplock/skiplock/internal/sqltext"
+	"github.com/skiplock/skiplock/schema"
+)
+
+//go:embed depgate.sql
+var sqlSource string
+
+// sqlFile is depgate.sql, parsed once.
+var sqlFile = sqltext.MustParse("internal/depgate/depgate.sql", sqlSource)
+
+func init() {
+	sqltext.Register(sqltext.Source{Path: sqlFile.Path, File: sqlFile, Vars: vars})
+}
+
+// WaitingRunAt is the run_at of a job that waits for its dependencies as
+// SQL: skiplock.MaxRunAt, so that no claim finds it due.
+var WaitingRunAt = "'" + skiplock.MaxRunAt.Format("2006-01-02 15:04:05") + "+00'::TIMESTAMPTZ"
+
+func vars(_ *skiplock.Dialect, schemaName string) map[string]string {
+	return map[string]string{
+		"jobs":           sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobsTable),
+		"status_type":    sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.StatusType),
+		"waiting_run_at": WaitingRunAt,
+	}
+}
+
+// Gate is the gate's statements rendered for one schema.
+type Gate struct {
+	settle, requeue string
+}
+
+// New renders the gate's statements for schemaName.
+func New(schemaName string) *Gate {
+	g := &Gate{}
+	if err := sqlFile.Fill(vars(nil, schemaName), map[string]*string{"settle": &g.settle, "requeue_dependents": &g.requeue}); err != nil {
+		panic(err) // embedded and the same for every schema: the tests render it
+	}
+	return g
+}
+
+// Released is a job that Settle made due.
+type Released struct {
+	Queue    string
+	Priority int
+	RunAt    time.Time
+}
+
+// Settle releases or cancels, in tx, the jobs that wait on the finished
+// jobs: ok succeeded, bad ended badly (Failed, or Canceled). Level by level
+// down the workflows (depgate.sql, settle). It returns the jobs it
+// released and how many it cancelled.
+func (g *Gate) Settle(ctx context.Context, tx skiplock.Querier, ok, bad []int64) ([]Released, int, error) {
+	ids := append(slices.Clone(ok), bad...)
+	flags := make([]bool, len(ids))
+	for i := len(ok); i < len(ids); i++ {
+		flags[i] = true
+	}
+	var released []Released
+	cancelled := 0
+	for len(ids) > 0 {
+		next, rel, err := g.level(ctx, tx, ids, flags)
+		if err != nil {
+			return released, cancelled, fmt.Errorf("settle the dependents of %d job(s): %w", len(ids), err)
+		}
+		released, cancelled = append(released, rel...), cancelled+len(next)
+		ids, flags = next, make([]bool, len(next))
+		for i := range flags {
+			flags[i] = true
+		}
+	}
+	return released, cancelled, nil
+}
+
+// level is one settle statement: the dependents it cancelled, and those
+// it released.
+func (g *Gate) level(ctx context.Context, tx skiplock.Querier, ids []int64, bad []bool) ([]int64, []Released, error) {
+	rows, err := tx.Query(ctx, g.settle, ids, bad)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	var cancelled []int64
+	var released []Released
+	for rows.Next() {
+		var id int64
+		var status, queue string
+		var prio int16
+		var runAt time.Time
+		if err := rows.Scan(&id, &status, &queue, &prio, &runAt); err != nil {
+			return nil, nil, err
+		}
+		switch {
+		case skiplock.Status(status) == skiplock.StatusCanceled:
+			cancelled = append(cancelled, id)
+		case !runAt.Equal(skiplock.MaxRunAt):
+			released = append(released, Released{Queue: queue, Priority: int(prio), RunAt: runAt})
+		}
+	}
+	return cancelled, released, rows.Err()
+}
+
+// Requeue queues again, in tx, the jobs that the failure of the jobs ids
+// had cancelled (Settle), level by level, once ids are queued again (an
+// operator's retry): each waits again for its dependencies that have not
+// succeeded. It returns how many it queued.
+func (g *Gate) Requeue(ctx context.Context, tx skiplock.Querier, ids []int64) (int, error) {
+	n := 0
+	for len(ids) > 0 {
+		next, err := queryrows.Int64s(ctx, tx, g.requeue, ids)
+		if err != nil {
+			return n, fmt.Errorf("queue again the dependents of %d job(s): %w", len(ids), err)
+		}
+		n += len(next)
+		ids = next
+	}
+	return n, nil
+}

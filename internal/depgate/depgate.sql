@@ -1,0 +1,73 @@
+-- The workflow dependency gate of the bucketed layout's jobs, shared by
+-- the completions (bucketed) and the rescuer (maintenance), rendered per
+-- schema (depgate.go). Templates:
+--   jobs            the jobs table, schema-qualified and quoted
+--   status_type     the job_status enum, schema-qualified and quoted
+--   waiting_run_at  the run_at of a job that waits: never due
+-- A job waits while deps_left is above 0: it is Queued with
+-- waiting_run_at, so that no claim finds it due, the gate that scheduled
+-- jobs and sequences use. Edges are names within a workflow
+-- (workflow_node), fixed at insert: depends_on on the dependent,
+-- dependents on the dependency, found by the jobs_workflow index.
+
+-- name: settle
+-- Settles the jobs that depend on the finished workflow jobs $1: those
+-- of $2 true ended badly (Failed, or Canceled), the others succeeded (a
+-- job not in the state it is said to be in, such as one a rescue queued
+-- again, is passed over).
+-- Sent in the transaction that finished them, so that a dependency's end
+-- and its dependents' release commit together. A dependent that waits
+-- (Queued, deps_left above 0) counts each finished dependency off; at
+-- none left its run_at becomes now and claims take it. A dependent of a
+-- job that ended badly is Canceled instead, naming that dependency in
+-- canceled_by (a retry of it queues the dependent again:
+-- requeue_dependents), unless it runs anyway (run_anyway), which counts
+-- the dependency off as finished. One level per statement: the caller
+-- sends the returned Canceled jobs back as ended badly until none is
+-- returned (a recursive CTE would need UNION's duplicate removal, which
+-- a diamond of dependencies meets, and one UPDATE per level keeps the
+-- statement a single write of the table, as CockroachDB requires). A
+-- dependent another transaction changed meanwhile is re-read, and passed
+-- over if it no longer waits. Returns each dependent written: its id,
+-- status, queue, priority and run_at.
+WITH e AS (
+  SELECT p."workflow_id" AS wf, d.node, CASE WHEN c.bad THEN p."workflow_node" END AS cause
+  FROM unnest($1::INT8[], $2::BOOL[]) AS c (id, bad)
+  JOIN /* TEMPLATE: jobs */ AS p ON p."id" = c.id
+  CROSS JOIN LATERAL unnest(p."dependents") AS d (node)
+  WHERE p."workflow_id" IS NOT NULL
+    AND CASE WHEN c.bad THEN p."status" IN ('Failed', 'Canceled') ELSE p."status" = 'Success' END),
+x AS (SELECT wf, node, count(*) AS n, min(cause) AS cause FROM e GROUP BY wf, node)
+UPDATE /* TEMPLATE: jobs */ AS w SET
+  "status" = CASE WHEN x.cause IS NOT NULL AND NOT COALESCE(w."run_anyway", false) THEN 'Canceled'::/* TEMPLATE: status_type */ ELSE w."status" END,
+  "deps_left" = CASE WHEN x.cause IS NOT NULL AND NOT COALESCE(w."run_anyway", false) THEN w."deps_left" ELSE w."deps_left" - x.n END,
+  "run_at" = CASE WHEN (x.cause IS NULL OR COALESCE(w."run_anyway", false)) AND w."deps_left" - x.n <= 0 THEN clock_timestamp() ELSE w."run_at" END,
+  "finished_at" = CASE WHEN x.cause IS NOT NULL AND NOT COALESCE(w."run_anyway", false) THEN now() END,
+  "canceled_by" = CASE WHEN x.cause IS NOT NULL AND NOT COALESCE(w."run_anyway", false) THEN x.cause END,
+  "last_error" = CASE WHEN x.cause IS NOT NULL AND NOT COALESCE(w."run_anyway", false)
+    THEN 'cancelled: its dependency ' || x.cause || ' failed or was cancelled' ELSE w."last_error" END,
+  "last_updated" = now()
+FROM x
+WHERE w."workflow_id" = x.wf AND w."workflow_node" = x.node AND w."status" = 'Queued' AND w."deps_left" > 0
+RETURNING w."id", w."status"::TEXT, w."queue", w."priority", w."run_at";
+
+-- name: requeue_dependents
+-- After jobs $1 were queued again (an operator's retry), the jobs their
+-- failure cancelled (settle's canceled_by names them) wait again, for
+-- every dependency that has not succeeded. One level per statement, as
+-- settle: the caller sends the returned ids back until none is returned.
+WITH e AS (
+  SELECT DISTINCT p."workflow_id" AS wf, d.node, p."workflow_node" AS parent
+  FROM /* TEMPLATE: jobs */ AS p CROSS JOIN LATERAL unnest(p."dependents") AS d (node)
+  WHERE p."id" = ANY($1::INT8[]) AND p."workflow_id" IS NOT NULL),
+x AS (SELECT w."id", (SELECT count(*) FROM /* TEMPLATE: jobs */ AS d
+    WHERE d."workflow_id" = w."workflow_id" AND d."workflow_node" = ANY(w."depends_on") AND d."status" <> 'Success') AS n
+  FROM e JOIN /* TEMPLATE: jobs */ AS w ON w."workflow_id" = e.wf AND w."workflow_node" = e.node
+  WHERE w."status" = 'Canceled' AND w."canceled_by" = e.parent)
+UPDATE /* TEMPLATE: jobs */ AS w SET "status" = 'Queued', "canceled_by" = NULL, "finished_at" = NULL, "deps_left" = x.n,
+  "run_at" = CASE WHEN x.n > 0 THEN /* TEMPLATE: waiting_run_at */ ELSE clock_timestamp() END,
+  "last_error" = NULL, "last_updated" = now()
+FROM x
+WHERE w."id" = x."id" AND w."status" = 'Canceled'
+RETURNING w."id";
+

@@ -33,17 +33,16 @@
 -- partition (insert_partition) from the queue's partitioning as the
 -- caller last read it ($10; a read of the queue's row here cost a tenth of
 -- a single-job insert): SetLimits waits for every process to have read a
--- change before it rewrites the jobs' partitions. A workflow's job ($13
--- its workflow, $14 its name there, $15 and $16 the names of its
--- dependencies and dependents as array literals, $17 run anyway) that has
--- dependencies waits: its run_at is waiting_run_at, never due, until the
--- last of them finishes (settle).
-INSERT INTO /* TEMPLATE: table */ ("queue", "payload", "priority", "run_at", "max_attempts", "unique_key", "kind", "metadata", "partition_key", "partition", "unique_states", "batch_id",
-  "workflow_id", "workflow_node", "depends_on", "dependents", "deps_left", "run_anyway")
-SELECT u.q, u.p::JSONB, u.pr, CASE WHEN u.wd IS NULL THEN COALESCE(u.ra, now()) ELSE /* TEMPLATE: waiting_run_at */ END, u.ma, u.uk, u.k, u.m::JSONB, u.pk, /* TEMPLATE: insert_partition */, u.us::/* TEMPLATE: status_type */[], u.b,
-  u.w, u.wn, u.wd::TEXT[], u.wt::TEXT[], array_length(u.wd::TEXT[], 1), u.wa
-FROM unnest($1::TEXT[], $2::TEXT[], $3::INT2[], $4::TIMESTAMPTZ[], $5::INT4[], $6::TEXT[], $7::TEXT[], $8::TEXT[], $9::TEXT[], $10::TEXT[], $11::TEXT[], $12::INT8[],
-  $13::INT8[], $14::TEXT[], $15::TEXT[], $16::TEXT[], $17::BOOL[]) AS u (q, p, pr, ra, ma, uk, k, m, pk, pb, us, b, w, wn, wd, wt, wa)
+-- change before it rewrites the jobs' partitions. Rendered twice
+-- (sql.go): as is, and as a workflow's insert, whose insert_workflow_*
+-- templates add $13 the workflow, $14 each job's name there, $15 and $16
+-- the names of its dependencies and dependents as array literals, and $17
+-- run anyway; a job with dependencies waits, its run_at waiting_run_at
+-- (never due) until the last of them finishes (internal/depgate). Plain
+-- inserts carry none of those arrays.
+INSERT INTO /* TEMPLATE: table */ ("queue", "payload", "priority", "run_at", "max_attempts", "unique_key", "kind", "metadata", "partition_key", "partition", "unique_states", "batch_id"/* TEMPLATE: insert_workflow_columns */)
+SELECT u.q, u.p::JSONB, u.pr, /* TEMPLATE: insert_run_at */, u.ma, u.uk, u.k, u.m::JSONB, u.pk, /* TEMPLATE: insert_partition */, u.us::/* TEMPLATE: status_type */[], u.b/* TEMPLATE: insert_workflow_values */
+FROM unnest($1::TEXT[], $2::TEXT[], $3::INT2[], $4::TIMESTAMPTZ[], $5::INT4[], $6::TEXT[], $7::TEXT[], $8::TEXT[], $9::TEXT[], $10::TEXT[], $11::TEXT[], $12::INT8[]/* TEMPLATE: insert_workflow_params */) AS u (q, p, pr, ra, ma, uk, k, m, pk, pb, us, b/* TEMPLATE: insert_workflow_names */)
 ON CONFLICT /* TEMPLATE: unique_conflict */ DO NOTHING
 RETURNING "id";
 

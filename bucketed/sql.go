@@ -22,6 +22,9 @@ type statements struct {
 	insert, uniqueLookup, batchNew string
 	// Workflows (workflow.go).
 	workflowNew, workflowIDs, dependencyOutputs string
+	// insertWorkflow is insert with a workflow's columns
+	// (insertParams.workflowArgs).
+	insertWorkflow string
 	// completeKept and completedWithKept are complete and completed_with
 	// as rendered, which stay when Config.DeleteCompleted puts the
 	// deleting ones in complete's place: a job with dependents is kept as
@@ -102,16 +105,19 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 	table := sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobsTable)
 	queueState := sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.QueueStateTable)
 	vars := map[string]string{
-		"table":            table,
-		"queued_exists":    queuedExists(d, table, ""),
-		"due_exists":       queuedExists(d, table, `"run_at" <= now()`),
-		"status_type":      sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.StatusType),
-		"job_columns":      jobColumns,
-		"unique_conflict":  uniqueConflict(),
-		"unique_held":      schema.UniqueHeld,
-		"batch_table":      sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobBatchTable),
-		"workflow_table":   sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobWorkflowTable),
-		"waiting_run_at":   depgate.WaitingRunAt,
+		"table":           table,
+		"queued_exists":   queuedExists(d, table, ""),
+		"due_exists":      queuedExists(d, table, `"run_at" <= now()`),
+		"status_type":     sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.StatusType),
+		"job_columns":     jobColumns,
+		"unique_conflict": uniqueConflict(),
+		"unique_held":     schema.UniqueHeld,
+		"batch_table":     sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobBatchTable),
+		"workflow_table":  sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobWorkflowTable),
+		"waiting_run_at":  depgate.WaitingRunAt,
+		// A plain insert's; workflowInsertVars has the workflow's.
+		"insert_run_at":           `COALESCE(u.ra, now())`,
+		"insert_workflow_columns": "", "insert_workflow_values": "", "insert_workflow_params": "", "insert_workflow_names": "",
 		"bucket_predicate": bucketPred,
 		"push_error":       sqltext.PushError("j", `j."attempts"`),
 		"push_error_held":  sqltext.PushError("j", `j."attempts" + 1`),
@@ -348,6 +354,9 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 	vars["lease_start"] = "clock_timestamp()"
 	setClaimGate(vars, limitedGate(vars["queue_state"]))
 	s.insertNotify = sqltext.WithNotify(s.insert, len(insertParams{}.args()))
+	if s.insertWorkflow, err = sqltext.Render(sqlFile.Template("insert"), workflowInsertVars(vars)); err != nil {
+		panic(err) // as Fill's, above
+	}
 	s.completeKept, s.completedWithKept = s.complete, s.completedWith
 	if !d.HeldClaims {
 		// Not sent there (NewWorker refuses HeldClaims): the claim's
@@ -460,8 +469,25 @@ type insertParams struct {
 	RunAnyways []*bool
 }
 
+// workflowInsertVars are vars with insert's templates set for a
+// workflow's insert (insertWorkflow).
+func workflowInsertVars(vars map[string]string) map[string]string {
+	w := maps.Clone(vars)
+	w["insert_run_at"] = `CASE WHEN u.wd IS NULL THEN COALESCE(u.ra, now()) ELSE ` + depgate.WaitingRunAt + ` END`
+	w["insert_workflow_columns"] = `, "workflow_id", "workflow_node", "depends_on", "dependents", "deps_left", "run_anyway"`
+	w["insert_workflow_values"] = `, u.w, u.wn, u.wd::TEXT[], u.wt::TEXT[], array_length(u.wd::TEXT[], 1), u.wa`
+	w["insert_workflow_params"] = `, $13::INT8[], $14::TEXT[], $15::TEXT[], $16::TEXT[], $17::BOOL[]`
+	w["insert_workflow_names"] = `, w, wn, wd, wt, wa`
+	return w
+}
+
 // args lists p in insert's $n order.
 func (p insertParams) args() []any {
-	return []any{p.Queues, p.Payloads, p.Priorities, p.RunAts, p.MaxAttempts, p.UniqueKeys, p.Kinds, p.Metadata, p.PartitionKeys, p.PartitionBys, p.UniqueStates, p.BatchIDs,
-		p.Workflows, p.Nodes, p.DependsOn, p.Dependents, p.RunAnyways}
+	return []any{p.Queues, p.Payloads, p.Priorities, p.RunAts, p.MaxAttempts, p.UniqueKeys, p.Kinds, p.Metadata, p.PartitionKeys, p.PartitionBys, p.UniqueStates, p.BatchIDs}
+}
+
+// workflowArgs lists p in insertWorkflow's $n order: args, then the
+// workflow's columns.
+func (p insertParams) workflowArgs() []any {
+	return append(p.args(), p.Workflows, p.Nodes, p.DependsOn, p.Dependents, p.RunAnyways)
 }

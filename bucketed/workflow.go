@@ -64,7 +64,7 @@ func (q *Queue) InsertWorkflow(ctx context.Context, tx skiplock.Tx, wf skiplock.
 			args.RunAnyways[i] = &yes
 		}
 	}
-	if _, err := tx.Exec(ctx, q.sql.insert, args.args()...); err != nil {
+	if _, err := tx.Exec(ctx, q.sql.insertWorkflow, args.workflowArgs()...); err != nil {
 		return nil, fmt.Errorf("bucketed: insert workflow %q (%d jobs): %w", wf.Name, len(wf.Jobs), err)
 	}
 	rows, err := tx.Query(ctx, q.sql.workflowIDs, id)

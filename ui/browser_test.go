@@ -23,6 +23,7 @@ import (
 	"github.com/skiplock/skiplock/client"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/maintenance"
+	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/ui"
 )
 
@@ -286,6 +287,82 @@ func TestBrowser(t *testing.T) {
 		}
 	})
 
+	workflowPath := "/workflows/0" // the next subtest's workflow, for the screenshots
+	t.Run("workflow page", func(t *testing.T) {
+		// A workflow whose root completed (releasing one job), one job
+		// cancelled (cancelling its dependent) and the rest waiting: the
+		// page draws a box per job in its state, as the database has it,
+		// and a line per dependency; a job's page links to its workflow.
+		ctx := tab(t, browser)
+		bg := context.Background()
+		bq, err := bucketed.New(bg, f.db, &bucketed.Config{Schema: f.schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		job := func(id string, deps ...string) skiplock.WorkflowJob {
+			return skiplock.WorkflowJob{ID: id, Job: skiplock.NewJob{Queue: "wf", Kind: "step"}, DependsOn: deps}
+		}
+		var res *bucketed.InsertedWorkflow
+		err = retry.Run(bg, f.db, nil, func(ctx context.Context, tx skiplock.Tx) error {
+			res, err = bq.InsertWorkflow(ctx, tx, skiplock.Workflow{Name: "etl <b>", Jobs: []skiplock.WorkflowJob{
+				job("extract"), job("transform", "extract"), job("audit", "extract"), job("load", "transform"), job("report", "audit", "load")}})
+			return err
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		claimed, err := bq.Dequeue(bg, "wf", 10)
+		if err != nil || len(claimed) != 1 {
+			t.Fatalf("the claim took %d jobs (%v); want the root only", len(claimed), err)
+		}
+		if _, err := bq.CompleteMany(bg, claimed); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.adm(t).Do(bg, admin.Cancel, res.Jobs["audit"]); err != nil {
+			t.Fatal(err)
+		}
+		want, err := f.adm(t).WorkflowShow(bg, res.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStates, edges := map[string]string{}, 0
+		for _, j := range want.Jobs {
+			wantStates[j.Name] = j.State
+			edges += len(j.DependsOn)
+		}
+		if wantStates["extract"] != "success" || wantStates["transform"] != "queued" || wantStates["audit"] != "canceled" ||
+			wantStates["report"] != "canceled" || wantStates["load"] != "waiting" {
+			t.Fatalf("the workflow's states %v: the fixture went wrong", wantStates)
+		}
+		_, fresh := f.serve(t, ui.Config{})
+		var shown map[string]string
+		var lines int
+		var title string
+		run(t, ctx, chromedp.Navigate(fresh.URL+"/jobs/"+res.Jobs["load"]), chromedp.WaitVisible("#job-workflow a", chromedp.ByQuery),
+			chromedp.Click("#job-workflow a", chromedp.ByQuery), chromedp.WaitVisible("#workflow-graph", chromedp.ByQuery),
+			chromedp.Evaluate(`Object.fromEntries([...document.querySelectorAll('#workflow-graph .wf-node')].map(g => [g.dataset.name, g.dataset.state]))`, &shown),
+			chromedp.Evaluate(`document.querySelectorAll('#workflow-graph .wf-edge').length`, &lines),
+			chromedp.Text("h1", &title, chromedp.ByQuery))
+		if fmt.Sprint(shown) != fmt.Sprint(wantStates) {
+			t.Errorf("the graph shows %v; the database has %v", shown, wantStates)
+		}
+		if lines != edges || edges != 5 {
+			t.Errorf("the graph draws %d dependency lines; the workflow has %d (want 5)", lines, edges)
+		}
+		if !strings.Contains(title, "etl <b>") {
+			t.Errorf("the page's heading %q: want the workflow's name as text", title)
+		}
+		workflowPath = "/workflows/" + res.ID
+		var api admin.Workflow
+		getJSON(t, fresh.URL+"/api/workflows/"+res.ID, &api)
+		if api.ID != res.ID || len(api.Jobs) != 5 {
+			t.Errorf("/api/workflows/%s: %+v; want its 5 jobs", res.ID, api)
+		}
+		if code, _ := call(t, "GET", fresh.URL+"/api/workflows/x1", "", nil); code != http.StatusBadRequest {
+			t.Errorf("/api/workflows/x1: %d, want 400", code)
+		}
+	})
+
 	t.Run("screenshots", func(t *testing.T) {
 		ctx := tab(t, browser)
 		dir := os.Getenv("SKIPLOCK_UI_SCREENSHOTS")
@@ -297,7 +374,7 @@ func TestBrowser(t *testing.T) {
 		run(t, ctx, chromedp.EmulateViewport(1280, 900))
 		for name, path := range map[string]string{
 			"overview": "/", "jobs": "/jobs", "job": "/jobs/" + f.failed[1],
-			"job-fanout": "/jobs/" + f.dead[1], "periodic": "/periodic", "clients": "/clients", "queue": "/queues/emails",
+			"job-fanout": "/jobs/" + f.dead[1], "periodic": "/periodic", "clients": "/clients", "queue": "/queues/emails", "workflow": workflowPath,
 		} {
 			var buf []byte
 			run(t, ctx, chromedp.Navigate(ts.URL+path), chromedp.WaitVisible("main", chromedp.ByQuery), chromedp.FullScreenshot(&buf, 100))

@@ -22,7 +22,7 @@ import (
 
 // pageNames are the templates under templates/, each rendered inside
 // layout.html.
-var pageNames = []string{"overview", "jobs", "job", "queue", "periodic", "clients", "error"}
+var pageNames = []string{"overview", "jobs", "job", "queue", "workflow", "periodic", "clients", "error"}
 
 var funcs = template.FuncMap{
 	"ts": func(t time.Time) string {
@@ -73,6 +73,8 @@ var funcs = template.FuncMap{
 	// in element content goes through it (see show).
 	"show":  show,
 	"count": func(counts map[string]int64, state string) int64 { return counts[state] },
+	// workflowStates are a workflow's job states in lifecycle order.
+	"workflowStates": func() []string { return []string{"waiting", "queued", "running", "success", "failed", "canceled"} },
 	// countText shows a count, "100,000+" when it stopped at the cap
 	// (admin.Queue.Capped): at least that many.
 	"countText": countText,

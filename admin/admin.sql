@@ -51,7 +51,7 @@ FROM unnest($4::INT2[]) AS "b" ("bucket")
 CROSS JOIN LATERAL (SELECT j."id", j."queue", j."kind", j."priority", j."attempts", j."max_attempts",
     j."run_at", j."create_ts", j."finished_at", j."last_error", j."workflow_id", j."depends_on"
   FROM /* TEMPLATE: jobs */ AS j
-  WHERE j."status" = 'Queued' AND /* TEMPLATE: bucket_match */ $1::TEXT = ''
+  WHERE j."status" = 'Queued' AND j."deps_left" IS NULL AND /* TEMPLATE: bucket_match */ $1::TEXT = ''
     AND (j."queue", j."priority", j."run_at", j."id") > ($5::TEXT, $6::INT2, $7::TIMESTAMPTZ, $8::INT8)
     AND ($2::TEXT = '' OR j."kind" = CASE WHEN $2::TEXT = '-' THEN '' ELSE $2::TEXT END)
   ORDER BY j."queue", j."priority", j."run_at", j."id" LIMIT $3) AS x
@@ -67,7 +67,7 @@ FROM unnest($4::INT2[]) AS "b" ("bucket")
 CROSS JOIN LATERAL (SELECT j."id", j."queue", j."kind", j."priority", j."attempts", j."max_attempts",
     j."run_at", j."create_ts", j."finished_at", j."last_error", j."workflow_id", j."depends_on"
   FROM /* TEMPLATE: jobs */ AS j
-  WHERE j."status" = 'Queued' AND /* TEMPLATE: bucket_match */ j."queue" = $1::TEXT
+  WHERE j."status" = 'Queued' AND j."deps_left" IS NULL AND /* TEMPLATE: bucket_match */ j."queue" = $1::TEXT
     AND (j."queue", j."priority", j."run_at", j."id") > ($5::TEXT, $6::INT2, $7::TIMESTAMPTZ, $8::INT8)
     AND ($2::TEXT = '' OR j."kind" = CASE WHEN $2::TEXT = '-' THEN '' ELSE $2::TEXT END)
   ORDER BY j."queue", j."priority", j."run_at", j."id" LIMIT $3) AS x
@@ -225,12 +225,12 @@ SELECT "name", "schedule", "last_tick", "next_tick", "updated_at" FROM /* TEMPLA
 WITH RECURSIVE "n" ("bucket", "queue", "i") AS (
   SELECT "b"."bucket", "h"."queue", 1::INT8 FROM unnest($3::INT2[]) AS "b" ("bucket")
   CROSS JOIN LATERAL (SELECT j."queue" FROM /* TEMPLATE: jobs */ AS j
-    WHERE j."status" = 'Queued' AND /* TEMPLATE: bucket_match */ j."queue" >= $1::TEXT
+    WHERE j."status" = 'Queued' AND j."deps_left" IS NULL AND /* TEMPLATE: bucket_match */ j."queue" >= $1::TEXT
     ORDER BY j."queue" LIMIT 1) AS "h"
   UNION ALL
   SELECT "b"."bucket", "h"."queue", "b"."i" + 1 FROM "n" AS "b"
   CROSS JOIN LATERAL (SELECT j."queue" FROM /* TEMPLATE: jobs */ AS j
-    WHERE j."status" = 'Queued' AND /* TEMPLATE: bucket_match */ j."queue" > "b"."queue"
+    WHERE j."status" = 'Queued' AND j."deps_left" IS NULL AND /* TEMPLATE: bucket_match */ j."queue" > "b"."queue"
     ORDER BY j."queue" LIMIT 1) AS "h"
   WHERE "b"."i" < $2::INT8
 ), "r" AS (
@@ -255,7 +255,7 @@ SELECT 'total', '', "f"."state", count(*) FROM "f" GROUP BY "f"."state"
 UNION ALL
 SELECT 'total', '', 'queued', count(*) FROM (SELECT 1 FROM unnest($3::INT2[]) AS "b" ("bucket")
   CROSS JOIN LATERAL (SELECT 1 FROM /* TEMPLATE: jobs */ AS j
-    WHERE j."status" = 'Queued' AND /* TEMPLATE: bucket_match */ TRUE
+    WHERE j."status" = 'Queued' AND j."deps_left" IS NULL AND /* TEMPLATE: bucket_match */ TRUE
     ORDER BY j."queue", j."priority", j."run_at", j."id" LIMIT $4::INT8) AS "x"
   LIMIT $4::INT8) AS "c";
 
@@ -272,12 +272,12 @@ WITH RECURSIVE "lv" ("queue", "bucket", "priority", "run_at") AS (
   SELECT "q"."queue", "b"."bucket", "h"."priority", "h"."run_at"
   FROM unnest($1::TEXT[]) AS "q" ("queue") CROSS JOIN unnest($2::INT2[]) AS "b" ("bucket")
   CROSS JOIN LATERAL (SELECT j."priority", j."run_at" FROM /* TEMPLATE: jobs */ AS j
-    WHERE j."status" = 'Queued' AND /* TEMPLATE: bucket_match */ j."queue" = "q"."queue"
+    WHERE j."status" = 'Queued' AND j."deps_left" IS NULL AND /* TEMPLATE: bucket_match */ j."queue" = "q"."queue"
     ORDER BY j."priority", j."run_at" LIMIT 1) AS "h"
   UNION ALL
   SELECT "b"."queue", "b"."bucket", "h"."priority", "h"."run_at" FROM "lv" AS "b"
   CROSS JOIN LATERAL (SELECT j."priority", j."run_at" FROM /* TEMPLATE: jobs */ AS j
-    WHERE j."status" = 'Queued' AND /* TEMPLATE: bucket_match */ j."queue" = "b"."queue" AND j."priority" > "b"."priority"
+    WHERE j."status" = 'Queued' AND j."deps_left" IS NULL AND /* TEMPLATE: bucket_match */ j."queue" = "b"."queue" AND j."priority" > "b"."priority"
     ORDER BY j."priority", j."run_at" LIMIT 1) AS "h"
 ), "o" AS (
   SELECT "queue", min("run_at") AS "oldest" FROM "lv" WHERE "run_at" <= now() GROUP BY "queue"
@@ -285,7 +285,7 @@ WITH RECURSIVE "lv" ("queue", "bucket", "priority", "run_at") AS (
   SELECT "q"."queue", "x"."n" FROM unnest($1::TEXT[]) AS "q" ("queue")
   CROSS JOIN LATERAL (SELECT count(*) AS "n" FROM (SELECT 1 FROM unnest($2::INT2[]) AS "b" ("bucket")
     CROSS JOIN LATERAL (SELECT 1 FROM /* TEMPLATE: jobs */ AS j
-      WHERE j."status" = 'Queued' AND /* TEMPLATE: bucket_match */ j."queue" = "q"."queue"
+      WHERE j."status" = 'Queued' AND j."deps_left" IS NULL AND /* TEMPLATE: bucket_match */ j."queue" = "q"."queue"
       ORDER BY j."priority", j."run_at", j."id" LIMIT $3::INT8) AS "y"
     LIMIT $3::INT8) AS "z") AS "x"
 )

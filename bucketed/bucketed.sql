@@ -89,7 +89,7 @@ SELECT "id" FROM /* TEMPLATE: table */ WHERE "queue" = $1 AND "unique_key" = $2 
 SELECT min(x."priority") AS p
   FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i) CROSS JOIN LATERAL (
     SELECT "priority" FROM /* TEMPLATE: table */
-    WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: claim_gate */ $1)
+    WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "deps_left" IS NULL AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: claim_gate */ $1)
       AND ("priority", "run_at", "id") > (h.p, h.t, h.i)
     ORDER BY "priority", "run_at", "id" LIMIT 1) AS x;
 
@@ -130,7 +130,7 @@ WHERE j."id" = ANY(ARRAY(
   SELECT b.id FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i)
   CROSS JOIN LATERAL (
     SELECT "id" FROM /* TEMPLATE: table */
-    WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: claim_gate */ $1)
+    WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "deps_left" IS NULL AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: claim_gate */ $1)
       AND "priority" = (SELECT p FROM best) AND ("priority", "run_at", "id") > (h.p, h.t, h.i)
       AND "id" NOT IN (SELECT (n.e)::INT8 FROM /* TEMPLATE: hold */ AS k, jsonb_array_elements_text(k."ids") AS n (e)
         WHERE /* TEMPLATE: hold_dead */)
@@ -168,11 +168,11 @@ WITH best AS (SELECT min(x."priority") AS p
   FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i) CROSS JOIN LATERAL (
     SELECT COALESCE(
       CASE WHEN h.p >= -32768 THEN (SELECT "priority" FROM /* TEMPLATE: table */
-        WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: claim_gate */ $1)
+        WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "deps_left" IS NULL AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: claim_gate */ $1)
           AND "priority" = h.p AND "run_at" >= h.t AND ("run_at" > h.t OR "id" > h.i)
         ORDER BY "run_at", "id" LIMIT 1) END,
       (SELECT "priority" FROM /* TEMPLATE: table */
-        WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: claim_gate */ $1)
+        WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "deps_left" IS NULL AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: claim_gate */ $1)
           AND "priority" > h.p
         ORDER BY "priority", "run_at", "id" LIMIT 1)) AS "priority") AS x)
 UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Running', "attempts" = j."attempts" + 1, "lease_owner" = $3, "lease_token" = $4,
@@ -181,7 +181,7 @@ WHERE j."id" = ANY(ARRAY(
   SELECT b.id FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i)
   CROSS JOIN LATERAL (
     SELECT "id" FROM /* TEMPLATE: table */
-    WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: claim_gate */ $1)
+    WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "deps_left" IS NULL AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: claim_gate */ $1)
       AND "priority" = (SELECT p FROM best) AND h.p <= (SELECT p FROM best)
       AND "run_at" >= CASE WHEN h.p = (SELECT p FROM best) THEN h.t ELSE '-infinity'::TIMESTAMPTZ END
       AND (h.p < (SELECT p FROM best) OR "run_at" > h.t OR "id" > h.i)
@@ -198,7 +198,7 @@ RETURNING /* TEMPLATE: job_columns */;
 SELECT h.bucket, x."priority", x."run_at", x."id"
 FROM unnest($2::INT2[]) AS h (bucket) CROSS JOIN LATERAL (
   SELECT "priority", "run_at", "id" FROM /* TEMPLATE: table */
-  WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now()
+  WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "deps_left" IS NULL AND "queue" = $1 AND "run_at" <= now()
   ORDER BY "priority", "run_at", "id" LIMIT 1) AS x;
 
 -- name: heads_key_join
@@ -206,7 +206,7 @@ FROM unnest($2::INT2[]) AS h (bucket) CROSS JOIN LATERAL (
 -- sharded index fans the ordered scan out itself): the first claimable job
 -- of the queue, with no LATERAL. array_length($2, 1) > 0 types $2.
 SELECT 0::INT2, "priority", "run_at", "id" FROM /* TEMPLATE: table */
-WHERE "status" = 'Queued' AND "queue" = $1 AND array_length($2::INT2[], 1) > 0 AND "run_at" <= now()
+WHERE "status" = 'Queued' AND "deps_left" IS NULL AND "queue" = $1 AND array_length($2::INT2[], 1) > 0 AND "run_at" <= now()
 ORDER BY "priority", "run_at", "id" LIMIT 1;
 
 -- name: claim_key_join
@@ -251,7 +251,7 @@ ORDER BY "priority", "run_at", "id" LIMIT 1;
 --   │                                        locking strength: for update; locking wait policy: skip locked
 --   └── • subquery                  best: one unlocked LIMIT 1 scan of jobs@jobs_dequeue after the watermark
 WITH best AS (SELECT (SELECT "priority" FROM /* TEMPLATE: table */
-    WHERE "status" = 'Queued' AND "queue" = $1 AND /* TEMPLATE: claim_gate */ $1) AND array_length($6::INT2[], 1) > 0
+    WHERE "status" = 'Queued' AND "deps_left" IS NULL AND "queue" = $1 AND /* TEMPLATE: claim_gate */ $1) AND array_length($6::INT2[], 1) > 0
       AND ("priority", "run_at", "id") > (($7::INT4[])[1], ($8::TIMESTAMPTZ[])[1], ($9::INT8[])[1])
       AND "run_at" <= now()
     ORDER BY "priority", "run_at", "id" LIMIT 1) AS p)
@@ -260,7 +260,7 @@ UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Running', "attempts" = j."atte
 FROM (
   SELECT b.id FROM (
     SELECT "id", "priority" FROM /* TEMPLATE: table */
-    WHERE "status" = 'Queued' AND "queue" = $1 AND /* TEMPLATE: claim_gate */ $1) AND array_length($6::INT2[], 1) > 0
+    WHERE "status" = 'Queued' AND "deps_left" IS NULL AND "queue" = $1 AND /* TEMPLATE: claim_gate */ $1) AND array_length($6::INT2[], 1) > 0
       AND ("priority", "run_at", "id") > (($7::INT4[])[1], ($8::TIMESTAMPTZ[])[1], ($9::INT8[])[1])
       AND "run_at" <= now()
     ORDER BY "priority", "run_at", "id" LIMIT $2 FOR UPDATE SKIP LOCKED) AS b
@@ -440,7 +440,7 @@ WHERE b/* TEMPLATE: branch */."run_at" <= now()
 
 -- name: claim_partition_branch
 SELECT "id" FROM (SELECT "id" FROM /* TEMPLATE: table */
-  WHERE "status" = 'Queued' AND "queue" = $1 AND "partition" = ($5::TEXT[])[/* TEMPLATE: branch */] AND "run_at" <= now()
+  WHERE "status" = 'Queued' AND "deps_left" IS NULL AND "queue" = $1 AND "partition" = ($5::TEXT[])[/* TEMPLATE: branch */] AND "run_at" <= now()
     AND /* TEMPLATE: claim_gate */ $1)
   ORDER BY "priority", "run_at", "id" LIMIT COALESCE(($6::INT4[])[/* TEMPLATE: branch */], 0) FOR UPDATE SKIP LOCKED) AS b/* TEMPLATE: branch */
 
@@ -771,12 +771,12 @@ SELECT /* TEMPLATE: queued_exists */
 -- server's clock.
 SELECT d.due, d.running,
   CASE WHEN d.due OR d.running THEN 0 ELSE (SELECT count(*) FROM /* TEMPLATE: table */
-    WHERE "status" = 'Queued' AND "queue" = $1 AND "run_at" > now() AND COALESCE("deps_left", 0) = 0) END,
+    WHERE "status" = 'Queued' AND "deps_left" IS NULL AND "queue" = $1 AND "run_at" > now()) END,
   CASE WHEN d.due OR d.running THEN NULL ELSE (SELECT min("run_at") FROM /* TEMPLATE: table */
-    WHERE "status" = 'Queued' AND "queue" = $1 AND "run_at" > now() AND COALESCE("deps_left", 0) = 0) END,
+    WHERE "status" = 'Queued' AND "deps_left" IS NULL AND "queue" = $1 AND "run_at" > now()) END,
   now(),
   CASE WHEN d.due OR d.running THEN 0 ELSE (SELECT count(*) FROM /* TEMPLATE: table */
-    WHERE "status" = 'Queued' AND "queue" = $1 AND "deps_left" > 0) END
+    WHERE "status" = 'Queued' AND "deps_left" IS NOT NULL AND "queue" = $1) END
 FROM (SELECT
   /* TEMPLATE: due_exists */ AS due,
   EXISTS (SELECT 1 FROM /* TEMPLATE: table */ WHERE "status" = 'Running' AND "queue" = $1) AS running) AS d;
@@ -812,7 +812,7 @@ RETURNING "id";
 -- A workflow job waits again for its dependencies that have not
 -- succeeded (deps_left: waiting_run_at while any is left).
 UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Queued', "attempts" = 0, "finished_at" = NULL, "canceled_by" = NULL,
-  "deps_left" = CASE WHEN j."depends_on" IS NOT NULL THEN x.n END,
+  "deps_left" = CASE WHEN x.n > 0 THEN x.n END,
   "run_at" = CASE WHEN x.n > 0 THEN /* TEMPLATE: waiting_run_at */ ELSE now() END,
   "lease_expires_at" = NULL, "last_updated" = now()
 FROM (SELECT count(d."id") AS n FROM /* TEMPLATE: table */ AS w
@@ -859,7 +859,7 @@ SELECT j."id", j."queue", j."payload"::TEXT, j."priority", 'Running', j."attempt
 FROM unnest($6::INT2[], $7::INT4[], $8::TIMESTAMPTZ[], $9::INT8[]) AS h (bucket, p, t, i)
 CROSS JOIN LATERAL (
   SELECT * FROM /* TEMPLATE: table */
-  WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: claim_gate */ $1)
+  WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "deps_left" IS NULL AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: claim_gate */ $1)
     AND "priority" = (SELECT p FROM best) AND ("priority", "run_at", "id") > (h.p, h.t, h.i)
     AND "id" NOT IN (SELECT (n.e)::INT8 FROM /* TEMPLATE: hold */ AS k, jsonb_array_elements_text(k."ids") AS n (e)
       WHERE /* TEMPLATE: hold_dead */)

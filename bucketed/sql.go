@@ -258,14 +258,14 @@ func queuedExists(d *skiplock.Dialect, table, cond string) string {
 		cond = " AND " + cond
 	}
 	if d.KeyJoinDML {
-		return `EXISTS (SELECT 1 FROM ` + table + ` WHERE "status" = 'Queued' AND "queue" = $1 AND array_length($2::INT2[], 1) > 0` + cond + `)`
+		return `EXISTS (SELECT 1 FROM ` + table + ` WHERE "status" = 'Queued' AND "deps_left" IS NULL AND "queue" = $1 AND array_length($2::INT2[], 1) > 0` + cond + `)`
 	}
 	bucketPred := `"bucket" = h.bucket AND `
 	if d.ShardedIndexFansOut {
 		bucketPred = ""
 	}
 	return `EXISTS (SELECT 1 FROM unnest($2::INT2[]) AS h (bucket) CROSS JOIN LATERAL (
-    SELECT 1 FROM ` + table + ` WHERE ` + bucketPred + `"status" = 'Queued' AND "queue" = $1` + cond + `
+    SELECT 1 FROM ` + table + ` WHERE ` + bucketPred + `"status" = 'Queued' AND "deps_left" IS NULL AND "queue" = $1` + cond + `
     ORDER BY "priority", "run_at", "id" LIMIT 1) AS x)`
 }
 

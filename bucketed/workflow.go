@@ -10,6 +10,7 @@ import (
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/copyio"
 	"github.com/skiplock/skiplock/internal/copyrows"
+	"github.com/skiplock/skiplock/internal/txhook"
 	"github.com/skiplock/skiplock/internal/usage"
 )
 
@@ -158,18 +159,28 @@ func textArray(names []string) *string {
 }
 
 // settle releases or cancels, in tx, the jobs that wait on the finished
-// jobs (ok succeeded, bad ended badly: depgate.Gate.Settle), and tells the
-// watermarks of those it released, so that this process claims them at
-// once.
+// jobs (ok succeeded, bad ended badly: depgate.Gate.Settle). Once tx
+// commits, a released job that sorts before a watermark makes this
+// process's next claim of its queue probe the heads: a release written
+// while other claims moved the watermarks (its run time is its
+// statement's, its commit later) would otherwise wait for the next probe.
 func (q *Queue) settle(ctx context.Context, tx skiplock.Querier, ok, bad []int64) error {
 	if len(ok)+len(bad) == 0 {
 		return nil
 	}
 	released, _, err := q.gate.Settle(ctx, tx, ok, bad)
-	for _, r := range released {
-		q.hints.enqueued(r.Queue, r.Priority, r.RunAt)
+	if err != nil || len(released) == 0 {
+		return err
 	}
-	return err
+	probe := func() {
+		for _, r := range released {
+			q.hints.enqueued(r.Queue, r.Priority, r.RunAt) // a probe only if it sorts before a watermark
+		}
+	}
+	if !txhook.AfterCommit(tx, probe) {
+		probe() // a transaction skiplock did not begin: at once, and again at its next probe
+	}
+	return nil
 }
 
 // DependencyOutputs returns the outputs that job's dependencies recorded

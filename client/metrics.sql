@@ -13,13 +13,13 @@
 -- the claims' heads probe), with the server's clock.
 SELECT
   (SELECT count(*) FROM (SELECT 1 FROM /* TEMPLATE: jobs */
-    WHERE "status" = 'Queued' AND "queue" = $1 LIMIT $2) AS q),
+    WHERE "status" = 'Queued' AND "deps_left" IS NULL AND "queue" = $1 LIMIT $2) AS q),
   (SELECT count(*) FROM (SELECT 1 FROM /* TEMPLATE: jobs */
     WHERE "status" = 'Running' AND "queue" = $1 LIMIT $2) AS r),
   (SELECT min(x."run_at") FROM generate_series(0,
       (SELECT s."value"::INT8 FROM /* TEMPLATE: setting */ AS s WHERE s."name" = 'bucketed.buckets') - 1) AS h (bucket)
     CROSS JOIN LATERAL (SELECT "run_at" FROM /* TEMPLATE: jobs */
-      WHERE "bucket" = h.bucket AND "status" = 'Queued' AND "queue" = $1 AND "run_at" <= now()
+      WHERE "bucket" = h.bucket AND "status" = 'Queued' AND "deps_left" IS NULL AND "queue" = $1 AND "run_at" <= now()
       ORDER BY "priority", "run_at", "id" LIMIT 1) AS x),
   now();
 
@@ -29,11 +29,11 @@ SELECT
 -- claimable job, with no per-bucket probe.
 SELECT
   (SELECT count(*) FROM (SELECT 1 FROM /* TEMPLATE: jobs */
-    WHERE "status" = 'Queued' AND "queue" = $1 LIMIT $2) AS q),
+    WHERE "status" = 'Queued' AND "deps_left" IS NULL AND "queue" = $1 LIMIT $2) AS q),
   (SELECT count(*) FROM (SELECT 1 FROM /* TEMPLATE: jobs */
     WHERE "status" = 'Running' AND "queue" = $1 LIMIT $2) AS r),
   (SELECT "run_at" FROM /* TEMPLATE: jobs */
-    WHERE "status" = 'Queued' AND "queue" = $1 AND "run_at" <= now()
+    WHERE "status" = 'Queued' AND "deps_left" IS NULL AND "queue" = $1 AND "run_at" <= now()
     ORDER BY "priority", "run_at", "id" LIMIT 1),
   now();
 

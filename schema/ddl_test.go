@@ -209,7 +209,7 @@ func TestEmulationStandIns(t *testing.T) {
 		d.Engine, d.Emulates, d.HashShardedDDL = skiplock.EnginePostgres, p, false
 		return &d
 	}
-	want := `CREATE INDEX IF NOT EXISTS "jobs_dequeue_merged" ON "s"."jobs" ("queue", "priority", "run_at", "id") WHERE "status" = 'Queued'`
+	want := `CREATE INDEX IF NOT EXISTS "jobs_dequeue_merged" ON "s"."jobs" ("queue", "priority", "run_at", "id") WHERE "status" = 'Queued' AND "deps_left" IS NULL`
 	got := EmulationStandIns(emulated(skiplock.PersonalityCockroach), Layouts, "s")
 	if len(got) != 1 || got[0] != want {
 		t.Errorf("cockroach personality: %q, want [%q]", got, want)

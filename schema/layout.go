@@ -233,12 +233,18 @@ func JobsTableDef(buckets int) *Table {
 				// of blocking the head. id breaks ties (one EnqueueMany gives
 				// thousands of rows the same timestamp) so that the order is
 				// total and the dequeuer's hint is an exact key position.
+				//
+				// A workflow job that waits for its dependencies (deps_left
+				// set, bucketed/013) has no entry: claims never walk past
+				// waiting jobs, nor past the dead entries their release
+				// would leave ahead of the watermarks. Every statement that
+				// reads it repeats the predicate (Ready).
 				Name: "jobs_dequeue",
 				Columns: []IndexColumn{
 					{Name: "bucket", ShardKey: true},
 					{Name: "queue"}, {Name: "priority"}, {Name: "run_at"}, {Name: "id"},
 				},
-				Where:  `"status" = 'Queued'`,
+				Where:  Ready,
 				Shards: buckets,
 			},
 			{
@@ -310,6 +316,16 @@ func JobsTableDef(buckets int) *Table {
 				Shards:  buckets,
 			},
 			{
+				// The workflow jobs that wait for dependencies, which
+				// jobs_dequeue leaves out: what `work --until-empty` counts
+				// as waiting once nothing is due. Spread like
+				// jobs_lease_expiry.
+				Name:    "jobs_waiting",
+				Columns: []IndexColumn{{Name: "bucket", Spread: true}, {Name: "queue"}, {Name: "id"}},
+				Where:   `"status" = 'Queued' AND "deps_left" IS NOT NULL`,
+				Shards:  buckets,
+			},
+			{
 				// Lets retention find old finished jobs without a scan;
 				// spread like jobs_lease_expiry, since finished_at grows.
 				Name:    "jobs_finished",
@@ -346,6 +362,11 @@ func JobQueueTableDef(tablets int) *Table {
 
 // UniqueIndex names jobs' partial unique index on the keys jobs hold.
 const UniqueIndex = "jobs_unique_states"
+
+// Ready is jobs_dequeue's predicate: a Queued job that waits for no
+// workflow dependency. A statement that reads the index must imply it, so
+// the claims and listings of queued jobs write it out.
+const Ready = `"status" = 'Queued' AND "deps_left" IS NULL`
 
 // UniqueHeld is the predicate of a bucketed job that holds its unique
 // key: it has one, and its status is Queued or Running or one its insert

@@ -1,5 +1,5 @@
 WITH best AS (SELECT (SELECT "priority" FROM "skiplock"."jobs"
-    WHERE "status" = 'Queued' AND "queue" = $1 AND NOT EXISTS (SELECT 1 FROM "skiplock"."skiplock_queue" AS "qs" WHERE ("qs"."paused" OR "qs"."concurrency" IS NOT NULL OR "qs"."rate_limit" IS NOT NULL OR "qs"."partition_by" IS NOT NULL) AND "qs"."name" =  $1) AND array_length($6::INT2[], 1) > 0
+    WHERE "status" = 'Queued' AND "deps_left" IS NULL AND "queue" = $1 AND NOT EXISTS (SELECT 1 FROM "skiplock"."skiplock_queue" AS "qs" WHERE ("qs"."paused" OR "qs"."concurrency" IS NOT NULL OR "qs"."rate_limit" IS NOT NULL OR "qs"."partition_by" IS NOT NULL) AND "qs"."name" =  $1) AND array_length($6::INT2[], 1) > 0
       AND ("priority", "run_at", "id") > (($7::INT4[])[1], ($8::TIMESTAMPTZ[])[1], ($9::INT8[])[1])
       AND "run_at" <= now()
     ORDER BY "priority", "run_at", "id" LIMIT 1) AS p)
@@ -8,7 +8,7 @@ UPDATE "skiplock"."jobs" AS j SET "status" = 'Running', "attempts" = j."attempts
 FROM (
   SELECT b.id FROM (
     SELECT "id", "priority" FROM "skiplock"."jobs"
-    WHERE "status" = 'Queued' AND "queue" = $1 AND NOT EXISTS (SELECT 1 FROM "skiplock"."skiplock_queue" AS "qs" WHERE ("qs"."paused" OR "qs"."concurrency" IS NOT NULL OR "qs"."rate_limit" IS NOT NULL OR "qs"."partition_by" IS NOT NULL) AND "qs"."name" =  $1) AND array_length($6::INT2[], 1) > 0
+    WHERE "status" = 'Queued' AND "deps_left" IS NULL AND "queue" = $1 AND NOT EXISTS (SELECT 1 FROM "skiplock"."skiplock_queue" AS "qs" WHERE ("qs"."paused" OR "qs"."concurrency" IS NOT NULL OR "qs"."rate_limit" IS NOT NULL OR "qs"."partition_by" IS NOT NULL) AND "qs"."name" =  $1) AND array_length($6::INT2[], 1) > 0
       AND ("priority", "run_at", "id") > (($7::INT4[])[1], ($8::TIMESTAMPTZ[])[1], ($9::INT8[])[1])
       AND "run_at" <= now()
     ORDER BY "priority", "run_at", "id" LIMIT $2 FOR UPDATE SKIP LOCKED) AS b

@@ -4,9 +4,10 @@
 --   jobs            the jobs table, schema-qualified and quoted
 --   status_type     the job_status enum, schema-qualified and quoted
 --   waiting_run_at  the run_at of a job that waits: never due
--- A job waits while deps_left is above 0: it is Queued with
--- waiting_run_at, so that no claim finds it due, the gate that scheduled
--- jobs and sequences use. Edges are names within a workflow
+-- A job waits while deps_left is above 0 (null once it waits for none):
+-- it is Queued with waiting_run_at, so that no claim finds it due, the
+-- gate that scheduled jobs and sequences use, and has no entry in
+-- jobs_dequeue (schema.Ready), so that claims never walk past it. Edges are names within a workflow
 -- (workflow_node), fixed at insert: depends_on on the dependent,
 -- dependents on the dependency, found by the jobs_workflow index.
 
@@ -18,7 +19,8 @@
 -- Sent in the transaction that finished them, so that a dependency's end
 -- and its dependents' release commit together. A dependent that waits
 -- (Queued, deps_left above 0) counts each finished dependency off; at
--- none left its run_at becomes now and claims take it. A dependent of a
+-- none left its deps_left becomes null, which enters it in jobs_dequeue,
+-- and its run_at now, and claims take it. A dependent of a
 -- job that ended badly is Canceled instead, naming that dependency in
 -- canceled_by (a retry of it queues the dependent again:
 -- requeue_dependents), unless it runs anyway (run_anyway), which counts
@@ -40,7 +42,7 @@ WITH e AS (
 x AS (SELECT wf, node, count(*) AS n, min(cause) AS cause FROM e GROUP BY wf, node)
 UPDATE /* TEMPLATE: jobs */ AS w SET
   "status" = CASE WHEN x.cause IS NOT NULL AND NOT COALESCE(w."run_anyway", false) THEN 'Canceled'::/* TEMPLATE: status_type */ ELSE w."status" END,
-  "deps_left" = CASE WHEN x.cause IS NOT NULL AND NOT COALESCE(w."run_anyway", false) THEN w."deps_left" ELSE w."deps_left" - x.n END,
+  "deps_left" = CASE WHEN x.cause IS NOT NULL AND NOT COALESCE(w."run_anyway", false) THEN w."deps_left" WHEN w."deps_left" - x.n > 0 THEN w."deps_left" - x.n END,
   "run_at" = CASE WHEN (x.cause IS NULL OR COALESCE(w."run_anyway", false)) AND w."deps_left" - x.n <= 0 THEN clock_timestamp() ELSE w."run_at" END,
   "finished_at" = CASE WHEN x.cause IS NOT NULL AND NOT COALESCE(w."run_anyway", false) THEN now() END,
   "canceled_by" = CASE WHEN x.cause IS NOT NULL AND NOT COALESCE(w."run_anyway", false) THEN x.cause END,
@@ -64,7 +66,7 @@ x AS (SELECT w."id", (SELECT count(*) FROM /* TEMPLATE: jobs */ AS d
     WHERE d."workflow_id" = w."workflow_id" AND d."workflow_node" = ANY(w."depends_on") AND d."status" <> 'Success') AS n
   FROM e JOIN /* TEMPLATE: jobs */ AS w ON w."workflow_id" = e.wf AND w."workflow_node" = e.node
   WHERE w."status" = 'Canceled' AND w."canceled_by" = e.parent)
-UPDATE /* TEMPLATE: jobs */ AS w SET "status" = 'Queued', "canceled_by" = NULL, "finished_at" = NULL, "deps_left" = x.n,
+UPDATE /* TEMPLATE: jobs */ AS w SET "status" = 'Queued', "canceled_by" = NULL, "finished_at" = NULL, "deps_left" = CASE WHEN x.n > 0 THEN x.n END,
   "run_at" = CASE WHEN x.n > 0 THEN /* TEMPLATE: waiting_run_at */ ELSE clock_timestamp() END,
   "last_error" = NULL, "last_updated" = now()
 FROM x

@@ -271,3 +271,9 @@ CREATE TABLE IF NOT EXISTS "skiplock"."job_workflow" (
 );
 
 CREATE INDEX IF NOT EXISTS "jobs_workflow" ON "skiplock"."jobs" ("workflow_id", "workflow_node") USING HASH WITH (bucket_count = 8) WHERE "workflow_id" IS NOT NULL;
+
+CREATE INDEX IF NOT EXISTS "jobs_waiting" ON "skiplock"."jobs" ("queue", "id") USING HASH WITH (bucket_count = 8) WHERE "status" = 'Queued' AND "deps_left" IS NOT NULL;
+
+DROP INDEX IF EXISTS "skiplock"."jobs"@"jobs_dequeue";
+
+CREATE INDEX IF NOT EXISTS "jobs_dequeue" ON "skiplock"."jobs" ("queue", "priority", "run_at", "id") USING HASH WITH (bucket_count = 8) WHERE "status" = 'Queued' AND "deps_left" IS NULL;

@@ -259,3 +259,9 @@ CREATE TABLE IF NOT EXISTS "skiplock"."job_workflow" (
 );
 
 CREATE INDEX IF NOT EXISTS "jobs_workflow" ON "skiplock"."jobs" ("workflow_id", "workflow_node") WHERE "workflow_id" IS NOT NULL;
+
+CREATE INDEX IF NOT EXISTS "jobs_waiting" ON "skiplock"."jobs" ("queue", "id") WHERE "status" = 'Queued' AND "deps_left" IS NOT NULL;
+
+DROP INDEX IF EXISTS "skiplock"."jobs_dequeue";
+
+CREATE INDEX IF NOT EXISTS "jobs_dequeue" ON "skiplock"."jobs" ("bucket", "queue", "priority", "run_at", "id") WHERE "status" = 'Queued' AND "deps_left" IS NULL;

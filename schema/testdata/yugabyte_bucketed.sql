@@ -271,3 +271,9 @@ CREATE TABLE IF NOT EXISTS "skiplock"."job_workflow" (
 );
 
 CREATE INDEX IF NOT EXISTS "jobs_workflow" ON "skiplock"."jobs" ("workflow_id" HASH, "workflow_node" ASC) WHERE "workflow_id" IS NOT NULL;
+
+CREATE INDEX IF NOT EXISTS "jobs_waiting" ON "skiplock"."jobs" ("bucket" HASH, "queue" ASC, "id" ASC) WHERE "status" = 'Queued' AND "deps_left" IS NOT NULL;
+
+DROP INDEX IF EXISTS "skiplock"."jobs_dequeue";
+
+CREATE INDEX IF NOT EXISTS "jobs_dequeue" ON "skiplock"."jobs" ("bucket" HASH, "queue" ASC, "priority" ASC, "run_at" ASC, "id" ASC) WHERE "status" = 'Queued' AND "deps_left" IS NULL;

@@ -6,8 +6,11 @@
 -- workflow, its name there, its dependencies and dependents by name, the
 -- count of dependencies left, whether it runs anyway when one fails, and
 -- the dependency that cancelled it; job_workflow the workflows (one row
--- each, written when the workflow is inserted); and the index by which a
--- completion finds the jobs that depend on it.
+-- each, written when the workflow is inserted); the index by which a
+-- completion finds the jobs that depend on it; jobs_waiting, the jobs
+-- that wait; and jobs_dequeue made again without them (deps_left set),
+-- so that claims never walk past them (claims scan without it while it
+-- is built: run this version when the queues are quiet).
 --
 -- One "-- name:" block per statement, run in order. Placeholders are
 -- filled by schema.TemplateValues.
@@ -44,3 +47,12 @@ CREATE TABLE IF NOT EXISTS /* TEMPLATE: schema */."job_workflow" (
 
 -- name: create_index_jobs_workflow
 CREATE INDEX IF NOT EXISTS "jobs_workflow" ON /* TEMPLATE: schema */."jobs" ("workflow_id", "workflow_node") USING HASH WITH (bucket_count = /* TEMPLATE: buckets */) WHERE "workflow_id" IS NOT NULL;
+
+-- name: create_index_jobs_waiting
+CREATE INDEX IF NOT EXISTS "jobs_waiting" ON /* TEMPLATE: schema */."jobs" ("queue", "id") USING HASH WITH (bucket_count = /* TEMPLATE: buckets */) WHERE "status" = 'Queued' AND "deps_left" IS NOT NULL;
+
+-- name: drop_index_jobs_dequeue
+DROP INDEX IF EXISTS /* TEMPLATE: schema */."jobs"@"jobs_dequeue";
+
+-- name: create_index_jobs_dequeue
+CREATE INDEX IF NOT EXISTS "jobs_dequeue" ON /* TEMPLATE: schema */."jobs" ("queue", "priority", "run_at", "id") USING HASH WITH (bucket_count = /* TEMPLATE: buckets */) WHERE "status" = 'Queued' AND "deps_left" IS NULL;

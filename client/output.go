@@ -26,7 +26,7 @@ import (
 // handler, it returns a usage error; skiplock.ErrLeaseLost when the job's
 // lease is no longer this worker's.
 func RecordOutput(ctx context.Context, output any) error {
-	return record(ctx, "output", output)
+	return record(ctx, "output", output, (*bucketed.Queue).RecordOutput)
 }
 
 // ReportProgress stores progress, as json.Marshal encodes it (at most
@@ -36,7 +36,7 @@ func RecordOutput(ctx context.Context, output any) error {
 // as often as a reader needs (every second or so), not at every step of a
 // loop. Where it works and what it returns are RecordOutput's.
 func ReportProgress(ctx context.Context, progress any) error {
-	return record(ctx, "progress", progress)
+	return record(ctx, "progress", progress, (*bucketed.Queue).ReportProgress)
 }
 
 // recordKey carries a handler's jobRecorder in its context.
@@ -64,7 +64,9 @@ func withNoRecorder(ctx context.Context) context.Context {
 	return context.WithValue(ctx, recordKey{}, &jobRecorder{none: "a fanout job leaves no row once it succeeds: write its results through TxFromContext, in the transaction that removes it"})
 }
 
-func record(ctx context.Context, what string, v any) error {
+// record writes v, JSON-encoded, as the handler's job's what through
+// write (bucketed.Queue.RecordOutput or ReportProgress).
+func record(ctx context.Context, what string, v any, write func(q *bucketed.Queue, ctx context.Context, job *skiplock.Job, v json.RawMessage) error) error {
 	r, ok := ctx.Value(recordKey{}).(*jobRecorder)
 	switch {
 	case !ok:
@@ -76,12 +78,7 @@ func record(ctx context.Context, what string, v any) error {
 	if err != nil {
 		return usage.Errorf("client: job %s: its %s does not encode as JSON: %v", r.job.ID, what, err)
 	}
-	if what == "output" {
-		err = r.q.RecordOutput(ctx, r.job, b)
-	} else {
-		err = r.q.ReportProgress(ctx, r.job, b)
-	}
-	if err != nil {
+	if err := write(r.q, ctx, r.job, b); err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
 	return nil

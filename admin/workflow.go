@@ -77,18 +77,10 @@ func (a *Admin) Workflows(ctx context.Context, limit int, before string) ([]Work
 // WorkflowShow returns one workflow with its jobs. An unknown id returns
 // an error wrapping skiplock.ErrNoJob.
 func (a *Admin) WorkflowShow(ctx context.Context, id string) (*Workflow, error) {
-	wid, err := a.workflowID("show", id)
+	wid, w, err := a.workflowRow(ctx, "show", id)
 	if err != nil {
 		return nil, err
 	}
-	ws, err := a.workflows(ctx, a.sql["workflow_row"], wid)
-	if err != nil {
-		return nil, err
-	}
-	if len(ws) == 0 {
-		return nil, noWorkflow("show", id)
-	}
-	w := &ws[0]
 	rows, err := a.db.Query(ctx, a.sql["workflow_jobs"], wid)
 	if err != nil {
 		return nil, fmt.Errorf("admin: workflow %s's jobs: %w", id, err)
@@ -132,11 +124,8 @@ func (a *Admin) WorkflowShow(ctx context.Context, id string) (*Workflow, error) 
 // workflow (a running one's handler sees its context cancelled at its
 // next heartbeat) and returns how many.
 func (a *Admin) WorkflowCancel(ctx context.Context, id string) (int, error) {
-	wid, err := a.workflowID("cancel", id)
+	wid, _, err := a.workflowRow(ctx, "cancel", id) // its row, not its jobs
 	if err != nil {
-		return 0, err
-	}
-	if _, err := a.WorkflowShow(ctx, id); err != nil {
 		return 0, err
 	}
 	ids, err := queryrows.Int64s(ctx, a.db, a.sql["workflow_cancel"], wid)
@@ -150,11 +139,8 @@ func (a *Admin) WorkflowCancel(ctx context.Context, id string) (int, error) {
 // runs again, and the jobs its failure cancelled wait for it again. It
 // returns how many jobs it retried.
 func (a *Admin) WorkflowRetry(ctx context.Context, id string) (int, error) {
-	wid, err := a.workflowID("retry", id)
+	wid, _, err := a.workflowRow(ctx, "retry", id)
 	if err != nil {
-		return 0, err
-	}
-	if _, err := a.WorkflowShow(ctx, id); err != nil {
 		return 0, err
 	}
 	ids, err := queryrows.Int64s(ctx, a.db, a.sql["workflow_failed"], wid)
@@ -194,6 +180,23 @@ func (a *Admin) workflows(ctx context.Context, sql string, args ...any) ([]Workf
 		out = append(out, w)
 	}
 	return out, rows.Err()
+}
+
+// workflowRow reads the workflow with this id (its row, without its
+// jobs), for action; an unknown id is noWorkflow's error.
+func (a *Admin) workflowRow(ctx context.Context, action, id string) (int64, *Workflow, error) {
+	wid, err := a.workflowID(action, id)
+	if err != nil {
+		return 0, nil, err
+	}
+	ws, err := a.workflows(ctx, a.sql["workflow_row"], wid)
+	if err != nil {
+		return 0, nil, err
+	}
+	if len(ws) == 0 {
+		return 0, nil, noWorkflow(action, id)
+	}
+	return wid, &ws[0], nil
 }
 
 // workflowID parses a workflow id for action, refusing it where the

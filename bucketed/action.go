@@ -26,8 +26,7 @@ func (q *Queue) CancelJob(ctx context.Context, id string) error {
 // a unique key to a second live job is refused with an error that says so.
 func (q *Queue) RetryJob(ctx context.Context, id string) error {
 	return q.byID(ctx, "retry", q.sql.retryByID, id, []string{"Failed", "Canceled"}, "", func(ctx context.Context, tx skiplock.Tx, id int64) error {
-		_, err := q.gate.Requeue(ctx, tx, []int64{id}) // so are the dependents its failure cancelled
-		return err
+		return q.gate.Requeue(ctx, tx, []int64{id}) // so are the dependents its failure cancelled
 	})
 }
 

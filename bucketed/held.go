@@ -207,13 +207,7 @@ func (q *Queue) finishHeld(ctx context.Context, h *heldClaim, r sortedResults, a
 			if err := write("failure", len(ids), q.sql.heldFail, ids, h.owner, errs, delays, cancels); err != nil {
 				return err
 			}
-			var ends []int64
-			for i, f := range r.fails {
-				if f.Job.Dependents > 0 && (cancels[i] || f.Job.Attempts >= f.Job.MaxAttempts) {
-					ends = append(ends, ids[i])
-				}
-			}
-			if err := q.settle(ctx, h.tx, nil, ends); err != nil {
+			if err := q.settle(ctx, h.tx, nil, endsWithDependents(failedJobs(r.fails), ids, cancels)); err != nil {
 				return fmt.Errorf("failure: %w", err)
 			}
 		}

@@ -176,18 +176,26 @@ type leaseSplit struct {
 	deps map[int64]bool
 }
 
-// split returns the leases of ids and tokens that take the kept statement
-// (kept), and the others (plain); everything is kept unless completions
-// delete (Config.DeleteCompleted).
-func (l leaseSplit) split(q *Queue, ids, tokens []int64) (keptIDs, keptTokens, plainIDs, plainTokens []int64) {
+// byStatement runs plainSQL over the leases of ids and tokens that
+// completions may delete, and keptSQL over the others: those of jobs with
+// dependents, and every lease unless completions delete
+// (Config.DeleteCompleted). It returns each statement's ids.
+func (l leaseSplit) byStatement(ctx context.Context, q *Queue, db skiplock.Querier, plainSQL, keptSQL string, ids, tokens []int64) (plain, kept []int64, err error) {
+	var keptIDs, keptTokens, plainIDs, plainTokens []int64
 	for i, id := range ids {
-		if l.deps[id] || q.sql.complete == q.sql.completeKept {
+		if l.deps[id] || !q.cfg.DeleteCompleted {
 			keptIDs, keptTokens = append(keptIDs, id), append(keptTokens, tokens[i])
 		} else {
 			plainIDs, plainTokens = append(plainIDs, id), append(plainTokens, tokens[i])
 		}
 	}
-	return keptIDs, keptTokens, plainIDs, plainTokens
+	if len(plainIDs) > 0 {
+		if plain, err = queryrows.Int64s(ctx, db, plainSQL, plainIDs, plainTokens); err != nil {
+			return nil, nil, err
+		}
+	}
+	kept, err = queryrows.Int64s(ctx, db, keptSQL, keptIDs, keptTokens)
+	return plain, kept, err
 }
 
 // completeIn writes Success for the leases ids and tokens in tx, then
@@ -202,16 +210,7 @@ func (q *Queue) completeIn(ctx context.Context, tx skiplock.Tx, ids, tokens []in
 		}
 		return queryrows.Int64s(ctx, tx, q.sql.complete, ids, tokens)
 	}
-	keptIDs, keptTokens, plainIDs, plainTokens := l.split(q, ids, tokens)
-	var done []int64
-	if len(plainIDs) > 0 {
-		d, err := queryrows.Int64s(ctx, tx, q.sql.complete, plainIDs, plainTokens)
-		if err != nil {
-			return nil, err
-		}
-		done = d
-	}
-	kept, err := queryrows.Int64s(ctx, tx, q.sql.completeKept, keptIDs, keptTokens)
+	done, kept, err := l.byStatement(ctx, q, tx, q.sql.complete, q.sql.completeKept, ids, tokens)
 	if err != nil {
 		return nil, err
 	}
@@ -234,16 +233,7 @@ func (q *Queue) completedOf(ctx context.Context, ids, tokens []int64, l leaseSpl
 	if len(l.deps) == 0 {
 		return queryrows.Int64s(ctx, q.db, q.sql.completedWith, ids, tokens)
 	}
-	keptIDs, keptTokens, plainIDs, plainTokens := l.split(q, ids, tokens)
-	var ok []int64
-	if len(plainIDs) > 0 {
-		d, err := queryrows.Int64s(ctx, q.db, q.sql.completedWith, plainIDs, plainTokens)
-		if err != nil {
-			return nil, err
-		}
-		ok = d
-	}
-	kept, err := queryrows.Int64s(ctx, q.db, q.sql.completedWithKept, keptIDs, keptTokens)
+	ok, kept, err := l.byStatement(ctx, q, q.db, q.sql.completedWith, q.sql.completedWithKept, ids, tokens)
 	return append(ok, kept...), err
 }
 
@@ -323,15 +313,8 @@ func (q *Queue) failBatch(ctx context.Context, failures []delayedFailure) ([]*sk
 	if err != nil {
 		return nil, err
 	}
-	// The jobs with dependents that this failure ends (dead, or
-	// cancelled by their handler): their dependents are settled in the
-	// same transaction.
-	var ends []int64
-	for i, j := range jobs {
-		if j.Dependents > 0 && (cancels[i] || j.Attempts >= j.MaxAttempts) {
-			ends = append(ends, ids[i])
-		}
-	}
+	// Their dependents are settled in the same transaction.
+	ends := endsWithDependents(jobs, ids, cancels)
 	var done []int64
 	err = q.runFenced(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		var err error

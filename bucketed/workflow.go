@@ -137,6 +137,9 @@ func (q *Queue) copyWorkflow(ctx context.Context, tx skiplock.Tx, c copyio.Copie
 	return out, nil
 }
 
+// arrayElement escapes a quoted element of an array literal.
+var arrayElement = strings.NewReplacer(`\`, `\\`, `"`, `\"`)
+
 // textArray is names as a TEXT[] literal, each element quoted (nil for
 // none, which the insert stores as null).
 func textArray(names []string) *string {
@@ -150,7 +153,7 @@ func textArray(names []string) *string {
 			b.WriteByte(',')
 		}
 		b.WriteByte('"')
-		b.WriteString(strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(n))
+		b.WriteString(arrayElement.Replace(n))
 		b.WriteByte('"')
 	}
 	b.WriteByte('}')
@@ -168,7 +171,7 @@ func (q *Queue) settle(ctx context.Context, tx skiplock.Querier, ok, bad []int64
 	if len(ok)+len(bad) == 0 {
 		return nil
 	}
-	released, _, err := q.gate.Settle(ctx, tx, ok, bad)
+	released, err := q.gate.Settle(ctx, tx, ok, bad)
 	if err != nil || len(released) == 0 {
 		return err
 	}
@@ -213,6 +216,19 @@ func (q *Queue) DependencyOutputs(ctx context.Context, job *skiplock.Job) (map[s
 		return nil, fmt.Errorf("bucketed: read job %d's dependency outputs: %w", id, err)
 	}
 	return out, nil
+}
+
+// endsWithDependents are the ids (parallel to jobs) of the failed jobs
+// that have dependents and that their failure ends: cancelled by their
+// handler (cancels, parallel too), or with no attempt left.
+func endsWithDependents(jobs []*skiplock.Job, ids []int64, cancels []bool) []int64 {
+	var ends []int64
+	for i, j := range jobs {
+		if j.Dependents > 0 && (cancels[i] || j.Attempts >= j.MaxAttempts) {
+			ends = append(ends, ids[i])
+		}
+	}
+	return ends
 }
 
 // withDependents are the ids of the jobs of jobs that have dependents.

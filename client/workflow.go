@@ -52,23 +52,16 @@ type WorkflowResult struct {
 // See docs/workflows.md.
 func (c *Client) InsertWorkflow(ctx context.Context, name string, jobs []WorkflowJob) (*WorkflowResult, error) {
 	var out *WorkflowResult
+	var roots []*InsertResult
 	err := retry.Run(ctx, c.db, c.retryOptions(), func(ctx context.Context, tx skiplock.Tx) error {
 		var err error
-		out, err = c.InsertWorkflowTx(ctx, tx, name, jobs)
+		out, roots, err = c.insertWorkflow(ctx, tx, name, jobs)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	seen := map[string]bool{}
-	for _, j := range jobs {
-		if len(j.DependsOn) == 0 {
-			if q := c.workflowQueue(j); !seen[q] {
-				seen[q] = true
-				c.wakeLocal([]*InsertResult{{Queue: q}})
-			}
-		}
-	}
+	c.wakeLocal(roots)
 	return out, nil
 }
 
@@ -78,15 +71,29 @@ func (c *Client) InsertWorkflowTx(ctx context.Context, tx skiplock.Tx, name stri
 	if tx == nil {
 		return nil, usage.Errorf("client.InsertWorkflowTx: tx is nil: pass the transaction the workflow belongs to")
 	}
+	out, _, err := c.insertWorkflow(ctx, tx, name, jobs)
+	return out, err
+}
+
+// insertWorkflow is InsertWorkflowTx; it also returns the queues of the
+// jobs that wait for nothing, one InsertResult each, for the caller to
+// wake once tx commits.
+func (c *Client) insertWorkflow(ctx context.Context, tx skiplock.Tx, name string, jobs []WorkflowJob) (*WorkflowResult, []*InsertResult, error) {
 	wf := skiplock.Workflow{Name: name, Jobs: make([]skiplock.WorkflowJob, len(jobs))}
+	var roots []*InsertResult
+	seen := map[string]bool{}
 	ptrs := make([]*skiplock.NewJob, len(jobs))
 	for i, j := range jobs {
 		nj, err := c.newJob(InsertParams{Args: j.Args, Opts: j.Opts})
 		if err != nil {
-			return nil, fmt.Errorf("client: workflow job %q: %w", j.ID, err)
+			return nil, nil, fmt.Errorf("client: workflow job %q: %w", j.ID, err)
 		}
 		if l := c.layoutOf(nj.Queue); l != schema.LayoutBucketed {
-			return nil, usage.Errorf("client: workflow job %q goes to %s queue %q: workflows are bucketed only (a fanout job leaves no row to release its dependents from)", j.ID, l, nj.Queue)
+			return nil, nil, usage.Errorf("client: workflow job %q goes to %s queue %q: workflows are bucketed only (a fanout job leaves no row to release its dependents from)", j.ID, l, nj.Queue)
+		}
+		if len(j.DependsOn) == 0 && !seen[nj.Queue] {
+			seen[nj.Queue] = true
+			roots = append(roots, &InsertResult{Queue: nj.Queue, Layout: schema.LayoutBucketed})
 		}
 		wf.Jobs[i] = skiplock.WorkflowJob{ID: j.ID, Job: *nj, DependsOn: j.DependsOn, RunAnyway: j.RunAnyway}
 		ptrs[i] = &wf.Jobs[i].Job
@@ -109,18 +116,9 @@ func (c *Client) InsertWorkflowTx(ctx context.Context, tx skiplock.Tx, name stri
 		}
 	}
 	if err := write(ctx); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return out, nil
-}
-
-// workflowQueue is the queue a workflow job goes to.
-func (c *Client) workflowQueue(j WorkflowJob) string {
-	nj, err := c.newJob(InsertParams{Args: j.Args, Opts: j.Opts})
-	if err != nil {
-		return ""
-	}
-	return nj.Queue
+	return out, roots, nil
 }
 
 // DependencyOutputs returns, from a workflow job's handler (ctx is the

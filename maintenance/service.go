@@ -180,10 +180,13 @@ func Start(ctx context.Context, db *skiplock.DB, cfg *Config) (*Service, error) 
 		return nil, fmt.Errorf("maintenance: %w (run `skiplock migrate --schema %s` first)", err, c.Schema)
 	}
 	layouts := map[schema.Layout]bool{}
-	leaderTable, holdTable, batchTable := false, false, false
+	leaderTable, holdTable, batchTable, workflows := false, false, false, false
 	for _, a := range applied {
 		if a.Layout == schema.LayoutBucketed && a.Version >= 12 {
 			batchTable = true
+		}
+		if a.Layout == schema.LayoutBucketed && a.Version >= 13 {
+			workflows = true // bucketed/013's workflow columns
 		}
 		layouts[a.Layout] = true
 		if a.Layout == schema.LayoutBucketed && a.Version >= 5 && db.Dialect().HeldClaims {
@@ -198,10 +201,8 @@ func Start(ctx context.Context, db *skiplock.DB, cfg *Config) (*Service, error) 
 	}
 	s := &Service{db: db, cfg: c, sql: stmts, layouts: layouts, holdTable: holdTable, batchTable: batchTable, iso: db.Dialect().DefaultIsolation,
 		poke: make(chan struct{}, 1)}
-	for _, a := range applied {
-		if a.Layout == schema.LayoutBucketed && a.Version >= 13 {
-			s.gate = depgate.New(c.Schema)
-		}
+	if workflows {
+		s.gate = depgate.New(c.Schema)
 	}
 	if batchTable && batchBucket(db.Dialect()) != "" {
 		n, err := schema.Buckets(ctx, db, c.Schema)
@@ -497,7 +498,7 @@ func (s *Service) rescue(ctx context.Context) error {
 		if s.gate != nil && len(failed) > 0 {
 			// A workflow job that died for good cancels its dependents,
 			// in the transaction that fails it.
-			if _, _, err := s.gate.Settle(ctx, tx, nil, failed); err != nil {
+			if _, err := s.gate.Settle(ctx, tx, nil, failed); err != nil {
 				return 0, err
 			}
 		}
@@ -567,7 +568,7 @@ func (s *Service) rescueHeld(ctx context.Context, tx skiplock.Tx) (int64, error)
 	if s.gate != nil && len(rescued) > 0 {
 		// Those that became Failed settle their dependents (the gate passes
 		// over the ones queued again).
-		if _, _, err := s.gate.Settle(ctx, tx, nil, rescued); err != nil {
+		if _, err := s.gate.Settle(ctx, tx, nil, rescued); err != nil {
 			return 0, err
 		}
 	}

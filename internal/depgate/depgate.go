@@ -65,27 +65,26 @@ type Released struct {
 // Settle releases or cancels, in tx, the jobs that wait on the finished
 // jobs: ok succeeded, bad ended badly (Failed, or Canceled). Level by level
 // down the workflows (depgate.sql, settle). It returns the jobs it
-// released and how many it cancelled.
-func (g *Gate) Settle(ctx context.Context, tx skiplock.Querier, ok, bad []int64) ([]Released, int, error) {
+// released.
+func (g *Gate) Settle(ctx context.Context, tx skiplock.Querier, ok, bad []int64) ([]Released, error) {
 	ids := append(slices.Clone(ok), bad...)
 	flags := make([]bool, len(ids))
 	for i := len(ok); i < len(ids); i++ {
 		flags[i] = true
 	}
 	var released []Released
-	cancelled := 0
 	for len(ids) > 0 {
 		next, rel, err := g.level(ctx, tx, ids, flags)
 		if err != nil {
-			return released, cancelled, fmt.Errorf("settle the dependents of %d job(s): %w", len(ids), err)
+			return released, fmt.Errorf("settle the dependents of %d job(s): %w", len(ids), err)
 		}
-		released, cancelled = append(released, rel...), cancelled+len(next)
+		released = append(released, rel...)
 		ids, flags = next, make([]bool, len(next))
 		for i := range flags {
 			flags[i] = true
 		}
 	}
-	return released, cancelled, nil
+	return released, nil
 }
 
 // level is one settle statement: the dependents it cancelled, and those
@@ -119,16 +118,14 @@ func (g *Gate) level(ctx context.Context, tx skiplock.Querier, ids []int64, bad 
 // Requeue queues again, in tx, the jobs that the failure of the jobs ids
 // had cancelled (Settle), level by level, once ids are queued again (an
 // operator's retry): each waits again for its dependencies that have not
-// succeeded. It returns how many it queued.
-func (g *Gate) Requeue(ctx context.Context, tx skiplock.Querier, ids []int64) (int, error) {
-	n := 0
+// succeeded.
+func (g *Gate) Requeue(ctx context.Context, tx skiplock.Querier, ids []int64) error {
 	for len(ids) > 0 {
 		next, err := queryrows.Int64s(ctx, tx, g.requeue, ids)
 		if err != nil {
-			return n, fmt.Errorf("queue again the dependents of %d job(s): %w", len(ids), err)
+			return fmt.Errorf("queue again the dependents of %d job(s): %w", len(ids), err)
 		}
-		n += len(next)
 		ids = next
 	}
-	return n, nil
+	return nil
 }

@@ -16,7 +16,7 @@ import (
 // returns an error wrapping skiplock.ErrNoJob for an unknown id, and a
 // *skiplock.StateError for a job that already finished.
 func (q *Queue) CancelJob(ctx context.Context, id string) error {
-	return q.byID(ctx, "cancel", q.sql.cancelByID, id, []string{"Queued", "Running"}, "", func(ctx context.Context, tx skiplock.Tx, id int64) error {
+	return q.byID(ctx, "cancel", q.sql.cancelByID, id, []string{"Queued", "Running"}, "", nil, func(ctx context.Context, tx skiplock.Tx, id int64) error {
 		return q.settle(ctx, tx, nil, []int64{id}) // its dependents are cancelled with it
 	})
 }
@@ -25,7 +25,7 @@ func (q *Queue) CancelJob(ctx context.Context, id string) error {
 // with its attempts reset. Errors as CancelJob's; a retry that would give
 // a unique key to a second live job is refused with an error that says so.
 func (q *Queue) RetryJob(ctx context.Context, id string) error {
-	return q.byID(ctx, "retry", q.sql.retryByID, id, []string{"Failed", "Canceled"}, "", func(ctx context.Context, tx skiplock.Tx, id int64) error {
+	return q.byID(ctx, "retry", q.sql.retryByID, id, []string{"Failed", "Canceled"}, "", q.gate.BeforeRetry, func(ctx context.Context, tx skiplock.Tx, id int64) error {
 		return q.gate.Requeue(ctx, tx, []int64{id}) // so are the dependents its failure cancelled
 	})
 }
@@ -33,13 +33,15 @@ func (q *Queue) RetryJob(ctx context.Context, id string) error {
 // DeleteJob deletes a finished job (Success, Failed or Canceled). Errors
 // as CancelJob's; a live job must be cancelled first.
 func (q *Queue) DeleteJob(ctx context.Context, id string) error {
-	return q.byID(ctx, "delete", q.sql.deleteByID, id, []string{"Success", "Failed", "Canceled"}, "cancel it first", nil)
+	return q.byID(ctx, "delete", q.sql.deleteByID, id, []string{"Success", "Failed", "Canceled"}, "cancel it first", nil, nil)
 }
 
 // byID runs one action statement and, when it changed nothing, reads the
-// job's status in the same transaction to say why; when it changed the
-// job, after (if any) runs in the same transaction.
-func (q *Queue) byID(ctx context.Context, action, sql string, ids string, allowed []string, hint string, after func(ctx context.Context, tx skiplock.Tx, id int64) error) error {
+// job's status in the same transaction to say why; before it and, when it
+// changed the job, after it, before and after (if any) run in the same
+// transaction.
+func (q *Queue) byID(ctx context.Context, action, sql string, ids string, allowed []string, hint string,
+	before func(ctx context.Context, tx skiplock.Querier, id int64) error, after func(ctx context.Context, tx skiplock.Tx, id int64) error) error {
 	id, err := strconv.ParseInt(ids, 10, 64)
 	if err != nil {
 		// Not an id this layout gives out (a fanout job's, or a typo):
@@ -49,6 +51,11 @@ func (q *Queue) byID(ctx context.Context, action, sql string, ids string, allowe
 	var stateErr error
 	err = q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		stateErr = nil
+		if before != nil {
+			if err := before(ctx, tx, id); err != nil {
+				return err
+			}
+		}
 		n, err := tx.Exec(ctx, sql, id)
 		if err != nil {
 			if skiplock.SQLState(err) == "23505" {

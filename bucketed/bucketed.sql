@@ -22,6 +22,8 @@
 --   slot_range_*, token_range  slot or token numbers from one bound to
 --                     another (sql.go, keyRange)
 --   rate_table        job_rate_token
+--   waiting_run_at, dependency_not_finished  a waiting job's run_at, and
+--                     whether dependency d has not finished (depgate)
 -- Values always travel as $n parameters; statements with many of them
 -- take a params struct whose args method lists them in $n order.
 
@@ -810,13 +812,15 @@ RETURNING "id";
 -- A Failed or Canceled job ($1) is Queued again to run now, with its
 -- attempts reset; its last error stays until a new failure replaces it.
 -- A workflow job waits again for its dependencies that have not
--- succeeded (deps_left: waiting_run_at while any is left).
+-- finished (deps_left: waiting_run_at while any is left); RetryJob has
+-- fenced them and refused a job that one's bad end blocks
+-- (depgate.Gate.BeforeRetry).
 UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Queued', "attempts" = 0, "finished_at" = NULL, "canceled_by" = NULL,
   "deps_left" = CASE WHEN x.n > 0 THEN x.n END,
   "run_at" = CASE WHEN x.n > 0 THEN /* TEMPLATE: waiting_run_at */ ELSE now() END,
   "lease_expires_at" = NULL, "last_updated" = now()
 FROM (SELECT count(d."id") AS n FROM /* TEMPLATE: table */ AS w
-  LEFT JOIN /* TEMPLATE: table */ AS d ON d."workflow_id" = w."workflow_id" AND d."workflow_node" = ANY(w."depends_on") AND d."status" <> 'Success'
+  LEFT JOIN /* TEMPLATE: table */ AS d ON d."workflow_id" = w."workflow_id" AND d."workflow_node" = ANY(w."depends_on") AND /* TEMPLATE: dependency_not_finished */
   WHERE w."id" = $1) AS x
 WHERE j."id" = $1 AND j."status" IN ('Failed', 'Canceled')
 RETURNING j."id";

@@ -105,16 +105,17 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 	table := sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobsTable)
 	queueState := sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.QueueStateTable)
 	vars := map[string]string{
-		"table":           table,
-		"queued_exists":   queuedExists(d, table, ""),
-		"due_exists":      queuedExists(d, table, `"run_at" <= now()`),
-		"status_type":     sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.StatusType),
-		"job_columns":     jobColumns,
-		"unique_conflict": uniqueConflict(),
-		"unique_held":     schema.UniqueHeld,
-		"batch_table":     sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobBatchTable),
-		"workflow_table":  sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobWorkflowTable),
-		"waiting_run_at":  depgate.WaitingRunAt,
+		"table":                   table,
+		"queued_exists":           queuedExists(d, table, ""),
+		"due_exists":              queuedExists(d, table, `"run_at" <= now()`),
+		"status_type":             sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.StatusType),
+		"job_columns":             jobColumns,
+		"unique_conflict":         uniqueConflict(),
+		"unique_held":             schema.UniqueHeld,
+		"batch_table":             sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobBatchTable),
+		"workflow_table":          sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobWorkflowTable),
+		"waiting_run_at":          depgate.WaitingRunAt,
+		"dependency_not_finished": depgate.NotFinished,
 		// A plain insert's; workflowInsertVars has the workflow's.
 		"insert_run_at":           `COALESCE(u.ra, now())`,
 		"insert_workflow_columns": "", "insert_workflow_values": "", "insert_workflow_params": "", "insert_workflow_names": "",

@@ -40,6 +40,7 @@ type stepLog struct {
 	heal            bool
 	outputsSeen     map[string]map[string]json.RawMessage
 	readDependecies bool
+	noOutputs       bool // HeldClaims queues take no output (RecordOutput refuses)
 }
 
 func newStepLog() *stepLog {
@@ -54,7 +55,7 @@ func (l *stepLog) handler(ctx context.Context, j *client.Job[step]) error {
 	l.mu.Lock()
 	l.attempts[j.Args.Name]++
 	first := l.attempts[j.Args.Name] == 1
-	heal, read := l.heal, l.readDependecies
+	heal, read, record := l.heal, l.readDependecies, !l.noOutputs
 	l.mu.Unlock()
 	if j.Args.Flaky && first {
 		return skiplock.RetryAfter(errors.New("flaky: first attempt fails"), 5*time.Millisecond)
@@ -69,8 +70,10 @@ func (l *stepLog) handler(ctx context.Context, j *client.Job[step]) error {
 			return err
 		}
 	}
-	if err := client.RecordOutput(ctx, map[string]string{"by": j.Args.Name}); err != nil {
-		return err
+	if record {
+		if err := client.RecordOutput(ctx, map[string]string{"by": j.Args.Name}); err != nil {
+			return err
+		}
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -145,16 +148,42 @@ func workflowStates(t *testing.T, db *skiplock.DB, s, wf string) map[string]skip
 func settledWorkflow(t *testing.T, db *skiplock.DB, s, wf string) map[string]skiplock.Status {
 	t.Helper()
 	var states map[string]skiplock.Status
-	testdb.WaitFor(t, "the workflow's jobs to finish", 90*time.Second, func() bool {
+	deadline := time.Now().Add(90 * time.Second)
+	testdb.WaitFor(t, "the workflow's jobs to finish", time.Hour, func() bool {
 		states = workflowStates(t, db, s, wf)
 		for _, st := range states {
 			if !st.Final() {
+				if time.Now().After(deadline) {
+					t.Fatalf("waited 90s for the workflow's jobs to finish; still unfinished:\n%s", unfinishedJobs(t, db, s, wf))
+				}
 				return false
 			}
 		}
 		return true
 	})
 	return states
+}
+
+// unfinishedJobs describes the workflow's jobs that are not final, with
+// what their release depends on, for a failure's message.
+func unfinishedJobs(t *testing.T, db *skiplock.DB, s, wf string) string {
+	t.Helper()
+	q := sqlident.Quote(s)
+	rows, err := db.Query(ctxT(t), `SELECT j."id", j."workflow_node", j."status"::TEXT, COALESCE(j."deps_left", -1), j."run_at"::TEXT, j."attempt",
+		COALESCE((SELECT string_agg(d."workflow_node" || '=' || d."status"::TEXT, ' ') FROM `+q+`."jobs" d
+			WHERE d."workflow_id" = j."workflow_id" AND d."workflow_node" = ANY(j."depends_on")), '')
+		FROM `+q+`."jobs" j WHERE j."workflow_id" = $1::INT8 AND j."status" NOT IN ('Success', 'Failed', 'Canceled') ORDER BY j."id"`, wf)
+	must(t, err)
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var id, attempt, left int64
+		var name, status, runAt, deps string
+		must(t, rows.Scan(&id, &name, &status, &left, &runAt, &attempt, &deps))
+		fmt.Fprintf(&b, "  job %d %s: %s, deps_left %d, run_at %s, attempt %d; dependencies: %s\n", id, name, status, left, runAt, attempt, deps)
+	}
+	must(t, rows.Err())
+	return b.String()
 }
 
 // TestWorkflowRunsInDependencyOrder: a layered workflow of 300 jobs (10
@@ -164,18 +193,37 @@ func settledWorkflow(t *testing.T, db *skiplock.DB, s, wf string) map[string]ski
 // dependencies had finished, and succeeded once; exactly the transitive
 // dependents of the dead jobs are cancelled, and never ran. Retrying the
 // dead jobs, now healed, queues their cancelled dependents again, and the
-// whole workflow then succeeds, each job once.
+// whole workflow then succeeds, each job once. The same holds with
+// DeleteCompleted (a job with dependents is kept, since its release reads
+// its row; the others go) and with HeldClaims (the completion and the
+// release are the claim's own transaction).
 func TestWorkflowRunsInDependencyOrder(t *testing.T) {
 	t.Parallel()
+	for _, mode := range []struct {
+		name                  string
+		deleteCompleted, held bool
+	}{{name: "leased"}, {name: "delete_completed", deleteCompleted: true}, {name: "held_claims", held: true}} {
+		t.Run(mode.name, func(t *testing.T) {
+			t.Parallel()
+			if mode.held && testdb.Emulated() {
+				t.Skip("held claims are PostgreSQL's only (WorkerConfig.HeldClaims)")
+			}
+			workflowInDependencyOrder(t, mode.deleteCompleted, mode.held)
+		})
+	}
+}
+
+func workflowInDependencyOrder(t *testing.T, deleteCompleted, held bool) {
 	ctx := ctxT(t)
 	db, s := openDB(t)
 	log := newStepLog()
+	log.noOutputs = held
 	var clients []*client.Client
 	for range 2 {
 		ws := client.NewWorkers()
 		must(t, client.AddWorker(ws, client.WorkFunc[step](log.handler), nil))
-		c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Logger: testdb.Logger(t),
-			Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 16}}})
+		c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Logger: testdb.Logger(t), DeleteCompleted: deleteCompleted,
+			Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 16, HeldClaims: held}}})
 		must(t, err)
 		clients = append(clients, c)
 	}
@@ -190,10 +238,29 @@ func TestWorkflowRunsInDependencyOrder(t *testing.T) {
 		must(t, c.Start(ctx))
 		defer c.Stop(context.Background()) //nolint:errcheck // test cleanup
 	}
+	hasDependents := map[string]bool{}
+	for _, ds := range deps {
+		for _, d := range ds {
+			hasDependents[d] = true
+		}
+	}
+	// state is a job's state; with DeleteCompleted a job without dependents
+	// that succeeded has no row left.
+	state := func(states map[string]skiplock.Status, name string) skiplock.Status {
+		st, ok := states[name]
+		if !ok && deleteCompleted && !hasDependents[name] {
+			return skiplock.StatusSuccess
+		}
+		return st
+	}
 	states := settledWorkflow(t, db, s, res.ID)
 	cancelled := downstream(deps, dead)
 	log.mu.Lock()
+	deleted := 0
 	for name, ds := range deps {
+		if _, ok := states[name]; !ok {
+			deleted++
+		}
 		want := skiplock.StatusSuccess
 		switch {
 		case dead[name]:
@@ -201,8 +268,8 @@ func TestWorkflowRunsInDependencyOrder(t *testing.T) {
 		case cancelled[name]:
 			want = skiplock.StatusCanceled
 		}
-		if states[name] != want {
-			t.Errorf("job %s is %s, want %s", name, states[name], want)
+		if got := state(states, name); got != want {
+			t.Errorf("job %s is %q, want %s", name, got, want)
 		}
 		if want != skiplock.StatusSuccess {
 			if log.runs[name] != 0 {
@@ -225,7 +292,10 @@ func TestWorkflowRunsInDependencyOrder(t *testing.T) {
 	if len(cancelled) == 0 {
 		t.Fatal("the dead jobs have no dependents: the test proves nothing")
 	}
-	t.Logf("%d jobs: %d succeeded, %d dead, %d cancelled", len(jobs), len(jobs)-len(dead)-len(cancelled), len(dead), len(cancelled))
+	if deleteCompleted && deleted == 0 {
+		t.Error("no succeeded job was deleted with DeleteCompleted: the test proves nothing of it")
+	}
+	t.Logf("%d jobs: %d succeeded (%d deleted), %d dead, %d cancelled", len(jobs), len(jobs)-len(dead)-len(cancelled), deleted, len(dead), len(cancelled))
 	log.heal = true
 	log.mu.Unlock()
 
@@ -236,8 +306,8 @@ func TestWorkflowRunsInDependencyOrder(t *testing.T) {
 	log.mu.Lock()
 	defer log.mu.Unlock()
 	for name, ds := range deps {
-		if states[name] != skiplock.StatusSuccess || log.runs[name] != 1 {
-			t.Errorf("after the retries, job %s is %s and succeeded %d times, want Success once", name, states[name], log.runs[name])
+		if st := state(states, name); st != skiplock.StatusSuccess || log.runs[name] != 1 {
+			t.Errorf("after the retries, job %s is %q and succeeded %d times, want Success once", name, st, log.runs[name])
 		}
 		for _, d := range ds {
 			if !log.started[name].After(log.ended[d]) {

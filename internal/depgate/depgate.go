@@ -16,6 +16,7 @@ import (
 	"github.com/skiplock/skiplock/internal/queryrows"
 	"github.com/skiplock/skiplock/internal/sqlident"
 	"github.com/skiplock/skiplock/internal/sqltext"
+	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -33,23 +34,31 @@ func init() {
 // SQL: skiplock.MaxRunAt, so that no claim finds it due.
 var WaitingRunAt = "'" + skiplock.MaxRunAt.Format("2006-01-02 15:04:05") + "+00'::TIMESTAMPTZ"
 
+// NotFinished is true in SQL of a dependency, aliased d, that has not
+// finished: a job waits for those (a dependency that ended badly cancels
+// the jobs that do not run anyway before they count).
+const NotFinished = `d."status" NOT IN ('Success', 'Failed', 'Canceled')`
+
 func vars(_ *skiplock.Dialect, schemaName string) map[string]string {
 	return map[string]string{
-		"jobs":           sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobsTable),
-		"status_type":    sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.StatusType),
-		"waiting_run_at": WaitingRunAt,
+		"jobs":            sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobsTable),
+		"status_type":     sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.StatusType),
+		"waiting_run_at":  WaitingRunAt,
+		"not_finished":    NotFinished,
+		"cancelled_error": `'cancelled: its dependency ' || x.cause || ' failed or was cancelled'`,
 	}
 }
 
 // Gate is the gate's statements rendered for one schema.
 type Gate struct {
-	settle, requeue string
+	settle, fence, cancelled, requeue string
 }
 
 // New renders the gate's statements for schemaName.
 func New(schemaName string) *Gate {
 	g := &Gate{}
-	if err := sqlFile.Fill(vars(nil, schemaName), map[string]*string{"settle": &g.settle, "requeue_dependents": &g.requeue}); err != nil {
+	if err := sqlFile.Fill(vars(nil, schemaName), map[string]*string{"settle": &g.settle, "fence": &g.fence,
+		"cancelled_dependents": &g.cancelled, "requeue_dependents": &g.requeue}); err != nil {
 		panic(err) // embedded and the same for every schema: the tests render it
 	}
 	return g
@@ -115,17 +124,78 @@ func (g *Gate) level(ctx context.Context, tx skiplock.Querier, ids []int64, bad 
 	return cancelled, released, rows.Err()
 }
 
+// BeforeRetry prepares, in tx, the retry of the finished job id (Failed
+// or Canceled), before the retry counts what it waits for: it writes the
+// job's dependencies that have not succeeded (depgate.sql, fence), and
+// refuses the retry of a job that a dependency's bad end cancelled, which
+// would wait for ever: that dependency's retry queues it again.
+func (g *Gate) BeforeRetry(ctx context.Context, tx skiplock.Querier, id int64) error {
+	rows, err := tx.Query(ctx, g.fence, []int64{id})
+	if err != nil {
+		return fmt.Errorf("write the dependencies of job %d: %w", id, err)
+	}
+	defer rows.Close()
+	var blocker, state string
+	for rows.Next() {
+		var node, status string
+		var anyway bool
+		if err := rows.Scan(&node, &status, &anyway); err != nil {
+			return err
+		}
+		if !anyway && (skiplock.Status(status) == skiplock.StatusFailed || skiplock.Status(status) == skiplock.StatusCanceled) && (blocker == "" || node < blocker) {
+			blocker, state = node, status
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return err
+	}
+	if blocker != "" {
+		return usage.Errorf("cannot retry job %d: its dependency %q in its workflow is %s, and the job does not run anyway; retry that one, which queues this job again", id, blocker, state)
+	}
+	return nil
+}
+
 // Requeue queues again, in tx, the jobs that the failure of the jobs ids
 // had cancelled (Settle), level by level, once ids are queued again (an
 // operator's retry): each waits again for its dependencies that have not
-// succeeded.
+// finished, or stays Canceled, naming another dependency that ended badly.
 func (g *Gate) Requeue(ctx context.Context, tx skiplock.Querier, ids []int64) error {
 	for len(ids) > 0 {
-		next, err := queryrows.Int64s(ctx, tx, g.requeue, ids)
+		next, err := g.requeueLevel(ctx, tx, ids)
 		if err != nil {
 			return fmt.Errorf("queue again the dependents of %d job(s): %w", len(ids), err)
 		}
 		ids = next
 	}
 	return nil
+}
+
+// requeueLevel queues again the dependents that the failure of ids
+// cancelled, fenced first (BeforeRetry says why), and returns those it
+// queued.
+func (g *Gate) requeueLevel(ctx context.Context, tx skiplock.Querier, ids []int64) ([]int64, error) {
+	deps, err := queryrows.Int64s(ctx, tx, g.cancelled, ids)
+	if err != nil || len(deps) == 0 {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, g.fence, deps); err != nil {
+		return nil, err
+	}
+	rows, err := tx.Query(ctx, g.requeue, deps)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var queued []int64
+	for rows.Next() {
+		var id int64
+		var status string
+		if err := rows.Scan(&id, &status); err != nil {
+			return nil, err
+		}
+		if skiplock.Status(status) == skiplock.StatusQueued {
+			queued = append(queued, id)
+		}
+	}
+	return queued, rows.Err()
 }

@@ -46,30 +46,67 @@ UPDATE /* TEMPLATE: jobs */ AS w SET
   "run_at" = CASE WHEN (x.cause IS NULL OR COALESCE(w."run_anyway", false)) AND w."deps_left" - x.n <= 0 THEN clock_timestamp() ELSE w."run_at" END,
   "finished_at" = CASE WHEN x.cause IS NOT NULL AND NOT COALESCE(w."run_anyway", false) THEN now() END,
   "canceled_by" = CASE WHEN x.cause IS NOT NULL AND NOT COALESCE(w."run_anyway", false) THEN x.cause END,
-  "last_error" = CASE WHEN x.cause IS NOT NULL AND NOT COALESCE(w."run_anyway", false)
-    THEN 'cancelled: its dependency ' || x.cause || ' failed or was cancelled' ELSE w."last_error" END,
+  "last_error" = CASE WHEN x.cause IS NOT NULL AND NOT COALESCE(w."run_anyway", false) THEN /* TEMPLATE: cancelled_error */ ELSE w."last_error" END,
   "last_updated" = now()
 FROM x
 WHERE w."workflow_id" = x.wf AND w."workflow_node" = x.node AND w."status" = 'Queued' AND w."deps_left" > 0
 RETURNING w."id", w."status"::TEXT, w."queue", w."priority", w."run_at";
 
+-- name: fence
+-- Before the finished jobs $1 (Failed or Canceled) wait again for their
+-- dependencies (an operator's retry, or requeue), writes every one of
+-- those dependencies that has not succeeded, so that the count of what
+-- they wait for, read after it, and a dependency's completion meet on a
+-- row both write: a completion in flight either commits first, and the
+-- count sees it, or waits for the retry to commit (READ COMMITTED) or
+-- aborts with a serialization failure and runs again (snapshot and
+-- SERIALIZABLE), and its settle then finds the job waiting. A lock would
+-- not do: under snapshot isolation a completion whose snapshot predates
+-- the retry reads the job as still finished and passes it over. Returns
+-- the dependencies that ended badly, with whether the job runs anyway.
+WITH w AS (
+  SELECT "workflow_id" AS wf, "depends_on", COALESCE("run_anyway", false) AS anyway
+  FROM /* TEMPLATE: jobs */
+  WHERE "id" = ANY($1::INT8[]) AND "workflow_id" IS NOT NULL AND "status" IN ('Failed', 'Canceled'))
+UPDATE /* TEMPLATE: jobs */ AS d SET "last_updated" = now()
+FROM w
+WHERE d."workflow_id" = w.wf AND d."workflow_node" = ANY(w."depends_on") AND d."status" <> 'Success'
+RETURNING d."workflow_node", d."status"::TEXT, w.anyway;
+
+-- name: cancelled_dependents
+-- The dependents that the failure of jobs $1 cancelled (settle's
+-- canceled_by names it) and that are still Canceled.
+SELECT w."id"
+FROM /* TEMPLATE: jobs */ AS p
+CROSS JOIN LATERAL unnest(p."dependents") AS d (node)
+JOIN /* TEMPLATE: jobs */ AS w ON w."workflow_id" = p."workflow_id" AND w."workflow_node" = d.node
+WHERE p."id" = ANY($1::INT8[]) AND p."workflow_id" IS NOT NULL
+  AND w."status" = 'Canceled' AND w."canceled_by" = p."workflow_node";
+
 -- name: requeue_dependents
--- After jobs $1 were queued again (an operator's retry), the jobs their
--- failure cancelled (settle's canceled_by names them) wait again, for
--- every dependency that has not succeeded. One level per statement, as
--- settle: the caller sends the returned ids back until none is returned.
-WITH e AS (
-  SELECT DISTINCT p."workflow_id" AS wf, d.node, p."workflow_node" AS parent
-  FROM /* TEMPLATE: jobs */ AS p CROSS JOIN LATERAL unnest(p."dependents") AS d (node)
-  WHERE p."id" = ANY($1::INT8[]) AND p."workflow_id" IS NOT NULL),
-x AS (SELECT w."id", (SELECT count(*) FROM /* TEMPLATE: jobs */ AS d
-    WHERE d."workflow_id" = w."workflow_id" AND d."workflow_node" = ANY(w."depends_on") AND d."status" <> 'Success') AS n
-  FROM e JOIN /* TEMPLATE: jobs */ AS w ON w."workflow_id" = e.wf AND w."workflow_node" = e.node
-  WHERE w."status" = 'Canceled' AND w."canceled_by" = e.parent)
-UPDATE /* TEMPLATE: jobs */ AS w SET "status" = 'Queued', "canceled_by" = NULL, "finished_at" = NULL, "deps_left" = CASE WHEN x.n > 0 THEN x.n END,
-  "run_at" = CASE WHEN x.n > 0 THEN /* TEMPLATE: waiting_run_at */ ELSE clock_timestamp() END,
-  "last_error" = NULL, "last_updated" = now()
+-- The cancelled dependents $1 (cancelled_dependents, fenced) wait again,
+-- for every dependency not finished (not_finished), once the failure that
+-- cancelled them was retried. One that another dependency's bad end
+-- still blocks (it does not run anyway) stays Canceled, now naming that
+-- one, whose retry queues it again. Returns each job with its status:
+-- the caller sends the Queued ones back as the next level, until none.
+WITH x AS (
+  SELECT w."id",
+    (SELECT count(*) FROM /* TEMPLATE: jobs */ AS d
+      WHERE d."workflow_id" = w."workflow_id" AND d."workflow_node" = ANY(w."depends_on") AND /* TEMPLATE: not_finished */) AS n,
+    (SELECT min(d."workflow_node") FROM /* TEMPLATE: jobs */ AS d
+      WHERE d."workflow_id" = w."workflow_id" AND d."workflow_node" = ANY(w."depends_on") AND d."status" IN ('Failed', 'Canceled')
+        AND NOT COALESCE(w."run_anyway", false)) AS cause
+  FROM /* TEMPLATE: jobs */ AS w
+  WHERE w."id" = ANY($1::INT8[]) AND w."status" = 'Canceled')
+UPDATE /* TEMPLATE: jobs */ AS w SET
+  "status" = CASE WHEN x.cause IS NULL THEN 'Queued'::/* TEMPLATE: status_type */ ELSE w."status" END,
+  "canceled_by" = x.cause,
+  "finished_at" = CASE WHEN x.cause IS NULL THEN NULL ELSE w."finished_at" END,
+  "deps_left" = CASE WHEN x.cause IS NULL AND x.n > 0 THEN x.n END,
+  "run_at" = CASE WHEN x.cause IS NOT NULL THEN w."run_at" WHEN x.n > 0 THEN /* TEMPLATE: waiting_run_at */ ELSE clock_timestamp() END,
+  "last_error" = CASE WHEN x.cause IS NULL THEN NULL ELSE /* TEMPLATE: cancelled_error */ END,
+  "last_updated" = now()
 FROM x
 WHERE w."id" = x."id" AND w."status" = 'Canceled'
-RETURNING w."id";
-
+RETURNING w."id", w."status"::TEXT;

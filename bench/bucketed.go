@@ -81,7 +81,7 @@ func (d *bucketedDriver) step(ctx context.Context, work time.Duration, rec *reco
 		return len(jobs), nil
 	}
 	for i, job := range jobs {
-		if err := retry.Sleep(ctx, work); err != nil {
+		if err := simulateWork(ctx, work); err != nil {
 			// Stopped: give the rest back rather than let leases expire.
 			d.q.ReleaseMany(context.WithoutCancel(ctx), jobs[i:]) //nolint:errcheck // best effort on the way out
 			return len(jobs), err

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"sync/atomic"
@@ -53,18 +54,12 @@ const (
 	pendingPoll = time.Second
 )
 
-// warmConns is how many of the pool's connections prepare opens before
-// the clock starts: about what the Client's first claims and writes use
-// at once (claims in flight, completers, the heartbeat).
-const warmConns = 10
-
 // prepare builds the Client (which reads the schema) and opens the
-// connections its first statements use, before the run's clock starts:
-// as pgbench's tps leaves out its initial connection time. Behind a round
-// trip each new connection costs several (TCP, startup, authentication).
+// pool's connections (warmPool), before the run's clock starts: as
+// pgbench's tps leaves out its initial connection time.
 func (d *clientDriver) prepare(ctx context.Context, rec *recorder) error {
 	workers := client.NewWorkers()
-	err := client.AddRawWorker(workers, "", func(ctx context.Context, _ *skiplock.Job) error { return retry.Sleep(ctx, d.c.Work) }, nil)
+	err := client.AddRawWorker(workers, "", func(ctx context.Context, _ *skiplock.Job) error { return simulateWork(ctx, d.c.Work) }, nil)
 	if err != nil {
 		return err
 	}
@@ -84,18 +79,38 @@ func (d *clientDriver) prepare(ctx context.Context, rec *recorder) error {
 	if err != nil {
 		return err
 	}
-	conns := make([]skiplock.Conn, 0, warmConns)
-	defer func() {
-		for _, c := range conns {
-			c.Release()
+	return warmPool(ctx, d.db)
+}
+
+// warmPool opens every connection of db's pool, all at once, before the
+// run's clock starts, as pgbench connects all its clients first: a
+// connection opened mid-run costs its claim several round trips (TCP,
+// startup, authentication) behind --rtt.
+func warmPool(ctx context.Context, db *skiplock.DB) error {
+	n := int(db.Stats().Max)
+	conns := make(chan skiplock.Conn, n)
+	errs := make(chan error, n)
+	for range n {
+		go func() {
+			c, err := db.Acquire(uncounted(ctx))
+			if err != nil {
+				errs <- err
+				return
+			}
+			conns <- c
+		}()
+	}
+	var first error
+	for range n {
+		select {
+		case c := <-conns:
+			defer c.Release()
+		case err := <-errs:
+			first = cmp.Or(first, err)
 		}
-	}()
-	for range min(warmConns, int(d.db.Stats().Max)) {
-		c, err := d.db.Acquire(uncounted(ctx))
-		if err != nil {
-			return fmt.Errorf("open the pool's connections: %w", err)
-		}
-		conns = append(conns, c)
+	}
+	if first != nil {
+		return fmt.Errorf("open the pool's connections: %w", first)
 	}
 	return nil
 }

@@ -54,7 +54,7 @@ func (d *fanoutDriver) burn(ctx context.Context) (int, time.Duration, error) {
 func (d *fanoutDriver) step(ctx context.Context, work time.Duration, rec *recorder) (int, error) {
 	start := time.Now()
 	res, err := d.q.Process(ctx, func(ctx context.Context, _ skiplock.Tx, _ *skiplock.Job) error {
-		return retry.Sleep(ctx, work)
+		return simulateWork(ctx, work)
 	})
 	if err != nil {
 		return 0, err

@@ -209,13 +209,29 @@ func (q *Queue) claimSetup(ctx context.Context, queue string, n int, owner strin
 	}
 	q.recheckLayout(ctx)
 	start := q.hints.Start()
-	if deferred, _ := ctx.Value(deferProbeKey{}).(*bool); deferred != nil {
-		*deferred = q.hints.Due(queue, time.Now())
-	} else if _, err := q.hints.ProbeIfDue(queue, func() error {
-		_, err := q.probeHeads(ctx, queue, start)
-		return err
-	}); err != nil {
-		return claimParams{}, err
+	now := time.Now()
+	switch deferred, _ := ctx.Value(deferProbeKey{}).(*bool); {
+	case deferred != nil:
+		*deferred = q.hints.Due(queue, now)
+	case q.hints.Asked(queue, now):
+		// A job this process knows of waits below a mark: this claim
+		// must see it.
+		if _, err := q.hints.ProbeIfDue(queue, func() error {
+			_, err := q.probeHeads(ctx, queue, start)
+			return err
+		}); err != nil {
+			return claimParams{}, err
+		}
+	case q.hints.Due(queue, now):
+		// Due by age alone: the probe looks for jobs that other
+		// processes put below the marks, which the claims after this one
+		// take; this one does not wait a round trip for it. A failed
+		// probe is due again at the usual time, and the claim reports
+		// the failure of its own statement.
+		go q.hints.ProbeIfDue(queue, func() error { //nolint:errcheck // see above
+			_, err := q.probeHeads(ctx, queue, start)
+			return err
+		})
 	}
 	order, prio, at, ids := q.hints.args(queue, start)
 	return claimParams{

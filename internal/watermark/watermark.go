@@ -45,6 +45,7 @@ type Marks[K any] struct {
 type queueMarks[K any] struct {
 	marks []Mark[K]
 	due   time.Time // when the next heads probe is due; zero: at once
+	asked bool      // ProbeBy brought due forward: a known job waits below a mark
 }
 
 // probeShare bounds the share of a queue's claim time the heads probe
@@ -112,8 +113,18 @@ func (m *Marks[K]) ProbeDue(queue string, now time.Time) bool {
 	if now.Before(q.due) {
 		return false
 	}
-	q.due = now.Add(m.maxAge)
+	q.due, q.asked = now.Add(m.maxAge), false
 	return true
+}
+
+// Asked says whether the due heads probe of queue is one ProbeBy asked
+// for (a job this process knows of waits below a mark), which a claim
+// runs before it; a probe due by age alone may run beside the claim.
+func (m *Marks[K]) Asked(queue string, now time.Time) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	q := m.queue(queue)
+	return q.asked && !now.Before(q.due)
 }
 
 // Due says whether the heads probe of queue is due, as ProbeDue would,
@@ -168,7 +179,7 @@ func (m *Marks[K]) ProbeBy(queue string, at time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if q := m.queues[queue]; q != nil && at.Before(q.due) {
-		q.due = at
+		q.due, q.asked = at, true
 	}
 }
 

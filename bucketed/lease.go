@@ -358,7 +358,7 @@ func (q *Queue) backoff(attempts int) time.Duration {
 // skiplock.ErrLeaseLost, and changes nothing, when the job is no longer
 // Running under its lease token.
 func (q *Queue) Cancel(ctx context.Context, job *skiplock.Job) error {
-	return one(q.fenced(ctx, "cancel", q.sql.cancel, []*skiplock.Job{job}))
+	return one(q.fenced(ctx, "cancel", q.sql.cancel, endsJobs, []*skiplock.Job{job}))
 }
 
 // Release gives a leased job back: Queued at once, this attempt not
@@ -372,7 +372,7 @@ func (q *Queue) Release(ctx context.Context, job *skiplock.Job) error {
 // already lost. Jobs the database rejects are named by a *BatchError; the
 // others are released.
 func (q *Queue) ReleaseMany(ctx context.Context, jobs []*skiplock.Job) ([]*skiplock.Job, error) {
-	lost, err := q.fenced(ctx, "release", q.sql.release, jobs)
+	lost, err := q.fenced(ctx, "release", q.sql.release, keepsJobs, jobs)
 	// A released job keeps its place in the order, before this process's
 	// watermarks: the next claim looks for it from the heads.
 	for _, j := range jobs {
@@ -386,16 +386,23 @@ func (q *Queue) ReleaseMany(ctx context.Context, jobs []*skiplock.Job) ([]*skipl
 // skiplock.Snooze asks for). It returns the jobs whose lease was lost
 // (left unchanged).
 func (q *Queue) SnoozeMany(ctx context.Context, jobs []*skiplock.Job, d time.Duration) ([]*skiplock.Job, error) {
-	lost, err := q.fenced(ctx, "snooze", q.sql.snooze, jobs, max(d, 0).Seconds())
+	lost, err := q.fenced(ctx, "snooze", q.sql.snooze, keepsJobs, jobs, max(d, 0).Seconds())
 	for _, j := range jobs {
 		q.hints.ProbeSoon(j.Queue) // a better priority than the watermark's may be back
 	}
 	return lost, err
 }
 
+// Whether a fenced write ends its jobs (fenced's ends): a job that ends
+// settles its workflow dependents in the same transaction.
+const (
+	keepsJobs = false
+	endsJobs  = true
+)
+
 // fenced runs a fenced write over jobs, split when the database rejects
-// some jobs' data (see BatchError).
-func (q *Queue) fenced(ctx context.Context, what, sql string, jobs []*skiplock.Job, extra ...any) ([]*skiplock.Job, error) {
+// some jobs' data (see BatchError); ends says whether it ends them.
+func (q *Queue) fenced(ctx context.Context, what, sql string, ends bool, jobs []*skiplock.Job, extra ...any) ([]*skiplock.Job, error) {
 	if len(jobs) == 0 {
 		return nil, nil
 	}
@@ -405,20 +412,18 @@ func (q *Queue) fenced(ctx context.Context, what, sql string, jobs []*skiplock.J
 		}
 	}
 	return splitWrite(what, jobs, self, func(jobs []*skiplock.Job) ([]*skiplock.Job, error) {
-		return q.fencedBatch(ctx, what, sql, jobs, extra...)
+		return q.fencedBatch(ctx, what, sql, ends, jobs, extra...)
 	})
 }
 
 // fencedBatch is fenced's one statement.
-func (q *Queue) fencedBatch(ctx context.Context, what, sql string, jobs []*skiplock.Job, extra ...any) ([]*skiplock.Job, error) {
+func (q *Queue) fencedBatch(ctx context.Context, what, sql string, endsThem bool, jobs []*skiplock.Job, extra ...any) ([]*skiplock.Job, error) {
 	ids, tokens, err := leaseArgs(jobs)
 	if err != nil {
 		return nil, err
 	}
-	// A cancel ends its jobs: the dependents of those with dependents are
-	// settled in the same transaction.
-	var ends []int64
-	if sql == q.sql.cancel {
+	var ends []int64 // the ended jobs that have dependents
+	if endsThem {
 		ends = withDependents(jobs)
 	}
 	var done []int64
@@ -502,7 +507,7 @@ func (q *Queue) ExtendMany(ctx context.Context, jobs []*skiplock.Job, d time.Dur
 	if d <= 0 {
 		d = q.cfg.VisibilityTimeout
 	}
-	return q.fenced(ctx, "extend", q.sql.extendIDs, jobs, d.Seconds())
+	return q.fenced(ctx, "extend", q.sql.extendIDs, keepsJobs, jobs, d.Seconds())
 }
 
 // RecordOutput stores output (JSON, at most skiplock.MaxOutputBytes) as

@@ -51,6 +51,21 @@ func must(t *testing.T, err error) {
 	}
 }
 
+// workflowDB is a migrated schema under the test's personality, without
+// injected ambiguous commits: these tests are about isolation, and an
+// ambiguous commit of one of their steps would leave the step's outcome
+// to guess.
+func workflowDB(t *testing.T) (*skiplock.DB, string) {
+	t.Helper()
+	p, cfg := testdb.Emulation()
+	if cfg != nil {
+		c := *cfg
+		c.AmbiguousCommitRate = 0
+		cfg = &c
+	}
+	return testdb.MigratedOn(t, testdb.Open(t, &skiplock.OpenConfig{Emulate: p, Emulation: cfg}), nil, schema.LayoutBucketed)
+}
+
 // finishJob ends job id in tx as its completion would: status, then its
 // dependents settled (depgate), in the same transaction.
 func finishJob(ctx context.Context, tx skiplock.Tx, gate *depgate.Gate, s string, id int64, status skiplock.Status) error {
@@ -92,7 +107,7 @@ func TestRetryMeetsCompletionInFlight(t *testing.T) {
 		t.Run(strings.ReplaceAll(order, " ", "_"), func(t *testing.T) {
 			t.Parallel()
 			ctx := ctxT(t)
-			db, s := testdb.Migrated(t, nil, schema.LayoutBucketed)
+			db, s := workflowDB(t)
 			q := queueOn(t, db, s, nil)
 			gate := depgate.New(s)
 			ids := workflowOf(t, db, q, map[string][]string{"a": nil, "b": nil, "w": {"a", "b"}})
@@ -103,21 +118,21 @@ func TestRetryMeetsCompletionInFlight(t *testing.T) {
 				t.Fatalf("after a failed, w is %s cancelled by %q, want Canceled by a", st, by)
 			}
 			retried := make(chan error, 1)
-			first := true
+			launched := false // the retry, once: an attempt may fail before or after it
 			must(t, retry.Run(ctx, db, nil, func(ctx context.Context, tx skiplock.Tx) error {
 				var pid int32
 				if err := tx.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil { // the snapshot, under snapshot isolation
 					return err
 				}
-				again := first
-				first = false
-				if again && order == "retry first" {
+				if !launched && order == "retry first" {
+					launched = true
 					retried <- q.RetryJob(ctx, bucketed.FormatID(ids["a"]))
 				}
 				if err := finishJob(ctx, tx, gate, s, ids["b"], skiplock.StatusSuccess); err != nil {
 					return err
 				}
-				if again && order == "completion first" {
+				if !launched && order == "completion first" {
+					launched = true
 					go func() { retried <- q.RetryJob(context.WithoutCancel(ctx), bucketed.FormatID(ids["a"])) }()
 					// The retry either finishes or waits for this
 					// transaction (it writes b, which this one wrote).
@@ -149,7 +164,7 @@ func TestRetryMeetsCompletionInFlight(t *testing.T) {
 func TestRetryInWorkflowWaitsOnlyForWhatCanFinish(t *testing.T) {
 	t.Parallel()
 	ctx := ctxT(t)
-	db, s := testdb.Migrated(t, nil, schema.LayoutBucketed)
+	db, s := workflowDB(t)
 	q := queueOn(t, db, s, nil)
 	gate := depgate.New(s)
 	ids := workflowOf(t, db, q, map[string][]string{"a": nil, "c": nil, "w": {"a", "c"}})

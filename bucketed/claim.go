@@ -71,10 +71,18 @@ func (h *hints) args(queue string, start int) ([]int16, []int32, []time.Time, []
 
 // headsFound sets each probed bucket's watermark to just before its first
 // claimable job: back, to reach jobs that sort before it, or forward, past
-// dead entries. A bucket with no claimable job keeps its watermark.
-func (h *hints) headsFound(queue string, heads []claimedKey) {
+// dead entries. A bucket with no claimable job keeps its watermark. A
+// probe that ran beside the claims (beside) only moves watermarks back
+// (watermark.Marks.Lower): what they took, or a later probe found, since
+// its snapshot may sort before its heads.
+func (h *hints) headsFound(queue string, heads []claimedKey, beside bool) {
 	for _, k := range heads {
-		h.Reset(queue, k.bucket, claimedKey{prio: k.prio, runAt: k.runAt, id: k.id - 1})
+		key := claimedKey{prio: k.prio, runAt: k.runAt, id: k.id - 1}
+		if beside {
+			h.Lower(queue, k.bucket, key)
+		} else {
+			h.Reset(queue, k.bucket, key)
+		}
 	}
 }
 
@@ -217,7 +225,7 @@ func (q *Queue) claimSetup(ctx context.Context, queue string, n int, owner strin
 		// A job this process knows of waits below a mark: this claim
 		// must see it.
 		if _, err := q.hints.ProbeIfDue(queue, func() error {
-			_, err := q.probeHeads(ctx, queue, start)
+			_, err := q.probeHeads(ctx, queue, start, false)
 			return err
 		}); err != nil {
 			return claimParams{}, err
@@ -229,7 +237,7 @@ func (q *Queue) claimSetup(ctx context.Context, queue string, n int, owner strin
 		// probe is due again at the usual time, and the claim reports
 		// the failure of its own statement.
 		go q.hints.ProbeIfDue(queue, func() error { //nolint:errcheck // see above
-			_, err := q.probeHeads(ctx, queue, start)
+			_, err := q.probeHeads(ctx, queue, start, true)
 			return err
 		})
 	}
@@ -261,15 +269,16 @@ func deferProbe(ctx context.Context, deferred *bool) context.Context {
 func (q *Queue) pollHeads(ctx context.Context, queue string) (bool, error) {
 	found := true
 	_, err := q.hints.ProbeIfDue(queue, func() (err error) {
-		found, err = q.probeHeads(ctx, queue, q.hints.Start())
+		found, err = q.probeHeads(ctx, queue, q.hints.Start(), false)
 		return err
 	})
 	return found, err
 }
 
-// probeHeads runs the heads probe for queue and moves the watermarks. found
-// says whether any bucket has a claimable job.
-func (q *Queue) probeHeads(ctx context.Context, queue string, start int) (found bool, err error) {
+// probeHeads runs the heads probe for queue and moves the watermarks
+// (headsFound; beside: it ran beside claims). found says whether any
+// bucket has a claimable job.
+func (q *Queue) probeHeads(ctx context.Context, queue string, start int, beside bool) (found bool, err error) {
 	order, _, _, _ := q.hints.args(queue, start)
 	rows, err := q.db.Query(ctx, q.sql.heads, queue, order)
 	if err != nil {
@@ -289,7 +298,7 @@ func (q *Queue) probeHeads(ctx context.Context, queue string, start int) (found 
 	if err := rows.Err(); err != nil {
 		return false, fmt.Errorf("bucketed: dequeue from %q: find each bucket's first job: %w", queue, err)
 	}
-	q.hints.headsFound(queue, heads)
+	q.hints.headsFound(queue, heads, beside)
 	return len(heads) > 0, nil
 }
 

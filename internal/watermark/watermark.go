@@ -149,6 +149,9 @@ func (m *Marks[K]) ProbeDone(queue string, start, end time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	q := m.queue(queue)
+	if q.asked {
+		return // ProbeBy asked for another while this one ran: its job may be newer than this probe's snapshot
+	}
 	if floor := end.Add((probeShare - 1) * end.Sub(start)); q.due.Before(floor) {
 		q.due = floor
 	}
@@ -257,6 +260,22 @@ func (m *Marks[K]) Reset(queue string, part int, key K) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.queue(queue).marks[part%m.parts] = Mark[K]{Set: true, Key: key}
+}
+
+// Lower moves part's mark of queue back to key when key sorts before it:
+// a heads probe that ran beside the claims, whose heads may be older than
+// what they took since and than what a later probe found, so it only
+// ever widens the claims' scan (an unset mark is the widest already).
+func (m *Marks[K]) Lower(queue string, part int, key K) {
+	if m.maxAge <= 0 {
+		return
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	cur := &m.queue(queue).marks[part%m.parts]
+	if cur.Set && m.cmp(key, cur.Key) < 0 {
+		cur.Key = key
+	}
 }
 
 // Count is how many parts of queue hold a mark.

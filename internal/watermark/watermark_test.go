@@ -109,3 +109,41 @@ func TestProbeIfDue(t *testing.T) {
 		t.Fatalf("a due probe that fails: ran %v, err %v", ran, err)
 	}
 }
+
+// TestProbeAskedWhileOneRuns: a ProbeBy made while a probe runs (its job
+// may be newer than that probe's snapshot) is not postponed by that
+// probe's end, and Asked says so; a probe due by age alone is not asked.
+func TestProbeAskedWhileOneRuns(t *testing.T) {
+	t.Parallel()
+	m := newMarks(4, time.Second)
+	t0 := time.Unix(1000, 0)
+	if m.Asked("q", t0) || !m.Due("q", t0) || !m.ProbeDue("q", t0) {
+		t.Fatal("a queue's first probe: want due, not asked")
+	}
+	m.ProbeSoon("q") // a job this process enqueued, while the probe runs
+	m.ProbeDone("q", t0, t0.Add(100*time.Millisecond))
+	after := t0.Add(200 * time.Millisecond)
+	if !m.Asked("q", after) || !m.ProbeDue("q", after) {
+		t.Fatal("the probe asked for while another ran was postponed by its end")
+	}
+	if m.Asked("q", after) {
+		t.Fatal("still asked once the asked-for probe ran")
+	}
+}
+
+// TestLowerOnlyWidens: Lower moves a mark back, never forward, and sets
+// none where there is none.
+func TestLowerOnlyWidens(t *testing.T) {
+	t.Parallel()
+	m := newMarks(2, time.Second)
+	m.Lower("q", 0, 5)
+	if m.Count("q") != 0 {
+		t.Fatal("Lower set a mark where there was none")
+	}
+	m.Advance("q", 0, 10)
+	m.Lower("q", 0, 20)
+	m.Lower("q", 0, 7)
+	if _, marks := m.Order("q", 0); !marks[0].Set || marks[0].Key != 7 {
+		t.Fatalf("mark after Lower(20) and Lower(7) from 10: %+v, want 7", marks[0])
+	}
+}

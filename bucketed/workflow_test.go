@@ -81,6 +81,15 @@ func finishJob(ctx context.Context, tx skiplock.Tx, gate *depgate.Gate, s string
 	return err
 }
 
+// endJob ends job id in status (finishJob), its dependents settled, in a
+// transaction of its own.
+func endJob(t *testing.T, db *skiplock.DB, gate *depgate.Gate, s string, id int64, status skiplock.Status) {
+	t.Helper()
+	must(t, retry.Run(ctxT(t), db, nil, func(ctx context.Context, tx skiplock.Tx) error {
+		return finishJob(ctx, tx, gate, s, id, status)
+	}))
+}
+
 // waitState reads job id's status, deps_left (-1 for null) and
 // canceled_by.
 func waitState(t *testing.T, db *skiplock.DB, s string, id int64) (skiplock.Status, int64, string) {
@@ -111,9 +120,7 @@ func TestRetryMeetsCompletionInFlight(t *testing.T) {
 			q := queueOn(t, db, s, nil)
 			gate := depgate.New(s)
 			ids := workflowOf(t, db, q, map[string][]string{"a": nil, "b": nil, "w": {"a", "b"}})
-			must(t, retry.Run(ctx, db, nil, func(ctx context.Context, tx skiplock.Tx) error {
-				return finishJob(ctx, tx, gate, s, ids["a"], skiplock.StatusFailed)
-			}))
+			endJob(t, db, gate, s, ids["a"], skiplock.StatusFailed)
 			if st, _, by := waitState(t, db, s, ids["w"]); st != skiplock.StatusCanceled || by != "a" {
 				t.Fatalf("after a failed, w is %s cancelled by %q, want Canceled by a", st, by)
 			}
@@ -147,9 +154,7 @@ func TestRetryMeetsCompletionInFlight(t *testing.T) {
 			if st != skiplock.StatusQueued || left != 1 {
 				t.Fatalf("after a's retry and b's success, w is %s waiting for %d dependencies, want Queued waiting for 1 (a)", st, left)
 			}
-			must(t, retry.Run(ctx, db, nil, func(ctx context.Context, tx skiplock.Tx) error {
-				return finishJob(ctx, tx, gate, s, ids["a"], skiplock.StatusSuccess)
-			}))
+			endJob(t, db, gate, s, ids["a"], skiplock.StatusSuccess)
 			if st, left, _ := waitState(t, db, s, ids["w"]); st != skiplock.StatusQueued || left != -1 {
 				t.Fatalf("after a's success, w is %s with deps_left %d, want Queued and released (null)", st, left)
 			}
@@ -169,9 +174,7 @@ func TestRetryInWorkflowWaitsOnlyForWhatCanFinish(t *testing.T) {
 	gate := depgate.New(s)
 	ids := workflowOf(t, db, q, map[string][]string{"a": nil, "c": nil, "w": {"a", "c"}})
 	for _, name := range []string{"a", "c"} {
-		must(t, retry.Run(ctx, db, nil, func(ctx context.Context, tx skiplock.Tx) error {
-			return finishJob(ctx, tx, gate, s, ids[name], skiplock.StatusFailed)
-		}))
+		endJob(t, db, gate, s, ids[name], skiplock.StatusFailed)
 	}
 	err := q.RetryJob(ctx, bucketed.FormatID(ids["w"]))
 	if !usage.Is(err) || !strings.Contains(err.Error(), `dependency "a"`) {

@@ -181,21 +181,5 @@ func (g *Gate) requeueLevel(ctx context.Context, tx skiplock.Querier, ids []int6
 	if _, err := tx.Exec(ctx, g.fence, deps); err != nil {
 		return nil, err
 	}
-	rows, err := tx.Query(ctx, g.requeue, deps)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var queued []int64
-	for rows.Next() {
-		var id int64
-		var status string
-		if err := rows.Scan(&id, &status); err != nil {
-			return nil, err
-		}
-		if skiplock.Status(status) == skiplock.StatusQueued {
-			queued = append(queued, id)
-		}
-	}
-	return queued, rows.Err()
+	return queryrows.Int64s(ctx, tx, g.requeue, deps)
 }

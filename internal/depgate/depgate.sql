@@ -88,8 +88,8 @@ WHERE p."id" = ANY($1::INT8[]) AND p."workflow_id" IS NOT NULL
 -- for every dependency not finished (not_finished), once the failure that
 -- cancelled them was retried. One that another dependency's bad end
 -- still blocks (it does not run anyway) stays Canceled, now naming that
--- one, whose retry queues it again. Returns each job with its status:
--- the caller sends the Queued ones back as the next level, until none.
+-- one, whose retry queues it again. Returns the jobs it queued: the
+-- caller sends them back as the next level, until none.
 WITH x AS (
   SELECT w."id",
     (SELECT count(*) FROM /* TEMPLATE: jobs */ AS d
@@ -98,8 +98,8 @@ WITH x AS (
       WHERE d."workflow_id" = w."workflow_id" AND d."workflow_node" = ANY(w."depends_on") AND d."status" IN ('Failed', 'Canceled')
         AND NOT COALESCE(w."run_anyway", false)) AS cause
   FROM /* TEMPLATE: jobs */ AS w
-  WHERE w."id" = ANY($1::INT8[]) AND w."status" = 'Canceled')
-UPDATE /* TEMPLATE: jobs */ AS w SET
+  WHERE w."id" = ANY($1::INT8[]) AND w."status" = 'Canceled'),
+u AS (UPDATE /* TEMPLATE: jobs */ AS w SET
   "status" = CASE WHEN x.cause IS NULL THEN 'Queued'::/* TEMPLATE: status_type */ ELSE w."status" END,
   "canceled_by" = x.cause,
   "finished_at" = CASE WHEN x.cause IS NULL THEN NULL ELSE w."finished_at" END,
@@ -109,4 +109,5 @@ UPDATE /* TEMPLATE: jobs */ AS w SET
   "last_updated" = now()
 FROM x
 WHERE w."id" = x."id" AND w."status" = 'Canceled'
-RETURNING w."id", w."status"::TEXT;
+RETURNING w."id", w."status")
+SELECT "id" FROM u WHERE "status" = 'Queued';

@@ -360,15 +360,26 @@ func (c *Client) stopLocked(ctx context.Context) error {
 		}()
 	}
 	wg.Wait()
-	c.rec.stop(ctx) // after the workers: their last attempts are counted
+	// The rest stops after the workers (the recorder counts their last
+	// attempts), each apart from the others, at once: the recorder's last
+	// flush and the leader's resignation are a round trip or two each, and
+	// Stop returns as soon as the slowest is done.
+	println("TRACE workers-stopped", time.Now().UnixMilli()%100000)
+	wg.Go(func() { c.rec.stop(ctx); println("TRACE rec-stopped", time.Now().UnixMilli()%100000) })
 	if c.listener != nil {
-		c.listener.Stop()
+		wg.Go(c.listener.Stop)
 	}
 	if c.maint != nil {
-		if err := c.maint.Stop(ctx); err != nil {
-			errs = append(errs, err)
-		}
+		wg.Go(func() {
+			defer func() { println("TRACE maint-stopped", time.Now().UnixMilli()%100000) }()
+			if err := c.maint.Stop(ctx); err != nil {
+				emu.Lock()
+				errs = append(errs, err)
+				emu.Unlock()
+			}
+		})
 	}
+	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("client: stop: %w", err)
 	}

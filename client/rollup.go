@@ -48,7 +48,13 @@ func init() {
 
 func rollupVars(_ *skiplock.Dialect, schemaName string) map[string]string {
 	q := func(t string) string { return sqlident.Quote(schemaName) + "." + sqlident.Quote(t) }
-	return map[string]string{"stat": q(schema.StatTable), "rollup": q(schema.RollupTable), "clients": q(schema.ClientTable)}
+	vars := map[string]string{"stat": q(schema.StatTable), "rollup": q(schema.RollupTable), "clients": q(schema.ClientTable)}
+	partials, err := sqltext.Render(rollupFile.Template("rollup_partials"), vars)
+	if err != nil {
+		panic(err) // the embedded file's own placeholders: a bug
+	}
+	vars["rollup_partials"] = partials
+	return vars
 }
 
 // rollupTiming holds the rollups' intervals; the package's tests shorten
@@ -232,14 +238,15 @@ func (r *recorder) run(ctx context.Context) {
 func (r *recorder) flushAndLog() {
 	ctx, cancel := context.WithTimeout(context.Background(), max(rollupTiming.flush, 5*time.Second))
 	defer cancel()
-	if n, err := r.flush(ctx); err != nil {
+	if n, err := r.flush(ctx, false); err != nil {
 		r.log.Warn("flushing rollups failed: the rows are kept and sent again", "rows", n, "retry_in", rollupTiming.flush, logs.Err(err))
 	}
 }
 
 // stop ends the flusher, flushes what is left and deletes the presence
-// row. Failures are logged: the counts of a failed last flush are lost,
-// and a presence row left behind ages out (admin.StaleAfter).
+// row, in one statement. A failure is logged: the counts of a failed last
+// flush are lost, and the presence row left behind ages out
+// (admin.StaleAfter).
 func (r *recorder) stop(ctx context.Context) {
 	if r == nil || r.flusher.Stopped() == nil {
 		return // never started
@@ -247,19 +254,16 @@ func (r *recorder) stop(ctx context.Context) {
 	r.flusher.Stop()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	if n, err := r.flush(ctx); err != nil {
-		r.log.Warn("the last flush of rollups failed: the rows are lost", "rows", n, logs.Err(err))
-	}
-	if _, err := r.db.Exec(ctx, r.sql["rollup_leave"], r.id); err != nil {
-		r.log.Info("deleting this client's presence row failed (it ages out)", logs.Err(err))
+	if n, err := r.flush(ctx, true); err != nil {
+		r.log.Warn("the last flush of rollups failed: the rows are lost, and this client's presence row ages out", "rows", n, logs.Err(err))
 	}
 }
 
 // flush sends the unsent partials and the pending counts with the
-// presence row in one statement; it returns how many partial rows it
-// sent. On failure they are kept for the next flush, up to
-// rollupMaxUnsent rows.
-func (r *recorder) flush(ctx context.Context) (int, error) {
+// presence row in one statement (last: the presence row goes); it returns
+// how many partial rows it sent. On failure they are kept for the next
+// flush, up to rollupMaxUnsent rows.
+func (r *recorder) flush(ctx context.Context, last bool) (int, error) {
 	r.mu.Lock()
 	for k, n := range r.pending {
 		r.unsent = append(r.unsent, partial{id: newPartialID(), rollupKey: k, counts: n})
@@ -276,9 +280,14 @@ func (r *recorder) flush(ctx context.Context) (int, error) {
 		completed[i], failed[i] = p.counts.completed, p.counts.failed
 		waits[i], runs[i] = p.counts.wait.String(), p.counts.run.String()
 	}
+	sql, args := r.sql["rollup_flush"], []any{r.id, ids, queues, minutes, completed, failed, waits, runs}
+	if last {
+		sql = r.sql["rollup_last"]
+	} else {
+		args = append(args, r.host, r.pid, r.queues, r.started)
+	}
 	var present, inserted int64
-	err := r.db.QueryRow(ctx, r.sql["rollup_flush"], r.id, r.host, r.pid, r.queues, r.started,
-		ids, queues, minutes, completed, failed, waits, runs).Scan(&present, &inserted)
+	err := r.db.QueryRow(ctx, sql, args...).Scan(&present, &inserted)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err == nil {

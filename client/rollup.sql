@@ -5,33 +5,44 @@
 --   clients  skiplock_client, the running clients' presence rows
 -- Every identifier is quoted; every value is a $n parameter.
 
+-- name: rollup_partials
+-- A flush's partial rows, one per array element, for client $1: $2 ids
+-- (random, made by the client: a flush sent again after an unknown
+-- outcome inserts nothing twice), $3 queues, $4 minutes, $5 completed, $6
+-- failed, $7 and $8 the wait and run histograms as JSON text. The "s" of
+-- rollup_flush and rollup_last, rendered into both (rollupVars), not sent
+-- alone.
+INSERT INTO /* TEMPLATE: stat */ ("id", "queue", "minute", "client_id", "completed", "failed", "wait_hist", "run_hist")
+SELECT u."id", u."q", u."m", $1, u."c", u."f", u."w"::JSONB, u."r"::JSONB
+FROM unnest($2::TEXT[], $3::TEXT[], $4::TIMESTAMPTZ[], $5::INT8[], $6::INT8[], $7::TEXT[], $8::TEXT[])
+  AS u ("id", "q", "m", "c", "f", "w", "r")
+ON CONFLICT ("id") DO NOTHING
+RETURNING 1
+
 -- name: rollup_flush
--- One flush of a client, one statement: its presence row ($1 id, $2 host,
--- $3 pid, $4 its queues as a JSON array, $5 its start) with last_seen now,
--- and its partial rows, one per array element: $6 ids (random, made by
--- the client: a flush sent again after an unknown outcome inserts nothing
--- twice), $7 queues, $8 minutes, $9 completed, $10 failed, $11 and $12
--- the wait and run histograms as JSON text. Both CTEs are read by the
--- final SELECT so that every engine runs both; it returns the presence
--- rows written (1) and the partial rows inserted.
+-- One flush of a client, one statement: its presence row ($1 id, $9 host,
+-- $10 pid, $11 its queues as a JSON array, $12 its start) with last_seen
+-- now, and its partial rows ($2 to $8: rollup_partials). Both CTEs are
+-- read by the final SELECT so that every engine runs both; it returns the
+-- presence rows written (1) and the partial rows inserted.
 WITH "p" AS (
   INSERT INTO /* TEMPLATE: clients */ ("id", "host", "pid", "queues", "started_at", "last_seen")
-  VALUES ($1, $2, $3, $4::JSONB, $5, now())
+  VALUES ($1, $9, $10, $11::JSONB, $12, now())
   ON CONFLICT ("id") DO UPDATE SET "last_seen" = excluded."last_seen"
   RETURNING 1
-), "s" AS (
-  INSERT INTO /* TEMPLATE: stat */ ("id", "queue", "minute", "client_id", "completed", "failed", "wait_hist", "run_hist")
-  SELECT u."id", u."q", u."m", $1, u."c", u."f", u."w"::JSONB, u."r"::JSONB
-  FROM unnest($6::TEXT[], $7::TEXT[], $8::TIMESTAMPTZ[], $9::INT8[], $10::INT8[], $11::TEXT[], $12::TEXT[])
-    AS u ("id", "q", "m", "c", "f", "w", "r")
-  ON CONFLICT ("id") DO NOTHING
-  RETURNING 1
-)
+), "s" AS (/* TEMPLATE: rollup_partials */)
 SELECT (SELECT count(*) FROM "p"), (SELECT count(*) FROM "s");
 
--- name: rollup_leave
--- A stopping client's presence row goes: $1 its id.
-DELETE FROM /* TEMPLATE: clients */ WHERE "id" = $1;
+-- name: rollup_last
+-- A stopping client's last flush, one statement: its presence row goes
+-- ($1 its id), and its partial rows are inserted ($2 to $8:
+-- rollup_partials). It returns the presence rows deleted and the partial
+-- rows inserted.
+WITH "p" AS (
+  DELETE FROM /* TEMPLATE: clients */ WHERE "id" = $1
+  RETURNING 1
+), "s" AS (/* TEMPLATE: rollup_partials */)
+SELECT (SELECT count(*) FROM "p"), (SELECT count(*) FROM "s");
 
 -- name: rollup_take
 -- The leader takes (deletes and reads) up to $2 partial rows of minutes

@@ -364,14 +364,12 @@ func (c *Client) stopLocked(ctx context.Context) error {
 	// attempts), each apart from the others, at once: the recorder's last
 	// flush and the leader's resignation are a round trip or two each, and
 	// Stop returns as soon as the slowest is done.
-	println("TRACE workers-stopped", time.Now().UnixMilli()%100000)
-	wg.Go(func() { c.rec.stop(ctx); println("TRACE rec-stopped", time.Now().UnixMilli()%100000) })
+	wg.Go(func() { c.rec.stop(ctx) })
 	if c.listener != nil {
 		wg.Go(c.listener.Stop)
 	}
 	if c.maint != nil {
 		wg.Go(func() {
-			defer func() { println("TRACE maint-stopped", time.Now().UnixMilli()%100000) }()
 			if err := c.maint.Stop(ctx); err != nil {
 				emu.Lock()
 				errs = append(errs, err)

@@ -121,8 +121,9 @@ SELECT min(x."priority") AS p
 -- engine's sharded index fans out itself, the bucket predicate is left out
 -- and the caller passes one branch. Like claim_held, it skips the jobs a
 -- dead held claim's hold row names until the rescuer has counted their
--- attempt, so lease and held workers may share a queue (not_held: the
--- hold table is empty, and its read a scan of no page, where none holds).
+-- attempt, so lease and held workers may share a queue (dead_hold_ids:
+-- the hold table is empty, and its read a scan of no page, where none
+-- holds).
 -- This shape runs on PostgreSQL only; YugabyteDB and CockroachDB have
 -- their own (claim_scalar_bounds, claim_key_join), and no held claims.
 WITH best AS (/* TEMPLATE: claim_best */)
@@ -134,7 +135,7 @@ WHERE j."id" = ANY(ARRAY(
     SELECT "id" FROM /* TEMPLATE: table */
     WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "deps_left" IS NULL AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: claim_gate */ $1)
       AND "priority" = (SELECT p FROM best) AND ("priority", "run_at", "id") > (h.p, h.t, h.i)
-      AND "id" /* TEMPLATE: not_held */
+      AND "id" <> ALL (ARRAY(/* TEMPLATE: dead_hold_ids */))
     ORDER BY "run_at", "id" LIMIT $2 FOR UPDATE SKIP LOCKED) AS b
   LIMIT $2))
 RETURNING /* TEMPLATE: job_columns */;
@@ -852,9 +853,9 @@ SELECT "status"::TEXT FROM /* TEMPLATE: table */ WHERE "id" = $1;
 -- is running counted, owner $3, the hold's token $4 as the lease token,
 -- and the held claim's deadline ($5 seconds) as the lease's expiry; a
 -- last column gives this transaction's id, for its hold row. The ids
--- named by hold rows are read once per statement (not_held), not per job,
--- and only from rows whose holder is no longer running (hold_dead): a
--- live holder's jobs are locked, and skipped anyway.
+-- named by hold rows are read once per statement (dead_hold_ids), not
+-- per job, and only from rows whose holder is no longer running: a live
+-- holder's jobs are locked, and skipped anyway.
 WITH best AS (/* TEMPLATE: claim_best */)
 SELECT j."id", j."queue", j."payload"::TEXT, j."priority", 'Running', j."attempts" + 1, j."max_attempts",
   j."create_ts", j."run_at", j."last_error", $3::TEXT, $4::INT8, now() + $5::FLOAT8 * INTERVAL '1 second', j."bucket", j."kind", j."metadata"::TEXT,
@@ -864,9 +865,23 @@ CROSS JOIN LATERAL (
   SELECT * FROM /* TEMPLATE: table */
   WHERE /* TEMPLATE: bucket_predicate */"status" = 'Queued' AND "deps_left" IS NULL AND "queue" = $1 AND "run_at" <= now() AND /* TEMPLATE: claim_gate */ $1)
     AND "priority" = (SELECT p FROM best) AND ("priority", "run_at", "id") > (h.p, h.t, h.i)
-    AND "id" /* TEMPLATE: not_held */
+    AND "id" <> ALL (ARRAY(/* TEMPLATE: dead_hold_ids */))
   ORDER BY "run_at", "id" LIMIT $2 FOR UPDATE SKIP LOCKED) AS j
 LIMIT $2;
+
+-- name: dead_hold_ids
+-- The jobs that the hold rows of dead holders (hold_dead: no longer
+-- running) name, which a claim leaves alone until the rescuer has counted
+-- their attempts: read once per statement into an array (as long as the
+-- dead holds the rescuer has not reached yet: none, mostly), which the
+-- claims test with <> ALL (rendered into claim, claim_held and hold_open
+-- by sqlVars, not sent alone). Not NOT IN: PostgreSQL runs that as a
+-- hashed subplan whose hash table it sizes from the planner's guess of
+-- the rows, and for a hold table never analyzed (new, or truncated) it
+-- guesses 696 rows of 100 ids: megabytes allocated and cleared at every
+-- claim, which on a backend's first claims outweighs the claim itself.
+SELECT (n.e)::INT8 FROM /* TEMPLATE: hold */ AS k, jsonb_array_elements_text(k."ids") AS n (e)
+WHERE /* TEMPLATE: hold_dead */
 
 -- name: hold_open
 -- Records a held claim before its handlers run, in a transaction of its
@@ -878,7 +893,7 @@ LIMIT $2;
 -- counts its attempt.
 INSERT INTO /* TEMPLATE: hold */ ("token", "queue", "holder", "ids")
 SELECT $1, $2, $4, COALESCE(jsonb_agg(c.id ORDER BY c.id), '[]'::JSONB) FROM unnest($3::INT8[]) AS c (id)
-WHERE c.id /* TEMPLATE: not_held */
+WHERE c.id <> ALL (ARRAY(/* TEMPLATE: dead_hold_ids */))
 RETURNING CASE WHEN jsonb_array_length("ids") < cardinality($3::INT8[]) THEN "ids"::TEXT END;
 
 -- name: hold_close

@@ -123,16 +123,8 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		"push_error":       sqltext.PushError("j", `j."attempts"`),
 		"push_error_held":  sqltext.PushError("j", `j."attempts" + 1`),
 		"hold":             sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobHoldTable),
-		// The test a claim puts on a job's id: no dead holder's row (alias
-		// k, hold_dead) names it. The ids are read once per statement into
-		// an array as long as the dead holds the rescuer has not reached
-		// yet (none, mostly). Not NOT IN: PostgreSQL runs that as a hashed
-		// subplan whose table it sizes from the planner's guess, and for a
-		// hold table never analyzed (new, or truncated) it guesses 696
-		// rows of 100 ids: megabytes allocated and cleared at every claim,
-		// which on a backend's first claims outweighs the claim itself.
-		"not_held": `<> ALL (ARRAY(SELECT (n.e)::INT8 FROM ` + sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobHoldTable) +
-			` AS k, jsonb_array_elements_text(k."ids") AS n (e) WHERE ` + sqltext.HoldDead("k") + `))`,
+		// A dead holder's hold row (alias k).
+		"hold_dead":   sqltext.HoldDead("k"),
 		"queue_state": queueState,
 		"slot_table":  sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobSlotTable),
 		"slot_held":   slotHeld("s", table),
@@ -166,6 +158,11 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		panic(err) // the file is embedded: the tests render it for every engine
 	}
 	vars["take_tokens"] = tokens
+	held, err := sqltext.Render(sqlFile.Template("dead_hold_ids"), vars)
+	if err != nil {
+		panic(err) // the file is embedded: the tests render it for every engine
+	}
+	vars["dead_hold_ids"] = held
 	// claim_limited_use's claim: the limited one, whose lease starts
 	// after the tokens were taken (lease_start).
 	limited := maps.Clone(vars)
@@ -335,6 +332,7 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		"limits_take":                &s.limitsTake,
 		"partitions_take":            &s.partitionsTake,
 		"take_tokens":                new(string), // rendered into limits_take and partitions_take (sqlVars)
+		"dead_hold_ids":              new(string), // rendered into claim, claim_held and hold_open (sqlVars)
 		"claim_partitioned":          &claimPartitioned,
 		"claim_partitioned_key_join": &claimPartitionedKeyJoin,
 		"claim_partition_branch":     new(string), // rendered into claim_partitioned (sqlVars)

@@ -137,7 +137,7 @@ WHERE j."id" = ANY(ARRAY(
       AND "priority" = (SELECT p FROM best) AND ("priority", "run_at", "id") > (h.p, h.t, h.i)
       AND "id" <> ALL (ARRAY(/* TEMPLATE: dead_hold_ids */))
     ORDER BY "run_at", "id" LIMIT $2 FOR UPDATE SKIP LOCKED) AS b
-  LIMIT $2))
+  LIMIT /* TEMPLATE: claim_limit */))
 RETURNING /* TEMPLATE: job_columns */;
 
 -- name: claim_scalar_bounds
@@ -188,7 +188,7 @@ WHERE j."id" = ANY(ARRAY(
       AND "run_at" >= CASE WHEN h.p = (SELECT p FROM best) THEN h.t ELSE '-infinity'::TIMESTAMPTZ END
       AND (h.p < (SELECT p FROM best) OR "run_at" > h.t OR "id" > h.i)
     ORDER BY "run_at", "id" LIMIT $2 FOR UPDATE SKIP LOCKED) AS b
-  LIMIT $2))
+  LIMIT /* TEMPLATE: claim_limit */))
 RETURNING /* TEMPLATE: job_columns */;
 
 -- name: heads
@@ -298,7 +298,8 @@ RETURNING /* TEMPLATE: job_columns */;
 -- whole, the numbers listed (*_range); never a scan of the table. Under
 -- READ COMMITTED a slot taken by a claim that committed after this
 -- statement's snapshot can read as free here (the row is re-read when
--- locked, the job it names is not): slots_free checks each slot again.
+-- locked, the job it names is not): claim_limited_use checks each slot
+-- again.
 WITH lim AS (SELECT "concurrency" AS n, GREATEST("slots", "concurrency") AS made, "rate_limit" AS r, "rate_period_ms" AS per,
     "rate_per_partition" AS rpp
   FROM /* TEMPLATE: queue_state */ WHERE "name" = $1 AND NOT "paused" AND "partition_by" IS NULL),
@@ -447,8 +448,9 @@ SELECT "id" FROM (SELECT "id" FROM /* TEMPLATE: table */
   ORDER BY "priority", "run_at", "id" LIMIT COALESCE(($6::INT4[])[/* TEMPLATE: branch */], 0) FOR UPDATE SKIP LOCKED) AS b/* TEMPLATE: branch */
 
 -- name: slots_free
--- Of the slots ($2 partitions, $3 numbers) that limits_take locked in this
--- transaction, those still free, read with a snapshot taken after the lock
+-- Of the slots ($2 partitions, $3 numbers) that partitions_take locked in
+-- this transaction (an unpartitioned queue's claim, claim_limited_use,
+-- does this in its own statement), those still free, read with a snapshot taken after the lock
 -- (the next statement's, under READ COMMITTED): a slot a claim committed
 -- between limits_take's snapshot and its lock is held, and dropped here.
 -- Nothing can take a slot that this transaction holds locked, and a held
@@ -484,21 +486,29 @@ SELECT (SELECT count(*) FROM b), (SELECT count(*) FROM u);
 -- also does limits_use's work, so that a limited claim is one statement
 -- less: the claim (claim_ctes, then the claim's UPDATE as "c") with the
 -- limited gate, then its jobs, in id order, each given the next of the
--- slots $10 (locked by limits_take and found free by slots_free in this
--- transaction; partition '') with the claim's lease token $4, and the next
--- of the queue's rate tokens $11 (partition '') stamped with the time now,
--- just before the commit that starts the jobs. The claim takes no more
--- jobs than it was given slots and tokens. A data-modifying CTE runs
+-- slots $10 that are still free ("free": locked by limits_take in this
+-- transaction, and read again with this statement's snapshot, which is
+-- younger than the lock: slot_still_free, slots_free's test, which is not
+-- sent for these; every slot on CockroachDB, whose SERIALIZABLE refuses a
+-- slot taken since the snapshot; partition '') with the claim's lease
+-- token $4, and the next of the queue's rate tokens $11 (partition '')
+-- stamped with the time now, just before the commit that starts the jobs.
+-- The claim takes no more jobs than it was given tokens ($2) and than
+-- "free" holds (claim_limit, its outer LIMIT). A data-modifying CTE runs
 -- whether or not it is read; the final SELECT reads both counts anyway,
 -- which every engine then cannot leave out. The three modify three tables:
 -- CockroachDB refuses two modifications of one table in a statement. It
 -- returns the claim's rows.
 /* TEMPLATE: claim_ctes */,
+"free" AS (SELECT k."slot", k."o" FROM unnest($10::INT4[]) WITH ORDINALITY AS k ("slot", "o")
+    JOIN /* TEMPLATE: slot_table */ AS s ON s."queue" = $1 AND s."partition" = '' AND s."slot" = k."slot"
+  WHERE /* TEMPLATE: slot_still_free */),
 "c" AS (/* TEMPLATE: claim_update */),
 "n" AS (SELECT "c"."id", row_number() OVER (ORDER BY "c"."id") AS "r" FROM "c"),
+"fs" AS (SELECT "free"."slot", row_number() OVER (ORDER BY "free"."o") AS "r" FROM "free"),
 "b" AS (UPDATE /* TEMPLATE: slot_table */ AS s SET "job_id" = "n"."id", "lease_token" = $4
-    FROM unnest($10::INT4[]) WITH ORDINALITY AS k (slot, r) JOIN "n" ON "n"."r" = k.r
-    WHERE s."queue" = $1 AND s."partition" = '' AND s."slot" = k.slot RETURNING 1),
+    FROM "fs" AS k JOIN "n" ON "n"."r" = k."r"
+    WHERE s."queue" = $1 AND s."partition" = '' AND s."slot" = k."slot" RETURNING 1),
 "u" AS (UPDATE /* TEMPLATE: rate_table */ AS t SET "used_at" = clock_timestamp()
     FROM unnest($11::INT4[]) WITH ORDINALITY AS k (token, r) JOIN "n" ON "n"."r" = k.r
     WHERE t."queue" = $1 AND t."partition" = '' AND t."token" = k.token RETURNING 1)

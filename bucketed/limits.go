@@ -452,7 +452,9 @@ func (q *Queue) claimUnpartitioned(ctx context.Context, tx skiplock.Tx, p claimP
 	}
 	args := p.args()
 	args[1] = n
-	args = append(args, prefix(took.slots[""], n), prefix(took.tokens, n))
+	// Every slot locked: the statement uses those still free (its "free").
+	slots := prefix(took.slots[""], len(took.slots[""]))
+	args = append(args, slots, prefix(took.tokens, n))
 	claimed, err := claimRows(txhook.Last(ctx), tx, q.sql.claimLimitedUse, args)
 	return claimed, n < p.Limit, err
 }
@@ -619,11 +621,13 @@ func (q *Queue) takeLimits(ctx context.Context, tx skiplock.Tx, queue string, n 
 	if len(locked) == 0 {
 		return t, nil
 	}
-	if q.serializable() {
+	if q.serializable() || !t.partitioned {
 		// A slot that a claim committed after this transaction's snapshot
 		// failed its lock (a serialization failure, and the claim is
 		// retried): every slot locked is free (slots_free), and the check
-		// again would be a round trip for nothing.
+		// again would be a round trip for nothing. An unpartitioned
+		// queue's claim checks them in its own statement
+		// (claim_limited_use), with a snapshot younger than the lock.
 		for i, part := range locked {
 			t.slots[part] = append(t.slots[part], lockedSlots[i])
 		}

@@ -150,6 +150,16 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		// partitions_rewrite's: the same of job j, its queue's row read.
 		"job_partition": partitionOf(`(SELECT "partition_by" FROM `+queueState+` WHERE "name" = $1)`, `j."partition_key"`, `j."kind"`, `j."payload"`),
 		"lease_start":   "now()",
+		// The claim's outer LIMIT (claim, claim_scalar_bounds).
+		"claim_limit": "$2",
+		// claim_limited_use's test of the slots limits_take locked: the
+		// slots_free test, with the statement's snapshot, younger than
+		// the lock; on CockroachDB (SERIALIZABLE) every locked slot is
+		// free, or the claim fails to commit.
+		"slot_still_free": "NOT (" + slotHeld("s", table) + ")",
+	}
+	if d.KeyJoinDML {
+		vars["slot_still_free"] = "true"
 	}
 	vars["branch"] = "1"
 	vars["partition_branches"] = partitionBranches(vars, "claim_partition_branch")
@@ -167,6 +177,11 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 	// after the tokens were taken (lease_start).
 	limited := maps.Clone(vars)
 	limited["lease_start"] = "clock_timestamp()"
+	if !d.KeyJoinDML {
+		// No more jobs than claim_limited_use's "free" holds, where the
+		// queue has a global limit (slots given).
+		limited["claim_limit"] = `LEAST($2::INT4, CASE WHEN cardinality($10::INT4[]) = 0 THEN $2::INT4 ELSE (SELECT count(*) FROM "free")::INT4 END)`
+	}
 	setClaimGate(limited, limitedGate(queueState))
 	claim, err := sqltext.Render(sqlFile.Template(ClaimBlock(d)), limited)
 	if err != nil {

@@ -163,15 +163,9 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 	}
 	vars["branch"] = "1"
 	vars["partition_branches"] = partitionBranches(vars, "claim_partition_branch")
-	tokens, err := sqltext.Render(sqlFile.Template("take_tokens"), vars)
-	if err != nil {
-		panic(err) // the file is embedded: the tests render it for every engine
-	}
+	tokens := sqlFile.MustRender("take_tokens", vars)
 	vars["take_tokens"] = tokens
-	held, err := sqltext.Render(sqlFile.Template("dead_hold_ids"), vars)
-	if err != nil {
-		panic(err) // the file is embedded: the tests render it for every engine
-	}
+	held := sqlFile.MustRender("dead_hold_ids", vars)
 	vars["dead_hold_ids"] = held
 	// claim_limited_use's claim: the limited one, whose lease starts
 	// after the tokens were taken (lease_start).
@@ -183,11 +177,7 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		limited["claim_limit"] = `LEAST($2::INT4, CASE WHEN cardinality($10::INT4[]) = 0 THEN $2::INT4 ELSE (SELECT count(*) FROM "free")::INT4 END)`
 	}
 	setClaimGate(limited, limitedGate(queueState))
-	claim, err := sqltext.Render(sqlFile.Template(ClaimBlock(d)), limited)
-	if err != nil {
-		panic(err) // the file is embedded: the tests render it for every engine
-	}
-	vars["claim_ctes"], vars["claim_update"] = splitClaim(claim)
+	vars["claim_ctes"], vars["claim_update"] = splitClaim(sqlFile.MustRender(ClaimBlock(d), limited))
 	setClaimGate(vars, plainGate(queueState))
 	return vars
 }
@@ -201,10 +191,7 @@ func partitionBranches(vars map[string]string, block string) string {
 	var branches []string
 	for i := range MaxClaimPartitions {
 		branchVars["branch"] = strconv.Itoa(i + 1)
-		b, err := sqltext.Render(sqlFile.Template(block), branchVars)
-		if err != nil {
-			panic(err) // the file is embedded: the tests render it for every engine
-		}
+		b := sqlFile.MustRender(block, branchVars)
 		branches = append(branches, b)
 	}
 	return strings.Join(branches, "\n  UNION ALL ")
@@ -248,10 +235,7 @@ func partitionOf(by, key, kind, payload string) string {
 // claim that shares it (claim_best).
 func setClaimGate(vars map[string]string, gate string) {
 	vars["claim_gate"] = gate
-	best, err := sqltext.Render(sqlFile.Template("claim_best"), vars)
-	if err != nil {
-		panic(err) // the file is embedded: the tests render it for every engine
-	}
+	best := sqlFile.MustRender("claim_best", vars)
 	vars["claim_best"] = best
 }
 
@@ -376,9 +360,7 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 	vars["lease_start"] = "clock_timestamp()"
 	setClaimGate(vars, limitedGate(vars["queue_state"]))
 	s.insertNotify = sqltext.WithNotify(s.insert, len(insertParams{}.args()))
-	if s.insertWorkflow, err = sqltext.Render(sqlFile.Template("insert"), workflowInsertVars(vars)); err != nil {
-		panic(err) // as Fill's, above
-	}
+	s.insertWorkflow = sqlFile.MustRender("insert", workflowInsertVars(vars))
 	s.completeKept, s.completedWithKept = s.complete, s.completedWith
 	if !d.HeldClaims {
 		// Not sent there (NewWorker refuses HeldClaims): the claim's
@@ -391,10 +373,7 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 	// sequences' branches.
 	block := map[bool]string{false: "claim_partitioned", true: "claim_partitioned_key_join"}[d.KeyJoinDML]
 	vars["partition_branches"] = partitionBranches(vars, "claim_sequence_branch")
-	sequenced, err := sqltext.Render(sqlFile.Template(block), vars)
-	if err != nil {
-		panic(err) // the file is embedded: the tests render it for every engine
-	}
+	sequenced := sqlFile.MustRender(block, vars)
 	s.claimSequenced = sequenced
 	s.claimPartitioned = claimPartitioned
 	if d.KeyJoinDML {

@@ -49,11 +49,7 @@ func init() {
 func rollupVars(_ *skiplock.Dialect, schemaName string) map[string]string {
 	q := func(t string) string { return sqlident.Quote(schemaName) + "." + sqlident.Quote(t) }
 	vars := map[string]string{"stat": q(schema.StatTable), "rollup": q(schema.RollupTable), "clients": q(schema.ClientTable)}
-	partials, err := sqltext.Render(rollupFile.Template("rollup_partials"), vars)
-	if err != nil {
-		panic(err) // the embedded file's own placeholders: a bug
-	}
-	vars["rollup_partials"] = partials
+	vars["rollup_partials"] = rollupFile.MustRender("rollup_partials", vars)
 	return vars
 }
 

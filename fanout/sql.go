@@ -113,19 +113,12 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 // only beside a slot, and the gate of paused queues alone.
 func limited(vars map[string]string) {
 	v := maps.Clone(vars)
-	take, err := sqltext.Render(sqlFile.Template("slot_take"), v)
-	if err != nil {
-		panic(fmt.Sprintf("fanout: render slot_take: %v", err)) // embedded: the tests render it
-	}
+	take := sqlFile.MustRender("slot_take", v)
 	v["slot_with"] = `WITH "slot" AS (` + take + ")\n"
 	v["slot_gate"] = "\n    AND EXISTS (SELECT 1 FROM \"slot\")"
 	v["claim_gate"] = vars["not_paused"]
 	for block, into := range map[string]string{"claim": "claim_limited", "claim_shard": "claim_shard_limited"} {
-		sql, err := sqltext.Render(sqlFile.Template(block), v)
-		if err != nil {
-			panic(fmt.Sprintf("fanout: render %s: %v", into, err))
-		}
-		vars[into] = sql
+		vars[into] = sqlFile.MustRender(block, v)
 	}
 }
 

@@ -99,6 +99,17 @@ func MustParse(path, src string) *File {
 	return f
 }
 
+// MustRender renders block name with vars (Render of Template), for an
+// embedded file whose tests render every block for every engine: an error
+// there is a bug in the file, so it panics, naming the file and block.
+func (f *File) MustRender(name string, vars map[string]string) string {
+	sql, err := Render(f.Template(name), vars)
+	if err != nil {
+		panic(fmt.Sprintf("%s (%s): %v", f.Path, name, err))
+	}
+	return sql
+}
+
 // Names lists the file's block names in file order.
 func (f *File) Names() []string {
 	out := make([]string, len(f.Blocks))

@@ -240,26 +240,13 @@ func (m *Marks[K]) Order(queue string, start int) ([]int, []Mark[K]) {
 // Advance moves part's mark of queue forward to key (a job a claim took
 // there); a key below the mark leaves it.
 func (m *Marks[K]) Advance(queue string, part int, key K) {
-	if m.maxAge <= 0 {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	cur := &m.queue(queue).marks[part%m.parts]
-	if !cur.Set || m.cmp(key, cur.Key) > 0 {
-		*cur = Mark[K]{Set: true, Key: key}
-	}
+	m.move(queue, part, key, func(cur Mark[K]) bool { return !cur.Set || m.cmp(key, cur.Key) > 0 })
 }
 
 // Reset sets part's mark of queue to key, back or forward: the heads probe
 // found the part's first claimable job just after key.
 func (m *Marks[K]) Reset(queue string, part int, key K) {
-	if m.maxAge <= 0 {
-		return
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.queue(queue).marks[part%m.parts] = Mark[K]{Set: true, Key: key}
+	m.move(queue, part, key, func(Mark[K]) bool { return true })
 }
 
 // Lower moves part's mark of queue back to key when key sorts before it:
@@ -267,14 +254,21 @@ func (m *Marks[K]) Reset(queue string, part int, key K) {
 // what they took since and than what a later probe found, so it only
 // ever widens the claims' scan (an unset mark is the widest already).
 func (m *Marks[K]) Lower(queue string, part int, key K) {
+	m.move(queue, part, key, func(cur Mark[K]) bool { return cur.Set && m.cmp(key, cur.Key) < 0 })
+}
+
+// move sets part's mark of queue to key where replace says of the mark it
+// holds (under the lock) that key takes its place: Advance's, Reset's and
+// Lower's rules. Marks kept for no time (maxAge 0) are never set.
+func (m *Marks[K]) move(queue string, part int, key K, replace func(cur Mark[K]) bool) {
 	if m.maxAge <= 0 {
 		return
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	cur := &m.queue(queue).marks[part%m.parts]
-	if cur.Set && m.cmp(key, cur.Key) < 0 {
-		cur.Key = key
+	if replace(*cur) {
+		*cur = Mark[K]{Set: true, Key: key}
 	}
 }
 

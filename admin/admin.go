@@ -38,7 +38,7 @@ func init() {
 func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 	q := func(t string) string { return sqlident.Quote(schemaName) + "." + sqlident.Quote(t) }
 	vars := map[string]string{
-		"jobs": q(schema.JobsTable), "job_queue": q(schema.JobQueueTable), "workflow": q(schema.JobWorkflowTable),
+		"jobs": q(schema.JobsTable), "job_queue": q(schema.JobQueueTable), "workflow": q(schema.JobWorkflowTable), "workflow_node": q(schema.JobWorkflowNodeTable),
 		"job_dead": q(schema.DeadJobTable), "job_attempt": q(schema.JobAttemptTable),
 		"periodic": q(schema.PeriodicTable), "queue_state": q(schema.QueueStateTable),
 		// jobs_dequeue is led by the bucket: a scan names it.
@@ -51,7 +51,7 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		// one scan spans the shards.
 		vars["bucket_match"] = ""
 	}
-	vars["workflow_columns_j"], vars["workflow_columns_x"] = workflowColumns(vars["jobs"], "j"), workflowColumns(vars["jobs"], "x")
+	vars["workflow_columns_j"], vars["workflow_columns_x"] = workflowColumns(vars["workflow_node"], "j"), workflowColumns(vars["workflow_node"], "x")
 	vars["finished_bucket_match"] = ""
 	if d != nil && d.KeyOrderMarkers {
 		// jobs_finished is (bucket HASH, finished_at): ordering it would
@@ -64,11 +64,11 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 }
 
 // workflowColumns are a listed job's workflow (text) and the ids of the
-// jobs it depends on (text array, in id order), for the jobs table's row
-// alias.
-func workflowColumns(jobs, alias string) string {
-	return alias + `."workflow_id"::TEXT, (SELECT array_agg(d."id"::TEXT ORDER BY d."id") FROM ` + jobs + ` AS d WHERE ` +
-		alias + `."workflow_id" IS NOT NULL AND d."workflow_id" = ` + alias + `."workflow_id" AND d."workflow_node" = ANY(` + alias + `."depends_on"))`
+// jobs it depends on (text array, in id order), read from
+// job_workflow_node (nodes), for the jobs table's row alias.
+func workflowColumns(nodes, alias string) string {
+	return alias + `."workflow_id"::TEXT, (SELECT array_agg(n."job_id"::TEXT ORDER BY n."job_id") FROM ` + nodes + ` AS n WHERE ` +
+		alias + `."workflow_id" IS NOT NULL AND n."workflow_id" = ` + alias + `."workflow_id" AND n."node" = ANY(` + alias + `."depends_on"))`
 }
 
 // Job is a job as operators see it, in either layout.

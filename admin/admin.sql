@@ -5,9 +5,10 @@
 --   job_dead    fanout's dead jobs
 --   job_attempt fanout's attempt counts
 --   workflow    the bucketed layout's workflows (job_workflow)
+--   workflow_node  their jobs by name (job_workflow_node)
 --   workflow_columns_j, _x  a job's workflow and the ids of the jobs it
 --               depends on (alias j or x): the ids from its dependencies'
---               names, by jobs_workflow, for workflow jobs only
+--               names, by job_workflow_node, for workflow jobs only
 -- Every identifier is quoted; every value is a $n parameter.
 --
 -- The listings (docs/design.md, "Admin queries at scale") read each
@@ -344,11 +345,12 @@ ON CONFLICT ("name") DO UPDATE SET "paused" = excluded."paused", "updated_at" = 
 -- Workflows, newest first by id ($2: ids below it; the largest INT8 for
 -- the first page), $1 of them, each with its jobs counted by state as a
 -- JSON object (waiting: Queued behind dependencies), read through
--- jobs_workflow.
+-- job_workflow_node.
 SELECT w."id"::TEXT, w."name", w."size", w."created_at",
   COALESCE((SELECT jsonb_object_agg(c.s, c.n) FROM (
     SELECT CASE WHEN j."status" = 'Queued' AND COALESCE(j."deps_left", 0) > 0 THEN 'waiting' ELSE lower(j."status"::TEXT) END AS s, count(*) AS n
-    FROM /* TEMPLATE: jobs */ AS j WHERE j."workflow_id" = w."id" GROUP BY 1) AS c), '{}'::JSONB)::TEXT
+    FROM /* TEMPLATE: workflow_node */ AS m JOIN /* TEMPLATE: jobs */ AS j ON j."id" = m."job_id"
+    WHERE m."workflow_id" = w."id" GROUP BY 1) AS c), '{}'::JSONB)::TEXT
 FROM /* TEMPLATE: workflow */ AS w
 WHERE w."id" < $2::INT8
 ORDER BY w."id" DESC
@@ -365,16 +367,18 @@ SELECT j."id"::TEXT, j."workflow_node", j."queue", j."kind",
   CASE WHEN j."status" = 'Queued' AND COALESCE(j."deps_left", 0) > 0 THEN 'waiting' ELSE lower(j."status"::TEXT) END,
   j."attempts", j."max_attempts", j."finished_at", j."last_error", COALESCE(j."depends_on", ARRAY[]::TEXT[]),
   COALESCE(j."run_anyway", false), j."canceled_by", j."output"::TEXT
-FROM /* TEMPLATE: jobs */ AS j WHERE j."workflow_id" = $1::INT8
+FROM /* TEMPLATE: workflow_node */ AS m JOIN /* TEMPLATE: jobs */ AS j ON j."id" = m."job_id"
+WHERE m."workflow_id" = $1::INT8
 ORDER BY j."id";
 
 -- name: workflow_cancel
 -- Cancels every Queued or Running job of workflow $1 (a Running job's
 -- holder finds its lease gone, as cancel_by_id's), returning their ids.
 UPDATE /* TEMPLATE: jobs */ SET "status" = 'Canceled', "finished_at" = now(), "lease_expires_at" = NULL, "last_updated" = now()
-WHERE "workflow_id" = $1::INT8 AND "status" IN ('Queued', 'Running')
+WHERE "id" IN (SELECT "job_id" FROM /* TEMPLATE: workflow_node */ WHERE "workflow_id" = $1::INT8) AND "status" IN ('Queued', 'Running')
 RETURNING "id";
 
 -- name: workflow_failed
 -- The Failed jobs of workflow $1, in id order, for a retry.
-SELECT "id" FROM /* TEMPLATE: jobs */ WHERE "workflow_id" = $1::INT8 AND "status" = 'Failed' ORDER BY "id";
+SELECT j."id" FROM /* TEMPLATE: workflow_node */ AS m JOIN /* TEMPLATE: jobs */ AS j ON j."id" = m."job_id"
+WHERE m."workflow_id" = $1::INT8 AND j."status" = 'Failed' ORDER BY j."id";

@@ -39,14 +39,24 @@
 -- (sql.go): as is, and as a workflow's insert, whose insert_workflow_*
 -- templates add $13 the workflow, $14 each job's name there, $15 and $16
 -- the names of its dependencies and dependents as array literals, and $17
--- run anyway; a job with dependencies waits, its run_at waiting_run_at
+-- run anyway, and return each job's workflow and name (insert_workflow
+-- reads them); a job with dependencies waits, its run_at waiting_run_at
 -- (never due) until the last of them finishes (internal/depgate). Plain
 -- inserts carry none of those arrays.
 INSERT INTO /* TEMPLATE: table */ ("queue", "payload", "priority", "run_at", "max_attempts", "unique_key", "kind", "metadata", "partition_key", "partition", "unique_states", "batch_id"/* TEMPLATE: insert_workflow_columns */)
 SELECT u.q, u.p::JSONB, u.pr, /* TEMPLATE: insert_run_at */, u.ma, u.uk, u.k, u.m::JSONB, u.pk, /* TEMPLATE: insert_partition */, u.us::/* TEMPLATE: status_type */[], u.b/* TEMPLATE: insert_workflow_values */
 FROM unnest($1::TEXT[], $2::TEXT[], $3::INT2[], $4::TIMESTAMPTZ[], $5::INT4[], $6::TEXT[], $7::TEXT[], $8::TEXT[], $9::TEXT[], $10::TEXT[], $11::TEXT[], $12::INT8[]/* TEMPLATE: insert_workflow_params */) AS u (q, p, pr, ra, ma, uk, k, m, pk, pb, us, b/* TEMPLATE: insert_workflow_names */)
 ON CONFLICT /* TEMPLATE: unique_conflict */ DO NOTHING
-RETURNING "id";
+RETURNING "id"/* TEMPLATE: insert_workflow_returning */;
+
+-- name: insert_workflow
+-- A workflow's jobs (insert, rendered with its workflow templates:
+-- insert_workflow_jobs) and each one's row in job_workflow_node, in one
+-- statement; returns every job's name and id.
+WITH "j" AS (/* TEMPLATE: insert_workflow_jobs */)
+INSERT INTO /* TEMPLATE: workflow_node_table */ ("workflow_id", "node", "job_id")
+SELECT "workflow_id", "workflow_node", "id" FROM "j"
+RETURNING "node", "job_id";
 
 -- name: batch_new
 -- A batch of $1 jobs, whose callback (queue $2, kind $3, payload $4,
@@ -60,10 +70,6 @@ RETURNING "id";
 -- A workflow named $1 of $2 jobs, whose jobs the same transaction
 -- inserts (insert's $13); returns its id.
 INSERT INTO /* TEMPLATE: workflow_table */ ("name", "size") VALUES ($1::TEXT, $2::INT4) RETURNING "id";
-
--- name: workflow_ids
--- The ids of workflow $1's jobs by their names there, from jobs_workflow.
-SELECT "workflow_node", "id" FROM /* TEMPLATE: table */ WHERE "workflow_id" = $1::INT8;
 
 -- name: reserve_ids
 -- Takes $2 ids from the jobs table's id sequence ($1: the table's quoted,
@@ -712,8 +718,9 @@ RETURNING j."id";
 -- name: dependency_outputs
 -- The outputs of job $1's dependencies, by their names in its workflow
 -- (a dependency retention deleted is missing).
-SELECT d."workflow_node", d."output"::TEXT FROM /* TEMPLATE: table */ AS w
-JOIN /* TEMPLATE: table */ AS d ON d."workflow_id" = w."workflow_id" AND d."workflow_node" = ANY(w."depends_on")
+SELECT n."node", d."output"::TEXT FROM /* TEMPLATE: table */ AS w
+JOIN /* TEMPLATE: workflow_node_table */ AS n ON n."workflow_id" = w."workflow_id" AND n."node" = ANY(w."depends_on")
+JOIN /* TEMPLATE: table */ AS d ON d."id" = n."job_id"
 WHERE w."id" = $1::INT8;
 
 -- name: completed_with
@@ -830,7 +837,8 @@ UPDATE /* TEMPLATE: table */ AS j SET "status" = 'Queued', "attempts" = 0, "fini
   "run_at" = CASE WHEN x.n > 0 THEN /* TEMPLATE: waiting_run_at */ ELSE now() END,
   "lease_expires_at" = NULL, "last_updated" = now()
 FROM (SELECT count(d."id") AS n FROM /* TEMPLATE: table */ AS w
-  LEFT JOIN /* TEMPLATE: table */ AS d ON d."workflow_id" = w."workflow_id" AND d."workflow_node" = ANY(w."depends_on") AND /* TEMPLATE: dependency_not_finished */
+  LEFT JOIN /* TEMPLATE: workflow_node_table */ AS m ON m."workflow_id" = w."workflow_id" AND m."node" = ANY(w."depends_on")
+  LEFT JOIN /* TEMPLATE: table */ AS d ON d."id" = m."job_id" AND /* TEMPLATE: dependency_not_finished */
   WHERE w."id" = $1) AS x
 WHERE j."id" = $1 AND j."status" IN ('Failed', 'Canceled')
 RETURNING j."id";

@@ -3,6 +3,7 @@ package bucketed
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -106,9 +107,60 @@ func (c *completer) complete(ctx context.Context, gate <-chan struct{}) {
 	}
 }
 
-// flush writes one batch: each kind of result in one statement, counted
-// and told to the hooks as it commits.
+// flush writes one batch in parts (releaseParts): the results of jobs
+// with no workflow dependents first, then those of jobs with dependents
+// in groups of a bounded release each, so that a completion releasing a
+// large fan-out does not hold back the rest of its batch, and no one
+// transaction updates a whole fan-out. The parts are written one after
+// another: releasing beside the claims (other goroutines, a wake for
+// each part's released jobs) was slower (docs/benchmarks.md,
+// "Workflows").
 func (c *completer) flush(ctx context.Context, batch []result) {
+	plain, parts := releaseParts(batch)
+	if len(plain) > 0 {
+		c.flushPart(ctx, plain)
+	}
+	for _, part := range parts {
+		c.flushPart(ctx, part)
+	}
+}
+
+// releasePart is about how many dependents one transaction of a
+// completer's batch settles: a job's completion and its dependents'
+// release commit together, so a job is never split, and one with more
+// dependents settles alone.
+const releasePart = 2000
+
+// releaseParts splits batch into the results of jobs without dependents
+// (plain) and groups of those with dependents, each group's dependents
+// adding up to no more than releasePart, unless one job has more.
+func releaseParts(batch []result) (plain []result, parts [][]result) {
+	if !slices.ContainsFunc(batch, func(r result) bool { return r.job.Dependents > 0 }) {
+		return batch, nil
+	}
+	var group []result
+	n := 0
+	for _, r := range batch {
+		d := r.job.Dependents
+		if d == 0 {
+			plain = append(plain, r)
+			continue
+		}
+		if len(group) > 0 && n+d > releasePart {
+			parts = append(parts, group)
+			group, n = nil, 0
+		}
+		group, n = append(group, r), n+d
+	}
+	if len(group) > 0 {
+		parts = append(parts, group)
+	}
+	return plain, parts
+}
+
+// flushPart writes one part of a batch: each kind of result in one
+// statement, counted and told to the hooks as it commits.
+func (c *completer) flushPart(ctx context.Context, batch []result) {
 	s := c.q.sortResults(batch)
 	done, doneRes, fails, backoffs, snoozes, rel, drop := s.done, s.doneRes, s.fails, s.backoffs, s.snoozes, s.rel, s.drop
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)

@@ -21,9 +21,10 @@ import (
 type statements struct {
 	insert, uniqueLookup, batchNew string
 	// Workflows (workflow.go).
-	workflowNew, workflowIDs, dependencyOutputs string
+	workflowNew, dependencyOutputs string
 	// insertWorkflow is insert with a workflow's columns
-	// (insertParams.workflowArgs).
+	// (insertParams.workflowArgs), writing each job's job_workflow_node
+	// row in the same statement.
 	insertWorkflow string
 	// completeKept and completedWithKept are complete and completed_with
 	// as rendered, which stay when Config.DeleteCompleted puts the
@@ -114,11 +115,12 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		"unique_held":             schema.UniqueHeld,
 		"batch_table":             sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobBatchTable),
 		"workflow_table":          sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobWorkflowTable),
+		"workflow_node_table":     sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobWorkflowNodeTable),
 		"waiting_run_at":          depgate.WaitingRunAt,
 		"dependency_not_finished": depgate.NotFinished,
 		// A plain insert's; workflowInsertVars has the workflow's.
 		"insert_run_at":           `COALESCE(u.ra, now())`,
-		"insert_workflow_columns": "", "insert_workflow_values": "", "insert_workflow_params": "", "insert_workflow_names": "",
+		"insert_workflow_columns": "", "insert_workflow_values": "", "insert_workflow_params": "", "insert_workflow_names": "", "insert_workflow_returning": "",
 		"bucket_predicate": bucketPred,
 		"push_error":       sqltext.PushError("j", `j."attempts"`),
 		"push_error_held":  sqltext.PushError("j", `j."attempts" + 1`),
@@ -179,6 +181,8 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 	setClaimGate(limited, limitedGate(queueState))
 	vars["claim_ctes"], vars["claim_update"] = splitClaim(sqlFile.MustRender(ClaimBlock(d), limited))
 	setClaimGate(vars, plainGate(queueState))
+	// insert_workflow's jobs: insert with a workflow's templates.
+	vars["insert_workflow_jobs"] = sqlFile.MustRender("insert", workflowInsertVars(vars))
 	return vars
 }
 
@@ -285,10 +289,10 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 	vars := sqlVars(d, schemaName)
 	err := sqlFile.Fill(vars, map[string]*string{
 		"insert":                     &s.insert,
+		"insert_workflow":            &s.insertWorkflow,
 		"unique_lookup":              &s.uniqueLookup,
 		"batch_new":                  &s.batchNew,
 		"workflow_new":               &s.workflowNew,
-		"workflow_ids":               &s.workflowIDs,
 		"dependency_outputs":         &s.dependencyOutputs,
 		"reserve_ids":                &s.reserveIDs,
 		"notify":                     &s.notify,
@@ -360,7 +364,6 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 	vars["lease_start"] = "clock_timestamp()"
 	setClaimGate(vars, limitedGate(vars["queue_state"]))
 	s.insertNotify = sqltext.WithNotify(s.insert, len(insertParams{}.args()))
-	s.insertWorkflow = sqlFile.MustRender("insert", workflowInsertVars(vars))
 	s.completeKept, s.completedWithKept = s.complete, s.completedWith
 	if !d.HeldClaims {
 		// Not sent there (NewWorker refuses HeldClaims): the claim's
@@ -479,6 +482,7 @@ func workflowInsertVars(vars map[string]string) map[string]string {
 	w["insert_workflow_values"] = `, u.w, u.wn, u.wd::TEXT[], u.wt::TEXT[], array_length(u.wd::TEXT[], 1), u.wa`
 	w["insert_workflow_params"] = `, $13::INT8[], $14::TEXT[], $15::TEXT[], $16::TEXT[], $17::BOOL[]`
 	w["insert_workflow_names"] = `, w, wn, wd, wt, wa`
+	w["insert_workflow_returning"] = `, "workflow_id", "workflow_node"`
 	return w
 }
 

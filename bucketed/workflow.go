@@ -12,6 +12,7 @@ import (
 	"github.com/skiplock/skiplock/internal/copyrows"
 	"github.com/skiplock/skiplock/internal/txhook"
 	"github.com/skiplock/skiplock/internal/usage"
+	"github.com/skiplock/skiplock/schema"
 )
 
 // InsertedWorkflow reports an InsertWorkflow: the workflow's id and each
@@ -65,12 +66,9 @@ func (q *Queue) InsertWorkflow(ctx context.Context, tx skiplock.Tx, wf skiplock.
 			args.RunAnyways[i] = &yes
 		}
 	}
-	if _, err := tx.Exec(ctx, q.sql.insertWorkflow, args.workflowArgs()...); err != nil {
-		return nil, fmt.Errorf("bucketed: insert workflow %q (%d jobs): %w", wf.Name, len(wf.Jobs), err)
-	}
-	rows, err := tx.Query(ctx, q.sql.workflowIDs, id)
+	rows, err := tx.Query(ctx, q.sql.insertWorkflow, args.workflowArgs()...)
 	if err != nil {
-		return nil, fmt.Errorf("bucketed: read workflow %d's job ids: %w", id, err)
+		return nil, fmt.Errorf("bucketed: insert workflow %q (%d jobs): %w", wf.Name, len(wf.Jobs), err)
 	}
 	defer rows.Close()
 	out := &InsertedWorkflow{ID: FormatID(id), Jobs: make(map[string]string, len(wf.Jobs))}
@@ -83,7 +81,7 @@ func (q *Queue) InsertWorkflow(ctx context.Context, tx skiplock.Tx, wf skiplock.
 		out.Jobs[node] = FormatID(jid)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("bucketed: read workflow %d's job ids: %w", id, err)
+		return nil, fmt.Errorf("bucketed: insert workflow %q (%d jobs): %w", wf.Name, len(wf.Jobs), err)
 	}
 	if len(out.Jobs) != len(wf.Jobs) {
 		return nil, fmt.Errorf("bucketed: workflow %d: %d of its %d jobs were inserted", id, len(out.Jobs), len(wf.Jobs))
@@ -93,8 +91,9 @@ func (q *Queue) InsertWorkflow(ctx context.Context, tx skiplock.Tx, wf skiplock.
 
 // copyWorkflow writes a workflow's jobs by COPY (a large workflow, where
 // the engine has COPY: Config.CopyMin), with their ids reserved first, so
-// that no read maps them to their names. A job that waits is given its
-// waiting run_at here (the INSERT's CASE does it there).
+// that no read maps them to their names, then their job_workflow_node
+// rows by a second COPY. A job that waits is given its waiting run_at
+// here (the INSERT's CASE does it there).
 func (q *Queue) copyWorkflow(ctx context.Context, tx skiplock.Tx, c copyio.Copier, args insertParams, id int64, wf skiplock.Workflow, dependents map[string][]string) (*InsertedWorkflow, error) {
 	waiting := skiplock.MaxRunAt
 	for i, j := range wf.Jobs {
@@ -129,6 +128,18 @@ func (q *Queue) copyWorkflow(ctx context.Context, tx skiplock.Tx, c copyio.Copie
 	ids, err := q.copyJobs(ctx, tx, c, args, true, cols...)
 	if err != nil {
 		return nil, fmt.Errorf("bucketed: insert workflow %q (%d jobs): %w", wf.Name, len(wf.Jobs), err)
+	}
+	names, src := copyrows.New(copyrows.Indexes(len(ids)), []copyrows.Column{
+		{Name: "workflow_id", Value: func(int) any { return id }},
+		{Name: "node", Value: func(i int) any { return wf.Jobs[i].ID }},
+		{Name: "job_id", Value: func(i int) any { return ids[i] }},
+	})
+	n, err := c.CopyFrom(ctx, []string{q.cfg.Schema, schema.JobWorkflowNodeTable}, names, src)
+	if err == nil && n != int64(len(ids)) {
+		err = fmt.Errorf("COPY wrote %d of %d rows", n, len(ids))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bucketed: insert workflow %q (%d jobs): write its jobs' names: %w", wf.Name, len(wf.Jobs), err)
 	}
 	out := &InsertedWorkflow{ID: FormatID(id), Jobs: make(map[string]string, len(wf.Jobs))}
 	for i, j := range wf.Jobs {

@@ -236,14 +236,17 @@ WHERE b."id" = c."id";
 -- name: prune_workflows
 -- Workflows made longer than $1 seconds ago (the retention of completed
 -- jobs) none of whose jobs is left, retention having deleted them, at
--- most $2 per statement: a workflow's row follows its jobs out. Each is
--- asked of jobs_workflow by its id. The table holds only the workflows
+-- most $2 per statement, with their jobs' names (job_workflow_node): a
+-- workflow's rows follow its jobs out. Each is asked of job_workflow_node
+-- by its id, and its jobs by theirs. The table holds only the workflows
 -- within retention or with jobs left.
-DELETE FROM /* TEMPLATE: workflow */ AS w USING (
+WITH c AS (
   SELECT f."id" FROM /* TEMPLATE: workflow */ AS f
   WHERE f."created_at" < now() - $1::FLOAT8 * INTERVAL '1 second'
-    AND NOT EXISTS (SELECT 1 FROM /* TEMPLATE: jobs */ AS j WHERE j."workflow_id" = f."id")
-  LIMIT $2) AS c
+    AND NOT EXISTS (SELECT 1 FROM /* TEMPLATE: workflow_node */ AS m JOIN /* TEMPLATE: jobs */ AS j ON j."id" = m."job_id" WHERE m."workflow_id" = f."id")
+  LIMIT $2),
+n AS (DELETE FROM /* TEMPLATE: workflow_node */ AS m USING c WHERE m."workflow_id" = c."id")
+DELETE FROM /* TEMPLATE: workflow */ AS w USING c
 WHERE w."id" = c."id";
 
 -- name: held_orphans

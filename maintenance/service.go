@@ -58,6 +58,7 @@ func templateValues(d *skiplock.Dialect, schemaName string) map[string]string {
 		"hold":            q(schema.JobHoldTable),
 		"batch":           q(schema.JobBatchTable),
 		"workflow":        q(schema.JobWorkflowTable),
+		"workflow_node":   q(schema.JobWorkflowNodeTable),
 		"batch_bucket":    batchBucket(d),
 		"hold_dead":       sqltext.HoldDead(q(schema.JobHoldTable)),
 	}

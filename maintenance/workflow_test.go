@@ -2,6 +2,7 @@ package maintenance_test
 
 import (
 	"context"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,7 +15,8 @@ import (
 
 // TestWorkflowRowsFollowRetention: the leader deletes a workflow's row
 // once it is older than the retention of completed jobs and none of its
-// jobs is left; a workflow with a job left, or a younger one, stays.
+// jobs is left, with its jobs' names (job_workflow_node); a workflow with
+// a job left, or a younger one, stays.
 func TestWorkflowRowsFollowRetention(t *testing.T) {
 	t.Parallel()
 	db, s := testdb.Migrated(t, nil, schema.LayoutBucketed)
@@ -25,7 +27,12 @@ func TestWorkflowRowsFollowRetention(t *testing.T) {
 VALUES (1, 'gone', 1, now() - INTERVAL '48 hours'), (2, 'left', 1, now() - INTERVAL '48 hours'), (3, 'young', 1, now() - INTERVAL '1 hour')`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(ctx, `INSERT INTO `+q+`."jobs" ("status", "workflow_id", "workflow_node") VALUES ('Queued', 2, 'a')`); err != nil {
+	var jobID int64
+	if err := db.QueryRow(ctx, `INSERT INTO `+q+`."jobs" ("status", "workflow_id", "workflow_node") VALUES ('Queued', 2, 'a') RETURNING "id"`).Scan(&jobID); err != nil {
+		t.Fatal(err)
+	}
+	// Workflow 1's job was deleted (its id is no job's); 2's is there.
+	if _, err := db.Exec(ctx, `INSERT INTO `+q+`."job_workflow_node" ("workflow_id", "node", "job_id") VALUES (1, 'a', $1), (2, 'a', $2)`, jobID+1000, jobID); err != nil {
 		t.Fatal(err)
 	}
 	var rounds atomic.Int64
@@ -61,5 +68,21 @@ VALUES (1, 'gone', 1, now() - INTERVAL '48 hours'), (2, 'left', 1, now() - INTER
 	testdb.WaitFor(t, "three more rounds of the batcher", 30*time.Second, func() bool { return rounds.Load() >= after+3 })
 	if got := left(); !got[2] || !got[3] || got[1] {
 		t.Errorf("workflow rows left %v; want 2 (a job left) and 3 (young), not 1", got)
+	}
+	var names []int64
+	rows, err := db.Query(ctx, `SELECT "workflow_id" FROM `+q+`."job_workflow_node" ORDER BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var w int64
+		if err := rows.Scan(&w); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, w)
+	}
+	if fmt.Sprint(names) != "[2]" {
+		t.Errorf("job names left for workflows %v; want [2] (1's went with it)", names)
 	}
 }

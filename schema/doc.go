@@ -32,7 +32,9 @@
 //     no block where an engine needs nothing), with idempotent statements.
 //     The no-server drift test and the generator understand DROP INDEX IF
 //     EXISTS followed by the index's new CREATE INDEX, and ALTER TABLE ...
-//     ALTER COLUMN ... SET DEFAULT; anything else needs them taught. A
+//     ALTER COLUMN ... SET DEFAULT, and pass over a block named
+//     "backfill_..." (it fills a table and creates nothing); anything else
+//     needs them taught. A
 //     frozen block that fails on some servers is replaced, never edited: a
 //     block marked "-- replaces: NNN/<block>" runs in that block's place on
 //     databases that have not applied NNN, and in its own version on those

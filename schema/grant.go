@@ -42,7 +42,7 @@ func WorkerGrants(d *skiplock.Dialect, schemaName, role string, layouts []Layout
 		case LayoutBucketed:
 			// Batches: the client inserts them, the leader finishes and
 			// prunes them.
-			stmts = append(stmts, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s, %s, %s, %s TO %s", table(JobsTable), table(JobHoldTable), table(JobBatchTable), table(JobWorkflowTable), r))
+			stmts = append(stmts, fmt.Sprintf("GRANT SELECT, INSERT, UPDATE, DELETE ON %s, %s, %s, %s, %s TO %s", table(JobsTable), table(JobHoldTable), table(JobBatchTable), table(JobWorkflowTable), table(JobWorkflowNodeTable), r))
 			// A limited queue's claims take and stamp its slots and rate
 			// tokens; setting the limits (which makes the rows) is the
 			// owner's.

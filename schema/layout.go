@@ -74,6 +74,9 @@ const (
 	// JobWorkflowTable holds bucketed's workflows: jobs inserted together
 	// with dependencies between them (see [JobWorkflowTableDef]).
 	JobWorkflowTable = "job_workflow"
+	// JobWorkflowNodeTable holds each bucketed workflow job's name in its
+	// workflow and its id (see [JobWorkflowNodeTableDef]).
+	JobWorkflowNodeTable = "job_workflow_node"
 	// FanoutSlotTable holds fanout's concurrency slots: a queue's global
 	// limit of N is N rows, each locked by at most one job's transaction
 	// (see [FanoutSlotTableDef]).
@@ -304,15 +307,18 @@ func JobsTableDef(buckets int) *Table {
 				Shards:  buckets,
 			},
 			{
-				// A workflow's jobs by name: a completion finds the jobs
-				// that depend on it by workflow and name, and a workflow's
-				// page reads them all. The workflow id grows with time, so
+				// The workflow jobs that wait for dependencies, by workflow
+				// and name: a completion finds the jobs that depend on it
+				// here (bucketed/014). Only waiting jobs (and those their
+				// dependency's failure cancelled) have an entry, so that a
+				// workflow job's claim and completion, which rewrite its row,
+				// add none; every other lookup by name goes through
+				// job_workflow_node. The workflow id grows with time, so
 				// the index is spread by its hash (HASH on YugabyteDB,
-				// hash-sharded on CockroachDB). Only workflow jobs have an
-				// entry.
+				// hash-sharded on CockroachDB).
 				Name:    "jobs_workflow",
 				Columns: []IndexColumn{{Name: "workflow_id", Hash: true}, {Name: "workflow_node"}},
-				Where:   `"workflow_id" IS NOT NULL`,
+				Where:   `"deps_left" IS NOT NULL`,
 				Shards:  buckets,
 			},
 			{
@@ -546,6 +552,27 @@ func JobWorkflowTableDef() *Table {
 			{Name: "created_at", Type: TypeTimestamp, NotNull: true, Default: DefaultNow},
 		},
 		PrimaryKey: []string{"id"},
+	}
+}
+
+// JobWorkflowNodeTableDef describes job_workflow_node (bucketed/014): one
+// row per workflow job, its name in the workflow and its id, written once
+// with the job and never updated, so that finding a workflow's jobs, or
+// one by name, reads no index that the jobs' claims and completions
+// write. The maintenance leader deletes a workflow's rows with the
+// workflow. Keyed by workflow first: a workflow's page reads its rows by
+// that prefix, and the workflow ids are spread already
+// (unordered_unique_rowid on CockroachDB; the first key column is HASH
+// on YugabyteDB).
+func JobWorkflowNodeTableDef() *Table {
+	return &Table{
+		Name: JobWorkflowNodeTable,
+		Columns: []Column{
+			{Name: "workflow_id", Type: TypeBigInt, NotNull: true},
+			{Name: "node", Type: TypeText, NotNull: true},
+			{Name: "job_id", Type: TypeBigInt, NotNull: true},
+		},
+		PrimaryKey: []string{"workflow_id", "node"},
 	}
 }
 

@@ -196,3 +196,47 @@ ON CONFLICT ("name") DO UPDATE SET "holder" = excluded."holder", "expires_at" = 
 		t.Errorf("%d lines say whom it waits for, want 1: %q", waits, lines)
 	}
 }
+
+// TestWorkflowNodesBackfilled: bucketed/014 gives the workflow jobs a
+// database already holds their job_workflow_node rows, and remakes
+// jobs_workflow over the waiting jobs only. The database here has
+// everything but 014 recorded (its statements are idempotent), with
+// workflow jobs and no names.
+func TestWorkflowNodesBackfilled(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, nil)
+	name := testdb.Schema(t, db)
+	ctx := context.Background()
+	if _, err := Migrate(ctx, db, &MigrateConfig{Options: Options{Schema: name}, Layouts: []Layout{LayoutBucketed}}); err != nil {
+		t.Fatal(err)
+	}
+	q := sqlident.Quote(name)
+	for _, stmt := range []string{
+		`DELETE FROM ` + q + `."skiplock_migration" WHERE "layout" = 'bucketed' AND "version" = 14`,
+		`DROP TABLE ` + q + `."job_workflow_node"`,
+		`INSERT INTO ` + q + `."jobs" ("status", "workflow_id", "workflow_node", "deps_left") VALUES ('Success', 7, 'a', NULL), ('Queued', 7, 'b', 1), ('Queued', 8, 'a', NULL)`,
+	} {
+		if _, err := db.Exec(ctx, stmt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got, err := Migrate(ctx, db, &MigrateConfig{Options: Options{Schema: name}, Layouts: []Layout{LayoutBucketed}})
+	if err != nil || len(got) != 1 || got[0].Version != 14 {
+		t.Fatalf("applied %+v, %v; want bucketed/014 alone", got, err)
+	}
+	var names string
+	if err := db.QueryRow(ctx, `SELECT string_agg(n."workflow_id" || '/' || n."node" || '=' || j."workflow_node", ' ' ORDER BY 1)
+FROM `+q+`."job_workflow_node" AS n JOIN `+q+`."jobs" AS j ON j."id" = n."job_id" AND j."workflow_id" = n."workflow_id"`).Scan(&names); err != nil {
+		t.Fatal(err)
+	}
+	if names != "7/a=a 7/b=b 8/a=a" {
+		t.Errorf("job_workflow_node after 014: %q; want each workflow job named, by its id", names)
+	}
+	var pred string
+	if err := db.QueryRow(ctx, `SELECT pg_get_expr(i.indpred, i.indrelid) FROM pg_index AS i WHERE i.indexrelid = to_regclass($1)`, q+`."jobs_workflow"`).Scan(&pred); err != nil {
+		t.Fatal(err)
+	}
+	if pred != "(deps_left IS NOT NULL)" {
+		t.Errorf("jobs_workflow's predicate %q; want the waiting jobs only", pred)
+	}
+}

@@ -61,6 +61,7 @@ func ModelStatements(d *skiplock.Dialect, layout Layout, o *Options) ([]string, 
 		stmts = append(stmts, JobRateTableDef().Create(d, opts.Schema)...)
 		stmts = append(stmts, JobBatchTableDef().Create(d, opts.Schema)...)
 		stmts = append(stmts, JobWorkflowTableDef().Create(d, opts.Schema)...)
+		stmts = append(stmts, JobWorkflowNodeTableDef().Create(d, opts.Schema)...)
 	case LayoutFanout:
 		if d.UUIDExtension != "" {
 			// Only where the server lacks gen_random_uuid: YugabyteDB

@@ -27,6 +27,15 @@ func New(idx []int, cols []Column) ([]string, *Source) {
 	return names, &Source{idx: idx, i: -1, row: make([]any, len(cols)), cols: cols}
 }
 
+// Indexes is 0 to n-1: every row of n, for New.
+func Indexes(n int) []int {
+	idx := make([]int, n)
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
 // Next moves to the next row.
 func (s *Source) Next() bool {
 	s.i++

@@ -42,6 +42,7 @@ const NotFinished = `d."status" NOT IN ('Success', 'Failed', 'Canceled')`
 func vars(_ *skiplock.Dialect, schemaName string) map[string]string {
 	return map[string]string{
 		"jobs":            sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobsTable),
+		"workflow_nodes":  sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobWorkflowNodeTable),
 		"status_type":     sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.StatusType),
 		"waiting_run_at":  WaitingRunAt,
 		"not_finished":    NotFinished,

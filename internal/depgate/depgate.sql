@@ -4,12 +4,17 @@
 --   jobs            the jobs table, schema-qualified and quoted
 --   status_type     the job_status enum, schema-qualified and quoted
 --   waiting_run_at  the run_at of a job that waits: never due
+--   workflow_nodes  job_workflow_node, schema-qualified and quoted
 -- A job waits while deps_left is above 0 (null once it waits for none):
 -- it is Queued with waiting_run_at, so that no claim finds it due, the
 -- gate that scheduled jobs and sequences use, and has no entry in
 -- jobs_dequeue (schema.Ready), so that claims never walk past it. Edges are names within a workflow
 -- (workflow_node), fixed at insert: depends_on on the dependent,
--- dependents on the dependency, found by the jobs_workflow index.
+-- dependents on the dependency. settle finds the waiting dependents by
+-- the jobs_workflow index, which holds only jobs with deps_left set (so
+-- that a workflow job's claim and completion write no entry in it); every
+-- other lookup by name goes through job_workflow_node, written once at
+-- insert, to the job's id.
 
 -- name: settle
 -- Settles the jobs that depend on the finished workflow jobs $1: those
@@ -49,7 +54,7 @@ UPDATE /* TEMPLATE: jobs */ AS w SET
   "last_error" = CASE WHEN x.cause IS NOT NULL AND NOT COALESCE(w."run_anyway", false) THEN /* TEMPLATE: cancelled_error */ ELSE w."last_error" END,
   "last_updated" = now()
 FROM x
-WHERE w."workflow_id" = x.wf AND w."workflow_node" = x.node AND w."status" = 'Queued' AND w."deps_left" > 0
+WHERE w."workflow_id" = x.wf AND w."workflow_node" = x.node AND w."deps_left" IS NOT NULL AND w."status" = 'Queued' AND w."deps_left" > 0
 RETURNING w."id", w."status"::TEXT, w."queue", w."priority", w."run_at";
 
 -- name: fence
@@ -65,12 +70,13 @@ RETURNING w."id", w."status"::TEXT, w."queue", w."priority", w."run_at";
 -- the retry reads the job as still finished and passes it over. Returns
 -- the dependencies that ended badly, with whether the job runs anyway.
 WITH w AS (
-  SELECT "workflow_id" AS wf, "depends_on", COALESCE("run_anyway", false) AS anyway
-  FROM /* TEMPLATE: jobs */
-  WHERE "id" = ANY($1::INT8[]) AND "workflow_id" IS NOT NULL AND "status" IN ('Failed', 'Canceled'))
+  SELECT n."job_id", COALESCE(j."run_anyway", false) AS anyway
+  FROM /* TEMPLATE: jobs */ AS j
+  JOIN /* TEMPLATE: workflow_nodes */ AS n ON n."workflow_id" = j."workflow_id" AND n."node" = ANY(j."depends_on")
+  WHERE j."id" = ANY($1::INT8[]) AND j."workflow_id" IS NOT NULL AND j."status" IN ('Failed', 'Canceled'))
 UPDATE /* TEMPLATE: jobs */ AS d SET "last_updated" = now()
 FROM w
-WHERE d."workflow_id" = w.wf AND d."workflow_node" = ANY(w."depends_on") AND d."status" <> 'Success'
+WHERE d."id" = w."job_id" AND d."status" <> 'Success'
 RETURNING d."workflow_node", d."status"::TEXT, w.anyway;
 
 -- name: cancelled_dependents
@@ -78,8 +84,8 @@ RETURNING d."workflow_node", d."status"::TEXT, w.anyway;
 -- canceled_by names it) and that are still Canceled.
 SELECT w."id"
 FROM /* TEMPLATE: jobs */ AS p
-CROSS JOIN LATERAL unnest(p."dependents") AS d (node)
-JOIN /* TEMPLATE: jobs */ AS w ON w."workflow_id" = p."workflow_id" AND w."workflow_node" = d.node
+JOIN /* TEMPLATE: workflow_nodes */ AS n ON n."workflow_id" = p."workflow_id" AND n."node" = ANY(p."dependents")
+JOIN /* TEMPLATE: jobs */ AS w ON w."id" = n."job_id"
 WHERE p."id" = ANY($1::INT8[]) AND p."workflow_id" IS NOT NULL
   AND w."status" = 'Canceled' AND w."canceled_by" = p."workflow_node";
 
@@ -92,10 +98,10 @@ WHERE p."id" = ANY($1::INT8[]) AND p."workflow_id" IS NOT NULL
 -- caller sends them back as the next level, until none.
 WITH x AS (
   SELECT w."id",
-    (SELECT count(*) FROM /* TEMPLATE: jobs */ AS d
-      WHERE d."workflow_id" = w."workflow_id" AND d."workflow_node" = ANY(w."depends_on") AND /* TEMPLATE: not_finished */) AS n,
-    (SELECT min(d."workflow_node") FROM /* TEMPLATE: jobs */ AS d
-      WHERE d."workflow_id" = w."workflow_id" AND d."workflow_node" = ANY(w."depends_on") AND d."status" IN ('Failed', 'Canceled')
+    (SELECT count(*) FROM /* TEMPLATE: workflow_nodes */ AS m JOIN /* TEMPLATE: jobs */ AS d ON d."id" = m."job_id"
+      WHERE m."workflow_id" = w."workflow_id" AND m."node" = ANY(w."depends_on") AND /* TEMPLATE: not_finished */) AS n,
+    (SELECT min(m."node") FROM /* TEMPLATE: workflow_nodes */ AS m JOIN /* TEMPLATE: jobs */ AS d ON d."id" = m."job_id"
+      WHERE m."workflow_id" = w."workflow_id" AND m."node" = ANY(w."depends_on") AND d."status" IN ('Failed', 'Canceled')
         AND NOT COALESCE(w."run_anyway", false)) AS cause
   FROM /* TEMPLATE: jobs */ AS w
   WHERE w."id" = ANY($1::INT8[]) AND w."status" = 'Canceled'),

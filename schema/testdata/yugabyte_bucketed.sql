@@ -277,3 +277,18 @@ CREATE INDEX IF NOT EXISTS "jobs_waiting" ON "skiplock"."jobs" ("bucket" HASH, "
 DROP INDEX IF EXISTS "skiplock"."jobs_dequeue";
 
 CREATE INDEX IF NOT EXISTS "jobs_dequeue" ON "skiplock"."jobs" ("bucket" HASH, "queue" ASC, "priority" ASC, "run_at" ASC, "id" ASC) WHERE "status" = 'Queued' AND "deps_left" IS NULL;
+
+CREATE TABLE IF NOT EXISTS "skiplock"."job_workflow_node" (
+  "workflow_id" BIGINT NOT NULL,
+  "node" TEXT NOT NULL,
+  "job_id" BIGINT NOT NULL,
+  PRIMARY KEY ("workflow_id", "node")
+);
+
+INSERT INTO "skiplock"."job_workflow_node" ("workflow_id", "node", "job_id")
+SELECT "workflow_id", "workflow_node", "id" FROM "skiplock"."jobs" WHERE "workflow_id" IS NOT NULL
+ON CONFLICT ("workflow_id", "node") DO NOTHING;
+
+DROP INDEX IF EXISTS "skiplock"."jobs_workflow";
+
+CREATE INDEX IF NOT EXISTS "jobs_workflow" ON "skiplock"."jobs" ("workflow_id" HASH, "workflow_node" ASC) WHERE "deps_left" IS NOT NULL;

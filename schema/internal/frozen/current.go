@@ -59,6 +59,10 @@ func Resolve(files []File) ([]File, error) {
 	return out, nil
 }
 
+// BackfillPrefix starts the name of a block that fills a table from
+// others (a data migration) and changes no table's shape.
+const BackfillPrefix = "backfill_"
+
 var (
 	createIndex = regexp.MustCompile(`^CREATE (?:UNIQUE )?INDEX IF NOT EXISTS "(\w+)" `)
 	// dropIndex takes the index name from the last quoted identifier:
@@ -78,13 +82,15 @@ var (
 // rewrites the column's default in the CREATE TABLE before it, an ALTER
 // TABLE ... ADD COLUMN IF NOT EXISTS adds the column last in it. Any other
 // statement is kept as it is. A DROP or ALTER that finds nothing to change
-// is an error: it would mean the files and this simulation disagree.
+// is an error: it would mean the files and this simulation disagree. A
+// block whose name starts with "backfill_" writes data and creates nothing:
+// it is passed over.
 // Statements may hold placeholders or be rendered; conditions are kept.
 func Current(files []File) ([]Statement, error) {
 	var out []Statement
 	for _, f := range files {
 		for _, st := range f.Stmts {
-			if st.Replaces != "" {
+			if st.Replaces != "" || strings.HasPrefix(st.Name, BackfillPrefix) {
 				continue
 			}
 			if m := dropIndex.FindStringSubmatch(st.SQL); m != nil {

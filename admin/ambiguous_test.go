@@ -2,6 +2,7 @@ package admin_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -17,7 +18,10 @@ import (
 // committing, half after rolling back), cancel, retry and delete of jobs
 // of both layouts succeed and leave each job where the action leads: Do
 // reads the job's state after an ambiguous commit and runs an action not
-// done again.
+// done again. An action the job's state refuses (a second cancel) is
+// refused whatever its COMMIT answers: the transaction changed nothing,
+// so reading the job after it must not take the refusal for the action
+// done.
 func TestActionsResolveAmbiguousCommits(t *testing.T) {
 	t.Parallel()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -71,6 +75,14 @@ func TestActionsResolveAmbiguousCommits(t *testing.T) {
 			}
 			if !contains(step.want, state) {
 				t.Fatalf("job %s after %s: state %q, want one of %q", id, step.action, state, step.want)
+			}
+			if step.action == admin.Cancel {
+				for range 4 { // each COMMIT ambiguous after committing or after rolling back, at random
+					var se *skiplock.StateError
+					if err := a.Do(ctx, admin.Cancel, id); !errors.As(err, &se) {
+						t.Fatalf("a second cancel of job %s through ambiguous commits: %v; want a StateError", id, err)
+					}
+				}
 			}
 		}
 	}

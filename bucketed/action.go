@@ -7,6 +7,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/usage"
+	"github.com/skiplock/skiplock/retry"
 )
 
 // CancelJob cancels the job with this id (decimal, as skiplock.Job.ID), without holding its lease: a
@@ -85,11 +86,8 @@ func (q *Queue) byID(ctx context.Context, action, sql string, ids string, allowe
 		stateErr = &skiplock.StateError{Action: action, ID: ids, State: status, Allowed: allowed, Hint: hint}
 		return rows.Err()
 	})
-	if err != nil {
-		if usage.Is(err) {
-			return err
-		}
-		return fmt.Errorf("bucketed: %s job %s: %w", action, ids, err)
+	if err = retry.Refused(err, stateErr); err == nil || err == stateErr || usage.Is(err) {
+		return err
 	}
-	return stateErr
+	return fmt.Errorf("bucketed: %s job %s: %w", action, ids, err)
 }

@@ -305,12 +305,15 @@ RETURNING /* TEMPLATE: job_columns */;
 -- READ COMMITTED a slot taken by a claim that committed after this
 -- statement's snapshot can read as free here (the row is re-read when
 -- locked, the job it names is not): claim_limited_use checks each slot
--- again.
+-- again. A slot still held under the lease of one of the jobs $3 (lease
+-- tokens $4), whose handlers have returned in this process, is taken as
+-- if free (slot_handed: the handoff, see slotHandoff): its job runs no
+-- more, though its result may not be written yet.
 WITH lim AS (SELECT "concurrency" AS n, GREATEST("slots", "concurrency") AS made, "rate_limit" AS r, "rate_period_ms" AS per,
     "rate_per_partition" AS rpp
   FROM /* TEMPLATE: queue_state */ WHERE "name" = $1 AND NOT "paused" AND "partition_by" IS NULL),
 slots AS (SELECT s."slot" FROM /* TEMPLATE: slot_table */ AS s
-  WHERE s."queue" = $1 AND s."partition" = '' AND /* TEMPLATE: slot_range_s */ AND NOT (/* TEMPLATE: slot_held */)
+  WHERE s."queue" = $1 AND s."partition" = '' AND /* TEMPLATE: slot_range_s */ AND (/* TEMPLATE: slot_handed_34 */ OR NOT (/* TEMPLATE: slot_held */))
     AND NOT EXISTS (SELECT 1 FROM /* TEMPLATE: slot_table */ AS h
       WHERE h."queue" = $1 AND h."partition" = '' AND /* TEMPLATE: slot_range_h */ AND /* TEMPLATE: slot_held_h */)
   LIMIT $2 FOR UPDATE OF s SKIP LOCKED),
@@ -495,8 +498,10 @@ SELECT (SELECT count(*) FROM b), (SELECT count(*) FROM u);
 -- slots $10 that are still free ("free": locked by limits_take in this
 -- transaction, and read again with this statement's snapshot, which is
 -- younger than the lock: slot_still_free, slots_free's test, which is not
--- sent for these; every slot on CockroachDB, whose SERIALIZABLE refuses a
--- slot taken since the snapshot; partition '') with the claim's lease
+-- sent for these, or still held by one of the returned jobs $12 under
+-- their lease tokens $13, as limits_take took it; every slot on
+-- CockroachDB, whose SERIALIZABLE refuses a slot taken since the
+-- snapshot; partition '') with the claim's lease
 -- token $4, and the next of the queue's rate tokens $11 (partition '')
 -- stamped with the time now, just before the commit that starts the jobs.
 -- The claim takes no more jobs than it was given tokens ($2) and than
@@ -508,7 +513,7 @@ SELECT (SELECT count(*) FROM b), (SELECT count(*) FROM u);
 /* TEMPLATE: claim_ctes */,
 "free" AS (SELECT k."slot", k."o" FROM unnest($10::INT4[]) WITH ORDINALITY AS k ("slot", "o")
     JOIN /* TEMPLATE: slot_table */ AS s ON s."queue" = $1 AND s."partition" = '' AND s."slot" = k."slot"
-  WHERE /* TEMPLATE: slot_still_free */),
+  WHERE /* TEMPLATE: slot_handed_1213 */ OR /* TEMPLATE: slot_still_free */),
 "c" AS (/* TEMPLATE: claim_update */),
 "n" AS (SELECT "c"."id", row_number() OVER (ORDER BY "c"."id") AS "r" FROM "c"),
 "fs" AS (SELECT "free"."slot", row_number() OVER (ORDER BY "free"."o") AS "r" FROM "free"),

@@ -399,15 +399,19 @@ func (q *Queue) readLimits(ctx context.Context, queue string) (LimitsState, erro
 // a limit left fewer slots or tokens than asked for: the claim came back
 // short for want of them, not of jobs.
 func (q *Queue) claimLimited(ctx context.Context, p claimParams) (claimed []claimedJob, cut bool, err error) {
+	partitioned := q.limits.peek(p.Queue).PartitionBy != ""
+	var handed handedLeases
+	if !partitioned {
+		handed.ids, handed.tokens = q.handoff.take(p.Queue)
+	}
 	err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		claimed, cut = nil, false
-		partitioned := q.limits.peek(p.Queue).PartitionBy != ""
-		took, err := q.takeLimits(ctx, tx, p.Queue, p.Limit, partitioned)
+		took, err := q.takeLimits(ctx, tx, p.Queue, p.Limit, partitioned, handed)
 		if err != nil || partitioned && !took.partitioned {
 			return err // not partitioned after all: the limits are read again (claimedNone)
 		}
 		if !took.partitioned {
-			claimed, cut, err = q.claimUnpartitioned(ctx, tx, p, took)
+			claimed, cut, err = q.claimUnpartitioned(ctx, tx, p, took, handed)
 			return err
 		}
 		claimed, cut, err = q.claimPartitioned(ctx, tx, p, took)
@@ -439,7 +443,7 @@ func (q *Queue) claimLimited(ctx context.Context, p claimParams) (claimed []clai
 // claimUnpartitioned claims at most as many of the queue's jobs as its
 // free slots and tokens allow, and gives them those slots and tokens in
 // the same statement (claim_limited_use), whose COMMIT goes with it.
-func (q *Queue) claimUnpartitioned(ctx context.Context, tx skiplock.Tx, p claimParams, took limitsTaken) ([]claimedJob, bool, error) {
+func (q *Queue) claimUnpartitioned(ctx context.Context, tx skiplock.Tx, p claimParams, took limitsTaken, handed handedLeases) ([]claimedJob, bool, error) {
 	n := p.Limit
 	if !took.noSlots {
 		n = min(n, len(took.slots[""]))
@@ -454,9 +458,13 @@ func (q *Queue) claimUnpartitioned(ctx context.Context, tx skiplock.Tx, p claimP
 	args[1] = n
 	// Every slot locked: the statement uses those still free (its "free").
 	slots := prefix(took.slots[""], len(took.slots[""]))
-	args = append(args, slots, prefix(took.tokens, n))
+	args = append(args, slots, prefix(took.tokens, n), handed.ids, handed.tokens)
 	claimed, err := claimRows(txhook.Last(ctx), tx, q.sql.claimLimitedUse, args)
-	return claimed, n < p.Limit, err
+	// Short of the slots it had, with some jobs: claims beside it took
+	// the others (SKIP LOCKED), not a drained queue, so the producer
+	// claims again soon rather than waiting as on a drained queue; a
+	// claim that finds none says the queue is drained.
+	return claimed, n < p.Limit || len(claimed) > 0 && len(claimed) < n, err
 }
 
 // claimPartitioned claims each ready partition's share (took.shares) of
@@ -574,13 +582,14 @@ func (t limitsTaken) shares(want int) (parts []string, quotas []int32, budget in
 	return parts, quotas, budget, cut
 }
 
-// takeLimits runs limits_take, or for a queue this Queue read as
+// takeLimits runs limits_take (with the leases handed over: the slots
+// they hold are taken as if free), or for a queue this Queue read as
 // partitioned partitions_take from the queue's partition cursor, and
 // slots_free. (Each takes nothing of a queue that is not as read: the
 // limited claim's gate refuses a partitioned queue, and a partitioned
 // queue's take says it is one.)
-func (q *Queue) takeLimits(ctx context.Context, tx skiplock.Tx, queue string, n int, partitioned bool) (limitsTaken, error) {
-	sql, args := q.sql.limitsTake, []any{queue, n}
+func (q *Queue) takeLimits(ctx context.Context, tx skiplock.Tx, queue string, n int, partitioned bool, handed handedLeases) (limitsTaken, error) {
+	sql, args := q.sql.limitsTake, []any{queue, n, handed.ids, handed.tokens}
 	if partitioned {
 		sql, args = q.sql.partitionsTake, []any{queue, n, q.limits.cursor(queue), MaxClaimPartitions}
 	}

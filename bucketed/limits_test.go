@@ -432,3 +432,68 @@ func mostInWindow(ts []time.Time, period time.Duration) int {
 	}
 	return most
 }
+
+// TestSlotHandedOverBeforeTheResultIsWritten: with a global limit of 1,
+// the next job starts once the running one's handler has returned,
+// without waiting for its result to be written (the handoff, handoff.go):
+// the first job's completion is held open (OnComplete, in its
+// transaction) until the second job's handler has started. Without the
+// handoff the second job could start only after that commit, and the
+// test fails on its timer. The limit still holds: no two handlers run at
+// once, and each job runs once.
+func TestSlotHandedOverBeforeTheResultIsWritten(t *testing.T) {
+	t.Parallel()
+	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 10})
+	_, name := testdb.MigratedOn(t, db, nil, schema.LayoutBucketed)
+	cfg := &bucketed.Config{VisibilityTimeout: 30 * time.Second}
+	q := queueOn(t, db, name, cfg)
+	ctx := ctxT(t)
+	if err := q.SetLimits(ctx, "default", bucketed.Limits{Concurrency: 1}); err != nil {
+		t.Fatal(err)
+	}
+	mustEnqueue(t, q, nJobs(3, "default")...)
+	var running, most, started atomic.Int64
+	secondStarted := make(chan struct{})
+	handler := func(ctx context.Context, j *skiplock.Job) error {
+		n := running.Add(1)
+		defer running.Add(-1)
+		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+		}
+		if started.Add(1) == 2 {
+			close(secondStarted)
+		}
+		return nil
+	}
+	var held atomic.Bool
+	var overtaken atomic.Bool
+	onComplete := func(ctx context.Context, tx skiplock.Tx, done []*skiplock.Job) error {
+		if !held.CompareAndSwap(false, true) {
+			return nil // the first completion only
+		}
+		select {
+		case <-secondStarted:
+			overtaken.Store(true)
+		case <-time.After(20 * time.Second):
+		}
+		return nil
+	}
+	w, err := q.NewWorker(&bucketed.WorkerConfig{Workers: 2, IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond, Handler: handler, OnComplete: onComplete})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	testdb.WaitFor(t, "every job done", time.Minute, func() bool {
+		return count(t, db, `SELECT count(*) FROM `+jobsTable(name)+` WHERE "status" = 'Success'`) == 3
+	})
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !overtaken.Load() {
+		t.Error("the second job started only after the first one's result was written; want its slot handed over once the first handler returned")
+	}
+	if m, n := most.Load(), started.Load(); m != 1 || n != 3 {
+		t.Errorf("%d handlers at once, %d starts; want 1 (the limit) and 3 (each job once)", m, n)
+	}
+}

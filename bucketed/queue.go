@@ -41,6 +41,9 @@ type Queue struct {
 	// limits holds what was last read of each queue's concurrency
 	// limits (limits.go).
 	limits limitsCache
+	// handoff holds the leases of jobs whose handlers returned, whose
+	// slots the next limited claim may take over (handoff.go).
+	handoff slotHandoff
 }
 
 // New returns a Queue on db. The schema must have been migrated with

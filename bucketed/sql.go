@@ -130,7 +130,11 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		"queue_state": queueState,
 		"slot_table":  sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobSlotTable),
 		"slot_held":   slotHeld("s", table),
-		"slot_held_h": slotHeld("h", table),
+		// A slot held by one of the jobs whose handlers returned here
+		// (limits_take's $3 and $4, claim_limited_use's $12 and $13).
+		"slot_handed_34":   slotHanded("$3", "$4"),
+		"slot_handed_1213": slotHanded("$12", "$13"),
+		"slot_held_h":      slotHeld("h", table),
 		// limits_take's: the limit's slots, those past it that a lowered
 		// limit left, and the rate's tokens; slots_held's: $2 slots.
 		"slot_range_s": sqltext.KeyRange(d, `s."slot"`, "0", "(SELECT n FROM lim)"),
@@ -241,6 +245,13 @@ func setClaimGate(vars map[string]string, gate string) {
 	vars["claim_gate"] = gate
 	best := sqlFile.MustRender("claim_best", vars)
 	vars["claim_best"] = best
+}
+
+// slotHanded is the test that slot s is held under the lease of one of
+// the jobs ids (an INT8[] parameter) with its token in tokens (parallel):
+// jobs whose handlers have returned, whose slots a claim may take over.
+func slotHanded(ids, tokens string) string {
+	return `(s."job_id", s."lease_token") IN (SELECT * FROM unnest(` + ids + `::INT8[], ` + tokens + `::INT8[]))`
 }
 
 // slotHeld is the test that slot row alias is held: its job is Running

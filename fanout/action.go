@@ -145,8 +145,8 @@ func (q *Queue) byID(ctx context.Context, action, sql, id, allowed string, why m
 		stateErr = &skiplock.StateError{Action: action, ID: id, State: state, Allowed: []string{allowed}, Hint: hint}
 		return rows.Err()
 	})
-	if err != nil {
-		return fmt.Errorf("fanout: %s job %s: %w", action, id, err)
+	if err = retry.Refused(err, stateErr); err == nil || err == stateErr {
+		return err
 	}
-	return stateErr
+	return fmt.Errorf("fanout: %s job %s: %w", action, id, err)
 }

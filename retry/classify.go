@@ -189,6 +189,21 @@ func (e *AmbiguousCommitError) Error() string {
 // Unwrap returns the commit's error.
 func (e *AmbiguousCommitError) Unwrap() error { return e.Err }
 
+// Refused returns refusal when it is set and err is nil or an
+// *AmbiguousCommitError, else err: a transaction that refused its work
+// (it found the row in a state its statement does not apply to, and
+// changed nothing) has the same outcome whether or not its COMMIT
+// landed, so an ambiguous commit must not hide the refusal from a caller
+// that would resolve it by reading the row (which would then find it as
+// though the work had been done).
+func Refused(err, refusal error) error {
+	var amb *AmbiguousCommitError
+	if refusal != nil && (err == nil || errors.As(err, &amb)) {
+		return refusal
+	}
+	return err
+}
+
 // commitError classifies a COMMIT failure. The transaction is known not to
 // have committed only when the server answered COMMIT with an ordinary
 // ERROR (that answer is a rollback: a serialization failure found at

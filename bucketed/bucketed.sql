@@ -305,20 +305,29 @@ RETURNING /* TEMPLATE: job_columns */;
 -- READ COMMITTED a slot taken by a claim that committed after this
 -- statement's snapshot can read as free here (the row is re-read when
 -- locked, the job it names is not): claim_limited_use checks each slot
--- again. A slot still held under the lease of one of the jobs $3 (lease
--- tokens $4), whose handlers have returned in this process, is taken as
--- if free (slot_handed: the handoff, see slotHandoff): its job runs no
--- more, though its result may not be written yet.
+-- again. The slots $5 held under the leases of the jobs $3 (lease
+-- tokens $4), whose handlers have returned in this process, are taken
+-- first, by key, as if free ("handed": the handoff, see slotHandoff),
+-- if still held so: their jobs run no more, though their results may not
+-- be written yet. The scan for free slots runs only for what they leave
+-- of $2 (a LIMIT of 0 reads nothing), so a claim that is handed all it
+-- needs looks up no held slot's job.
 WITH lim AS (SELECT "concurrency" AS n, GREATEST("slots", "concurrency") AS made, "rate_limit" AS r, "rate_period_ms" AS per,
     "rate_per_partition" AS rpp
   FROM /* TEMPLATE: queue_state */ WHERE "name" = $1 AND NOT "paused" AND "partition_by" IS NULL),
-slots AS (SELECT s."slot" FROM /* TEMPLATE: slot_table */ AS s
-  WHERE s."queue" = $1 AND s."partition" = '' AND /* TEMPLATE: slot_range_s */ AND (/* TEMPLATE: slot_handed_34 */ OR NOT (/* TEMPLATE: slot_held */))
-    AND NOT EXISTS (SELECT 1 FROM /* TEMPLATE: slot_table */ AS h
-      WHERE h."queue" = $1 AND h."partition" = '' AND /* TEMPLATE: slot_range_h */ AND /* TEMPLATE: slot_held_h */)
+past AS (SELECT EXISTS (SELECT 1 FROM /* TEMPLATE: slot_table */ AS h
+    WHERE h."queue" = $1 AND h."partition" = '' AND /* TEMPLATE: slot_range_h */ AND /* TEMPLATE: slot_held_h */) AS held),
+handed AS (SELECT s."slot" FROM unnest($5::INT4[], $3::INT8[], $4::INT8[]) AS k ("slot", "id", "token")
+  JOIN /* TEMPLATE: slot_table */ AS s ON s."queue" = $1 AND s."partition" = '' AND s."slot" = k."slot"
+  WHERE s."job_id" = k."id" AND s."lease_token" = k."token" AND k."slot" < (SELECT n FROM lim) AND NOT (SELECT held FROM past)
   LIMIT $2 FOR UPDATE OF s SKIP LOCKED),
+slots AS (SELECT s."slot" FROM /* TEMPLATE: slot_table */ AS s
+  WHERE s."queue" = $1 AND s."partition" = '' AND /* TEMPLATE: slot_range_s */ AND s."slot" <> ALL($5::INT4[]) AND NOT (/* TEMPLATE: slot_held */)
+    AND NOT (SELECT held FROM past)
+  LIMIT GREATEST($2::INT4 - (SELECT count(*) FROM handed)::INT4, 0) FOR UPDATE OF s SKIP LOCKED),
 tokens AS (/* TEMPLATE: take_tokens */)
-SELECT 'slot', '', "slot", 0::INT4 FROM slots
+SELECT 'slot', '', "slot", 0::INT4 FROM handed
+UNION ALL SELECT 'slot', '', "slot", 0::INT4 FROM slots
 UNION ALL SELECT 'token', '', "token", 0::INT4 FROM tokens
 UNION ALL SELECT 'slot', '', -1::INT4, 0::INT4 WHERE NOT EXISTS (SELECT 1 FROM lim WHERE n IS NOT NULL)
 UNION ALL SELECT 'token', '', -1::INT4, 0::INT4 WHERE NOT EXISTS (SELECT 1 FROM lim WHERE r IS NOT NULL);
@@ -509,7 +518,8 @@ SELECT (SELECT count(*) FROM b), (SELECT count(*) FROM u);
 -- whether or not it is read; the final SELECT reads both counts anyway,
 -- which every engine then cannot leave out. The three modify three tables:
 -- CockroachDB refuses two modifications of one table in a statement. It
--- returns the claim's rows.
+-- returns the claim's rows, each with the slot it was given (null: none),
+-- which the handoff passes back by number.
 /* TEMPLATE: claim_ctes */,
 "free" AS (SELECT k."slot", k."o" FROM unnest($10::INT4[]) WITH ORDINALITY AS k ("slot", "o")
     JOIN /* TEMPLATE: slot_table */ AS s ON s."queue" = $1 AND s."partition" = '' AND s."slot" = k."slot"
@@ -523,7 +533,8 @@ SELECT (SELECT count(*) FROM b), (SELECT count(*) FROM u);
 "u" AS (UPDATE /* TEMPLATE: rate_table */ AS t SET "used_at" = clock_timestamp()
     FROM unnest($11::INT4[]) WITH ORDINALITY AS k (token, r) JOIN "n" ON "n"."r" = k.r
     WHERE t."queue" = $1 AND t."partition" = '' AND t."token" = k.token RETURNING 1)
-SELECT "c".* FROM "c" WHERE (SELECT count(*) FROM "b") >= 0 AND (SELECT count(*) FROM "u") >= 0;
+SELECT "c".*, "fs"."slot" FROM "c" JOIN "n" ON "n"."id" = "c"."id" LEFT JOIN "fs" ON "fs"."r" = "n"."r"
+WHERE (SELECT count(*) FROM "b") >= 0 AND (SELECT count(*) FROM "u") >= 0;
 
 -- name: tokens_make
 -- Makes queue $1's rate token rows 0 to $2-1 that are missing (partition

@@ -121,6 +121,9 @@ type claimedJob struct {
 	// partition is the job's partition where a partitioned claim took it
 	// ("" otherwise): the slot it gets is of that partition.
 	partition string
+	// slot is the slot an unpartitioned limited claim gave the job (-1:
+	// none, or not known), for the handoff (slotHandoff).
+	slot int32
 }
 
 // Dequeue claims up to n jobs of queue (1 <= n <= MaxClaim) for this
@@ -305,21 +308,22 @@ func (q *Queue) probeHeads(ctx context.Context, queue string, start int, beside 
 // claimRows runs a claim and reads its jobs; extra receives the columns a
 // claim returns after the job's (the same in every row).
 func claimRows(ctx context.Context, tx skiplock.Querier, sql string, args []any, extra ...any) ([]claimedJob, error) {
-	return claimRowsEach(ctx, tx, sql, args, nil, extra...)
+	return claimRowsEach[struct{}](ctx, tx, sql, args, nil, extra...)
 }
 
-// claimRowsEach is claimRows for a claim that returns each job's partition
-// after its columns (claim_partitioned), which each receives with the
-// job; a nil each reads no such column, and extra as claimRows does.
-func claimRowsEach(ctx context.Context, tx skiplock.Querier, sql string, args []any, each func(*claimedJob, *string), extra ...any) ([]claimedJob, error) {
+// claimRowsEach is claimRows for a claim that returns one more column
+// after the job's (claim_partitioned its partition, claim_limited_use its
+// slot), which each receives with the job (nil: SQL null); a nil each
+// reads no such column, and extra as claimRows does.
+func claimRowsEach[T any](ctx context.Context, tx skiplock.Querier, sql string, args []any, each func(*claimedJob, *T), extra ...any) ([]claimedJob, error) {
 	rows, err := tx.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var partition *string
+	var more *T
 	if each != nil {
-		extra = append(extra, &partition)
+		extra = append(extra, &more)
 	}
 	var out []claimedJob
 	for rows.Next() {
@@ -328,9 +332,9 @@ func claimRowsEach(ctx context.Context, tx skiplock.Querier, sql string, args []
 			return nil, err
 		}
 		id, _ := JobID(j)
-		c := claimedJob{job: j, id: id, bucket: bucket}
+		c := claimedJob{job: j, id: id, bucket: bucket, slot: -1}
 		if each != nil {
-			each(&c, partition)
+			each(&c, more)
 		}
 		out = append(out, c)
 	}

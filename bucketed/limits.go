@@ -402,7 +402,7 @@ func (q *Queue) claimLimited(ctx context.Context, p claimParams) (claimed []clai
 	partitioned := q.limits.peek(p.Queue).PartitionBy != ""
 	var handed handedLeases
 	if !partitioned {
-		handed.ids, handed.tokens = q.handoff.take(p.Queue)
+		handed = q.handoff.take(p.Queue)
 	}
 	err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		claimed, cut = nil, false
@@ -458,8 +458,15 @@ func (q *Queue) claimUnpartitioned(ctx context.Context, tx skiplock.Tx, p claimP
 	args[1] = n
 	// Every slot locked: the statement uses those still free (its "free").
 	slots := prefix(took.slots[""], len(took.slots[""]))
-	args = append(args, slots, prefix(took.tokens, n), handed.ids, handed.tokens)
-	claimed, err := claimRows(txhook.Last(ctx), tx, q.sql.claimLimitedUse, args)
+	args = append(args, slots, prefix(took.tokens, n), handed.ids, handed.token)
+	claimed, err := claimRowsEach(txhook.Last(ctx), tx, q.sql.claimLimitedUse, args, func(c *claimedJob, slot *int32) {
+		if slot != nil {
+			c.slot = *slot
+		}
+	})
+	if err == nil {
+		q.handoff.claimed(claimed)
+	}
 	// Short of the slots it had, with some jobs: claims beside it took
 	// the others (SKIP LOCKED), not a drained queue, so the producer
 	// claims again soon rather than waiting as on a drained queue; a
@@ -589,7 +596,7 @@ func (t limitsTaken) shares(want int) (parts []string, quotas []int32, budget in
 // limited claim's gate refuses a partitioned queue, and a partitioned
 // queue's take says it is one.)
 func (q *Queue) takeLimits(ctx context.Context, tx skiplock.Tx, queue string, n int, partitioned bool, handed handedLeases) (limitsTaken, error) {
-	sql, args := q.sql.limitsTake, []any{queue, n, handed.ids, handed.tokens}
+	sql, args := q.sql.limitsTake, []any{queue, n, handed.ids, handed.token, handed.slots}
 	if partitioned {
 		sql, args = q.sql.partitionsTake, []any{queue, n, q.limits.cursor(queue), MaxClaimPartitions}
 	}

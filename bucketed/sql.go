@@ -131,8 +131,7 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		"slot_table":  sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobSlotTable),
 		"slot_held":   slotHeld("s", table),
 		// A slot held by one of the jobs whose handlers returned here
-		// (limits_take's $3 and $4, claim_limited_use's $12 and $13).
-		"slot_handed_34":   slotHanded("$3", "$4"),
+		// (claim_limited_use's $12 and $13).
 		"slot_handed_1213": slotHanded("$12", "$13"),
 		"slot_held_h":      slotHeld("h", table),
 		// limits_take's: the limit's slots, those past it that a lowered

@@ -93,6 +93,14 @@ type Config struct {
 	// jobs has nothing left to do. Failed and canceled jobs are kept as
 	// before.
 	DeleteCompleted bool
+	// ReleaseNotify is the LISTEN/NOTIFY channel that the release of
+	// workflow jobs notifies, with each of their queues' names, in the
+	// transaction that releases them, so that idle workers (here and in
+	// other processes) claim them at once rather than at their next poll:
+	// no insert announces a released job. "" notifies nothing. Only for
+	// engines whose Dialect.Notifications is true (client.Client sets it
+	// to the schema's channel where it listens).
+	ReleaseNotify string
 }
 
 // withDefaults validates c and returns a filled-in copy.

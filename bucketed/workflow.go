@@ -173,8 +173,9 @@ func textArray(names []string) *string {
 }
 
 // settle releases or cancels, in tx, the jobs that wait on the finished
-// jobs (ok succeeded, bad ended badly: depgate.Gate.Settle). Once tx
-// commits, a released job that sorts before a watermark makes this
+// jobs (ok succeeded, bad ended badly: depgate.Gate.Settle), notifying
+// their queues (Config.ReleaseNotify) in tx. Once tx commits, a released
+// job that sorts before a watermark makes this
 // process's next claim of its queue probe the heads: a release written
 // while other claims moved the watermarks (its run time is its
 // statement's, its commit later) would otherwise wait for the next probe.
@@ -185,6 +186,17 @@ func (q *Queue) settle(ctx context.Context, tx skiplock.Querier, ok, bad []int64
 	released, err := q.gate.Settle(ctx, tx, ok, bad)
 	if err != nil || len(released) == 0 {
 		return err
+	}
+	if q.cfg.ReleaseNotify != "" {
+		queues := make([]string, 0, 1)
+		for _, r := range released {
+			if !slices.Contains(queues, r.Queue) {
+				queues = append(queues, r.Queue)
+			}
+		}
+		if _, err := tx.Exec(ctx, q.sql.notify, q.cfg.ReleaseNotify, queues); err != nil {
+			return fmt.Errorf("bucketed: notify the release of %d job(s): %w", len(released), err)
+		}
 	}
 	probe := func() {
 		for _, r := range released {

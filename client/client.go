@@ -139,8 +139,12 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Client, error) {
 			return nil, usage.Errorf("client: the server allows %d connections (max_connections) and this client needs %d, plus %d spare: raise max_connections, or lower the fanout queues' MaxWorkers (each fanout worker holds a connection while it works)", allowed, need, fanout.SpareConns)
 		}
 	}
+	var releaseNotify string // workflow releases wake the workers as inserts do
+	if cl.notify {
+		releaseNotify = cl.channel
+	}
 	bq, err := bucketed.New(ctx, db, &bucketed.Config{Schema: c.Schema, Logger: c.Logger, VisibilityTimeout: c.VisibilityTimeout, Retry: c.Retry, Owner: c.Owner,
-		DeleteCompleted: c.DeleteCompleted})
+		DeleteCompleted: c.DeleteCompleted, ReleaseNotify: releaseNotify})
 	if err != nil && cl.usesLayout(schema.LayoutBucketed) {
 		return nil, fmt.Errorf("client: %w", err)
 	}

@@ -169,7 +169,7 @@ func settledWorkflow(t *testing.T, db *skiplock.DB, s, wf string) map[string]ski
 func unfinishedJobs(t *testing.T, db *skiplock.DB, s, wf string) string {
 	t.Helper()
 	q := sqlident.Quote(s)
-	rows, err := db.Query(ctxT(t), `SELECT j."id", j."workflow_node", j."status"::TEXT, COALESCE(j."deps_left", -1), j."run_at"::TEXT, j."attempt",
+	rows, err := db.Query(ctxT(t), `SELECT j."id", j."workflow_node", j."status"::TEXT, COALESCE(j."deps_left", -1), j."run_at"::TEXT, j."attempts",
 		COALESCE((SELECT string_agg(d."workflow_node" || '=' || d."status"::TEXT, ' ') FROM `+q+`."jobs" d
 			WHERE d."workflow_id" = j."workflow_id" AND d."workflow_node" = ANY(j."depends_on")), '')
 		FROM `+q+`."jobs" j WHERE j."workflow_id" = $1::INT8 AND j."status" NOT IN ('Success', 'Failed', 'Canceled') ORDER BY j."id"`, wf)
@@ -177,7 +177,8 @@ func unfinishedJobs(t *testing.T, db *skiplock.DB, s, wf string) string {
 	defer rows.Close()
 	var b strings.Builder
 	for rows.Next() {
-		var id, attempt, left int64
+		var id, left int64
+		var attempt int32
 		var name, status, runAt, deps string
 		must(t, rows.Scan(&id, &name, &status, &left, &runAt, &attempt, &deps))
 		fmt.Fprintf(&b, "  job %d %s: %s, deps_left %d, run_at %s, attempt %d; dependencies: %s\n", id, name, status, left, runAt, attempt, deps)
@@ -400,5 +401,40 @@ func TestWorkflowRefusals(t *testing.T) {
 	must(t, db.QueryRow(ctx, `SELECT (SELECT count(*) FROM `+sqlident.Quote(s)+`."jobs") + (SELECT count(*) FROM `+sqlident.Quote(s)+`."job_workflow")`).Scan(&n))
 	if n != 0 {
 		t.Fatalf("refused workflows left %d rows", n)
+	}
+}
+
+// TestWorkflowReleaseWakesIdleWorkers: a released workflow job is
+// announced as an inserted one is (bucketed.Config.ReleaseNotify), so
+// that idle workers claim it at once. The client polls an idle queue only
+// every ten minutes here: each job of a chain of four is released by the
+// completion of the one before, on a drained queue, and without the
+// release's notification the second would wait for that poll (the test
+// gives up after 90 s).
+func TestWorkflowReleaseWakesIdleWorkers(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	db, s := openDB(t)
+	if !db.Dialect().Notifications {
+		t.Skip("the engine has no LISTEN/NOTIFY: its workers poll")
+	}
+	log := newStepLog()
+	ws := client.NewWorkers()
+	must(t, client.AddWorker(ws, client.WorkFunc[step](log.handler), nil))
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Logger: testdb.Logger(t), FetchPollInterval: 10 * time.Minute,
+		Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 2}}})
+	must(t, err)
+	must(t, c.Start(ctx))
+	defer c.Stop(context.Background()) //nolint:errcheck // test cleanup
+	jobs := []client.WorkflowJob{{ID: "s0", Args: step{Name: "s0"}}}
+	for i := 1; i < 4; i++ {
+		jobs = append(jobs, client.WorkflowJob{ID: fmt.Sprintf("s%d", i), Args: step{Name: fmt.Sprintf("s%d", i)}, DependsOn: []string{fmt.Sprintf("s%d", i-1)}})
+	}
+	res, err := c.InsertWorkflow(ctx, "chain", jobs)
+	must(t, err)
+	for name, st := range settledWorkflow(t, db, s, res.ID) {
+		if st != skiplock.StatusSuccess {
+			t.Errorf("job %s is %s, want success", name, st)
+		}
 	}
 }

@@ -314,7 +314,17 @@ func workThree(t *testing.T, ctx context.Context, db *skiplock.DB, name string, 
 		}
 		workers = append(workers, w)
 	}
-	testdb.WaitFor(t, what, time.Minute, until)
+	// A bound for a stall, not a speed: until ctx's end, less a margin to
+	// stop in. Under the cockroach personality, beside the other
+	// packages' tests in CI, TestSequencesRunInOrder's two sequences of
+	// 200 (each job claimed only once the one before it has finished, the
+	// three Workers' claims conflicting) took over a minute while making
+	// progress; alone it takes 10 s.
+	bound := time.Minute
+	if end, ok := ctx.Deadline(); ok {
+		bound = time.Until(end) - 10*time.Second
+	}
+	testdb.WaitFor(t, what, bound, until)
 	for _, w := range workers {
 		if err := w.Stop(ctx); err != nil {
 			t.Fatal(err)

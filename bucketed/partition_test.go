@@ -302,7 +302,10 @@ func TestSequencesRunInOrder(t *testing.T) {
 	t.Parallel()
 	const each = 200
 	db, name, cfg, q := limitedQueue(t, bucketed.Limits{PartitionBy: "key", Sequential: true})
-	ctx := ctxT(t)
+	// Four minutes, not ctxT's two: a loaded machine under the cockroach
+	// personality has taken over a minute (workThree).
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
 	var jobs []skiplock.NewJob
 	for i := range each {
 		for _, seq := range []string{"s1", "s2"} {

@@ -36,8 +36,8 @@ type handedLease struct {
 // parallel arrays: limits_take's $5, $3 and $4, claim_limited_use's $12
 // and $13 (empty for none).
 type handedLeases struct {
-	slots      []int32
-	ids, token []int64
+	slots       []int32
+	ids, tokens []int64
 }
 
 // maxHanded bounds the leases held for one queue, and maxSlotOf the
@@ -68,12 +68,15 @@ func (h *slotHandoff) claimed(jobs []claimedJob) {
 // returned records that job's handler returned: its slot, if a claim of
 // this process gave it one, may be handed over.
 func (h *slotHandoff) returned(queue string, job *skiplock.Job) {
-	id, err := JobID(job)
-	if err != nil || job.LeaseToken == 0 {
-		return
-	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if len(h.slotOf) == 0 || job.LeaseToken == 0 {
+		return // no limited claim here gave a slot: nothing to parse
+	}
+	id, err := JobID(job)
+	if err != nil {
+		return
+	}
 	slot, ok := h.slotOf[id]
 	if !ok {
 		return
@@ -95,9 +98,9 @@ func (h *slotHandoff) take(queue string) handedLeases {
 	l := h.m[queue]
 	delete(h.m, queue)
 	h.mu.Unlock()
-	out := handedLeases{slots: make([]int32, len(l)), ids: make([]int64, len(l)), token: make([]int64, len(l))}
+	out := handedLeases{slots: make([]int32, len(l)), ids: make([]int64, len(l)), tokens: make([]int64, len(l))}
 	for i, x := range l {
-		out.slots[i], out.ids[i], out.token[i] = x.slot, x.id, x.token
+		out.slots[i], out.ids[i], out.tokens[i] = x.slot, x.id, x.token
 	}
 	return out
 }

@@ -57,8 +57,8 @@ func (m *leasedMode) work(ctx context.Context, h handed, asked time.Time) {
 	err := workloop.Call(func() error { return m.cfg.Handler(jctx, j) })
 	lostLease := jctx.Err() != nil && ctx.Err() == nil
 	cancel()
-	if l := m.q.limits.peek(m.cfg.Queue); l.Concurrency > 0 && l.PartitionBy == "" && !lostLease {
-		m.q.handoff.returned(m.cfg.Queue, j) // its slot, for the next claim
+	if !lostLease {
+		m.q.handoff.returned(m.cfg.Queue, j) // its slot, if a limited claim gave it one, for the next claim
 	}
 	switch {
 	case lostLease:

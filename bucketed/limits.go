@@ -458,7 +458,7 @@ func (q *Queue) claimUnpartitioned(ctx context.Context, tx skiplock.Tx, p claimP
 	args[1] = n
 	// Every slot locked: the statement uses those still free (its "free").
 	slots := prefix(took.slots[""], len(took.slots[""]))
-	args = append(args, slots, prefix(took.tokens, n), handed.ids, handed.token)
+	args = append(args, slots, prefix(took.tokens, n), handed.ids, handed.tokens)
 	claimed, err := claimRowsEach(txhook.Last(ctx), tx, q.sql.claimLimitedUse, args, func(c *claimedJob, slot *int32) {
 		if slot != nil {
 			c.slot = *slot
@@ -596,7 +596,7 @@ func (t limitsTaken) shares(want int) (parts []string, quotas []int32, budget in
 // limited claim's gate refuses a partitioned queue, and a partitioned
 // queue's take says it is one.)
 func (q *Queue) takeLimits(ctx context.Context, tx skiplock.Tx, queue string, n int, partitioned bool, handed handedLeases) (limitsTaken, error) {
-	sql, args := q.sql.limitsTake, []any{queue, n, handed.ids, handed.token, handed.slots}
+	sql, args := q.sql.limitsTake, []any{queue, n, handed.ids, handed.tokens, handed.slots}
 	if partitioned {
 		sql, args = q.sql.partitionsTake, []any{queue, n, q.limits.cursor(queue), MaxClaimPartitions}
 	}

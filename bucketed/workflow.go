@@ -188,13 +188,11 @@ func (q *Queue) settle(ctx context.Context, tx skiplock.Querier, ok, bad []int64
 		return err
 	}
 	if q.cfg.ReleaseNotify != "" {
-		queues := make([]string, 0, 1)
-		for _, r := range released {
-			if !slices.Contains(queues, r.Queue) {
-				queues = append(queues, r.Queue)
-			}
+		queues := make([]string, len(released))
+		for i, r := range released {
+			queues[i] = r.Queue
 		}
-		if _, err := tx.Exec(ctx, q.sql.notify, q.cfg.ReleaseNotify, queues); err != nil {
+		if _, err := tx.Exec(ctx, q.sql.notify, q.cfg.ReleaseNotify, distinct(queues)); err != nil {
 			return fmt.Errorf("bucketed: notify the release of %d job(s): %w", len(released), err)
 		}
 	}

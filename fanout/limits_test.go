@@ -46,6 +46,10 @@ type liveGauge struct {
 	live  map[*liveRun]bool
 	most  int
 	over  [][]*liveRun // the handlers running, each time more than limit ran
+	// full is closed when limit handlers first run at once.
+	full chan struct{}
+	// waitUntil ends awaitFull's patience, set by its first call.
+	waitUntil time.Time
 }
 
 // liveRun is one handler run; failed says a statement of its failed.
@@ -57,6 +61,9 @@ func (g *liveGauge) enter() *liveRun {
 	r := &liveRun{}
 	g.live[r] = true
 	g.most = max(g.most, len(g.live))
+	if len(g.live) == g.limit && g.most == g.limit && !isClosed(g.full) {
+		close(g.full)
+	}
 	if len(g.live) > g.limit {
 		var at []*liveRun
 		for l := range g.live {
@@ -65,6 +72,35 @@ func (g *liveGauge) enter() *liveRun {
 		g.over = append(g.over, at)
 	}
 	return r
+}
+
+// awaitFull holds a handler until limit handlers have run at once, or
+// until patience from its first call runs out (check then reports the
+// limit never reached, and no handler waits any more): a
+// loaded machine's claims may meet too seldom for handlers that run a
+// moment to overlap by chance, while a limit that serialized the queue
+// would never let the others in beside a held one.
+func (g *liveGauge) awaitFull(ctx context.Context, patience time.Duration) {
+	g.mu.Lock()
+	if g.waitUntil.IsZero() {
+		g.waitUntil = time.Now().Add(patience)
+	}
+	until := g.waitUntil
+	g.mu.Unlock()
+	select {
+	case <-g.full:
+	case <-ctx.Done():
+	case <-time.After(time.Until(until)):
+	}
+}
+
+func isClosed(c chan struct{}) bool {
+	select {
+	case <-c:
+		return true
+	default:
+		return false
+	}
 }
 
 func (g *liveGauge) fail(r *liveRun) {
@@ -136,7 +172,8 @@ func limitedQueues(t *testing.T, n, workers int, l bucketed.Limits) ([]*fanout.Q
 // three processes) of 8 goroutines work 60 jobs of a queue with a global
 // limit of 3, a fifth of the jobs failing their first attempt: never more
 // than 3 handlers at once in live transactions (liveGauge), and 3 at once
-// at some point (the limit is not a lock of the whole queue); every job's
+// at some point (the limit is not a lock of the whole queue: the first
+// handlers wait, holding their slots, until 3 run); every job's
 // effect committed once. Under
 // SKIPLOCK_TEST_EMULATE it runs each engine's isolation.
 func TestFanoutGlobalLimitAcrossWorkers(t *testing.T) {
@@ -144,7 +181,7 @@ func TestFanoutGlobalLimitAcrossWorkers(t *testing.T) {
 	const limit, n = 3, 60
 	qs, db, s, _ := limitedQueues(t, 3, 8, bucketed.Limits{Concurrency: limit})
 	ids := enqueueIDs(t, qs[0], db, s, jobs(n))
-	g := liveGauge{limit: limit, live: map[*liveRun]bool{}}
+	g := liveGauge{limit: limit, live: map[*liveRun]bool{}, full: make(chan struct{})}
 	var runs runCounter
 	record := recordHandler(s)
 	var total atomic.Int64
@@ -155,6 +192,7 @@ func TestFanoutGlobalLimitAcrossWorkers(t *testing.T) {
 				r := g.enter()
 				defer g.leave(r)
 				total.Add(1)
+				g.awaitFull(ctx, 20*time.Second)
 				time.Sleep(50 * time.Millisecond) // the job's work: long enough that claims meet
 				if runs.add(job.ID) == 1 && len(job.ID)%5 == 0 {
 					return fmt.Errorf("first attempt of %s fails", job.ID)

@@ -28,6 +28,9 @@ type DB struct {
 	pooled bool
 	// listen is the pool of OpenConfig.ListenDSN; nil without one.
 	listen Pool
+	// warm are the statements each new connection runs first (Warm);
+	// nil where the pool has no connect hook.
+	warm *warmups
 }
 
 // OpenConfig tunes Open. The zero value detects the engine and lets the
@@ -156,14 +159,19 @@ func open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
 	// BEGIN as SET LOCAL instead (docs/operations.md, "Behind a connection
 	// pooler").
 	connectSettings := settings
+	var warm *warmups
 	if pooled {
 		connectSettings = nil
+	} else if em != nil {
+		warm = newWarmups(em.dialect())
+	} else {
+		warm = newWarmups(engine.Dialect())
 	}
 	var pool Pool
 	if engine == EngineYugabyte {
-		pool, err = openYugabyte(ctx, dsn, cfg.MaxConns, connectSettings, pooled)
+		pool, err = openYugabyte(ctx, dsn, cfg.MaxConns, connectSettings, pooled, warm)
 	} else {
-		pool, err = openJackc(ctx, dsn, cfg.MaxConns, connectSettings, pooled)
+		pool, err = openJackc(ctx, dsn, cfg.MaxConns, connectSettings, pooled, warm)
 		// The YugabyteDB personality runs on this driver but stands in
 		// for the smart driver, which does not pipeline.
 		yugabyteRules := em != nil && em.personality.Engine() == EngineYugabyte
@@ -177,7 +185,7 @@ func open(ctx context.Context, dsn string, cfg *OpenConfig) (*DB, error) {
 	if pooled && len(settings) > 0 {
 		pool = beginHookPool{Pool: pool, begin: withLocal(localForms(settings))}
 	}
-	db := &DB{Pool: pool, dialect: engine.Dialect(), version: version, owned: true, pooled: pooled}
+	db := &DB{Pool: pool, dialect: engine.Dialect(), version: version, owned: true, pooled: pooled, warm: warm}
 	if cfg.ListenDSN != "" {
 		if db.listen, err = openListen(ctx, cfg.ListenDSN); err != nil {
 			pool.Close()
@@ -210,7 +218,7 @@ func (db *DB) Emulating(p Personality, cfg *EmulateConfig) (*DB, error) {
 	if db.emulation != nil || db.dialect.Engine != EnginePostgres {
 		return nil, usage.Errorf("emulating %s needs a PostgreSQL server without a personality, but this DB is %s (%s)", p, db.dialect.Rules(), firstWords(db.EngineVersion(), 4))
 	}
-	out := &DB{Pool: db.Pool, dialect: db.dialect, version: db.version}
+	out := &DB{Pool: db.Pool, dialect: db.dialect, version: db.version, warm: db.warm}
 	out.emulate(em)
 	return out, nil
 }
@@ -283,7 +291,7 @@ func probeEngineConfig(ctx context.Context, cc *pgx.ConnConfig, dsn string) (Eng
 // sessions) the ping still goes first.
 const pingAfterIdle = 30 * time.Second
 
-func openJackc(ctx context.Context, dsn string, maxConns int32, settings []string, pooled bool) (Pool, error) {
+func openJackc(ctx context.Context, dsn string, maxConns int32, settings []string, pooled bool, warm *warmups) (Pool, error) {
 	pc, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, dsnParseError(dsn, func(s string) error { _, err := pgxpool.ParseConfig(s); return err })
@@ -295,25 +303,27 @@ func openJackc(ctx context.Context, dsn string, maxConns int32, settings []strin
 		pc.MaxConns = maxConns
 	}
 	pc.ShouldPing = func(_ context.Context, p pgxpool.ShouldPingParams) bool { return p.IdleDuration > pingAfterIdle }
-	if len(settings) > 0 {
-		pc.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
-			for _, s := range settings {
-				if _, err := c.Exec(ctx, s); err != nil {
-					return fmt.Errorf("%s: %w", s, err)
-				}
+	pc.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
+		for _, s := range settings {
+			if _, err := c.Exec(ctx, s); err != nil {
+				return fmt.Errorf("%s: %w", s, err)
 			}
-			return nil
 		}
+		jackcWarm(ctx, c, warm)
+		return nil
 	}
 	dropSmartDriverParams(pc.ConnConfig.RuntimeParams)
 	p, err := pgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, err
 	}
+	if warm != nil {
+		warm.idle = func(ctx context.Context) { jackcWarmIdle(ctx, p, warm) }
+	}
 	return newJackcPool(p), nil
 }
 
-func openYugabyte(ctx context.Context, dsn string, maxConns int32, settings []string, pooled bool) (Pool, error) {
+func openYugabyte(ctx context.Context, dsn string, maxConns int32, settings []string, pooled bool, warm *warmups) (Pool, error) {
 	pc, err := ybpgxpool.ParseConfig(withLoadBalance(dsn))
 	if err != nil {
 		return nil, dsnParseError(dsn, func(s string) error { _, err := ybpgxpool.ParseConfig(withLoadBalance(s)); return err })
@@ -325,19 +335,21 @@ func openYugabyte(ctx context.Context, dsn string, maxConns int32, settings []st
 		pc.MaxConns = maxConns
 	}
 	pc.ShouldPing = func(_ context.Context, p ybpgxpool.ShouldPingParams) bool { return p.IdleDuration > pingAfterIdle }
-	if len(settings) > 0 {
-		pc.AfterConnect = func(ctx context.Context, c *ybpgx.Conn) error {
-			for _, s := range settings {
-				if _, err := c.Exec(ctx, s); err != nil {
-					return fmt.Errorf("%s: %w", s, err)
-				}
+	pc.AfterConnect = func(ctx context.Context, c *ybpgx.Conn) error {
+		for _, s := range settings {
+			if _, err := c.Exec(ctx, s); err != nil {
+				return fmt.Errorf("%s: %w", s, err)
 			}
-			return nil
 		}
+		ybWarm(ctx, c, warm)
+		return nil
 	}
 	p, err := ybpgxpool.NewWithConfig(ctx, pc)
 	if err != nil {
 		return nil, err
+	}
+	if warm != nil {
+		warm.idle = func(ctx context.Context) { ybWarmIdle(ctx, p, warm) }
 	}
 	return newYBPool(p), nil
 }
@@ -504,7 +516,7 @@ func openListen(ctx context.Context, dsn string) (Pool, error) {
 	} else if pooled {
 		return nil, usage.Errorf("the listen DSN goes through a transaction pooler too, where LISTEN hears nothing: give a direct DSN to the server, or leave it out to poll")
 	}
-	return openJackc(ctx, dsn, 2, nil, false)
+	return openJackc(ctx, dsn, 2, nil, false, nil)
 }
 
 // ServerMaxConnections reads the server's max_connections setting, for the

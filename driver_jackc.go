@@ -5,6 +5,7 @@ package skiplock
 import (
 	"context"
 	"strings"
+	"sync"
 
 	"github.com/skiplock/skiplock/internal/copyio"
 
@@ -98,4 +99,39 @@ func jackcCopy(ctx context.Context, q any, table []string, columns []string, src
 	}
 	n, err = c.CopyFrom(ctx, pgx.Identifier(table), columns, src)
 	return n, true, interpretError(err)
+}
+
+// jackcWarmIdle runs w's warmups on each connection idle in p now, side
+// by side, and returns once each is back in the pool.
+func jackcWarmIdle(ctx context.Context, p *pgxpool.Pool, w *warmups) {
+	var wg sync.WaitGroup
+	for _, c := range p.AcquireAllIdle(ctx) {
+		wg.Go(func() {
+			defer c.Release()
+			jackcWarm(ctx, c.Conn(), w)
+		})
+	}
+	wg.Wait()
+}
+
+// jackcWarm runs w's warmups on c, a connection the pool just opened or an
+// idle one (see warmups), and leaves it idle whatever they did: a failed
+// warm-up is not the connection's failure.
+func jackcWarm(ctx context.Context, c *pgx.Conn, w *warmups) {
+	ws := w.load()
+	if len(ws) == 0 {
+		return
+	}
+	b := &pgx.Batch{}
+	for _, s := range w.begin {
+		b.Queue(s)
+	}
+	for _, s := range ws {
+		b.Queue(s.SQL, s.Args...)
+	}
+	b.Queue("ROLLBACK")
+	c.SendBatch(ctx, b).Close() //nolint:errcheck // see above
+	if c.PgConn().TxStatus() != 'I' {
+		c.Exec(ctx, "ROLLBACK") //nolint:errcheck // a connection that cannot roll back fails its first statement
+	}
 }

@@ -208,6 +208,14 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 	return jobs, cut, nil
 }
 
+// warm has each connection of the pool, idle now or opened from now on,
+// run the claim and the heads probe once (skiplock.DB.Warm), for no queue
+// and no job: a claim of 0 jobs, and a probe of no bucket.
+func (q *Queue) warm(ctx context.Context) {
+	none := claimParams{Buckets: []int16{}, HintPriorities: []int32{}, HintRunAts: []time.Time{}, HintIDs: []int64{}}
+	q.db.Warm(ctx, skiplock.Warmup{SQL: q.sql.claim, Args: none.args()}, skiplock.Warmup{SQL: q.sql.heads, Args: []any{"", []int16{}}})
+}
+
 // claimSetup checks a claim's arguments, runs the heads probe when one is
 // due, and returns the claim's parameters: the buckets in this claim's
 // order with their watermarks, a fresh token, the visibility timeout.

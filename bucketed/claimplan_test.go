@@ -59,8 +59,10 @@ func TestDequeueUsesGenericPlan(t *testing.T) {
 	if err := db.QueryRow(ctx, "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1", q.ClaimSQL()).Scan(&generic, &custom); err != nil {
 		t.Fatalf("the claim is not a prepared statement of the one connection: %v", err)
 	}
-	if custom != 0 || generic != int64(calls) {
-		t.Errorf("the claim ran %d times on its generic plan and was planned %d times for its values; want %d and 0", generic, custom, calls)
+	// The one connection ran the claim once more, as New warmed it
+	// (skiplock.DB.Warm), on the same generic plan.
+	if custom != 0 || generic != int64(calls)+1 {
+		t.Errorf("the claim ran %d times on its generic plan and was planned %d times for its values; want %d (and the warm-up) and 0", generic, custom, calls)
 	}
 	if err := db.QueryRow(ctx, "SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1", q.CompleteSQL()).Scan(&generic, &custom); err != nil {
 		t.Fatalf("the completion is not a prepared statement of the one connection: %v", err)

@@ -81,6 +81,11 @@ type producer struct {
 	// probeLeft says a claim taken in since the last wait left a due heads
 	// probe for after it: a short claim runs it at once.
 	probeLeft bool
+	// prefetch is the jobs claimed beyond the goroutines, grown from
+	// WorkerConfig.Prefetch up to its most (grow); backlogged says the
+	// last claim taken in came back full: the queue had more.
+	prefetch   int64
+	backlogged bool
 }
 
 // claimed is what one claim in flight brought back: its jobs, how many it
@@ -95,8 +100,8 @@ type claimed struct {
 }
 
 func newProducer(q *Queue, cfg *WorkerConfig, t *tally, b *breaker) *producer {
-	return &producer{q: q, cfg: cfg, tally: t, breaker: b,
-		ready: make(chan handed, cfg.Workers+cfg.Prefetch), slots: make(chan struct{}, 1), soon: make(chan struct{}, 1), freed: make(chan struct{}, 1),
+	return &producer{q: q, cfg: cfg, tally: t, breaker: b, prefetch: int64(cfg.Prefetch),
+		ready: make(chan handed, cfg.Workers+max(cfg.Prefetch, cfg.prefetchMax)), slots: make(chan struct{}, 1), soon: make(chan struct{}, 1), freed: make(chan struct{}, 1),
 		back: make(chan claimed, maxClaimsInFlight)}
 }
 
@@ -154,7 +159,6 @@ func (p *producer) produce(stop, hard context.Context) {
 	// are handed first: the runner gives their jobs back.
 	defer close(p.ready)
 	defer p.settle() // stopping: the jobs are handed, to go back
-	full := int64(p.cfg.Workers + p.cfg.Prefetch)
 	most := p.mode.inFlight()
 	p.q.limitsFor(hard, p.cfg.Queue) // before the first claim sizes itself by them
 	idle, failing, tripped := time.Duration(0), time.Duration(0), time.Duration(0)
@@ -167,8 +171,8 @@ func (p *producer) produce(stop, hard context.Context) {
 		}
 		// The queue's limits (as its claims last read them) bound the
 		// jobs held, prefetched ones included.
-		capacity := p.q.capacityFor(p.cfg.Queue, full)
-		refill := min(int64(max(1, p.cfg.Prefetch/2)), capacity)
+		capacity := p.q.capacityFor(p.cfg.Queue, int64(p.cfg.Workers)+p.prefetch)
+		refill := min(max(1, p.prefetch/2), capacity)
 		share := max(refill, capacity/minClaimShare)
 		want := capacity - p.held.Load() - p.pending
 		// Claim in batches of at least refill, unless a goroutine is
@@ -352,10 +356,27 @@ func (p *producer) awaitClaim(demand <-chan struct{}) (got *claimed, ok bool) {
 func (p *producer) takeIn(c claimed) {
 	p.inFlight--
 	p.pending -= int64(c.asked)
+	full := c.err == nil && len(c.jobs) == c.asked
+	if full && p.backlogged {
+		p.grow(p.hungry.Load())
+	}
+	p.backlogged = full
 	p.cut = p.cut || c.cut
 	p.probeLeft = p.probeLeft || c.probeLeft
 	if len(c.jobs) > 0 {
 		p.hand(c.jobs)
+	}
+}
+
+// grow raises the prefetch by waiting goroutines, up to its most: they
+// waited for a claim's jobs while the queue had more (the claim before it
+// came back full too), so jobs finished more at once than the prefetch
+// covers for a claim's round trip. A start, or a wake on an idle queue,
+// finds every goroutine waiting with no claim full before it, and grows
+// nothing.
+func (p *producer) grow(waiting int64) {
+	if most := int64(p.cfg.prefetchMax); waiting > 0 && p.prefetch < most {
+		p.prefetch = min(most, p.prefetch+waiting)
 	}
 }
 

@@ -285,3 +285,75 @@ func TestWokenClaimFindsJobsBelowTheWatermarks(t *testing.T) {
 		t.Fatalf("the job below the watermark was not picked up within 10 s of Wake: the probe the woken claim left waited for the idle poll")
 	}
 }
+
+// TestPrefetchGrowsWhenJobsFinishTogether: a Worker of 8 goroutines whose
+// jobs all finish at once (they block until the test releases them
+// together) over a backlog. It starts with the default prefetch of 2 (10
+// jobs in hand, a start grows nothing); once the goroutines have waited
+// for a claim's jobs while the queue had more, it holds 8 running and 8
+// prefetched, its most, and no more. A prefetch given explicitly stays
+// as given.
+func TestPrefetchGrowsWhenJobsFinishTogether(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		prefetch int
+		want     int64 // jobs in hand once the waves are over
+	}{{"default", 0, 16}, {"given", 2, 10}} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
+			q := queueOn(t, db, name, nil)
+			ctx := ctxT(t)
+			mustEnqueue(t, q, nJobs(200, "default")...)
+			var mu sync.Mutex
+			gate := make(chan struct{})
+			var started, claimed, finished, written testdb.Counter
+			w, err := q.NewWorker(&bucketed.WorkerConfig{
+				Workers: 8, Prefetch: tc.prefetch,
+				Handler: func(ctx context.Context, j *skiplock.Job) error {
+					mu.Lock()
+					g := gate
+					mu.Unlock()
+					started.Add(1)
+					<-g
+					finished.Add(1)
+					return nil
+				},
+				AfterClaim:    func(n int, _ time.Duration) { claimed.Add(int64(n)) },
+				AfterComplete: func(*skiplock.Job, time.Time, time.Time) { written.Add(1) },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Start(ctx); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				mu.Lock()
+				close(gate)
+				mu.Unlock()
+				w.Stop(context.Background()) //nolint:errcheck // the test's figures are taken
+			})
+			started.Wait(t, "the first 8 handlers started", 8, 30*time.Second)
+			claimed.Wait(t, "8 running and 2 prefetched", 10, 30*time.Second)
+			if got := count(t, db, "SELECT count(*) FROM "+jobsTable(name)+` WHERE "status" = 'Running'`); got != 10 {
+				t.Fatalf("%d jobs Running after the start, want 10: a start grows nothing", got)
+			}
+			const waves = 3
+			for wave := 1; wave <= waves; wave++ {
+				mu.Lock()
+				close(gate)
+				gate = make(chan struct{})
+				mu.Unlock()
+				finished.Wait(t, "the wave's handlers finished", int64(8*wave), 30*time.Second)
+				started.Wait(t, "the next wave's handlers started", int64(8*(wave+1)), 30*time.Second)
+			}
+			claimed.Wait(t, "jobs in hand after the waves", 8*waves+tc.want, 30*time.Second)
+			written.Wait(t, "the waves' results written", 8*waves, 30*time.Second)
+			if got := count(t, db, "SELECT count(*) FROM "+jobsTable(name)+` WHERE "status" = 'Running'`); got != tc.want {
+				t.Fatalf("%d jobs Running after the waves, want %d", got, tc.want)
+			}
+		})
+	}
+}

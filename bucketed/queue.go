@@ -78,6 +78,7 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Queue, error) {
 	cr.GenericPlans = db.Dialect().PlanCacheMode
 	q.genericRetry = &cr
 	q.heldSlots = make(chan struct{}, max(1, int(db.Stats().Max)/2))
+	q.warm(ctx)
 	return q, nil
 }
 

@@ -31,8 +31,12 @@ type WorkerConfig struct {
 	Handler Handler
 	// Prefetch is how many jobs the worker claims beyond its free
 	// goroutines, so that a goroutine finishing a job finds the next one
-	// in hand; 0 means Workers/4 (at least 1, at most 256), negative
-	// none. Prefetched jobs are leased like running ones: the heartbeat
+	// in hand; negative means none. 0 means a prefetch of its own: it
+	// starts at Workers/4 (at least 1, at most 256) and grows, up to
+	// Workers (at most 256), each time goroutines waited for a claim's
+	// jobs while the queue had more than the claims took: their jobs
+	// finish together (they started together), more at once than the
+	// prefetch holds. Prefetched jobs are leased like running ones: the heartbeat
 	// keeps their leases and Stop gives them back. Their claim counted an
 	// attempt: if the process dies before such a job starts, the rescuer
 	// puts it back with that attempt used (on its last attempt, Failed).
@@ -134,6 +138,10 @@ type WorkerConfig struct {
 	// first stack frames), and the database's failures and recoveries.
 	// nil is the Queue's Config.Logger.
 	Logger *slog.Logger
+
+	// prefetchMax is the most the prefetch grows to: Prefetch when it was
+	// given, set with the defaults.
+	prefetchMax int
 }
 
 // DefaultPollInterval is the longest wait between a Worker's claims while
@@ -173,7 +181,9 @@ func (q *Queue) workerConfig(cfg *WorkerConfig) (WorkerConfig, error) {
 		c.Prefetch = 0
 	case c.Prefetch == 0:
 		c.Prefetch = min(256, max(1, c.Workers/4))
+		c.prefetchMax = max(c.Prefetch, min(256, c.Workers))
 	}
+	c.prefetchMax = max(c.prefetchMax, c.Prefetch)
 	if c.PollInterval < 0 || c.IdleMin < 0 || c.IdleMax < 0 || c.ErrorMin < 0 || c.ErrorMax < 0 {
 		return WorkerConfig{}, usage.Errorf("bucketed worker: poll interval and idle and error waits cannot be negative")
 	}

@@ -73,9 +73,10 @@ type QueueConfig struct {
 	// negative value declares the queue for inserts only.
 	MaxWorkers int
 	// Prefetch is how many jobs a bucketed queue claims beyond its free
-	// workers (see bucketed.WorkerConfig.Prefetch); 0 means MaxWorkers/4,
-	// negative none. Fanout queues cannot prefetch: a job is claimed in
-	// the transaction that works it.
+	// workers (see bucketed.WorkerConfig.Prefetch); 0 means MaxWorkers/4
+	// at first, growing up to MaxWorkers (at most 256) while workers wait
+	// for jobs of a backlog; negative none. Fanout queues cannot
+	// prefetch: a job is claimed in the transaction that works it.
 	Prefetch int
 	// HeldClaims holds each claim's transaction open while its jobs run
 	// (bucketed.WorkerConfig.HeldClaims): one write per job instead of

@@ -357,7 +357,7 @@ func (p *producer) takeIn(c claimed) {
 	p.inFlight--
 	p.pending -= int64(c.asked)
 	full := c.err == nil && len(c.jobs) == c.asked
-	if full && p.backlogged {
+	if full && p.backlogged && !p.q.limits.peek(p.cfg.Queue).limited() {
 		p.grow(p.hungry.Load())
 	}
 	p.backlogged = full
@@ -373,7 +373,10 @@ func (p *producer) takeIn(c claimed) {
 // came back full too), so jobs finished more at once than the prefetch
 // covers for a claim's round trip. A start, or a wake on an idle queue,
 // finds every goroutine waiting with no claim full before it, and grows
-// nothing.
+// nothing. A queue with a global or rate limit does not grow it: its
+// claims count a prefetched job as started, and more of them in hand
+// would start later, together (a rate limit bounds claims, its test
+// counts handler starts).
 func (p *producer) grow(waiting int64) {
 	if most := int64(p.cfg.prefetchMax); waiting > 0 && p.prefetch < most {
 		p.prefetch = min(most, p.prefetch+waiting)

@@ -36,7 +36,9 @@ type WorkerConfig struct {
 	// Workers (at most 256), each time goroutines waited for a claim's
 	// jobs while the queue had more than the claims took: their jobs
 	// finish together (they started together), more at once than the
-	// prefetch holds. Prefetched jobs are leased like running ones: the heartbeat
+	// prefetch holds. It does not grow on a queue with a global or rate
+	// limit, whose claims count a prefetched job as started. Prefetched
+	// jobs are leased like running ones: the heartbeat
 	// keeps their leases and Stop gives them back. Their claim counted an
 	// attempt: if the process dies before such a job starts, the rescuer
 	// puts it back with that attempt used (on its last attempt, Failed).

@@ -289,17 +289,19 @@ func TestWokenClaimFindsJobsBelowTheWatermarks(t *testing.T) {
 // TestPrefetchGrowsWhenJobsFinishTogether: a Worker of 8 goroutines whose
 // jobs all finish at once (they block until the test releases them
 // together) over a backlog. It starts with the default prefetch of 2 (10
-// jobs in hand, a start grows nothing); once the goroutines have waited
-// for a claim's jobs while the queue had more, it holds 8 running and 8
-// prefetched, its most, and no more. A prefetch given explicitly stays
-// as given.
+// jobs in hand, a start grows nothing); once goroutines have waited for a
+// claim's jobs while the queue had more, it holds more than 10, and never
+// more than 8 running and 8 prefetched, its most. (How much it grows
+// depends on how many goroutines are back waiting when a claim returns.)
+// A prefetch given explicitly stays as given.
 func TestPrefetchGrowsWhenJobsFinishTogether(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		prefetch int
-		want     int64 // jobs in hand once the waves are over
-	}{{"default", 0, 16}, {"given", 2, 10}} {
+		least    int64 // jobs in hand once the waves are over, at least
+		most     int64 // and at most
+	}{{"default", 0, 11, 16}, {"given", 2, 10, 10}} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
@@ -349,10 +351,10 @@ func TestPrefetchGrowsWhenJobsFinishTogether(t *testing.T) {
 				finished.Wait(t, "the wave's handlers finished", int64(8*wave), 30*time.Second)
 				started.Wait(t, "the next wave's handlers started", int64(8*(wave+1)), 30*time.Second)
 			}
-			claimed.Wait(t, "jobs in hand after the waves", 8*waves+tc.want, 30*time.Second)
+			claimed.Wait(t, "jobs in hand after the waves", 8*waves+tc.least, 30*time.Second)
 			written.Wait(t, "the waves' results written", 8*waves, 30*time.Second)
-			if got := count(t, db, "SELECT count(*) FROM "+jobsTable(name)+` WHERE "status" = 'Running'`); got != tc.want {
-				t.Fatalf("%d jobs Running after the waves, want %d", got, tc.want)
+			if got := count(t, db, "SELECT count(*) FROM "+jobsTable(name)+` WHERE "status" = 'Running'`); got < tc.least || got > tc.most {
+				t.Fatalf("%d jobs Running after the waves, want %d to %d", got, tc.least, tc.most)
 			}
 		})
 	}

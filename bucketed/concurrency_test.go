@@ -400,6 +400,86 @@ func TestWorkerHeartbeatKeepsLease(t *testing.T) {
 	}
 }
 
+// TestHandlerStopsBeforeAnUnextendedLeaseLapses: when the heartbeats
+// cannot extend a job's lease (here a row lock the test holds stalls
+// them), the handler is cancelled before the lease ends, so the job never
+// runs here and elsewhere at once; once its lease ends it runs again.
+func TestHandlerStopsBeforeAnUnextendedLeaseLapses(t *testing.T) {
+	t.Parallel()
+	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
+	const visibility = 1500 * time.Millisecond
+	q := queueOn(t, db, name, &bucketed.Config{VisibilityTimeout: visibility})
+	ctx := ctxT(t)
+	e, err := q.Enqueue(ctx, skiplock.NewJob{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var runs atomic.Int32
+	var results testdb.Counter
+	started := make(chan time.Time, 1)
+	stopped := make(chan time.Time, 1)
+	failed := make(chan struct{}) // a failing test's handler returns
+	w, err := q.NewWorker(&bucketed.WorkerConfig{
+		Workers: 1, Heartbeat: 250 * time.Millisecond, IdleMin: time.Millisecond, IdleMax: 20 * time.Millisecond,
+		AfterResult: func(*skiplock.Job, bucketed.Outcome) { results.Add(1) },
+		Handler: func(ctx context.Context, j *skiplock.Job) error {
+			if runs.Add(1) > 1 {
+				return nil
+			}
+			started <- time.Now()
+			select {
+			case <-ctx.Done():
+			case <-failed:
+			}
+			stopped <- time.Now()
+			return ctx.Err()
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop(ctx) //nolint:errcheck
+	defer close(failed)
+	start := <-started
+	// Hold the job's row: every heartbeat's UPDATE waits on it.
+	tx, err := db.Begin(ctx, skiplock.TxOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM `+jobsTable(name)+` WHERE "id" = $1 FOR UPDATE`, parseID(t, e.ID)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case end := <-stopped:
+		// The lease was taken before the handler started: it ends
+		// before start + visibility.
+		if !end.Before(start.Add(visibility)) {
+			t.Fatalf("handler cancelled %v after it started, not before its lease (%v) ended", end.Sub(start), visibility)
+		}
+	case <-time.After(3 * visibility):
+		t.Fatalf("handler still running %v after it started: its lease (%v) lapsed unextended and nothing cancelled it", 3*visibility, visibility)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	rescue(t, db, name)
+	results.Wait(t, "the job's second run", 2, 30*time.Second)
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	j, err := q.LookupJob(ctx, e.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := w.Stats(); runs.Load() != 2 || j.Status != skiplock.StatusSuccess || st.Lost != 1 || st.Completed != 1 {
+		t.Fatalf("runs=%d status=%s stats %+v; want two runs, the first lost, Success", runs.Load(), j.Status, st)
+	}
+}
+
 func TestRetention(t *testing.T) {
 	t.Parallel()
 	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)

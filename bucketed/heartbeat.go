@@ -34,38 +34,58 @@ func (h *heartbeat) stop(context.Context) error {
 // beat is the heartbeat's loop, until Stop. The statements run under a
 // context that Stop does not cancel: the heartbeat stops after the last
 // result is written, with no lease left to keep, and a beat cut short
-// would only be logged as a failure.
+// would only be logged as a failure. Between beats it wakes when a lease
+// is about to lapse unextended (the beats failed) and cancels that job's
+// handler (leaseBook.lapse).
 func (h *heartbeat) beat(ctx context.Context) {
 	beatCtx := context.WithoutCancel(ctx)
 	t := time.NewTicker(h.cfg.Heartbeat)
 	defer t.Stop()
+	lapse := time.NewTimer(time.Until(h.book.nextLapse(time.Now())))
+	defer lapse.Stop()
 	for {
+		beat := false
 		select {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+			beat = true
+		case <-lapse.C:
 		}
-		jobs := h.book.inHand()
-		if len(jobs) == 0 {
-			continue
+		if n := h.book.lapse(time.Now()); n > 0 {
+			h.cfg.Logger.Warn("leases about to lapse with no heartbeat through: their handlers are cancelled and the jobs will run again once the leases end", "jobs", n)
 		}
-		bctx, cancel := context.WithTimeout(beatCtx, h.cfg.Heartbeat)
-		began := time.Now()
-		// Retried while the leases hold, within one beat.
-		var lost []*skiplock.Job
-		err := h.book.persist(bctx, "heartbeat", jobs, func(ctx context.Context) (err error) {
-			lost, err = h.q.ExtendMany(ctx, jobs, 0)
-			return err
-		})
-		cancel()
-		rejected := rejectedJobs(err)
-		if err != nil && rejected == nil {
-			h.cfg.Logger.Warn("heartbeat failed: the leases were not extended", "jobs", len(jobs), logs.Err(err))
-			continue
+		if jobs := h.book.inHand(); beat && len(jobs) > 0 {
+			h.extend(beatCtx, jobs)
 		}
-		if err != nil {
-			h.cfg.Logger.Warn("heartbeat refused: those jobs' leases were not extended", "jobs", len(rejected), logs.Err(err))
-		}
-		h.book.extended(jobs, began.Add(h.q.cfg.VisibilityTimeout), lost, rejected)
+		lapse.Reset(time.Until(h.book.nextLapse(time.Now())))
 	}
+}
+
+// extend runs one beat: it extends the leases of jobs, retrying while
+// they hold, and records what came of it in the book. A beat ends by
+// the first of its jobs' lapse, so a stalled statement does not keep
+// lapse from cancelling handlers in time.
+func (h *heartbeat) extend(ctx context.Context, jobs []*skiplock.Job) {
+	began := time.Now()
+	end := began.Add(h.cfg.Heartbeat)
+	if d := h.book.deadline(jobs); d.Before(end) {
+		end = d
+	}
+	bctx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+	var lost []*skiplock.Job
+	err := h.book.persist(bctx, "heartbeat", jobs, func(ctx context.Context) (err error) {
+		lost, err = h.q.ExtendMany(ctx, jobs, 0)
+		return err
+	})
+	rejected := rejectedJobs(err)
+	if err != nil && rejected == nil {
+		h.cfg.Logger.Warn("heartbeat failed: the leases were not extended", "jobs", len(jobs), logs.Err(err))
+		return
+	}
+	if err != nil {
+		h.cfg.Logger.Warn("heartbeat refused: those jobs' leases were not extended", "jobs", len(rejected), logs.Err(err))
+	}
+	h.book.extended(jobs, began.Add(h.q.cfg.VisibilityTimeout), lost, rejected)
 }

@@ -36,11 +36,14 @@ func (m *leasedMode) inFlight() int {
 // claim claims up to n jobs under a lease and enters them in the book:
 // from now on the heartbeat keeps their leases.
 func (m *leasedMode) claim(ctx context.Context, n int) ([]handed, bool, error) {
+	// The lease runs from the claim's statement, which began before it
+	// returned: count it from before it was sent.
+	sent := time.Now()
 	jobs, cut, err := m.q.dequeue(ctx, m.cfg.Queue, n, m.cfg.Owner)
 	if len(jobs) == 0 {
 		return nil, cut, err
 	}
-	m.book.claimed(jobs, time.Now().Add(m.q.cfg.VisibilityTimeout))
+	m.book.claimed(jobs, sent.Add(m.q.cfg.VisibilityTimeout))
 	hs := make([]handed, len(jobs))
 	for i, j := range jobs {
 		hs[i].job = j
@@ -49,11 +52,17 @@ func (m *leasedMode) claim(ctx context.Context, n int) ([]handed, bool, error) {
 }
 
 // work runs the handler under a context that the heartbeat cancels if the
-// lease is lost, and sends the result to the completer.
+// lease is lost or about to lapse, and sends the result to the
+// completer. A job whose lease lapsed while it waited in hand is dropped
+// unstarted: it runs again once its lease ends.
 func (m *leasedMode) work(ctx context.Context, h handed, asked time.Time) {
 	j := h.job
 	jctx, cancel := context.WithCancel(ctx)
-	m.book.running(j, cancel)
+	if !m.book.running(j, cancel) {
+		cancel()
+		m.results <- result{job: j, what: outDrop}
+		return
+	}
 	err := workloop.Call(func() error { return m.cfg.Handler(jctx, j) })
 	lostLease := jctx.Err() != nil && ctx.Err() == nil
 	cancel()

@@ -53,10 +53,10 @@ func leaseMargin(visibility time.Duration) time.Duration {
 
 // leaseBook is a leased Worker's book of its jobs in hand, claimed and not
 // yet written back: each one's handler cancel, which the heartbeat calls
-// when the lease is lost, and how long its lease holds, by which persist
-// gives up. The producer's claim enters a job, the runner its handler,
-// the heartbeat its extended lease; the completer strikes it once its
-// result is written.
+// when the lease is lost or about to lapse unextended, and how long its
+// lease holds, by which persist gives up. The producer's claim enters a
+// job, the runner its handler, the heartbeat its extended lease; the
+// completer strikes it once its result is written.
 type leaseBook struct {
 	visibility time.Duration // the queue's VisibilityTimeout
 	log        *slog.Logger
@@ -64,11 +64,16 @@ type leaseBook struct {
 	mu     sync.Mutex
 	cancel map[*skiplock.Job]context.CancelFunc
 	until  map[*skiplock.Job]time.Time // by this process's clock
+	// lapsed holds the jobs given up because their lease was about to
+	// lapse unextended: their handlers are cancelled (or never start),
+	// their results dropped, and the heartbeat extends them no more.
+	lapsed map[*skiplock.Job]bool
 }
 
 func newLeaseBook(visibility time.Duration, log *slog.Logger) *leaseBook {
 	return &leaseBook{visibility: visibility, log: log,
-		cancel: map[*skiplock.Job]context.CancelFunc{}, until: map[*skiplock.Job]time.Time{}}
+		cancel: map[*skiplock.Job]context.CancelFunc{}, until: map[*skiplock.Job]time.Time{},
+		lapsed: map[*skiplock.Job]bool{}}
 }
 
 // claimed enters jobs just claimed, whose leases hold until until.
@@ -81,22 +86,66 @@ func (b *leaseBook) claimed(jobs []*skiplock.Job, until time.Time) {
 	}
 }
 
-// running records the cancel of a job's handler, for a lost lease.
-func (b *leaseBook) running(j *skiplock.Job, cancel context.CancelFunc) {
+// running records the cancel of a job's handler, for a lost lease. It
+// reports false, and records nothing, if the job's lease lapsed while it
+// waited in hand: the handler must not start.
+func (b *leaseBook) running(j *skiplock.Job, cancel context.CancelFunc) bool {
 	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.lapsed[j] {
+		return false
+	}
 	b.cancel[j] = cancel
-	b.mu.Unlock()
+	return true
 }
 
-// inHand lists the jobs in hand.
+// inHand lists the jobs in hand whose leases are kept.
 func (b *leaseBook) inHand() []*skiplock.Job {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	jobs := make([]*skiplock.Job, 0, len(b.cancel))
 	for j := range b.cancel {
-		jobs = append(jobs, j)
+		if !b.lapsed[j] {
+			jobs = append(jobs, j)
+		}
 	}
 	return jobs
+}
+
+// lapse gives up the jobs in hand whose leases lapse within the margin
+// (leaseMargin) with no extension recorded, and cancels their handlers:
+// past its lease a job may start elsewhere, and a handler still running
+// here would run it twice at once, past a concurrency limit's count. It
+// returns how many it gave up.
+func (b *leaseBook) lapse(now time.Time) int {
+	margin := leaseMargin(b.visibility)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for j, u := range b.until {
+		if !b.lapsed[j] && !now.Before(u.Add(-margin)) {
+			b.lapsed[j] = true
+			b.cancel[j]()
+			n++
+		}
+	}
+	return n
+}
+
+// nextLapse is when lapse will next find a lease to give up, if nothing
+// is extended before: the first lease kept, less the margin, or for a job
+// claimed from now on, a visibility timeout from now, less the margin.
+func (b *leaseBook) nextLapse(now time.Time) time.Time {
+	margin := leaseMargin(b.visibility)
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	next := now.Add(b.visibility - margin)
+	for j, u := range b.until {
+		if !b.lapsed[j] && u.Add(-margin).Before(next) {
+			next = u.Add(-margin)
+		}
+	}
+	return next
 }
 
 // extended records that the leases of the jobs still in hand among jobs
@@ -131,6 +180,7 @@ func (b *leaseBook) written(batch []result) {
 	for _, r := range batch {
 		delete(b.cancel, r.job)
 		delete(b.until, r.job)
+		delete(b.lapsed, r.job)
 	}
 }
 

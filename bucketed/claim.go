@@ -164,6 +164,7 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 			claimed, cut, err = q.claimLimited(ctx, p)
 		} else {
 			err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+				markLeaseStart(ctx)
 				var err error
 				claimed, err = claimRows(txhook.Last(ctx), tx, q.sql.claim, p.args()) // one round trip
 				return err
@@ -357,5 +358,27 @@ func newToken() int64 {
 		if t := rand.Int64(); t != 0 {
 			return t
 		}
+	}
+}
+
+// leaseStartKey carries, in the context of a statement that sets leases
+// (a claim, a heartbeat), where to note when its transaction began
+// (withLeaseStart).
+type leaseStartKey struct{}
+
+// withLeaseStart has the lease writes under ctx note in *at when the
+// first try of their transaction began, on this process's clock, after
+// its connection was acquired: no later than the statement that set the
+// leases, but without the wait for a connection, which a lease does not
+// start with. *at stays zero if no try began.
+func withLeaseStart(ctx context.Context, at *time.Time) context.Context {
+	return context.WithValue(ctx, leaseStartKey{}, at)
+}
+
+// markLeaseStart notes the time in ctx's withLeaseStart, if any and not
+// noted yet.
+func markLeaseStart(ctx context.Context) {
+	if at, ok := ctx.Value(leaseStartKey{}).(*time.Time); ok && at.IsZero() {
+		*at = time.Now()
 	}
 }

@@ -76,7 +76,13 @@ func (h *heartbeat) extend(ctx context.Context, jobs []*skiplock.Job) {
 	defer cancel()
 	var lost []*skiplock.Job
 	err := h.book.persist(bctx, "heartbeat", jobs, func(ctx context.Context) (err error) {
-		lost, err = h.q.ExtendMany(ctx, jobs, 0)
+		// The leases run from this try's transaction, after the
+		// wait for its connection.
+		var at time.Time
+		lost, err = h.q.ExtendMany(withLeaseStart(ctx, &at), jobs, 0)
+		if !at.IsZero() {
+			began = at
+		}
 		return err
 	})
 	rejected := rejectedJobs(err)

@@ -37,13 +37,17 @@ func (m *leasedMode) inFlight() int {
 // from now on the heartbeat keeps their leases.
 func (m *leasedMode) claim(ctx context.Context, n int) ([]handed, bool, error) {
 	// The lease runs from the claim's statement, which began before it
-	// returned: count it from before it was sent.
+	// returned: count it from the start of the claim's transaction.
 	sent := time.Now()
-	jobs, cut, err := m.q.dequeue(ctx, m.cfg.Queue, n, m.cfg.Owner)
+	var began time.Time
+	jobs, cut, err := m.q.dequeue(withLeaseStart(ctx, &began), m.cfg.Queue, n, m.cfg.Owner)
 	if len(jobs) == 0 {
 		return nil, cut, err
 	}
-	m.book.claimed(jobs, sent.Add(m.q.cfg.VisibilityTimeout))
+	if began.IsZero() {
+		began = sent
+	}
+	m.book.claimed(jobs, began.Add(m.q.cfg.VisibilityTimeout))
 	hs := make([]handed, len(jobs))
 	for i, j := range jobs {
 		hs[i].job = j
@@ -64,6 +68,9 @@ func (m *leasedMode) work(ctx context.Context, h handed, asked time.Time) {
 		return
 	}
 	err := workloop.Call(func() error { return m.cfg.Handler(jctx, j) })
+	// Once returned, lapse passes the job over: a lapse before it has
+	// cancelled jctx, so the result is dropped either way or neither.
+	m.book.returned(j)
 	lostLease := jctx.Err() != nil && ctx.Err() == nil
 	cancel()
 	if !lostLease {

@@ -61,7 +61,9 @@ type leaseBook struct {
 	visibility time.Duration // the queue's VisibilityTimeout
 	log        *slog.Logger
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// cancel holds a no-op for a job not started yet, its handler's
+	// cancel while it runs, and nil once the handler has returned.
 	cancel map[*skiplock.Job]context.CancelFunc
 	until  map[*skiplock.Job]time.Time // by this process's clock
 	// lapsed holds the jobs given up because their lease was about to
@@ -99,6 +101,17 @@ func (b *leaseBook) running(j *skiplock.Job, cancel context.CancelFunc) bool {
 	return true
 }
 
+// returned records that a job's handler has returned: nothing of it
+// runs here any more, so its lease is kept until its result is written
+// and lapse no longer gives it up.
+func (b *leaseBook) returned(j *skiplock.Job) {
+	b.mu.Lock()
+	if _, ok := b.cancel[j]; ok {
+		b.cancel[j] = nil
+	}
+	b.mu.Unlock()
+}
+
 // inHand lists the jobs in hand whose leases are kept.
 func (b *leaseBook) inHand() []*skiplock.Job {
 	b.mu.Lock()
@@ -112,18 +125,20 @@ func (b *leaseBook) inHand() []*skiplock.Job {
 	return jobs
 }
 
-// lapse gives up the jobs in hand whose leases lapse within the margin
-// (leaseMargin) with no extension recorded, and cancels their handlers:
-// past its lease a job may start elsewhere, and a handler still running
-// here would run it twice at once, past a concurrency limit's count. It
-// returns how many it gave up.
+// lapse gives up the jobs in hand, not started or running, whose leases
+// lapse within the margin (leaseMargin) with no extension recorded, and
+// cancels their handlers: past its lease a job may start elsewhere, and a
+// handler still running here would run it twice at once, past a
+// concurrency limit's count. A job whose handler has returned is kept: its
+// result may yet be written while its lease holds. It returns how many it
+// gave up.
 func (b *leaseBook) lapse(now time.Time) int {
 	margin := leaseMargin(b.visibility)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	n := 0
 	for j, u := range b.until {
-		if !b.lapsed[j] && !now.Before(u.Add(-margin)) {
+		if c := b.cancel[j]; c != nil && !b.lapsed[j] && !now.Before(u.Add(-margin)) {
 			b.lapsed[j] = true
 			b.cancel[j]()
 			n++
@@ -141,7 +156,7 @@ func (b *leaseBook) nextLapse(now time.Time) time.Time {
 	defer b.mu.Unlock()
 	next := now.Add(b.visibility - margin)
 	for j, u := range b.until {
-		if !b.lapsed[j] && u.Add(-margin).Before(next) {
+		if b.cancel[j] != nil && !b.lapsed[j] && u.Add(-margin).Before(next) {
 			next = u.Add(-margin)
 		}
 	}
@@ -167,7 +182,7 @@ func (b *leaseBook) extended(jobs []*skiplock.Job, until time.Time, lost, reject
 		}
 	}
 	for _, j := range lost {
-		if c, ok := b.cancel[j]; ok {
+		if c := b.cancel[j]; c != nil {
 			c()
 		}
 	}

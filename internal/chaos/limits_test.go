@@ -140,9 +140,12 @@ SELECT (SELECT max(r) FROM (SELECT sum(d) OVER (PARTITION BY p ORDER BY at, d) A
 // starts span at least 4.5 s (300 at 50 a second, the first 50 at once: no
 // burst). How soon after 5 s the last one starts is a speed, which a
 // shared machine stretches (the goal is 6.6 s; CI runs have taken
-// 6.63 and 6.72 s): logged, and bounded only as a stall.
+// 6.63 and 6.72 s): logged, and bounded only as a stall. Not parallel: the
+// rate holds at the claims' commits (docs/flow-control.md), a margin of
+// 100 ms ahead of the handlers' starts, and the package's other tests'
+// processes, run beside it, starved its workers past that margin (CI
+// counted 58 and 59 starts in a second).
 func TestRateLimitAcrossProcesses(t *testing.T) {
-	t.Parallel()
 	const jobs = 300
 	dsn, name := setup(t, "bucketed", jobs)
 	db := testdb.Open(t, nil)

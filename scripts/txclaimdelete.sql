@@ -10,7 +10,7 @@
 --     -c 8 -j 2 -t 300 -D buckets=8 -D queue=bench -f scripts/txclaimdelete.sql
 \set b random(0, :buckets - 1)
 BEGIN;
-SELECT coalesce(array_agg(id), '{}') AS ids FROM (SELECT id FROM jobs WHERE bucket = :b AND status = 'Queued' AND queue = :queue
+SELECT coalesce(array_agg(id), '{}') AS ids FROM (SELECT id FROM jobs WHERE bucket = :b AND status = 'Queued' AND deps_left IS NULL AND queue = :queue
   AND run_at <= now() ORDER BY priority, run_at, id LIMIT 100 FOR UPDATE SKIP LOCKED) AS s \gset
 DELETE FROM jobs WHERE id = ANY(:ids::INT8[]);
 COMMIT;

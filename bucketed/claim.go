@@ -164,7 +164,6 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 			claimed, cut, err = q.claimLimited(ctx, p)
 		} else {
 			err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
-				markLeaseStart(ctx)
 				var err error
 				claimed, err = claimRows(txhook.Last(ctx), tx, q.sql.claim, p.args()) // one round trip
 				return err

@@ -428,7 +428,6 @@ func (q *Queue) fencedBatch(ctx context.Context, what, sql string, endsThem bool
 	}
 	var done []int64
 	err = q.runFenced(ctx, func(ctx context.Context, tx skiplock.Tx) error {
-		markLeaseStart(ctx)
 		var err error
 		sctx := ctx
 		if len(ends) == 0 {

@@ -405,7 +405,6 @@ func (q *Queue) claimLimited(ctx context.Context, p claimParams) (claimed []clai
 		handed = q.handoff.take(p.Queue)
 	}
 	err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
-		markLeaseStart(ctx)
 		claimed, cut = nil, false
 		took, err := q.takeLimits(ctx, tx, p.Queue, p.Limit, partitioned, handed)
 		if err != nil || partitioned && !took.partitioned {

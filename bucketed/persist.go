@@ -138,13 +138,19 @@ func (b *leaseBook) lapse(now time.Time) int {
 	defer b.mu.Unlock()
 	n := 0
 	for j, u := range b.until {
-		if c := b.cancel[j]; c != nil && !b.lapsed[j] && !now.Before(u.Add(-margin)) {
+		if b.mayLapse(j) && !now.Before(u.Add(-margin)) {
 			b.lapsed[j] = true
 			b.cancel[j]()
 			n++
 		}
 	}
 	return n
+}
+
+// mayLapse reports whether lapse may give j up: it is not started or its
+// handler runs, and it was not given up already. Called with mu held.
+func (b *leaseBook) mayLapse(j *skiplock.Job) bool {
+	return b.cancel[j] != nil && !b.lapsed[j]
 }
 
 // nextLapse is when lapse will next find a lease to give up, if nothing
@@ -156,7 +162,7 @@ func (b *leaseBook) nextLapse(now time.Time) time.Time {
 	defer b.mu.Unlock()
 	next := now.Add(b.visibility - margin)
 	for j, u := range b.until {
-		if b.cancel[j] != nil && !b.lapsed[j] && u.Add(-margin).Before(next) {
+		if b.mayLapse(j) && u.Add(-margin).Before(next) {
 			next = u.Add(-margin)
 		}
 	}

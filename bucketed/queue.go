@@ -163,7 +163,10 @@ func (q *Queue) run(ctx context.Context, fn func(ctx context.Context, tx skiploc
 // while the table was nearly empty may hash-join instead (docs/design.md,
 // "Lease writes by key"): a deadlock is then possible, and retried.
 func (q *Queue) runGeneric(ctx context.Context, fn func(ctx context.Context, tx skiplock.Tx) error) error {
-	return retry.Run(ctx, q.db, q.genericRetry, fn)
+	return retry.Run(ctx, q.db, q.genericRetry, func(ctx context.Context, tx skiplock.Tx) error {
+		markLeaseStart(ctx) // the claims and lease writes set leases from here (withLeaseStart)
+		return fn(ctx, tx)
+	})
 }
 
 // Enqueue adds one job and reports its id (as skiplock.Job.ID carries

@@ -6,6 +6,7 @@ import (
 	"context"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/skiplock/skiplock/internal/copyio"
 
@@ -41,6 +42,30 @@ func ybBegin(ctx context.Context, b interface {
 		return nil, interpretError(err)
 	}
 	return WrapYugabyteTx(tx), nil
+}
+
+// ybCheckConn checks the connection of q when it is a YugabyteDB smart driver
+// transaction: ok says it was one.
+func ybCheckConn(q any) (ok bool, err error) {
+	tx, ok := q.(pgx.Tx)
+	if !ok {
+		return false, nil
+	}
+	return true, ybConnClosed(tx.Conn().PgConn())
+}
+
+// ybConnClosed reads what the server has sent on c, waiting at most a
+// millisecond, and sends nothing: an error says the connection is closed
+// (a FATAL message from the server, or the end of the stream). It is
+// pgx's CheckConn, which pgx deprecates in favour of Ping, a round trip
+// that a watch over a running transaction should not pay.
+func ybConnClosed(c *pgconn.PgConn) error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Millisecond)
+	defer cancel()
+	if _, err := c.ReceiveMessage(ctx); err != nil && !pgconn.Timeout(err) {
+		return err
+	}
+	return nil
 }
 
 // ybPool adapts a YugabyteDB smart driver pool to Pool.

@@ -302,6 +302,10 @@ func (t *countingTx) QueryRow(ctx context.Context, sql string, args ...any) skip
 	return t.counted.QueryRow(ctx, sql, args...)
 }
 
+// CheckConn checks the counted transaction's connection (fanout's
+// watch of a running handler's transaction); it sends no statement.
+func (t *countingTx) CheckConn() error { return skiplock.CheckConn(t.tx) }
+
 func (t *countingTx) Commit(ctx context.Context) error {
 	if !t.ended {
 		t.ended = true

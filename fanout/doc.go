@@ -181,9 +181,24 @@
 // connection failed, or COMMIT failed after the handler ran) still counts:
 // counts err towards too many, never too few.
 //
-// A connection lost while the handler runs is the handler's failure: the
-// server rolls the transaction back, and the attempt is recorded over a
-// fresh connection. A worker process that dies mid-job (crash, kill -9,
+// A job's transaction can end under its running handler: the server ends
+// the session (pg_terminate_backend, idle_in_transaction_session_timeout,
+// a restart) or a pooler or the network closes the connection. The server
+// rolls the transaction back and unlocks the job, which another worker
+// may claim at once. So a Worker checks the connection of each running
+// handler's transaction every 200 ms (skiplock.ConnChecker: it reads what
+// the server sent and sends nothing, never while the handler runs a
+// statement or holds open rows) and, once it is closed, cancels the
+// handler's context with [ErrTransactionLost] as its cause
+// (context.Cause): the handler stops within about that long, instead of
+// running on beside the job's next attempt and past a concurrency limit,
+// which counts the job as running only while its transaction lasts. The
+// attempt counts and the job runs again (retry.Run begins a new
+// transaction, with a new claim); whatever the handler did in the lost
+// transaction rolled back. A network that drops
+// packets without closing the connection is seen by neither side until
+// TCP keepalives notice; the job stays locked until then, and nothing
+// runs twice. A worker process that dies mid-job (crash, kill -9,
 // lost network) records nothing but its count: the server rolls its
 // transaction back when it notices the dead connection, and the job runs
 // again after its backoff, or goes to job_dead once its count is used up.

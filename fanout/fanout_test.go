@@ -31,7 +31,13 @@ func setup(t *testing.T, maxConns int32, cfg *fanout.Config) (*fanout.Queue, *sk
 // setupOn is setup through driver adapter d.
 func setupOn(t *testing.T, d testdb.Driver, maxConns int32, cfg *fanout.Config) (*fanout.Queue, *skiplock.DB, string) {
 	t.Helper()
-	db := d.Open(t, &skiplock.OpenConfig{MaxConns: maxConns})
+	return setupOpen(t, d, &skiplock.OpenConfig{MaxConns: maxConns}, cfg)
+}
+
+// setupOpen is setupOn with the pool opened as oc says.
+func setupOpen(t *testing.T, d testdb.Driver, oc *skiplock.OpenConfig, cfg *fanout.Config) (*fanout.Queue, *skiplock.DB, string) {
+	t.Helper()
+	db := d.Open(t, oc)
 	name := testdb.Schema(t, db)
 	mc := &schema.MigrateConfig{Layouts: []schema.Layout{schema.LayoutFanout}}
 	mc.Schema = name

@@ -10,6 +10,7 @@ import (
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/errtext"
+	"github.com/skiplock/skiplock/internal/logs"
 	"github.com/skiplock/skiplock/internal/txhook"
 	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/internal/workloop"
@@ -223,6 +224,12 @@ func (q *Queue) process(ctx context.Context, queue string, h Handler, c counter,
 		if cerr == nil {
 			job.Attempts = n
 		}
+		if errors.As(err, new(*txLostError)) {
+			// The server unlocked the job before this handler stopped:
+			// another claim may have counted since, so the attempt stays
+			// counted (as a worker's that died).
+			return err
+		}
 		if ctx.Err() != nil || retry.Classify(err) == retry.Retryable {
 			// A hard stop or a transaction the engine will run again is
 			// not the job's failure: take its count back while this
@@ -365,7 +372,15 @@ func (q *Queue) committed(ctx context.Context, job *skiplock.Job) bool {
 // forget). With ch, the removal's network write also begins the next
 // transaction with a claim of queue (chain).
 func (q *Queue) handle(ctx context.Context, tx skiplock.Tx, h Handler, job *skiplock.Job, ch *chain, queue string) error {
-	if err := workloop.Call(func() error { return h(ctx, handlerTx{tx}, job) }); err != nil {
+	hctx, watch := watchTx(ctx, tx)
+	err := workloop.Call(func() error { return h(hctx, watchedTx{handlerTx{tx}, watch}, job) })
+	if lost := watch.stop(); lost != nil {
+		// Whatever the handler returned, its transaction is gone.
+		q.cfg.Logger.Warn("fanout: a job's transaction ended while its handler ran; the handler's context was cancelled, and the job runs again",
+			"job", job.ID, "queue", queue, "kind", job.Kind, "attempt", job.Attempts, logs.Err(lost))
+		return lost
+	}
+	if err != nil {
 		return &handlerError{err: err}
 	}
 	// The removal is the transaction's last statement: its COMMIT goes

@@ -9,7 +9,7 @@ cd "$(dirname "$0")/.."
   echo
   sed -e '/^\/\/go:generate/d' \
       -e 's#github.com/jackc/pgx/v5#github.com/yugabyte/pgx/v5#' \
-      -e 's/jackcQuerier/ybQuerier/g; s/jackcPool/ybPool/g; s/jackcConn/ybConn/g; s/jackcTx/ybTx/g; s/jackcBegin/ybBegin/g; s/jackcCopy/ybCopy/g; s/jackcWarm/ybWarm/g; s/newJackcPool/newYBPool/' \
+      -e 's/jackcQuerier/ybQuerier/g; s/jackcPool/ybPool/g; s/jackcConn/ybConn/g; s/jackcTx/ybTx/g; s/jackcBegin/ybBegin/g; s/jackcCopy/ybCopy/g; s/jackcWarm/ybWarm/g; s/jackcCheckConn/ybCheckConn/g; s/newJackcPool/newYBPool/' \
       -e 's/a jackc\/pgx/a YugabyteDB smart driver/; s/own jackc\/pgx/own YugabyteDB smart driver/; s/acquired jackc\/pgx/acquired YugabyteDB smart driver/' \
       -e 's/WrapTx/WrapYugabyteTx/g' \
       driver_jackc.go

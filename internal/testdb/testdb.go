@@ -311,7 +311,8 @@ type Driver struct {
 	// Name is "jackc" or "yugabyte", the subtest's name.
 	Name string
 	// Open returns a DB on the test server through this adapter, closed
-	// when the test ends. It honours cfg.MaxConns.
+	// when the test ends. It honours cfg.MaxConns and
+	// cfg.IdleInTransactionTimeout.
 	Open func(t testing.TB, cfg *skiplock.OpenConfig) *skiplock.DB
 	// Begin begins a transaction on a pool of the driver's own that the
 	// test owns, as a caller's code does, and returns it wrapped for
@@ -364,6 +365,11 @@ func ybPool(t testing.TB, cfg *skiplock.OpenConfig) *ybpgxpool.Pool {
 	}
 	if cfg != nil && cfg.MaxConns > 0 {
 		pc.MaxConns = cfg.MaxConns
+	}
+	if cfg != nil && cfg.IdleInTransactionTimeout > 0 {
+		// skiplock.Open SETs it on each new connection; a startup parameter
+		// does the same here.
+		pc.ConnConfig.RuntimeParams["idle_in_transaction_session_timeout"] = strconv.FormatInt(cfg.IdleInTransactionTimeout.Milliseconds(), 10)
 	}
 	pool, err := ybpgxpool.NewWithConfig(context.Background(), pc)
 	if err != nil {

@@ -58,7 +58,7 @@ type producer struct {
 
 	ready    chan handed     // claimed, not yet taken by a goroutine; closed when the producer returns
 	slots    chan struct{}   // cap 1: a goroutine took a job or is waiting for one
-	soon     chan struct{}   // cap 1: a job this worker put back is due (wakeIn)
+	soon     chan struct{}   // cap 1: a job this worker put back is due (wakeIn), or this process released some (wakers)
 	freed    chan struct{}   // cap 1: results were written, which frees their jobs' slots (resultsWritten)
 	quit     <-chan struct{} // closed when the producer's stop begins; set before its first job goes out
 	held     atomic.Int64    // jobs claimed and not yet finished (ready + running)
@@ -152,6 +152,7 @@ const (
 // are refused, begin once no claim is in flight.
 func (p *producer) produce(stop, hard context.Context) {
 	p.quit = stop.Done() // before any job goes out: the runner reads it only after taking one
+	defer p.q.wakers.add(p.cfg.Queue, p.soon)() // this process's releases of the queue's jobs
 	// The producer is ready's one sender: closing it when the producer
 	// returns (stop, hard stop) wakes every goroutine waiting for a job,
 	// which then wait on ready alone (a select over shared channels locks

@@ -44,6 +44,9 @@ type Queue struct {
 	// handoff holds the leases of jobs whose handlers returned, whose
 	// slots the next limited claim may take over (handoff.go).
 	handoff slotHandoff
+	// wakers are the producers that this process's workflow releases
+	// wake (wake.go).
+	wakers wakers
 }
 
 // New returns a Queue on db. The schema must have been migrated with

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/skiplock/skiplock"
 	"github.com/skiplock/skiplock/internal/copyio"
@@ -174,8 +175,9 @@ func textArray(names []string) *string {
 
 // settle releases or cancels, in tx, the jobs that wait on the finished
 // jobs (ok succeeded, bad ended badly: depgate.Gate.Settle), notifying
-// their queues (Config.ReleaseNotify) in tx. Once tx commits, a released
-// job that sorts before a watermark makes this
+// their queues (Config.ReleaseNotify) in tx. Once tx commits, this
+// process's Workers of the released jobs' queues are woken (wakers), and a
+// released job that sorts before a watermark makes this
 // process's next claim of its queue probe the heads: a release written
 // while other claims moved the watermarks (its run time is its
 // statement's, its commit later) would otherwise wait for the next probe.
@@ -197,9 +199,15 @@ func (q *Queue) settle(ctx context.Context, tx skiplock.Querier, ok, bad []int64
 		}
 	}
 	probe := func() {
+		now := time.Now()
+		var due []string
 		for _, r := range released {
 			q.hints.enqueued(r.Queue, r.Priority, r.RunAt) // a probe only if it sorts before a watermark
+			if !r.RunAt.After(now) {
+				due = append(due, r.Queue)
+			}
 		}
+		q.wakers.wake(distinct(due)) // this process's workers of those queues claim now
 	}
 	if !txhook.AfterCommit(tx, probe) {
 		probe() // a transaction skiplock did not begin: at once, and again at its next probe

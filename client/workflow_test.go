@@ -405,36 +405,44 @@ func TestWorkflowRefusals(t *testing.T) {
 }
 
 // TestWorkflowReleaseWakesIdleWorkers: a released workflow job is
-// announced as an inserted one is (bucketed.Config.ReleaseNotify), so
-// that idle workers claim it at once. The client polls an idle queue only
-// every ten minutes here: each job of a chain of four is released by the
-// completion of the one before, on a drained queue, and without the
-// release's notification the second would wait for that poll (the test
-// gives up after 90 s).
+// announced as an inserted one is (bucketed.Config.ReleaseNotify), and the
+// releasing process wakes its own idle workers of the job's queue, so
+// that they claim it at once: with notifications, and without them
+// (client.NotifyOff here; a transaction pooler, YugabyteDB without
+// LISTEN/NOTIFY), where nothing else would. The client polls an idle
+// queue only every ten minutes here: each job of a chain of four is
+// released by the completion of the one before, on a drained queue, and
+// without the wake the second would wait for that poll (the test gives
+// up after 90 s).
 func TestWorkflowReleaseWakesIdleWorkers(t *testing.T) {
 	t.Parallel()
-	ctx := ctxT(t)
-	db, s := openDB(t)
-	if !db.Dialect().Notifications {
-		t.Skip("the engine has no LISTEN/NOTIFY: its workers poll")
-	}
-	log := newStepLog()
-	ws := client.NewWorkers()
-	must(t, client.AddWorker(ws, client.WorkFunc[step](log.handler), nil))
-	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Logger: testdb.Logger(t), FetchPollInterval: 10 * time.Minute,
-		Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 2}}})
-	must(t, err)
-	must(t, c.Start(ctx))
-	defer c.Stop(context.Background()) //nolint:errcheck // test cleanup
-	jobs := []client.WorkflowJob{{ID: "s0", Args: step{Name: "s0"}}}
-	for i := 1; i < 4; i++ {
-		jobs = append(jobs, client.WorkflowJob{ID: fmt.Sprintf("s%d", i), Args: step{Name: fmt.Sprintf("s%d", i)}, DependsOn: []string{fmt.Sprintf("s%d", i-1)}})
-	}
-	res, err := c.InsertWorkflow(ctx, "chain", jobs)
-	must(t, err)
-	for name, st := range settledWorkflow(t, db, s, res.ID) {
-		if st != skiplock.StatusSuccess {
-			t.Errorf("job %s is %s, want success", name, st)
-		}
+	for _, notify := range []client.Notify{client.NotifyAuto, client.NotifyOff} {
+		t.Run(map[client.Notify]string{client.NotifyAuto: "notified", client.NotifyOff: "in process"}[notify], func(t *testing.T) {
+			t.Parallel()
+			ctx := ctxT(t)
+			db, s := openDB(t)
+			if notify == client.NotifyAuto && !db.Dialect().Notifications {
+				t.Skip("the engine has no LISTEN/NOTIFY: the in-process wake is tested without it")
+			}
+			log := newStepLog()
+			ws := client.NewWorkers()
+			must(t, client.AddWorker(ws, client.WorkFunc[step](log.handler), nil))
+			c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Logger: testdb.Logger(t), FetchPollInterval: 10 * time.Minute,
+				Notify: notify, Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 2}}})
+			must(t, err)
+			must(t, c.Start(ctx))
+			defer c.Stop(context.Background()) //nolint:errcheck // test cleanup
+			jobs := []client.WorkflowJob{{ID: "s0", Args: step{Name: "s0"}}}
+			for i := 1; i < 4; i++ {
+				jobs = append(jobs, client.WorkflowJob{ID: fmt.Sprintf("s%d", i), Args: step{Name: fmt.Sprintf("s%d", i)}, DependsOn: []string{fmt.Sprintf("s%d", i-1)}})
+			}
+			res, err := c.InsertWorkflow(ctx, "chain", jobs)
+			must(t, err)
+			for name, st := range settledWorkflow(t, db, s, res.ID) {
+				if st != skiplock.StatusSuccess {
+					t.Errorf("job %s is %s, want success", name, st)
+				}
+			}
+		})
 	}
 }

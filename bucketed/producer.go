@@ -152,7 +152,8 @@ const (
 // are refused, begin once no claim is in flight.
 func (p *producer) produce(stop, hard context.Context) {
 	p.quit = stop.Done() // before any job goes out: the runner reads it only after taking one
-	defer p.q.wakers.add(p.cfg.Queue, p.soon)() // this process's releases of the queue's jobs
+	// This process's releases of the queue's jobs wake the producer.
+	defer p.q.wakers.add(p.cfg.Queue, p.soon)()
 	// The producer is ready's one sender: closing it when the producer
 	// returns (stop, hard stop) wakes every goroutine waiting for a job,
 	// which then wait on ready alone (a select over shared channels locks

@@ -133,6 +133,57 @@ SELECT (SELECT max(r) FROM (SELECT sum(d) OVER (PARTITION BY p ORDER BY at, d) A
 	}
 }
 
+// TestFanoutGlobalLimitHoldsThroughKills: three fanout `work` processes of
+// 20 workers work 60 jobs of a queue limited to 3 at once (`queues
+// configure --concurrency 3`), a tenth of the attempts failing, and one
+// process is SIGKILLed after 20 jobs are recorded. A fanout job's slot is
+// held by its transaction, which the server ends when the killed
+// process's connection closes; a dead process runs nothing, so its
+// unfinished attempts count as running until the kill. From
+// work_attempt_log's intervals (a completed attempt's end is its
+// work_log row's, written in the job's own transaction): never more than
+// 3 attempts at once, the limit reached, every job recorded once, none
+// left.
+func TestFanoutGlobalLimitHoldsThroughKills(t *testing.T) {
+	t.Parallel()
+	const jobs, limit = 60, 3
+	dsn, name := setup(t, "fanout", jobs)
+	cli(t, dsn, "--schema", name, "migrate", "--layout", "bucketed") // the queues' limits live in its tables
+	cli(t, dsn, "--schema", name, "queues", "configure", "default", "--concurrency", strconv.Itoa(limit))
+	db := testdb.Open(t, nil)
+	ctx := context.Background()
+	args := workArgs(name, "fanout", "--workers", "20", "--work", "50ms", "--fail", "0.1", "--retry-backoff", "50ms", "--record-attempts")
+	procs := []*workerProc{startWorker(t, dsn, args...), startWorker(t, dsn, args...), startWorker(t, dsn, args...)}
+	defer logsOnFailure(t, procs)
+	waitRecorded(t, db, name, jobs/3, time.Minute)
+	procs[0].kill()
+	killed := time.Now()
+	waitRecorded(t, db, name, jobs, 2*time.Minute)
+	for _, p := range procs[1:] {
+		p.stop() //nolint:errcheck // the exit code after SIGTERM is not the point
+	}
+	s := sqlident.Quote(name)
+	var most, unfinished, rows, distinct, left int64
+	if err := db.QueryRow(ctx, `WITH a AS (
+  SELECT l."started_at" AS s, coalesce(l."finished_at", w."finished_at", $1::TIMESTAMPTZ) AS f
+  FROM `+s+`."work_attempt_log" AS l
+    LEFT JOIN `+s+`."work_log" AS w ON w."job_id" = l."job_id" AND w."started_at" = l."started_at"),
+e AS (SELECT s AS at, 1 AS d FROM a UNION ALL SELECT f, -1 FROM a)
+SELECT (SELECT max(r) FROM (SELECT sum(d) OVER (ORDER BY at, d) AS r FROM e) AS x),
+  (SELECT count(*) FROM `+s+`."work_attempt_log" WHERE "finished_at" IS NULL),
+  (SELECT count(*) FROM `+s+`."work_log"), (SELECT count(DISTINCT "job_id") FROM `+s+`."work_log"),
+  (SELECT count(*) FROM `+s+`."job_queue")`, killed).Scan(&most, &unfinished, &rows, &distinct, &left); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("most attempts at once %d (limit %d), attempts cut short by the kill %d", most, limit, unfinished)
+	if most != limit {
+		t.Errorf("at most %d attempts ran at once; want the limit, %d, reached and never passed", most, limit)
+	}
+	if rows != jobs || distinct != jobs || left != 0 {
+		t.Errorf("work_log: %d rows for %d jobs, %d jobs left in the queue; want each of the %d jobs once, none left", rows, distinct, left, jobs)
+	}
+}
+
 // TestRateLimitAcrossProcesses: three `work` processes of 20 workers each
 // work 300 jobs of a bucketed queue limited to 50 starts a second
 // (`queues configure --rate 50/1s`). From work_attempt_log's starts, on

@@ -759,6 +759,14 @@ func ownSchema(ctx context.Context, admin *skiplock.DB, c *Config) error {
 	if _, err := schema.Migrate(ctx, admin, &schema.MigrateConfig{Options: schema.Options{Schema: c.Schema}, Logger: c.Logger}); err != nil {
 		return fmt.Errorf("bench: migrate schema %s: %w", c.Schema, err)
 	}
+	// A run under --emulate cockroach left its stand-in indexes in the
+	// schema every run shares: a run under PostgreSQL's own rules drops
+	// them, or its claims would plan on them.
+	for _, drop := range schema.DropEmulationStandIns(admin.Dialect(), c.Schema) {
+		if _, err := admin.Exec(ctx, drop); err != nil {
+			return fmt.Errorf("bench: drop the cockroach personality's stand-in index from schema %s: %w", c.Schema, err)
+		}
+	}
 	mark := fmt.Sprintf(`INSERT INTO %s ("name", "value") VALUES ($1, $2) ON CONFLICT ("name") DO NOTHING`, table(c, schema.SettingTable))
 	if _, err := admin.Exec(ctx, mark, ownerSetting, "skiplock bench: emptied and refilled by every run"); err != nil {
 		return fmt.Errorf("bench: mark schema %s as the bench's: %w", c.Schema, err)

@@ -201,7 +201,8 @@ func TestConflictTargetRepeatsTheIndex(t *testing.T) {
 // TestEmulationStandIns: only a personality whose engine merges a
 // hash-sharded index's shards (cockroach) gets the merged stand-in, the
 // dequeue index without its bucket column, and only with the bucketed
-// layout; the engines themselves and PostgreSQL get none.
+// layout; the engines themselves and PostgreSQL get none, and PostgreSQL
+// under its own rules drops them.
 func TestEmulationStandIns(t *testing.T) {
 	t.Parallel()
 	emulated := func(p skiplock.Personality) *skiplock.Dialect {
@@ -226,6 +227,20 @@ func TestEmulationStandIns(t *testing.T) {
 	} {
 		if got := EmulationStandIns(tc.d, tc.layouts, "s"); len(got) != 0 {
 			t.Errorf("%s: %q, want none", name, got)
+		}
+	}
+	// PostgreSQL under its own rules (and under a personality that wants
+	// none) drops what a cockroach-emulated migrate made; the cockroach
+	// personality and the engines themselves drop nothing.
+	drop := `DROP INDEX IF EXISTS "s"."jobs_dequeue_merged"`
+	for name, d := range map[string]*skiplock.Dialect{"postgres": skiplock.EnginePostgres.Dialect(), "yugabyte personality": emulated(skiplock.PersonalityYugabyte)} {
+		if got := DropEmulationStandIns(d, "s"); len(got) != 1 || got[0] != drop {
+			t.Errorf("%s: drops %q, want [%q]", name, got, drop)
+		}
+	}
+	for name, d := range map[string]*skiplock.Dialect{"cockroach personality": emulated(skiplock.PersonalityCockroach), "cockroach itself": skiplock.EngineCockroach.Dialect(), "yugabyte itself": skiplock.EngineYugabyte.Dialect()} {
+		if got := DropEmulationStandIns(d, "s"); len(got) != 0 {
+			t.Errorf("%s: drops %q, want none", name, got)
 		}
 	}
 }

@@ -124,6 +124,27 @@ func EmulationStandIns(d *skiplock.Dialect, layouts []Layout, schemaName string)
 	return out
 }
 
+// DropEmulationStandIns are the statements that remove the stand-in
+// indexes EmulationStandIns made in schemaName, on PostgreSQL used under
+// its own rules (none under a personality that wants them, or on the
+// other engines, which never get them): a schema that runs under
+// PostgreSQL's rules after a run under the cockroach personality would
+// otherwise keep them, and PostgreSQL plans its own claims on them, with
+// the bucket as a filter (the bench's schema, which every run shares).
+func DropEmulationStandIns(d *skiplock.Dialect, schemaName string) []string {
+	if d.Engine != skiplock.EnginePostgres || len(EmulationStandIns(d, []Layout{LayoutBucketed}, schemaName)) > 0 {
+		return nil
+	}
+	t := JobsTableDef(DefaultBuckets)
+	var out []string
+	for _, ix := range t.Indexes {
+		if _, ok := ix.mergedStandIn(schemaName, t); ok {
+			out = append(out, "DROP INDEX IF EXISTS "+sqlident.Quote(schemaName)+"."+sqlident.Quote(ix.standInName()))
+		}
+	}
+	return out
+}
+
 // resolve validates the configuration and fills in defaults.
 func (cfg *MigrateConfig) resolve() (Options, []Layout, error) {
 	opts, err := cfg.Options.withDefaults()

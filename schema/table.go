@@ -274,12 +274,15 @@ func (ix Index) mergedStandIn(schemaName string, t *Table) (stmt string, ok bool
 			keys = append(keys, sqlident.Quote(c.Name))
 		}
 	}
-	s := fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s ON %s (%s)", sqlident.Quote(ix.Name+"_merged"), t.qualified(schemaName), strings.Join(keys, ", "))
+	s := fmt.Sprintf("CREATE INDEX IF NOT EXISTS %s ON %s (%s)", sqlident.Quote(ix.standInName()), t.qualified(schemaName), strings.Join(keys, ", "))
 	if ix.Where != "" {
 		s += " WHERE " + ix.Where
 	}
 	return s, true
 }
+
+// standInName is the name of ix's stand-in index (mergedStandIn).
+func (ix Index) standInName() string { return ix.Name + "_merged" }
 
 // ConflictTarget renders ix as the conflict target of INSERT ... ON
 // CONFLICT: its key columns and, for a partial index, its predicate, which

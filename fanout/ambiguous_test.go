@@ -70,3 +70,49 @@ func TestAmbiguousCommitResolvedFromTheData(t *testing.T) {
 	}
 	t.Logf("%d of %d jobs reported; %d rolled-back transactions returned the ambiguous error", len(reported), n, unknown)
 }
+
+// TestAmbiguousResolutionWaitsForALateCount: an attempt whose COMMIT's
+// outcome is unknown reads as committed when its job is gone and the
+// job's count is still its own. If it rolled back and another worker took
+// the job, that worker may commit the job's removal before its own count
+// (sent ahead on another connection) lands: the first read then says
+// committed. The resolution reads again a moment later, where the count
+// has landed, and says not committed; a count that stays as it was still
+// reads as committed. Not parallel: the seam between the reads is the
+// package's.
+func TestAmbiguousResolutionWaitsForALateCount(t *testing.T) {
+	q, db, s := setup(t, 4, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	const attempt = 3
+	for _, tc := range []struct {
+		name      string
+		lands     bool // the other worker's count lands between the reads
+		committed bool
+	}{{"another worker's count lands late", true, false}, {"the count stays this attempt's", false, true}} {
+		t.Run(tc.name, func(t *testing.T) {
+			id, err := idOf(q.Enqueue(ctx, skiplock.NewJob{}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The job's removal committed (by whichever worker), its
+			// count at this attempt's.
+			if _, err := db.Exec(ctx, "DELETE FROM "+table(s, "job_queue")+" WHERE id = $1", id); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Exec(ctx, "INSERT INTO "+table(s, "job_attempt")+" (job_id, attempts, started_at, retry_at) VALUES ($1, $2, now(), now())", id, attempt); err != nil {
+				t.Fatal(err)
+			}
+			between := func() {
+				if tc.lands {
+					if _, err := db.Exec(ctx, "UPDATE "+table(s, "job_attempt")+" SET attempts = attempts + 1 WHERE job_id = $1", id); err != nil {
+						t.Error(err)
+					}
+				}
+			}
+			if got := fanout.Committed(ctx, q, &skiplock.Job{ID: id, Attempts: attempt}, between); got != tc.committed {
+				t.Fatalf("resolved as committed: %v, want %v", got, tc.committed)
+			}
+		})
+	}
+}

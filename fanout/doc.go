@@ -227,7 +227,9 @@
 // transaction, so either both committed (the job is gone) or neither did
 // (the job is back in the queue and will run again, from scratch).
 // Process resolves it from the data: a job gone while its attempt count is
-// still the one this attempt made committed, and Process returns its
+// still the one this attempt made committed (read twice, a quarter of a
+// second apart: a worker that took the job after a rollback may commit
+// its removal before its own count lands), and Process returns its
 // Result as for any commit; otherwise it returns
 // *retry.AmbiguousCommitError.
 //

@@ -105,3 +105,12 @@ func ClaimCounted(ctx context.Context, q *Queue, tx skiplock.Tx) (*skiplock.Job,
 
 // LimitReads is how many reads of its queues' limits q has made.
 func LimitReads(q *Queue) int64 { return q.limits.reads.Load() }
+
+// Committed is q.committed: whether an ambiguous commit of job's attempt
+// (job.Attempts, its count) committed, read from the data. between runs
+// after the first read.
+func Committed(ctx context.Context, q *Queue, job *skiplock.Job, between func()) bool {
+	betweenResolveReads = between
+	defer func() { betweenResolveReads = func() {} }()
+	return q.committed(ctx, job)
+}

@@ -355,17 +355,41 @@ func (q *Queue) forgetCounted(ctx context.Context, c counter, count *counting, i
 
 // committed resolves an ambiguous commit of job's transaction from the
 // data (committed in fanout.sql): the job gone while its count is still
-// the one this attempt made. It reports false when it cannot tell: the
-// error stands then, and the job, if it is back, runs again.
+// the one this attempt made, read twice, resolveRecheck apart. Once: if
+// this transaction rolled back, another worker may have claimed the job
+// and committed its removal before its own count, sent ahead on another
+// connection, landed (the count is off the job's path), and the job
+// would read as gone with this attempt's count; the second read sees
+// that count land, or the row dropped after that worker's commit. It
+// reports false when it cannot tell: the error stands then, and the job,
+// if it is back, runs again.
 func (q *Queue) committed(ctx context.Context, job *skiplock.Job) bool {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
-	var ok bool
-	if err := q.db.QueryRow(ctx, q.sql.committed, job.ID, job.Attempts).Scan(&ok); err != nil {
-		return false
+	for read := range 2 {
+		if read > 0 {
+			betweenResolveReads()
+			if retry.Sleep(ctx, resolveRecheck) != nil {
+				return false
+			}
+		}
+		var ok bool
+		if err := q.db.QueryRow(ctx, q.sql.committed, job.ID, job.Attempts).Scan(&ok); err != nil || !ok {
+			return false
+		}
 	}
-	return ok
+	return true
 }
+
+// resolveRecheck is how long committed waits before it reads again: far
+// longer than a count sent before a handler ran takes to land after the
+// removal that followed that handler, and paid only on an ambiguous
+// commit.
+const resolveRecheck = 250 * time.Millisecond
+
+// betweenResolveReads runs after committed's first read: a test's seam,
+// which lands the other worker's count there.
+var betweenResolveReads = func() {}
 
 // handle runs the handler on a claimed and counted job, then deletes the
 // job in the same transaction (its count is dropped after the commit:

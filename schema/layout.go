@@ -413,6 +413,12 @@ func JobAttemptTableDef() *Table {
 	}
 }
 
+// slotFillFactor is the fillfactor of the limits' tables (job_slot,
+// job_rate_token, fanout_slot) on PostgreSQL: claims update their rows
+// many times a second, and a page a tenth full keeps room for the next
+// versions of its rows (Table.FillFactor).
+const slotFillFactor = 10
+
 // JobSlotTableDef describes the bucketed layout's concurrency slots
 // (bucketed/006): a queue's global limit of N is slot rows 0 to N-1 of its
 // partition ("" for the whole queue), made when the limit is set. A claim
@@ -435,6 +441,7 @@ func JobSlotTableDef() *Table {
 		},
 		PrimaryKey: []string{"queue", "partition", "slot"},
 		SpreadKey:  true,
+		FillFactor: slotFillFactor,
 	}
 }
 
@@ -457,6 +464,7 @@ func FanoutSlotTableDef() *Table {
 		},
 		PrimaryKey: []string{"queue", "slot"},
 		SpreadKey:  true,
+		FillFactor: slotFillFactor,
 	}
 }
 
@@ -479,6 +487,7 @@ func JobRateTableDef() *Table {
 		},
 		PrimaryKey: []string{"queue", "partition", "token"},
 		SpreadKey:  true,
+		FillFactor: slotFillFactor,
 	}
 }
 

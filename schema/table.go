@@ -34,6 +34,15 @@ type Table struct {
 	SplitAt []string
 	// Indexes on the table.
 	Indexes []Index
+	// FillFactor, when positive, is the table's fillfactor on PostgreSQL
+	// (the percentage of a page that inserts fill): for a small table
+	// whose rows are updated all the time (slots, tokens), so that each
+	// page keeps room for its rows' next versions there. An update that
+	// finds none writes its version on another page and an index entry
+	// for it (not a HOT update), and the dead line pointers it leaves wait
+	// for a vacuum (docs/benchmarks.md, "Concurrency limits"). YugabyteDB
+	// and CockroachDB store rows in LSM trees: no pages, no setting.
+	FillFactor int
 }
 
 // Column is one column of a Table.
@@ -128,6 +137,9 @@ func (t *Table) Create(d *skiplock.Dialect, schemaName string) []string {
 		cols = append(cols, pk)
 	}
 	create := fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s (\n%s\n)", t.qualified(schemaName), strings.Join(cols, ",\n"))
+	if t.FillFactor > 0 && d.Engine == skiplock.EnginePostgres {
+		create += fmt.Sprintf(" WITH (fillfactor = %d)", t.FillFactor)
+	}
 	stmts := []string{}
 	if len(t.SplitAt) > 0 && d.RangeSplits {
 		values := make([]string, len(t.SplitAt))

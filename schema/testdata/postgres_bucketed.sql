@@ -280,3 +280,7 @@ ON CONFLICT ("workflow_id", "node") DO NOTHING;
 DROP INDEX IF EXISTS "skiplock"."jobs_workflow";
 
 CREATE INDEX IF NOT EXISTS "jobs_workflow" ON "skiplock"."jobs" ("workflow_id", "workflow_node") WHERE "deps_left" IS NOT NULL;
+
+ALTER TABLE "skiplock"."job_slot" SET (fillfactor = 10);
+
+ALTER TABLE "skiplock"."job_rate_token" SET (fillfactor = 10);

@@ -190,3 +190,5 @@ CREATE TABLE IF NOT EXISTS "skiplock"."fanout_slot" (
   "taken_at" timestamptz,
   PRIMARY KEY ("queue", "slot")
 );
+
+ALTER TABLE "skiplock"."fanout_slot" SET (fillfactor = 10);

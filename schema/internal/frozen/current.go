@@ -71,6 +71,7 @@ var (
 	dropIndex   = regexp.MustCompile(`^DROP INDEX IF EXISTS .*"(\w+)"$`)
 	setDefault  = regexp.MustCompile(`^ALTER TABLE (.+?) ALTER COLUMN "(\w+)" SET DEFAULT (.+)$`)
 	addColumn   = regexp.MustCompile(`^ALTER TABLE (.+?) ADD COLUMN IF NOT EXISTS ("\w+" .+)$`)
+	fillFactor  = regexp.MustCompile(`^ALTER TABLE (.+?) SET \(fillfactor = (\d+)\)$`)
 	columnParts = regexp.MustCompile(`^(\s*"\w+" .*? DEFAULT )(.*?)((?: NOT NULL)?,?)$`)
 )
 
@@ -80,7 +81,8 @@ var (
 // it replaces); a DROP INDEX IF EXISTS removes the CREATE INDEX of that
 // index before it, and an ALTER TABLE ... ALTER COLUMN ... SET DEFAULT
 // rewrites the column's default in the CREATE TABLE before it, an ALTER
-// TABLE ... ADD COLUMN IF NOT EXISTS adds the column last in it. Any other
+// TABLE ... ADD COLUMN IF NOT EXISTS adds the column last in it, and an
+// ALTER TABLE ... SET (fillfactor = N) gives it that WITH clause. Any other
 // statement is kept as it is. A DROP or ALTER that finds nothing to change
 // is an error: it would mean the files and this simulation disagree. A
 // block whose name starts with "backfill_" writes data and creates nothing:
@@ -110,6 +112,12 @@ func Current(files []File) ([]Statement, error) {
 			if m := addColumn.FindStringSubmatch(st.SQL); m != nil {
 				if !appendColumn(out, m[1], m[2]) {
 					return nil, fmt.Errorf("%s: block %q adds a column to %s, which no earlier CREATE TABLE creates", f.Path, st.Name, m[1])
+				}
+				continue
+			}
+			if m := fillFactor.FindStringSubmatch(st.SQL); m != nil {
+				if !setFillFactor(out, m[1], m[2]) {
+					return nil, fmt.Errorf("%s: block %q sets the fillfactor of %s, which no earlier CREATE TABLE creates", f.Path, st.Name, m[1])
 				}
 				continue
 			}
@@ -144,6 +152,26 @@ func appendColumn(stmts []Statement, table, def string) bool {
 		lines = slices.Insert(lines, at, entry)
 		found = true
 		stmts[i].SQL = strings.Join(lines, "\n")
+	}
+	return found
+}
+
+// setFillFactor gives every CREATE TABLE of table the fillfactor n (its
+// WITH clause, replaced if it had one), where ALTER TABLE ... SET
+// (fillfactor = n) leaves the table, and reports whether it found one.
+func setFillFactor(stmts []Statement, table, n string) bool {
+	found := false
+	head := "CREATE TABLE IF NOT EXISTS " + table + " (\n"
+	for i, st := range stmts {
+		if !strings.HasPrefix(st.SQL, head) {
+			continue
+		}
+		sql := st.SQL
+		if at := strings.LastIndex(sql, "\n) WITH (fillfactor = "); at >= 0 {
+			sql = sql[:at+2]
+		}
+		stmts[i].SQL = sql + " WITH (fillfactor = " + n + ")"
+		found = true
 	}
 	return found
 }

@@ -1,0 +1,6 @@
+-- skiplock migration bucketed/015 slot_fillfactor, cockroach.
+--
+-- Written by hand, then frozen: databases record this version as applied,
+-- so this file is never edited. PostgreSQL's version of it sets the
+-- fillfactor of the limits' tables; this engine stores rows in an LSM
+-- tree, with no pages to leave room in, so it changes nothing here.

@@ -88,6 +88,8 @@ func TestResolveAndCurrent(t *testing.T) {
 		{Name: "set_default", SQL: `ALTER TABLE "s"."t" ALTER COLUMN "id" SET DEFAULT unordered_unique_rowid()`},
 		{Name: "set_default_q", SQL: `ALTER TABLE "s"."t" ALTER COLUMN "q" SET DEFAULT 'b'`},
 		{Name: "add_column_k", SQL: `ALTER TABLE "s"."t" ADD COLUMN IF NOT EXISTS "k" TEXT NOT NULL DEFAULT ''`},
+		{Name: "fillfactor_t", SQL: `ALTER TABLE "s"."t" SET (fillfactor = 50)`},
+		{Name: "fillfactor_t_again", SQL: `ALTER TABLE "s"."t" SET (fillfactor = 10)`},
 		{Name: "drop_index_i", SQL: `DROP INDEX IF EXISTS "s"."t"@"i"`},
 		{Name: "create_index_i", SQL: `CREATE INDEX IF NOT EXISTS "i" ON "s"."t" ("q") USING HASH`},
 	}}
@@ -108,7 +110,7 @@ func TestResolveAndCurrent(t *testing.T) {
 	}
 	want := []string{
 		"NEW TYPE",
-		"CREATE TABLE IF NOT EXISTS \"s\".\"t\" (\n  \"id\" BIGINT DEFAULT unordered_unique_rowid() NOT NULL,\n  \"q\" TEXT NOT NULL DEFAULT 'b',\n  \"k\" TEXT NOT NULL DEFAULT '',\n  PRIMARY KEY (\"id\")\n)",
+		"CREATE TABLE IF NOT EXISTS \"s\".\"t\" (\n  \"id\" BIGINT DEFAULT unordered_unique_rowid() NOT NULL,\n  \"q\" TEXT NOT NULL DEFAULT 'b',\n  \"k\" TEXT NOT NULL DEFAULT '',\n  PRIMARY KEY (\"id\")\n) WITH (fillfactor = 10)",
 		`CREATE UNIQUE INDEX IF NOT EXISTS "j" ON "s"."t" ("id")`,
 		`CREATE INDEX IF NOT EXISTS "i" ON "s"."t" ("q") USING HASH`,
 	}
@@ -118,10 +120,11 @@ func TestResolveAndCurrent(t *testing.T) {
 
 	// What finds nothing to change is an error, not a silent pass.
 	for name, st := range map[string]Statement{
-		"drop of an unknown index":    {Name: "x", SQL: `DROP INDEX IF EXISTS "s"."nope"`},
-		"default of an unknown col":   {Name: "x", SQL: `ALTER TABLE "s"."t" ALTER COLUMN "nope" SET DEFAULT 1`},
-		"default of an unknown table": {Name: "x", SQL: `ALTER TABLE "s"."u" ALTER COLUMN "id" SET DEFAULT 1`},
-		"column of an unknown table":  {Name: "x", SQL: `ALTER TABLE "s"."u" ADD COLUMN IF NOT EXISTS "k" TEXT`},
+		"drop of an unknown index":       {Name: "x", SQL: `DROP INDEX IF EXISTS "s"."nope"`},
+		"default of an unknown col":      {Name: "x", SQL: `ALTER TABLE "s"."t" ALTER COLUMN "nope" SET DEFAULT 1`},
+		"default of an unknown table":    {Name: "x", SQL: `ALTER TABLE "s"."u" ALTER COLUMN "id" SET DEFAULT 1`},
+		"column of an unknown table":     {Name: "x", SQL: `ALTER TABLE "s"."u" ADD COLUMN IF NOT EXISTS "k" TEXT`},
+		"fillfactor of an unknown table": {Name: "x", SQL: `ALTER TABLE "s"."u" SET (fillfactor = 10)`},
 	} {
 		if _, err := Current([]File{v1, {Version: 2, Path: "002", Stmts: []Statement{st}}}); err == nil {
 			t.Errorf("%s: no error", name)

@@ -181,7 +181,11 @@ func (m *Marks[K]) ProbeIfDue(queue string, probe func() error) (ran bool, err e
 func (m *Marks[K]) ProbeBy(queue string, at time.Time) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if q := m.queues[queue]; q != nil && at.Before(q.due) {
+	// Not only when at is before due: a probe already due by age (a
+	// queue whose first probe has not begun) must be asked for too, or
+	// the next claim would run it beside itself and not wait to see the
+	// job.
+	if q := m.queues[queue]; q != nil && !at.After(q.due) {
 		q.due, q.asked = at, true
 	}
 }

@@ -131,6 +131,26 @@ func TestProbeAskedWhileOneRuns(t *testing.T) {
 	}
 }
 
+// TestProbeAskedBeforeTheFirstProbe: a job this process knows of, below
+// a mark, asks for the probe even while the queue's first probe (due by
+// age) has not begun: the next claim runs it first, not beside itself.
+// Under load the first claim's beside probe could start after this
+// process enqueued a better-priority job, and the claim after that missed
+// the job (TestKeyJoinClaimLeasesScheduleAndHints failed so in make test).
+func TestProbeAskedBeforeTheFirstProbe(t *testing.T) {
+	t.Parallel()
+	m := newMarks(4, time.Second)
+	m.Advance("q", 0, 10) // a claim took a job: the queue has marks, no probe yet
+	t0 := time.Unix(1000, 0)
+	if m.Asked("q", t0) || !m.Due("q", t0) {
+		t.Fatal("before any probe: want due by age, not asked")
+	}
+	m.ProbeSoon("q")
+	if !m.Asked("q", t0) {
+		t.Fatal("ProbeSoon before the queue's first probe did not ask for it: the next claim would run it beside itself")
+	}
+}
+
 // TestLowerOnlyWidens: Lower moves a mark back, never forward, and sets
 // none where there is none.
 func TestLowerOnlyWidens(t *testing.T) {

@@ -156,8 +156,12 @@ func TestFanoutGlobalLimitHoldsThroughKills(t *testing.T) {
 	procs := []*workerProc{startWorker(t, dsn, args...), startWorker(t, dsn, args...), startWorker(t, dsn, args...)}
 	defer logsOnFailure(t, procs)
 	waitRecorded(t, db, name, jobs/3, time.Minute)
-	procs[0].kill()
+	// The kill's time is taken before the signal: a process with SIGKILL
+	// pending runs no more of its code, while kill waits for it to be
+	// reaped, by when the server may have freed its slot and another
+	// worker started a job on it.
 	killed := time.Now()
+	procs[0].kill()
 	waitRecorded(t, db, name, jobs, 2*time.Minute)
 	for _, p := range procs[1:] {
 		p.stop() //nolint:errcheck // the exit code after SIGTERM is not the point

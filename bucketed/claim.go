@@ -247,7 +247,7 @@ func (q *Queue) claimSetup(ctx context.Context, queue string, n int, owner strin
 		// take; this one does not wait a round trip for it. A failed
 		// probe is due again at the usual time, and the claim reports
 		// the failure of its own statement.
-		go q.hints.ProbeIfDue(queue, func() error { //nolint:errcheck // see above
+		go q.hints.ProbeBesideIfDue(queue, func() error { //nolint:errcheck // see above
 			_, err := q.probeHeads(ctx, queue, start, true)
 			return err
 		})

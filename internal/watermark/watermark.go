@@ -104,13 +104,22 @@ func (m *Marks[K]) queue(queue string) *queueMarks[K] {
 // passed since it last did, or ProbeBy asked for it). It marks the probe
 // as run.
 func (m *Marks[K]) ProbeDue(queue string, now time.Time) bool {
+	return m.probeDue(queue, now, false)
+}
+
+// probeDue is ProbeDue; beside says the probe runs beside a claim (due by
+// age alone), which leaves a probe that ProbeBy asked for to the next
+// claim: it must run that one first, and a beside probe that took it over
+// (clearing asked) could still be reading when that claim went ahead
+// without it, and missed the job it was asked for.
+func (m *Marks[K]) probeDue(queue string, now time.Time, beside bool) bool {
 	if m.maxAge <= 0 {
 		return false
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	q := m.queue(queue)
-	if now.Before(q.due) {
+	if now.Before(q.due) || beside && q.asked {
 		return false
 	}
 	q.due, q.asked = now.Add(m.maxAge), false
@@ -162,8 +171,19 @@ func (m *Marks[K]) ProbeDone(queue string, start, end time.Time) {
 // probe that fails is not recorded, so the next claim's probe is due at
 // the usual time.
 func (m *Marks[K]) ProbeIfDue(queue string, probe func() error) (ran bool, err error) {
+	return m.probeIfDue(queue, probe, false)
+}
+
+// ProbeBesideIfDue is ProbeIfDue for a probe that runs beside a claim, due
+// by age alone: it does not run, nor take over, a probe that ProbeBy asked
+// for meanwhile (see probeDue).
+func (m *Marks[K]) ProbeBesideIfDue(queue string, probe func() error) (ran bool, err error) {
+	return m.probeIfDue(queue, probe, true)
+}
+
+func (m *Marks[K]) probeIfDue(queue string, probe func() error, beside bool) (ran bool, err error) {
 	t0 := time.Now()
-	if !m.ProbeDue(queue, t0) {
+	if !m.probeDue(queue, t0, beside) {
 		return false, nil
 	}
 	if err := probe(); err != nil {

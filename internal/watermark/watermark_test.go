@@ -151,6 +151,32 @@ func TestProbeAskedBeforeTheFirstProbe(t *testing.T) {
 	}
 }
 
+// TestBesideProbeLeavesAnAskedOne: a probe beside a claim (due by age)
+// that starts after ProbeBy asked for one neither runs nor clears the ask:
+// the next claim runs the asked probe first. (A beside probe that took
+// it over could still be reading when that claim went ahead without it:
+// TestKeyJoinClaimLeasesScheduleAndHints failed so in CI.)
+func TestBesideProbeLeavesAnAskedOne(t *testing.T) {
+	t.Parallel()
+	m := newMarks(4, time.Second)
+	m.Advance("q", 0, 10)
+	m.ProbeSoon("q") // before the beside probe's goroutine began
+	if ran, _ := m.ProbeBesideIfDue("q", func() error { return nil }); ran {
+		t.Fatal("the beside probe ran the probe ProbeSoon asked for")
+	}
+	if !m.Asked("q", time.Now()) {
+		t.Fatal("the beside probe cleared the ask: the next claim would not run it first")
+	}
+	if ran, _ := m.ProbeIfDue("q", func() error { return nil }); !ran || m.Asked("q", time.Now()) {
+		t.Fatal("the claim's own probe did not run the asked probe")
+	}
+	// Due by age alone, with nothing asked, the beside probe runs.
+	m2 := newMarks(4, time.Second)
+	if ran, _ := m2.ProbeBesideIfDue("q", func() error { return nil }); !ran {
+		t.Fatal("a beside probe due by age did not run")
+	}
+}
+
 // TestLowerOnlyWidens: Lower moves a mark back, never forward, and sets
 // none where there is none.
 func TestLowerOnlyWidens(t *testing.T) {

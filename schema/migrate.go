@@ -111,7 +111,7 @@ func Migrate(ctx context.Context, db *skiplock.DB, cfg *MigrateConfig) ([]Migrat
 // whenever the personality asks. None without a personality, or on the
 // engines themselves.
 func EmulationStandIns(d *skiplock.Dialect, layouts []Layout, schemaName string) []string {
-	if d.Emulates == skiplock.PersonalityNone || !d.ShardedIndexFansOut || !slices.Contains(layouts, LayoutBucketed) {
+	if !wantsStandIns(d) || !slices.Contains(layouts, LayoutBucketed) {
 		return nil
 	}
 	t := JobsTableDef(DefaultBuckets) // the bucket count only sets a default, not an index
@@ -132,17 +132,23 @@ func EmulationStandIns(d *skiplock.Dialect, layouts []Layout, schemaName string)
 // otherwise keep them, and PostgreSQL plans its own claims on them, with
 // the bucket as a filter (the bench's schema, which every run shares).
 func DropEmulationStandIns(d *skiplock.Dialect, schemaName string) []string {
-	if d.Engine != skiplock.EnginePostgres || len(EmulationStandIns(d, []Layout{LayoutBucketed}, schemaName)) > 0 {
+	if d.Engine != skiplock.EnginePostgres || wantsStandIns(d) {
 		return nil
 	}
-	t := JobsTableDef(DefaultBuckets)
 	var out []string
-	for _, ix := range t.Indexes {
-		if _, ok := ix.mergedStandIn(schemaName, t); ok {
+	for _, ix := range JobsTableDef(DefaultBuckets).Indexes {
+		if ix.hasStandIn() {
 			out = append(out, "DROP INDEX IF EXISTS "+sqlident.Quote(schemaName)+"."+sqlident.Quote(ix.standInName()))
 		}
 	}
 	return out
+}
+
+// wantsStandIns says whether d is a personality whose engine merges a
+// hash-sharded index's shards in one ordered scan (CockroachDB's), which
+// PostgreSQL plans as it would only with the stand-ins.
+func wantsStandIns(d *skiplock.Dialect) bool {
+	return d.Emulates != skiplock.PersonalityNone && d.ShardedIndexFansOut
 }
 
 // resolve validates the configuration and fills in defaults.

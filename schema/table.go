@@ -277,7 +277,7 @@ func (ix Index) render(d *skiplock.Dialect, schemaName string, t *Table) string 
 // columns, named NAME_merged; ok is false for an index the engine would
 // not shard.
 func (ix Index) mergedStandIn(schemaName string, t *Table) (stmt string, ok bool) {
-	if ix.Shards == 0 || ix.Unique || !slices.ContainsFunc(ix.Columns, func(c IndexColumn) bool { return c.ShardKey }) {
+	if !ix.hasStandIn() {
 		return "", false
 	}
 	var keys []string
@@ -291,6 +291,12 @@ func (ix Index) mergedStandIn(schemaName string, t *Table) (stmt string, ok bool
 		s += " WHERE " + ix.Where
 	}
 	return s, true
+}
+
+// hasStandIn says whether ix is an index the engine would hash-shard on
+// its ShardKey columns, and so has a stand-in (mergedStandIn).
+func (ix Index) hasStandIn() bool {
+	return ix.Shards > 0 && !ix.Unique && slices.ContainsFunc(ix.Columns, func(c IndexColumn) bool { return c.ShardKey })
 }
 
 // standInName is the name of ix's stand-in index (mergedStandIn).

@@ -285,18 +285,26 @@ RETURNING /* TEMPLATE: job_columns */;
 -- (the claim, rendered with a claim_gate that lets a limited queue
 -- through), writes each job and its lease token into a slot and stamps
 -- each token it used (limits_use), all in one transaction. A slot is held
--- while its job is Running under that token (slot_held): the job's
--- completion, failure, release, cancellation or rescue frees it in the
--- same commit. A token is free once a period has passed since its stamp.
+-- while its job is Running under that token, or while its held_until is
+-- ahead (slot_held): a Worker's claim of an unpartitioned queue writes its
+-- permit token and held_until instead of the job (claim_limited_use), and
+-- the slot is then that Worker's permit, renewed by its heartbeats
+-- (permits_renew) and given back when it has no use for it
+-- (permits_release); the Worker starts one job at a time under each
+-- permit it holds, with no further write (claim_permitted). A job's
+-- completion, failure, release, cancellation or rescue frees a job's slot
+-- in the same commit. A token is free once a period has passed since its
+-- stamp.
 
 -- name: limits_take
--- Up to $2 free slots of queue $1's global limit and up to $2 of its rate
+-- Up to $3 free slots of queue $1's global limit and up to $2 of its rate
 -- tokens, locked (SKIP LOCKED: those other claims are taking are passed
--- over), as ('slot', '', number) and ('token', '', number) rows, and
--- ('slot', '', -1) or ('token', '', -1) when the queue has no such limit
+-- over), as ('slot', '', number) and ('token', '', number) rows, the
+-- global limit as ('limit', '', N, 1 if a slot past it is held, else 0),
+-- and ('slot', '', -1) or ('token', '', -1) when the queue has no such limit
 -- (nor either while it is paused, or partitioned: the claim's gate then
--- takes nothing). A slot is free when the job it names no longer holds it
--- (slot_held); none is taken while a slot at or past the limit (rows a
+-- takes nothing). A slot is free when neither its job nor a permit holds
+-- it (slot_held); none is taken while a slot at or past the limit (rows a
 -- lowered limit left, up to "slots", the rows ever made) is held: after a
 -- limit is lowered, no job starts until the jobs running past it have
 -- finished. The tokens are take_tokens'. Rows are read by key: a range of
@@ -305,30 +313,20 @@ RETURNING /* TEMPLATE: job_columns */;
 -- READ COMMITTED a slot taken by a claim that committed after this
 -- statement's snapshot can read as free here (the row is re-read when
 -- locked, the job it names is not): claim_limited_use checks each slot
--- again. The slots $5 held under the leases of the jobs $3 (lease
--- tokens $4), whose handlers have returned in this process, are taken
--- first, by key, as if free ("handed": the handoff, see slotHandoff),
--- if still held so: their jobs run no more, though their results may not
--- be written yet. The scan for free slots runs only for what they leave
--- of $2 (a LIMIT of 0 reads nothing), so a claim that is handed all it
--- needs looks up no held slot's job.
+-- again.
 WITH lim AS (SELECT "concurrency" AS n, GREATEST("slots", "concurrency") AS made, "rate_limit" AS r, "rate_period_ms" AS per,
     "rate_per_partition" AS rpp
   FROM /* TEMPLATE: queue_state */ WHERE "name" = $1 AND NOT "paused" AND "partition_by" IS NULL),
 past AS (SELECT EXISTS (SELECT 1 FROM /* TEMPLATE: slot_table */ AS h
     WHERE h."queue" = $1 AND h."partition" = '' AND /* TEMPLATE: slot_range_h */ AND /* TEMPLATE: slot_held_h */) AS held),
-handed AS (SELECT s."slot" FROM unnest($5::INT4[], $3::INT8[], $4::INT8[]) AS k ("slot", "id", "token")
-  JOIN /* TEMPLATE: slot_table */ AS s ON s."queue" = $1 AND s."partition" = '' AND s."slot" = k."slot"
-  WHERE s."job_id" = k."id" AND s."lease_token" = k."token" AND k."slot" < (SELECT n FROM lim) AND NOT (SELECT held FROM past)
-  LIMIT $2 FOR UPDATE OF s SKIP LOCKED),
 slots AS (SELECT s."slot" FROM /* TEMPLATE: slot_table */ AS s
-  WHERE s."queue" = $1 AND s."partition" = '' AND /* TEMPLATE: slot_range_s */ AND s."slot" <> ALL($5::INT4[]) AND NOT (/* TEMPLATE: slot_held */)
+  WHERE s."queue" = $1 AND s."partition" = '' AND /* TEMPLATE: slot_range_s */ AND NOT (/* TEMPLATE: slot_held */)
     AND NOT (SELECT held FROM past)
-  LIMIT GREATEST($2::INT4 - (SELECT count(*) FROM handed)::INT4, 0) FOR UPDATE OF s SKIP LOCKED),
+  LIMIT $3::INT4 FOR UPDATE OF s SKIP LOCKED),
 tokens AS (/* TEMPLATE: take_tokens */)
-SELECT 'slot', '', "slot", 0::INT4 FROM handed
-UNION ALL SELECT 'slot', '', "slot", 0::INT4 FROM slots
+SELECT 'slot', '', "slot", 0::INT4 FROM slots
 UNION ALL SELECT 'token', '', "token", 0::INT4 FROM tokens
+UNION ALL SELECT 'limit', '', n, CASE WHEN (SELECT held FROM past) THEN 1 ELSE 0 END FROM lim WHERE n IS NOT NULL
 UNION ALL SELECT 'slot', '', -1::INT4, 0::INT4 WHERE NOT EXISTS (SELECT 1 FROM lim WHERE n IS NOT NULL)
 UNION ALL SELECT 'token', '', -1::INT4, 0::INT4 WHERE NOT EXISTS (SELECT 1 FROM lim WHERE r IS NOT NULL);
 
@@ -491,7 +489,7 @@ WHERE NOT (/* TEMPLATE: slot_held */);
 -- commit that starts the jobs (not the transaction's start, now(): a claim
 -- that took long would otherwise let the next use of its tokens start its
 -- jobs less than a period after these). Any array may be empty.
-WITH b AS (UPDATE /* TEMPLATE: slot_table */ AS s SET "job_id" = k.j, "lease_token" = $5
+WITH b AS (UPDATE /* TEMPLATE: slot_table */ AS s SET "job_id" = k.j, "lease_token" = $5, "held_until" = NULL
     FROM unnest($2::TEXT[], $3::INT4[], $4::INT8[]) AS k (p, n, j)
     WHERE s."queue" = $1 AND s."partition" = k.p AND s."slot" = k.n RETURNING 1),
 u AS (UPDATE /* TEMPLATE: rate_table */ AS t SET "used_at" = clock_timestamp()
@@ -503,38 +501,63 @@ SELECT (SELECT count(*) FROM b), (SELECT count(*) FROM u);
 -- The claim of a queue with a global or rate limit, unpartitioned, that
 -- also does limits_use's work, so that a limited claim is one statement
 -- less: the claim (claim_ctes, then the claim's UPDATE as "c") with the
--- limited gate, then its jobs, in id order, each given the next of the
--- slots $10 that are still free ("free": locked by limits_take in this
--- transaction, and read again with this statement's snapshot, which is
--- younger than the lock: slot_still_free, slots_free's test, which is not
--- sent for these, or still held by one of the returned jobs $12 under
--- their lease tokens $13, as limits_take took it; every slot on
--- CockroachDB, whose SERIALIZABLE refuses a slot taken since the
--- snapshot; partition '') with the claim's lease
--- token $4, and the next of the queue's rate tokens $11 (partition '')
--- stamped with the time now, just before the commit that starts the jobs.
--- The claim takes no more jobs than it was given tokens ($2) and than
--- "free" holds (claim_limit, its outer LIMIT). A data-modifying CTE runs
--- whether or not it is read; the final SELECT reads both counts anyway,
--- which every engine then cannot leave out. The three modify three tables:
--- CockroachDB refuses two modifications of one table in a statement. It
--- returns the claim's rows, each with the slot it was given (null: none),
--- which the handoff passes back by number.
+-- limited gate, then its jobs, in id order: the first $12 run under
+-- permits the claiming Worker holds already (-1: the queue has no global
+-- limit), and each after them is given the next of the slots $10 that are
+-- still free ("free": locked by limits_take in this transaction, and read
+-- again with this statement's snapshot, which is younger than the lock:
+-- slot_still_free, slots_free's test, which is not sent for these; every
+-- slot on CockroachDB, whose SERIALIZABLE refuses a slot taken since the
+-- snapshot; partition ''), written as a permit of token $13 held for $14
+-- milliseconds (0: as the job's slot, with the claim's lease token $4, for
+-- a caller that is not a Worker), and the next of the queue's rate tokens
+-- $11 (partition '') stamped with the time now, just before the commit
+-- that starts the jobs. The claim takes no more jobs than it was given
+-- tokens ($2) and than the permits and "free" hold (claim_limit, its
+-- outer LIMIT). A data-modifying CTE runs whether or not it is read; the
+-- final SELECT reads both counts anyway, which every engine then cannot
+-- leave out. The three modify three tables: CockroachDB refuses two
+-- modifications of one table in a statement. It returns the claim's rows,
+-- each with the slot it was given (null: none, or a permit held already).
 /* TEMPLATE: claim_ctes */,
 "free" AS (SELECT k."slot", k."o" FROM unnest($10::INT4[]) WITH ORDINALITY AS k ("slot", "o")
     JOIN /* TEMPLATE: slot_table */ AS s ON s."queue" = $1 AND s."partition" = '' AND s."slot" = k."slot"
-  WHERE /* TEMPLATE: slot_handed_1213 */ OR /* TEMPLATE: slot_still_free */),
+  WHERE /* TEMPLATE: slot_still_free */),
 "c" AS (/* TEMPLATE: claim_update */),
-"n" AS (SELECT "c"."id", row_number() OVER (ORDER BY "c"."id") AS "r" FROM "c"),
+"n" AS (SELECT "c"."id", row_number() OVER (ORDER BY "c"."id") - GREATEST($12::INT4, 0) AS "r" FROM "c"),
 "fs" AS (SELECT "free"."slot", row_number() OVER (ORDER BY "free"."o") AS "r" FROM "free"),
-"b" AS (UPDATE /* TEMPLATE: slot_table */ AS s SET "job_id" = "n"."id", "lease_token" = $4
+"b" AS (UPDATE /* TEMPLATE: slot_table */ AS s SET "job_id" = CASE WHEN $13::INT8 = 0 THEN "n"."id" END,
+    "lease_token" = CASE WHEN $13::INT8 = 0 THEN $4::INT8 ELSE $13::INT8 END,
+    "held_until" = CASE WHEN $13::INT8 = 0 THEN NULL ELSE clock_timestamp() + $14::FLOAT8 * INTERVAL '1 millisecond' END
     FROM "fs" AS k JOIN "n" ON "n"."r" = k."r"
     WHERE s."queue" = $1 AND s."partition" = '' AND s."slot" = k."slot" RETURNING 1),
 "u" AS (UPDATE /* TEMPLATE: rate_table */ AS t SET "used_at" = clock_timestamp()
-    FROM unnest($11::INT4[]) WITH ORDINALITY AS k (token, r) JOIN "n" ON "n"."r" = k.r
+    FROM unnest($11::INT4[]) WITH ORDINALITY AS k (token, r) JOIN "n" ON "n"."r" + GREATEST($12::INT4, 0) = k.r
     WHERE t."queue" = $1 AND t."partition" = '' AND t."token" = k.token RETURNING 1)
 SELECT "c".*, "fs"."slot" FROM "c" JOIN "n" ON "n"."id" = "c"."id" LEFT JOIN "fs" ON "fs"."r" = "n"."r"
 WHERE (SELECT count(*) FROM "b") >= 0 AND (SELECT count(*) FROM "u") >= 0;
+
+-- name: permits_renew
+-- Renews the permits of token $2 on queue $1's slots $3 (partition ''):
+-- each still held under that token is held $4 milliseconds from now, and
+-- returned. A permit missing from the result lapsed (its Worker's renewals
+-- failed for longer than it was held) or was never written (a claim whose
+-- commit failed).
+UPDATE /* TEMPLATE: slot_table */ AS s SET "held_until" = clock_timestamp() + $4::FLOAT8 * INTERVAL '1 millisecond'
+WHERE s."queue" = $1 AND s."partition" = '' AND s."slot" = ANY($3::INT4[]) AND s."lease_token" = $2::INT8 AND s."held_until" > now()
+RETURNING s."slot";
+
+-- name: permits_held
+-- The slots of queue $1 (partition '', every row made) held as permits of
+-- token $2: what a claim whose commit was ambiguous may have written.
+SELECT s."slot" FROM /* TEMPLATE: slot_table */ AS s
+WHERE s."queue" = $1 AND s."partition" = '' AND /* TEMPLATE: slot_range_made */ AND s."lease_token" = $2::INT8 AND s."held_until" > now();
+
+-- name: permits_release
+-- Gives back the permits of token $2 on queue $1's slots $3 (partition
+-- ''): those still held under it are free from this commit.
+UPDATE /* TEMPLATE: slot_table */ AS s SET "held_until" = NULL, "lease_token" = NULL
+WHERE s."queue" = $1 AND s."partition" = '' AND s."slot" = ANY($3::INT4[]) AND s."lease_token" = $2::INT8;
 
 -- name: tokens_make
 -- Makes queue $1's rate token rows 0 to $2-1 that are missing (partition
@@ -567,13 +590,15 @@ SELECT "concurrency", "local_concurrency", "slots", "paused", "rate_limit", "rat
 FROM /* TEMPLATE: queue_state */ WHERE "name" = $1;
 
 -- name: slots_lock
--- Queue $1's count of slot rows and its partitioning, its row locked for
--- the transaction that sets its limits (no row: none made, none).
-SELECT "slots", "partition_by" FROM /* TEMPLATE: queue_state */ WHERE "name" = $1 FOR UPDATE;
+-- Queue $1's count of slot rows, its partitioning and its global limit,
+-- its row locked for the transaction that sets its limits (no row: none
+-- made, none).
+SELECT "slots", "partition_by", "concurrency" FROM /* TEMPLATE: queue_state */ WHERE "name" = $1 FOR UPDATE;
 
 -- name: slots_adopt
--- When a global limit is set: each Running job of queue $1 that holds no
--- slot (claimed while the queue had no limit) gets one, numbered from $2
+-- When a global limit is set on a queue that had none (or was
+-- partitioned): each Running job of queue $1 that holds no slot (claimed
+-- while the queue had no limit) gets one, numbered from $2
 -- (the rows made so far) up, so that the limit counts the jobs already
 -- running, and those past it keep claims waiting until they finish. A
 -- claim that was in flight as the limit was set, and commits after this

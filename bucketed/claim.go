@@ -122,7 +122,7 @@ type claimedJob struct {
 	// ("" otherwise): the slot it gets is of that partition.
 	partition string
 	// slot is the slot an unpartitioned limited claim gave the job (-1:
-	// none, or not known), for the handoff (slotHandoff).
+	// none, or not known), a Worker's permit from then on (permitPool).
 	slot int32
 }
 
@@ -133,21 +133,22 @@ type claimedJob struct {
 // back in claim order (priority, run_at, id); see the package doc for the
 // order across buckets.
 func (q *Queue) Dequeue(ctx context.Context, queue string, n int) ([]*skiplock.Job, error) {
-	jobs, _, err := q.dequeue(ctx, queue, n, "")
+	jobs, _, err := q.dequeue(ctx, queue, n, "", nil)
 	return jobs, err
 }
 
 // DequeueAs is Dequeue with owner recorded as the lease owner, for
 // callers that run several workers in one process.
 func (q *Queue) DequeueAs(ctx context.Context, queue string, n int, owner string) ([]*skiplock.Job, error) {
-	jobs, _, err := q.dequeue(ctx, queue, n, owner)
+	jobs, _, err := q.dequeue(ctx, queue, n, owner, nil)
 	return jobs, err
 }
 
 // dequeue is DequeueAs ("" owner: Config.Owner); cut says that the
 // queue's global limit left the claim fewer slots than it asked for
-// (claimLimited).
-func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) (jobs []*skiplock.Job, cut bool, err error) {
+// (claimLimited). permits are a Worker's (nil for other callers), under
+// which the jobs of a queue with a global limit run.
+func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string, permits *permitPool) (jobs []*skiplock.Job, cut bool, err error) {
 	if owner == "" {
 		owner = q.cfg.Owner
 	}
@@ -161,7 +162,7 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string) 
 		again = false
 		limits, fresh := q.claimLimits(ctx, queue)
 		if limits.limited() {
-			claimed, cut, err = q.claimLimited(ctx, p)
+			claimed, cut, err = q.claimLimited(ctx, p, permits)
 		} else {
 			err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 				var err error

@@ -14,6 +14,12 @@ func Statements(d *skiplock.Dialect, schemaName string) []string {
 	return s.all()
 }
 
+// PermittedClaim renders the claim of jobs to run under a Worker's
+// permits (claim_permitted) for an engine.
+func PermittedClaim(d *skiplock.Dialect, schemaName string) string {
+	return buildStatements(d, schemaName).claimPermitted
+}
+
 // ClaimTx runs the claim statement inside tx without committing, as a
 // second session would, and with no hints, so a test can hold the locks.
 func (q *Queue) ClaimTx(ctx context.Context, tx skiplock.Querier, queue string, n int) ([]*skiplock.Job, error) {

@@ -31,6 +31,22 @@ func keyJoinClaim(t *testing.T, stmts []string) string {
 	return ""
 }
 
+// TestCockroachPermittedClaimGolden pins the claim CockroachDB gets for
+// jobs that run under a Worker's permits (-update rewrites it; the file is
+// parsed with CockroachDB's grammar by internal/crdbcheck): the key-joined
+// claim with the permits' gate, which reads the queue's row and the slots
+// past its limit by key.
+func TestCockroachPermittedClaimGolden(t *testing.T) {
+	t.Parallel()
+	claim := bucketed.PermittedClaim(skiplock.EngineCockroach.Dialect(), schema.DefaultSchema) + ";\n"
+	checkGolden(t, "CockroachDB", "testdata/cockroach_permitted_claim.sql", claim)
+	for _, need := range []string{`WHERE j."id" = c.id`, `"qs"."concurrency" <= $10::INT4`, `"qs"."rate_limit" IS NOT NULL`} {
+		if !strings.Contains(claim, need) {
+			t.Errorf("the CockroachDB permitted claim lacks %q", need)
+		}
+	}
+}
+
 // TestCockroachClaimGolden pins the claim CockroachDB gets, rendered for
 // the default schema (go test -run TestCockroachClaimGolden -update
 // rewrites it), and checks the shape docs/engines.md ("Claims on

@@ -17,6 +17,9 @@ type leasedMode struct {
 	q    *Queue
 	cfg  *WorkerConfig
 	book *leaseBook
+	// permits are the Worker's permits of its queue's global limit
+	// (permits.go), which the heartbeat renews.
+	permits *permitPool
 	// results go to the completer; their senders are the runner's
 	// goroutines (work, giveBack), and close closes it.
 	results chan result
@@ -40,7 +43,7 @@ func (m *leasedMode) claim(ctx context.Context, n int) ([]handed, bool, error) {
 	// returned: count it from the start of the claim's transaction.
 	sent := time.Now()
 	var began time.Time
-	jobs, cut, err := m.q.dequeue(withLeaseStart(ctx, &began), m.cfg.Queue, n, m.cfg.Owner)
+	jobs, cut, err := m.q.dequeue(withLeaseStart(ctx, &began), m.cfg.Queue, n, m.cfg.Owner, m.permits)
 	if len(jobs) == 0 {
 		return nil, cut, err
 	}
@@ -64,6 +67,7 @@ func (m *leasedMode) work(ctx context.Context, h handed, asked time.Time) {
 	jctx, cancel := context.WithCancel(ctx)
 	if !m.book.running(j, cancel) {
 		cancel()
+		m.permits.done(j)
 		m.results <- result{job: j, what: outDrop}
 		return
 	}
@@ -73,9 +77,9 @@ func (m *leasedMode) work(ctx context.Context, h handed, asked time.Time) {
 	m.book.returned(j)
 	lostLease := jctx.Err() != nil && ctx.Err() == nil
 	cancel()
-	if !lostLease {
-		m.q.handoff.returned(m.cfg.Queue, j) // its slot, if a limited claim gave it one, for the next claim
-	}
+	// It runs no more: its permit, if it has one, may start the next job
+	// before this one's result is written.
+	m.permits.done(j)
 	switch {
 	case lostLease:
 		m.results <- result{job: j, what: outDrop}
@@ -95,6 +99,7 @@ func (m *leasedMode) work(ctx context.Context, h handed, asked time.Time) {
 
 // giveBack sends the completer a release for a job not started.
 func (m *leasedMode) giveBack(h handed) {
+	m.permits.done(h.job)
 	m.results <- result{job: h.job, what: outRelease}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -23,8 +24,11 @@ import (
 type Limits struct {
 	// Concurrency is the most jobs of the queue that run at once across
 	// every process: claimed and not yet finished, prefetched jobs
-	// included. A job whose worker died counts until its lease has
-	// expired and the maintenance rescuer has put it back.
+	// included (a Worker's job until its handler returns: its permit then
+	// starts the Worker's next job). A job whose worker died counts until
+	// its lease has expired and the maintenance rescuer has put it back,
+	// and under a Worker's permit until the permit lapses, the
+	// visibility timeout and three heartbeats after the Worker's last.
 	Concurrency int
 	// LocalConcurrency is the most jobs of the queue that one Worker (one
 	// client, in one process) holds at once, prefetched jobs included.
@@ -94,8 +98,9 @@ type LimitsState struct {
 	// Paused says whether an operator paused the queue.
 	Paused bool
 	// Slots is how many slot rows the queue has: the largest global limit
-	// it ever had. SlotsHeld counts those held by a running job, slots
-	// past a lowered limit included (of the unpartitioned limit).
+	// it ever had. SlotsHeld counts those held by a running job or as a
+	// Worker's permit, slots past a lowered limit included (of the
+	// unpartitioned limit).
 	Slots, SlotsHeld int
 	// Partitions are a partitioned queue's partitions with running or
 	// waiting jobs, in order, the first MaxShownPartitions.
@@ -395,23 +400,26 @@ func (q *Queue) readLimits(ctx context.Context, queue string) (LimitsState, erro
 // slot and a token in the same statement (claim_limited_use), or for a
 // partitioned queue each partition's share (claim_partitioned) and then
 // each job written into a slot of its partition and each token it used
-// stamped (limits_use); the COMMIT goes with the last statement. cut says
-// a limit left fewer slots or tokens than asked for: the claim came back
-// short for want of them, not of jobs.
-func (q *Queue) claimLimited(ctx context.Context, p claimParams) (claimed []claimedJob, cut bool, err error) {
-	partitioned := q.limits.peek(p.Queue).PartitionBy != ""
-	var handed handedLeases
-	if !partitioned {
-		handed = q.handoff.take(p.Queue)
+// stamped (limits_use); the COMMIT goes with the last statement. A
+// Worker's claim (pool, its permits) of an unpartitioned queue runs jobs
+// under the permits it holds first, and writes the slots it takes as
+// permits: with permits for every job it asks for, and no rate, it is
+// claimPermitted alone. cut says a limit left fewer slots or tokens than
+// asked for: the claim came back short for want of them, not of jobs.
+func (q *Queue) claimLimited(ctx context.Context, p claimParams, pool *permitPool) (claimed []claimedJob, cut bool, err error) {
+	l := q.limits.peek(p.Queue)
+	partitioned := l.PartitionBy != ""
+	if pool != nil && !partitioned {
+		return q.claimWithPermits(ctx, p, pool, l)
 	}
 	err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
 		claimed, cut = nil, false
-		took, err := q.takeLimits(ctx, tx, p.Queue, p.Limit, partitioned, handed)
+		took, err := q.takeLimits(ctx, tx, p.Queue, p.Limit, p.Limit, partitioned)
 		if err != nil || partitioned && !took.partitioned {
 			return err // not partitioned after all: the limits are read again (claimedNone)
 		}
 		if !took.partitioned {
-			claimed, cut, err = q.claimUnpartitioned(ctx, tx, p, took, handed)
+			claimed, cut, err = q.claimUnpartitioned(ctx, tx, p, took, nil, nil)
 			return err
 		}
 		claimed, cut, err = q.claimPartitioned(ctx, tx, p, took)
@@ -440,13 +448,115 @@ func (q *Queue) claimLimited(ctx context.Context, p claimParams) (claimed []clai
 	return claimed, cut, err
 }
 
+// permitsSaturatedFor is how long a Worker's claims take no free slots
+// after one found none: until then they run jobs under the permits the
+// Worker holds, or wait for one to come free, without a statement that
+// looks for slots other Workers hold.
+const permitsSaturatedFor = limitsEmptyAge
+
+// claimWithPermits is a Worker's claim of an unpartitioned limited queue
+// (claimLimited): up to p.Limit jobs under the permits pool holds and,
+// unless a rate limit needs its tokens or the permits cover the claim, in
+// the same transaction under the free slots it takes (written as
+// permits). A claim that finds the queue drained gives the free permits
+// back, and so does one that finds a lowered limit past them.
+func (q *Queue) claimWithPermits(ctx context.Context, p claimParams, pool *permitPool, l Limits) (claimed []claimedJob, cut bool, err error) {
+	now := time.Now()
+	reserved, giveBack := pool.reserve(p.Limit, l.Concurrency, now)
+	q.releasePermits(ctx, pool, p.Queue, giveBack)
+	saturated := pool.isSaturated(now)
+	sent := time.Now()
+	switch {
+	case l.Concurrency > 0 && l.Rate == 0 && (len(reserved) == p.Limit || saturated && len(reserved) > 0):
+		claimed, err = q.claimPermitted(ctx, p, reserved)
+		cut = len(reserved) < p.Limit || len(claimed) > 0 && len(claimed) < len(reserved)
+	case l.Concurrency > 0 && l.Rate == 0 && saturated:
+		return nil, true, nil // no permit free here, and none was free elsewhere a moment ago
+	default:
+		err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+			claimed, cut = nil, false
+			took, err := q.takeLimits(ctx, tx, p.Queue, p.Limit, p.Limit-len(reserved), false)
+			if err != nil || took.partitioned {
+				return err // partitioned since: the limits are read again (claimedNone)
+			}
+			switch {
+			case took.noSlots && len(reserved) > 0:
+				// No global limit now: the permits count nothing.
+				q.releasePermits(ctx, pool, p.Queue, reserved)
+				reserved = nil
+			case took.pastHeld || len(reserved) > 0 && int(slices.Max(reserved)) >= took.limit:
+				// A lowered limit: nothing starts under the permits
+				// until no slot past it is held, and none past it starts
+				// a job (reserve gives those back once it has read the
+				// limit).
+				pool.unreserve(reserved)
+				reserved = nil
+			}
+			if !took.noSlots && len(took.slots[""]) == 0 && len(reserved) < p.Limit {
+				pool.saturate(time.Now().Add(permitsSaturatedFor))
+			}
+			claimed, cut, err = q.claimUnpartitioned(ctx, tx, p, took, reserved, pool)
+			return err
+		})
+	}
+	if amb := (*retry.AmbiguousCommitError)(nil); errors.As(err, &amb) {
+		// Its jobs and permits may have committed: read both back, under
+		// the claim's token and the pool's. None back: it rolled back,
+		// and dequeue sends it once more.
+		back, rerr := claimRows(ctx, q.db, q.sql.claimedBy, []any{p.Queue, p.Token})
+		if rerr != nil || len(back) == 0 {
+			pool.unreserve(reserved)
+			return nil, false, err
+		}
+		held, rerr := queryrows.Int32s(ctx, q.db, q.sql.permitsHeld, p.Queue, pool.token)
+		if rerr != nil {
+			// Jobs without their permits known here: their permits lapse
+			// unrenewed before their leases could be extended past them,
+			// so the heartbeat lets their leases lapse too.
+			pool.unreserve(reserved)
+			return back, false, nil
+		}
+		pool.assign(back, reserved, sent)
+		pool.adopt(held, back, sent)
+		return back, false, nil
+	}
+	if err != nil {
+		pool.unreserve(reserved)
+		return nil, false, err
+	}
+	pool.assign(claimed, reserved, sent)
+	if len(claimed) == 0 && !cut {
+		// Drained for now: the permits go back for other Workers.
+		q.releasePermits(ctx, pool, p.Queue, pool.takeFree())
+	}
+	return claimed, cut, nil
+}
+
+// claimPermitted claims up to len(reserved) jobs to run under those
+// permits, the plain claim with a gate that checks the queue's limit is
+// still above them (claim_permitted).
+func (q *Queue) claimPermitted(ctx context.Context, p claimParams, reserved []int32) (claimed []claimedJob, err error) {
+	args := append(p.args(), slices.Max(reserved))
+	args[1] = len(reserved)
+	err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+		var err error
+		claimed, err = claimRows(txhook.Last(ctx), tx, q.sql.claimPermitted, args) // one round trip
+		return err
+	})
+	return claimed, err
+}
+
 // claimUnpartitioned claims at most as many of the queue's jobs as its
-// free slots and tokens allow, and gives them those slots and tokens in
-// the same statement (claim_limited_use), whose COMMIT goes with it.
-func (q *Queue) claimUnpartitioned(ctx context.Context, tx skiplock.Tx, p claimParams, took limitsTaken, handed handedLeases) ([]claimedJob, bool, error) {
+// free slots (and the permits reserved, of pool: nil for a caller that
+// is not a Worker) and tokens allow, and gives them those slots (written
+// as pool's permits) and tokens in the same statement
+// (claim_limited_use), whose COMMIT goes with it.
+func (q *Queue) claimUnpartitioned(ctx context.Context, tx skiplock.Tx, p claimParams, took limitsTaken, reserved []int32, pool *permitPool) ([]claimedJob, bool, error) {
 	n := p.Limit
+	held := int32(-1) // no global limit: no permits, no slots
 	if !took.noSlots {
-		n = min(n, len(took.slots[""]))
+		n = min(n, len(reserved)+len(took.slots[""]))
+		held = int32(len(reserved))
 	}
 	if !took.noRate {
 		n = min(n, len(took.tokens))
@@ -454,19 +564,20 @@ func (q *Queue) claimUnpartitioned(ctx context.Context, tx skiplock.Tx, p claimP
 	if n == 0 {
 		return nil, true, nil
 	}
+	token, life := int64(0), 0.0
+	if pool != nil {
+		token, life = pool.token, float64(pool.life.Milliseconds())
+	}
 	args := p.args()
 	args[1] = n
 	// Every slot locked: the statement uses those still free (its "free").
 	slots := prefix(took.slots[""], len(took.slots[""]))
-	args = append(args, slots, prefix(took.tokens, n), handed.ids, handed.tokens)
+	args = append(args, slots, prefix(took.tokens, n), held, token, life)
 	claimed, err := claimRowsEach(txhook.Last(ctx), tx, q.sql.claimLimitedUse, args, func(c *claimedJob, slot *int32) {
 		if slot != nil {
 			c.slot = *slot
 		}
 	})
-	if err == nil {
-		q.handoff.claimed(claimed)
-	}
 	// Short of the slots it had, with some jobs: claims beside it took
 	// the others (SKIP LOCKED), not a drained queue, so the producer
 	// claims again soon rather than waiting as on a drained queue; a
@@ -527,6 +638,11 @@ type limitsTaken struct {
 	slots                         map[string][]int32
 	tokens                        []int32
 	noSlots, noRate               bool
+	// limit is an unpartitioned queue's global limit (0: none), and
+	// pastHeld says a slot at or past it is held: a lowered limit that
+	// jobs still run past, under which nothing starts.
+	limit    int
+	pastHeld bool
 	// ratePerPartition: the rate is each partition's, and ptokens are the
 	// free rate tokens locked for each visited partition.
 	ratePerPartition bool
@@ -589,14 +705,14 @@ func (t limitsTaken) shares(want int) (parts []string, quotas []int32, budget in
 	return parts, quotas, budget, cut
 }
 
-// takeLimits runs limits_take (with the leases handed over: the slots
-// they hold are taken as if free), or for a queue this Queue read as
+// takeLimits runs limits_take (n rate tokens, at most slots free slots),
+// or for a queue this Queue read as
 // partitioned partitions_take from the queue's partition cursor, and
 // slots_free. (Each takes nothing of a queue that is not as read: the
 // limited claim's gate refuses a partitioned queue, and a partitioned
 // queue's take says it is one.)
-func (q *Queue) takeLimits(ctx context.Context, tx skiplock.Tx, queue string, n int, partitioned bool, handed handedLeases) (limitsTaken, error) {
-	sql, args := q.sql.limitsTake, []any{queue, n, handed.ids, handed.tokens, handed.slots}
+func (q *Queue) takeLimits(ctx context.Context, tx skiplock.Tx, queue string, n, slots int, partitioned bool) (limitsTaken, error) {
+	sql, args := q.sql.limitsTake, []any{queue, n, slots}
 	if partitioned {
 		sql, args = q.sql.partitionsTake, []any{queue, n, q.limits.cursor(queue), MaxClaimPartitions}
 	}
@@ -623,6 +739,8 @@ func (q *Queue) takeLimits(ctx context.Context, tx skiplock.Tx, queue string, n 
 			t.noSlots = true
 		case kind == "slot":
 			locked, lockedSlots = append(locked, part), append(lockedSlots, k)
+		case kind == "limit":
+			t.limit, t.pastHeld = int(k), order != 0
 		case kind == "ptoken":
 			t.ptokens[part] = append(t.ptokens[part], k)
 		case k < 0:
@@ -721,11 +839,15 @@ func (q *Queue) SetLimits(ctx context.Context, queue string, l Limits) error {
 	set := func(ctx context.Context, tx skiplock.Tx) error {
 		slots := int64(0)
 		wasBy = nil
-		if err := tx.QueryRow(ctx, q.sql.slotsLock, queue).Scan(&slots, &wasBy); err != nil && !errors.Is(err, skiplock.ErrNoRows) {
+		var wasLimit *int32
+		if err := tx.QueryRow(ctx, q.sql.slotsLock, queue).Scan(&slots, &wasBy, &wasLimit); err != nil && !errors.Is(err, skiplock.ErrNoRows) {
 			return err // no row: a queue never paused nor configured
 		}
 		unpartitioned := l.Concurrency > 0 && l.PartitionBy == ""
-		if unpartitioned {
+		// Under a global limit already, each running job holds a slot or
+		// runs under a Worker's permit, which names no job: adopting
+		// would count those twice.
+		if unpartitioned && (wasLimit == nil || wasBy != nil) {
 			adopted, err := queryrows.Int64s(ctx, tx, q.sql.slotsAdopt, queue, slots)
 			if err != nil {
 				return err

@@ -41,9 +41,6 @@ type Queue struct {
 	// limits holds what was last read of each queue's concurrency
 	// limits (limits.go).
 	limits limitsCache
-	// handoff holds the leases of jobs whose handlers returned, whose
-	// slots the next limited claim may take over (handoff.go).
-	handoff slotHandoff
 	// wakers are the producers that this process's workflow releases
 	// wake (wake.go).
 	wakers wakers

@@ -38,6 +38,11 @@ type statements struct {
 	// and it gives its jobs their slots and stamps its rate tokens
 	// (limitsUse's work, for the partitioned claims) in the same statement.
 	claimLimitedUse string
+	// claimPermitted is the plain claim for the jobs that run under the
+	// permits a Worker holds (permits.go), with a gate of its own; the
+	// permits are renewed (permitsRenew), read back after an ambiguous
+	// commit (permitsHeld) and given back (permitsRelease).
+	claimPermitted, permitsRenew, permitsHeld, permitsRelease string
 	// claimPartitioned is the claim of a partitioned queue (limits.go),
 	// its own parameters (claimPartitionedParams).
 	claimPartitioned, claimSequenced                      string
@@ -130,20 +135,18 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 		"queue_state": queueState,
 		"slot_table":  sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobSlotTable),
 		"slot_held":   slotHeld("s", table),
-		// A slot held by one of the jobs whose handlers returned here
-		// (claim_limited_use's $12 and $13).
-		"slot_handed_1213": slotHanded("$12", "$13"),
-		"slot_held_h":      slotHeld("h", table),
+		"slot_held_h": slotHeld("h", table),
 		// limits_take's: the limit's slots, those past it that a lowered
 		// limit left, and the rate's tokens; slots_held's: $2 slots.
 		"slot_range_s": sqltext.KeyRange(d, `s."slot"`, "0", "(SELECT n FROM lim)"),
 		"slot_range_h": sqltext.KeyRange(d, `h."slot"`, "(SELECT n FROM lim)", "(SELECT made FROM lim)"),
 		// The same of a partition (pp) in a partitioned queue.
-		"slot_range_p":   sqltext.KeyRange(d, `s."slot"`, "0", "pp.n"),
-		"slot_range_hp":  sqltext.KeyRange(d, `h."slot"`, "pp.n", "(SELECT made FROM lim)"),
-		"slot_range_all": sqltext.KeyRange(d, `s."slot"`, "0", "$2::INT4"),
-		"token_range":    sqltext.KeyRange(d, `t."token"`, "0", "(SELECT r FROM lim)"),
-		"rate_table":     sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobRateTable),
+		"slot_range_p":    sqltext.KeyRange(d, `s."slot"`, "0", "pp.n"),
+		"slot_range_hp":   sqltext.KeyRange(d, `h."slot"`, "pp.n", "(SELECT made FROM lim)"),
+		"slot_range_all":  sqltext.KeyRange(d, `s."slot"`, "0", "$2::INT4"),
+		"slot_range_made": sqltext.KeyRange(d, `s."slot"`, "0", `(SELECT GREATEST(qm."slots", qm."concurrency") FROM `+queueState+` AS qm WHERE qm."name" = $1)`),
+		"token_range":     sqltext.KeyRange(d, `t."token"`, "0", "(SELECT r FROM lim)"),
+		"rate_table":      sqlident.Quote(schemaName) + "." + sqlident.Quote(schema.JobRateTable),
 		// limits_take's loose scan: the first ready partition of queue
 		// $1 past a bound (the text between the two).
 		"next_partition": `SELECT j."partition" FROM ` + table + ` AS j
@@ -177,9 +180,9 @@ func sqlVars(d *skiplock.Dialect, schemaName string) map[string]string {
 	limited := maps.Clone(vars)
 	limited["lease_start"] = "clock_timestamp()"
 	if !d.KeyJoinDML {
-		// No more jobs than claim_limited_use's "free" holds, where the
-		// queue has a global limit (slots given).
-		limited["claim_limit"] = `LEAST($2::INT4, CASE WHEN cardinality($10::INT4[]) = 0 THEN $2::INT4 ELSE (SELECT count(*) FROM "free")::INT4 END)`
+		// No more jobs than the permits held ($12) and claim_limited_use's
+		// "free" hold, where the queue has a global limit ($12 >= 0).
+		limited["claim_limit"] = `LEAST($2::INT4, CASE WHEN $12::INT4 < 0 THEN $2::INT4 ELSE $12::INT4 + (SELECT count(*) FROM "free")::INT4 END)`
 	}
 	setClaimGate(limited, limitedGate(queueState))
 	vars["claim_ctes"], vars["claim_update"] = splitClaim(sqlFile.MustRender(ClaimBlock(d), limited))
@@ -223,6 +226,20 @@ func limitedGate(queueState string) string {
 	return sqltext.NotPausedNor(queueState, `"qs"."partition_by" IS NOT NULL`)
 }
 
+// permittedGate is claim_permitted's: it serves a queue with a global
+// limit and no rate, unpartitioned, whose limit is above every permit the
+// claim runs jobs under ($10, the highest of their slots), and no slot at
+// or past whose limit is held (limits_take's "past": a lowered limit
+// starts nothing until the jobs past it have finished). The test of the
+// slots past the limit reads an empty range of keys while no limit was
+// lowered.
+func permittedGate(queueState, slotTable, heldH string, d *skiplock.Dialect) string {
+	past := `EXISTS (SELECT 1 FROM ` + slotTable + ` AS h WHERE h."queue" = "qs"."name" AND h."partition" = '' AND ` +
+		sqltext.KeyRange(d, `h."slot"`, `"qs"."concurrency"`, `GREATEST("qs"."slots", "qs"."concurrency")`) + ` AND ` + heldH + `)`
+	return sqltext.NotPausedNor(queueState, `"qs"."concurrency" IS NULL`, `"qs"."concurrency" <= $10::INT4`, `"qs"."rate_limit" IS NOT NULL`,
+		`"qs"."partition_by" IS NOT NULL`, past)
+}
+
 func partitionedGate(queueState string) string {
 	return sqltext.NotPausedNor(queueState, `"qs"."partition_by" IS NULL`)
 }
@@ -246,24 +263,18 @@ func setClaimGate(vars map[string]string, gate string) {
 	vars["claim_best"] = best
 }
 
-// slotHanded is the test that slot s is held under the lease of one of
-// the jobs ids (an INT8[] parameter) with its token in tokens (parallel):
-// jobs whose handlers have returned, whose slots a claim may take over.
-func slotHanded(ids, tokens string) string {
-	return `(s."job_id", s."lease_token") IN (SELECT * FROM unnest(` + ids + `::INT8[], ` + tokens + `::INT8[]))`
-}
-
-// slotHeld is the test that slot row alias is held: its job is Running
-// under the lease token the slot recorded (bucketed.sql, "Concurrency
-// slots"). A scalar subquery, one lookup by the job's key per slot: an
-// EXISTS under the NOT and OR that test it would be hashed, reading every
-// Running job, through the rescuer's index and its dead entries, at each
-// claim. The status compared as text keeps that index's predicate out. A
-// slot that names no job, or a job no longer Running, is free (false,
-// never null).
+// slotHeld is the test that slot row alias is held: as a Worker's permit
+// (held_until ahead), or by its job, Running under the lease token the
+// slot recorded (bucketed.sql, "Concurrency slots"). The job's is a scalar
+// subquery, one lookup by the job's key per slot, made only for a slot
+// that is no permit: an EXISTS under the NOT and OR that test it would be
+// hashed, reading every Running job, through the rescuer's index and its
+// dead entries, at each claim. The status compared as text keeps that
+// index's predicate out. A slot that names no job, or a job no longer
+// Running, and holds no permit is free (false, never null).
 func slotHeld(alias, table string) string {
-	return `COALESCE((SELECT j."lease_token" FROM ` + table + ` AS j
-      WHERE j."id" = ` + alias + `."job_id" AND j."status"::TEXT = 'Running') = ` + alias + `."lease_token", false)`
+	return `(COALESCE(` + alias + `."held_until" > now(), false) OR COALESCE((SELECT j."lease_token" FROM ` + table + ` AS j
+      WHERE j."id" = ` + alias + `."job_id" AND j."status"::TEXT = 'Running') = ` + alias + `."lease_token", false))`
 }
 
 // queuedExists is the test, for pending and backlog, that queue $1 has a
@@ -297,6 +308,11 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 	var claimKeyJoin, headsKeyJoin, deleteFinishedKeyJoin, claimScalarBounds string
 	var claimPartitioned, claimPartitionedKeyJoin string
 	vars := sqlVars(d, schemaName)
+	// The plain claim, whose jobs run under the permits the claiming
+	// Worker holds, with their gate.
+	permitted := maps.Clone(vars)
+	setClaimGate(permitted, permittedGate(vars["queue_state"], vars["slot_table"], slotHeld("h", vars["table"]), d))
+	s.claimPermitted = sqlFile.MustRender(ClaimBlock(d), permitted)
 	err := sqlFile.Fill(vars, map[string]*string{
 		"insert":                     &s.insert,
 		"insert_workflow":            &s.insertWorkflow,
@@ -352,6 +368,9 @@ func buildStatements(d *skiplock.Dialect, schemaName string) statements {
 		"claim_sequence_branch":      new(string), // rendered into claim_partitioned (claimSequenced)
 		"partitions_rewrite":         &s.partitionsRewrite,
 		"claim_limited_use":          &s.claimLimitedUse,
+		"permits_renew":              &s.permitsRenew,
+		"permits_held":               &s.permitsHeld,
+		"permits_release":            &s.permitsRelease,
 		"slots_free":                 &s.slotsFree,
 		"limits_use":                 &s.limitsUse,
 		"tokens_make":                &s.tokensMake,
@@ -425,7 +444,7 @@ func (s *statements) all() []string {
 		s.completedWith, s.deleteFinished, s.stats, s.pending, s.backlog, s.lookup, s.claimedBy, s.cancelByID, s.retryByID, s.deleteByID, s.statusByID, s.reserveIDs, s.notify,
 		s.completeDelete, s.completedWithDelete, s.claimHeld, s.holdOpen, s.holdClose, s.holdExists,
 		s.heldComplete, s.heldCompleteDelete, s.heldFail, s.heldSnooze,
-		s.claimLimitedUse, s.claimPartitioned, s.claimSequenced, s.partitionsRewrite, s.limitsTake, s.partitionsTake, s.slotsFree, s.limitsUse, s.slotsMake, s.tokensMake, s.queueLimits, s.limitsSet, s.slotsHeld, s.partitionCounts, s.slotsLock, s.slotsAdopt}, func(sql string) bool { return sql == "" })
+		s.claimLimitedUse, s.claimPermitted, s.permitsRenew, s.permitsHeld, s.permitsRelease, s.claimPartitioned, s.claimSequenced, s.partitionsRewrite, s.limitsTake, s.partitionsTake, s.slotsFree, s.limitsUse, s.slotsMake, s.tokensMake, s.queueLimits, s.limitsSet, s.slotsHeld, s.partitionCounts, s.slotsLock, s.slotsAdopt}, func(sql string) bool { return sql == "" })
 }
 
 // claimParams are the claim's parameters.

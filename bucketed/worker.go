@@ -66,9 +66,10 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 		mode = &heldMode{q: q, cfg: &w.cfg, tally: &w.tally, runner: w.run, wakeIn: w.prod.wakeIn}
 	} else {
 		book := newLeaseBook(q.cfg.VisibilityTimeout, w.cfg.Logger)
-		leased := &leasedMode{q: q, cfg: &w.cfg, book: book, results: make(chan result, c.FlushSize)}
+		permits := newPermitPool(q.cfg.VisibilityTimeout, w.cfg.Heartbeat, w.prod.resultsWritten)
+		leased := &leasedMode{q: q, cfg: &w.cfg, book: book, permits: permits, results: make(chan result, c.FlushSize)}
 		w.comp = &completer{q: q, cfg: &w.cfg, results: leased.results, book: book, tally: &w.tally, breaker: &brk, wakeIn: w.prod.wakeIn, written: w.prod.resultsWritten}
-		w.parts = append(w.parts, &heartbeat{q: q, cfg: &w.cfg, book: book}, w.comp)
+		w.parts = append(w.parts, &heartbeat{q: q, cfg: &w.cfg, book: book, permits: permits}, w.comp)
 		mode = leased
 	}
 	w.prod.mode, w.run.mode = mode, mode

@@ -420,13 +420,16 @@ func JobAttemptTableDef() *Table {
 const slotFillFactor = 10
 
 // JobSlotTableDef describes the bucketed layout's concurrency slots
-// (bucketed/006): a queue's global limit of N is slot rows 0 to N-1 of its
+// (bucketed/006, 016): a queue's global limit of N is slot rows 0 to N-1 of its
 // partition ("" for the whole queue), made when the limit is set. A claim
 // takes free slots in its own transaction, locking them (FOR UPDATE SKIP
 // LOCKED), and writes into each the job and lease token it took it for; a
 // slot is held while that job is Running under that token, so completing,
 // failing or rescuing the job frees it in the same commit, with no write
-// to the slot. Rows are read and written by whole key only, and spread by
+// to the slot. A Worker's claim of an unpartitioned queue writes its own
+// token and held_until instead: the slot is then the Worker's permit
+// until that time, renewed by its heartbeats, and the Worker starts one
+// job at a time under it with no further write. Rows are read and written by whole key only, and spread by
 // a hash of it (SpreadKey): no row and no range takes every claim's write
 // (docs/flow-control.md, "How the limits are kept").
 func JobSlotTableDef() *Table {
@@ -438,6 +441,7 @@ func JobSlotTableDef() *Table {
 			{Name: "slot", Type: TypeInt, NotNull: true},
 			{Name: "job_id", Type: TypeBigInt},
 			{Name: "lease_token", Type: TypeBigInt},
+			{Name: "held_until", Type: TypeTimestamp},
 		},
 		PrimaryKey: []string{"queue", "partition", "slot"},
 		SpreadKey:  true,

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -174,8 +175,8 @@ func TestClaimPlanShapes(t *testing.T) {
 	})
 	t.Run("bucketed_limits_take", func(t *testing.T) {
 		// A limited queue's claim reads its slot and rate token rows by
-		// key (a range under the queue's prefix, or the numbers listed, or
-		// the slots handed over), never by scanning the tables: on the
+		// key (a range under the queue's prefix, or the numbers listed),
+		// never by scanning the tables: on the
 		// distributed engines their rows are spread by a hash of the key.
 		if err := bq.SetLimits(ctx, "default", bucketed.Limits{Concurrency: 50, Rate: 40, RatePeriod: time.Second}); err != nil {
 			t.Fatal(err)
@@ -185,8 +186,13 @@ func TestClaimPlanShapes(t *testing.T) {
 		if d.Engine == skiplock.EngineCockroach {
 			want = shape{want: []string{"job_slot@job_slot_pkey", "job_rate_token@job_rate_token_pkey", "locking wait policy: skip locked"}, refuse: []string{"FULL SCAN"}}
 		}
-		// One slot handed over (the handoff): read by key too.
-		check(t, explain(ctx, t, db, sql, []any{"default", 10, []int64{1}, []int64{1}, []int32{3}}), want)
+		check(t, explain(ctx, t, db, sql, []any{"default", 10, 10}), want)
+		// A Worker's permits are renewed by key too.
+		renew := render(t, d, name, "bucketed/bucketed.sql", "permits_renew")
+		want.want = slices.DeleteFunc(slices.Clone(want.want), func(s string) bool {
+			return strings.Contains(s, "rate_token") || strings.Contains(s, "LockRows") || strings.Contains(s, "skip locked")
+		})
+		check(t, explain(ctx, t, db, renew, []any{"default", int64(1), []int32{1, 2, 3}, 30000.0}), want)
 	})
 	t.Run("bucketed_partitioned", func(t *testing.T) {
 		// A partitioned queue's claim (partitions_take) finds its ready partitions by a loose

@@ -292,3 +292,5 @@ ON CONFLICT ("workflow_id", "node") DO NOTHING;
 DROP INDEX IF EXISTS "skiplock"."jobs"@"jobs_workflow";
 
 CREATE INDEX IF NOT EXISTS "jobs_workflow" ON "skiplock"."jobs" ("workflow_id", "workflow_node") USING HASH WITH (bucket_count = 8) WHERE "deps_left" IS NOT NULL;
+
+ALTER TABLE "skiplock"."job_slot" ADD COLUMN IF NOT EXISTS "held_until" TIMESTAMPTZ;

@@ -284,3 +284,5 @@ CREATE INDEX IF NOT EXISTS "jobs_workflow" ON "skiplock"."jobs" ("workflow_id", 
 ALTER TABLE "skiplock"."job_slot" SET (fillfactor = 10);
 
 ALTER TABLE "skiplock"."job_rate_token" SET (fillfactor = 10);
+
+ALTER TABLE "skiplock"."job_slot" ADD COLUMN IF NOT EXISTS "held_until" timestamptz;

@@ -292,3 +292,5 @@ ON CONFLICT ("workflow_id", "node") DO NOTHING;
 DROP INDEX IF EXISTS "skiplock"."jobs_workflow";
 
 CREATE INDEX IF NOT EXISTS "jobs_workflow" ON "skiplock"."jobs" ("workflow_id" HASH, "workflow_node" ASC) WHERE "deps_left" IS NOT NULL;
+
+ALTER TABLE "skiplock"."job_slot" ADD COLUMN IF NOT EXISTS "held_until" timestamptz;

@@ -159,14 +159,16 @@ func (pp *permitPool) held() []int32 {
 func (pp *permitPool) renewed(asked, still []int32, sent time.Time) (lostInUse int) {
 	pp.mu.Lock()
 	defer pp.mu.Unlock()
+	kept := make(map[int32]bool, len(still))
 	for _, s := range still {
+		kept[s] = true
 		if _, ok := pp.until[s]; ok {
 			pp.until[s] = sent.Add(pp.life)
 		}
 	}
 	lost := map[int32]bool{}
 	for _, s := range asked {
-		if !slices.Contains(still, s) {
+		if !kept[s] {
 			lost[s] = true
 			delete(pp.until, s)
 		}

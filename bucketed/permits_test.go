@@ -104,8 +104,8 @@ func TestPermitsStartJobsWithoutSlotWrites(t *testing.T) {
 }
 
 // TestPermitsOutliveLongJobs: under a limit of 1, a Worker's job runs for
-// several times its permit's life (a visibility timeout of 1 s and
-// heartbeats every 200 ms: a permit written or renewed holds 1.6 s);
+// over twice its permit's life (a visibility timeout of 2 s and
+// heartbeats every 250 ms: a permit written or renewed holds 2.75 s);
 // its heartbeats renew the permit, so a second Worker, on a Queue of its
 // own as another process would be, starts nothing until the job is done,
 // and then the next job.
@@ -113,7 +113,7 @@ func TestPermitsOutliveLongJobs(t *testing.T) {
 	t.Parallel()
 	db := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 20})
 	_, name := testdb.MigratedOn(t, db, nil, schema.LayoutBucketed)
-	cfg := &bucketed.Config{VisibilityTimeout: time.Second}
+	cfg := &bucketed.Config{VisibilityTimeout: 2 * time.Second}
 	q := queueOn(t, db, name, cfg)
 	ctx := ctxT(t)
 	if err := q.SetLimits(ctx, "default", bucketed.Limits{Concurrency: 1}); err != nil {
@@ -130,14 +130,14 @@ func TestPermitsOutliveLongJobs(t *testing.T) {
 		if started.Add(1) == 1 {
 			close(firstStarted)
 			select {
-			case <-time.After(5 * time.Second): // three permits' lives
+			case <-time.After(6 * time.Second): // over two permits' lives
 			case <-ctx.Done():
 				return ctx.Err()
 			}
 		}
 		return nil
 	}
-	wcfg := bucketed.WorkerConfig{Workers: 2, Heartbeat: 200 * time.Millisecond, IdleMin: time.Millisecond, IdleMax: 20 * time.Millisecond, Handler: handler}
+	wcfg := bucketed.WorkerConfig{Workers: 2, Heartbeat: 250 * time.Millisecond, IdleMin: time.Millisecond, IdleMax: 20 * time.Millisecond, Handler: handler}
 	first := wcfg
 	a, err := q.NewWorker(&first)
 	if err != nil {

@@ -68,12 +68,12 @@ test-emulate: setup
 # tests) in transaction and session mode (pooler detection, six concurrent
 # migrates, session settings that stay in their transactions, both
 # layouts' work with every job recorded once, the client's fallback to
-# polling), work --until-empty through a database restart, and a failover
+# polling), work --until-empty and the limits through a database restart, and a failover
 # (a primary with a synchronous replica, the primary SIGKILLed and the
 # replica promoted under workers on a multi-host DSN).
 .PHONY: test-faults
 test-faults: setup
-	SKIPLOCK_FAULTS=1 $(GO) test -count=1 -timeout 10m -run '^(TestPooler.*|TestMigrateThroughTransactionPooler|TestSettingsStayInTheirTransactions|TestWorkThroughPoolers|TestClientThroughTransactionPooler|TestUntilEmptyRidesARestart|TestPartitionLimitsHoldThroughRestart|TestFailover)$$' ./internal/chaos
+	SKIPLOCK_FAULTS=1 $(GO) test -count=1 -timeout 10m -run '^(TestPooler.*|TestMigrateThroughTransactionPooler|TestSettingsStayInTheirTransactions|TestWorkThroughPoolers|TestClientThroughTransactionPooler|TestUntilEmptyRidesARestart|TestPartitionLimitsHoldThroughRestart|TestGlobalLimitHoldsThroughRestart|TestFailover)$$' ./internal/chaos
 
 # The latency test of the article "Scalable Job Queue in SQL" (500 workers, 1 s jobs), scaled down to
 # 30 s, in lease mode on the embedded PostgreSQL (started if need be).

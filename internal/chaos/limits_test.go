@@ -59,6 +59,27 @@ func TestPartitionLimitsHoldThroughRestart(t *testing.T) {
 	})
 }
 
+// TestGlobalLimitHoldsThroughRestart: TestGlobalLimitHoldsThroughKills's
+// jobs and limit of 3, the database server restarted (fast shutdown)
+// after 20 jobs instead of a kill: the Workers' permits, renewed by their
+// heartbeats, keep their slots through it (their rows are the server's,
+// their lapse the Workers' renewals'). Never more than 3 attempts at
+// once, every job recorded once. A fault test (SKIPLOCK_FAULTS).
+func TestGlobalLimitHoldsThroughRestart(t *testing.T) {
+	server := restartableServer(t)
+	const jobs, limit = 60, 3
+	dsn, name := setup(t, "bucketed", jobs)
+	cli(t, dsn, "--schema", name, "queues", "configure", "default", "--concurrency", strconv.Itoa(limit))
+	limitThroughKills(t, dsn, name, jobs, jobs/3, limit, func(t *testing.T, procs []*workerProc) []*workerProc {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		defer cancel()
+		if err := server.Restart(ctx); err != nil {
+			t.Fatal(err)
+		}
+		return procs
+	})
+}
+
 // partitionedJobs is a schema with 20 partitions of 30 jobs (19 by
 // `enqueue --partition-key`, and 30 without a key, in the partition ""),
 // its queue default partitioned by key with a limit of 3 per partition.

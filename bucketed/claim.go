@@ -164,11 +164,7 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string, 
 		if limits.limited() {
 			claimed, cut, err = q.claimLimited(ctx, p, permits)
 		} else {
-			err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
-				var err error
-				claimed, err = claimRows(txhook.Last(ctx), tx, q.sql.claim, p.args()) // one round trip
-				return err
-			})
+			claimed, err = q.claimAlone(ctx, q.sql.claim, p.args())
 		}
 		if amb := (*retry.AmbiguousCommitError)(nil); errors.As(err, &amb) {
 			// The claim may have committed: its jobs would sit Running
@@ -207,6 +203,17 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string, 
 		jobs[i] = claimed[i].job
 	}
 	return jobs, cut, nil
+}
+
+// claimAlone runs a claim statement as its own transaction, its COMMIT
+// in the same round trip, and reads its jobs.
+func (q *Queue) claimAlone(ctx context.Context, sql string, args []any) (claimed []claimedJob, err error) {
+	err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+		var err error
+		claimed, err = claimRows(txhook.Last(ctx), tx, sql, args) // one round trip
+		return err
+	})
+	return claimed, err
 }
 
 // warm has each connection of the pool, idle now or opened from now on,

@@ -535,15 +535,10 @@ func (q *Queue) claimWithPermits(ctx context.Context, p claimParams, pool *permi
 // claimPermitted claims up to len(reserved) jobs to run under those
 // permits, the plain claim with a gate that checks the queue's limit is
 // still above them (claim_permitted).
-func (q *Queue) claimPermitted(ctx context.Context, p claimParams, reserved []int32) (claimed []claimedJob, err error) {
+func (q *Queue) claimPermitted(ctx context.Context, p claimParams, reserved []int32) ([]claimedJob, error) {
 	args := append(p.args(), slices.Max(reserved))
 	args[1] = len(reserved)
-	err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
-		var err error
-		claimed, err = claimRows(txhook.Last(ctx), tx, q.sql.claimPermitted, args) // one round trip
-		return err
-	})
-	return claimed, err
+	return q.claimAlone(ctx, q.sql.claimPermitted, args)
 }
 
 // claimUnpartitioned claims at most as many of the queue's jobs as its

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -379,6 +380,9 @@ func (db *DB) EmulationSkipped() []string {
 // personality, with injected retry errors and ambiguous commits.
 func (e *emulation) begin(ctx context.Context, b Beginner, opts TxOptions) (Tx, error) {
 	opts.Isolation = e.isolation(opts.Isolation)
+	if e.personality == PersonalityCockroach {
+		opts.Local = append(slices.Clip(opts.Local), lookupJoinsSQL...)
+	}
 	tx, err := b.Begin(ctx, opts)
 	if err != nil {
 		return nil, err
@@ -397,6 +401,23 @@ func (e *emulation) begin(ctx context.Context, b Beginner, opts TxOptions) (Tx, 
 	}
 	return t, nil
 }
+
+// lookupJoinsSQL makes PostgreSQL find rows by key as CockroachDB's
+// optimizer does in the cockroach personality's transactions: a key-joined
+// claim, or a lease write over unnested ids, as a nested loop probing the
+// primary key for each row of the small side (CockroachDB's lookup join),
+// and no scan of a whole table where an index serves (the statements are
+// written so that CockroachDB never needs one). Left to its costs,
+// PostgreSQL hash-joins a batch of a few hundred ids to a scan of the
+// whole table, or, on a small table, loops over one; under SERIALIZABLE
+// such a scan takes a predicate lock on the whole relation, and every
+// concurrent writer then conflicts with it: serialization failures that
+// CockroachDB, which tracks the key spans a transaction read, would not
+// raise (docs/engines.md, "Emulation"). A statement with no index to serve
+// it still scans, costed past jit_above_cost by the penalty: no JIT
+// compilation, which would take longer than the statement. Sent with
+// BEGIN: no round trip of their own.
+var lookupJoinsSQL = []string{"SET LOCAL enable_hashjoin = off", "SET LOCAL enable_mergejoin = off", "SET LOCAL enable_seqscan = off", "SET LOCAL jit = off"}
 
 // How an emulated transaction's commit answers 40003 (emulatedTx.Commit).
 const (

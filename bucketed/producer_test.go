@@ -13,6 +13,7 @@ import (
 	"github.com/skiplock/skiplock/bucketed"
 	"github.com/skiplock/skiplock/internal/testdb"
 	"github.com/skiplock/skiplock/internal/usage"
+	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
 )
 
@@ -286,33 +287,49 @@ func TestWokenClaimFindsJobsBelowTheWatermarks(t *testing.T) {
 	}
 }
 
-// TestPrefetchGrowsWhenJobsFinishTogether: a Worker of 8 goroutines whose
-// jobs all finish at once (they block until the test releases them
-// together) over a backlog. It starts with the default prefetch of 2 (10
-// jobs in hand, a start grows nothing); once goroutines have waited for a
-// claim's jobs while the queue had more, it holds more than 10, and never
-// more than 8 running and 8 prefetched, its most. (How much it grows
-// depends on how many goroutines are back waiting when a claim returns.)
-// A prefetch given explicitly stays as given.
+// TestPrefetchGrowsWhenJobsFinishTogether: a Worker whose jobs all finish
+// at once (they block until the test releases them together) over a
+// backlog. It starts with the default prefetch, Workers/4 (a start grows
+// nothing); once goroutines have waited for a claim's jobs while the queue
+// had more, it holds more, and never more than its most: Workers, at most
+// 256, or, under SERIALIZABLE, where claims go one at a time, Workers
+// (600 goroutines: more than 256 prefetched there, at most 256 otherwise).
+// (How much it grows depends on how many goroutines are back waiting when
+// a claim returns.) A prefetch given explicitly stays as given.
 func TestPrefetchGrowsWhenJobsFinishTogether(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
-		name     string
-		prefetch int
-		least    int64 // jobs in hand once the waves are over, at least
-		most     int64 // and at most
-	}{{"default", 0, 11, 16}, {"given", 2, 10, 10}} {
+		name         string
+		workers      int
+		prefetch     int
+		serializable bool
+		least        int64 // jobs in hand once the waves are over, at least
+		most         int64 // and at most
+	}{
+		{name: "default", workers: 8, least: 11, most: 16},
+		{name: "given", workers: 8, prefetch: 2, least: 10, most: 10},
+		{name: "many", workers: 600, least: 601, most: 600 + 256},
+		{name: "many_serializable", workers: 600, serializable: true, least: 600 + 257, most: 1200},
+	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
-			q := queueOn(t, db, name, nil)
+			if !tc.serializable && db.Personality() == skiplock.PersonalityCockroach {
+				t.Skip("every transaction is SERIALIZABLE under the cockroach personality: the many_serializable case covers it")
+			}
+			var cfg *bucketed.Config
+			if tc.serializable {
+				cfg = &bucketed.Config{Retry: &retry.Options{Isolation: skiplock.IsoSerializable}}
+			}
+			q := queueOn(t, db, name, cfg)
 			ctx := ctxT(t)
-			mustEnqueue(t, q, nJobs(200, "default")...)
+			const waves = 3
+			mustEnqueue(t, q, nJobs(tc.workers*(waves+1)+int(tc.most)+50, "default")...)
 			var mu sync.Mutex
 			gate := make(chan struct{})
 			var started, claimed, finished, written testdb.Counter
 			w, err := q.NewWorker(&bucketed.WorkerConfig{
-				Workers: 8, Prefetch: tc.prefetch,
+				Workers: tc.workers, Prefetch: tc.prefetch,
 				Handler: func(ctx context.Context, j *skiplock.Job) error {
 					mu.Lock()
 					g := gate
@@ -337,22 +354,23 @@ func TestPrefetchGrowsWhenJobsFinishTogether(t *testing.T) {
 				mu.Unlock()
 				w.Stop(context.Background()) //nolint:errcheck // the test's figures are taken
 			})
-			started.Wait(t, "the first 8 handlers started", 8, 30*time.Second)
-			claimed.Wait(t, "8 running and 2 prefetched", 10, 30*time.Second)
-			if got := count(t, db, "SELECT count(*) FROM "+jobsTable(name)+` WHERE "status" = 'Running'`); got != 10 {
-				t.Fatalf("%d jobs Running after the start, want 10: a start grows nothing", got)
+			n := int64(tc.workers)
+			first := n + int64(max(tc.prefetch, min(256, max(1, tc.workers/4))))
+			started.Wait(t, "the first wave's handlers started", n, 30*time.Second)
+			claimed.Wait(t, "the first wave running and the prefetch", first, 30*time.Second)
+			if got := count(t, db, "SELECT count(*) FROM "+jobsTable(name)+` WHERE "status" = 'Running'`); got != first {
+				t.Fatalf("%d jobs Running after the start, want %d: a start grows nothing", got, first)
 			}
-			const waves = 3
-			for wave := 1; wave <= waves; wave++ {
+			for wave := int64(1); wave <= waves; wave++ {
 				mu.Lock()
 				close(gate)
 				gate = make(chan struct{})
 				mu.Unlock()
-				finished.Wait(t, "the wave's handlers finished", int64(8*wave), 30*time.Second)
-				started.Wait(t, "the next wave's handlers started", int64(8*(wave+1)), 30*time.Second)
+				finished.Wait(t, "the wave's handlers finished", n*wave, 30*time.Second)
+				started.Wait(t, "the next wave's handlers started", n*(wave+1), 30*time.Second)
 			}
-			claimed.Wait(t, "jobs in hand after the waves", 8*waves+tc.least, 30*time.Second)
-			written.Wait(t, "the waves' results written", 8*waves, 30*time.Second)
+			claimed.Wait(t, "jobs in hand after the waves", n*waves+tc.least, 30*time.Second)
+			written.Wait(t, "the waves' results written", n*waves, 30*time.Second)
 			if got := count(t, db, "SELECT count(*) FROM "+jobsTable(name)+` WHERE "status" = 'Running'`); got < tc.least || got > tc.most {
 				t.Fatalf("%d jobs Running after the waves, want %d to %d", got, tc.least, tc.most)
 			}

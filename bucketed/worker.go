@@ -56,6 +56,13 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	if c.prefetchGrows && !c.HeldClaims && q.serializable() {
+		// Leased claims go one at a time there (leasedMode.inFlight): no
+		// claim beside it covers the goroutines' demand while one is out,
+		// so each may claim for that round trip too, and fewer, larger
+		// claims pay the claim's round trip and commit less often per job.
+		c.prefetchMax = max(c.prefetchMax, c.Workers)
+	}
 	w := &Worker{q: q, cfg: c}
 	w.tally.cfg = &w.cfg
 	var brk breaker // tripped by the completer's writes; held claims never trip it

@@ -33,12 +33,13 @@ type WorkerConfig struct {
 	// goroutines, so that a goroutine finishing a job finds the next one
 	// in hand; negative means none. 0 means a prefetch of its own: it
 	// starts at Workers/4 (at least 1, at most 256) and grows, up to
-	// Workers (at most 256), each time goroutines waited for a claim's
-	// jobs while the queue had more than the claims took: their jobs
-	// finish together (they started together), more at once than the
-	// prefetch holds. It does not grow on a queue with a global or rate
-	// limit, whose claims count a prefetched job as started. Prefetched
-	// jobs are leased like running ones: the heartbeat
+	// Workers (at most 256; under SERIALIZABLE, where a leased Worker's
+	// claims go one at a time, up to Workers), each time goroutines
+	// waited for a claim's jobs while the queue had more than the claims
+	// took: their jobs finish together (they started together), more at
+	// once than the prefetch holds. It does not grow on a queue with a
+	// global or rate limit, whose claims count a prefetched job as
+	// started. Prefetched jobs are leased like running ones: the heartbeat
 	// keeps their leases and Stop gives them back. Their claim counted an
 	// attempt: if the process dies before such a job starts, the rescuer
 	// puts it back with that attempt used (on its last attempt, Failed).
@@ -144,6 +145,8 @@ type WorkerConfig struct {
 	// prefetchMax is the most the prefetch grows to: Prefetch when it was
 	// given, set with the defaults.
 	prefetchMax int
+	// prefetchGrows says Prefetch was left to the Worker (0).
+	prefetchGrows bool
 }
 
 // DefaultPollInterval is the longest wait between a Worker's claims while
@@ -184,6 +187,7 @@ func (q *Queue) workerConfig(cfg *WorkerConfig) (WorkerConfig, error) {
 	case c.Prefetch == 0:
 		c.Prefetch = min(256, max(1, c.Workers/4))
 		c.prefetchMax = max(c.Prefetch, min(256, c.Workers))
+		c.prefetchGrows = true
 	}
 	c.prefetchMax = max(c.prefetchMax, c.Prefetch)
 	if c.PollInterval < 0 || c.IdleMin < 0 || c.IdleMax < 0 || c.ErrorMin < 0 || c.ErrorMax < 0 {

@@ -245,6 +245,28 @@ func TestClaimPlanShapes(t *testing.T) {
 				want:   []string{"Update on jobs", "LockRows", "jobs_dequeue_merged", "jobs_pkey"},
 				refuse: []string{"Seq Scan on jobs", "Sort"},
 			})
+			// In its transactions, as CockroachDB plans them, a claim of
+			// 1,000 and a completion of 1,000 join by key (a lookup join):
+			// left to its costs PostgreSQL hash-joins them to a scan of the
+			// whole table, whose predicate lock at SERIALIZABLE covers the
+			// table and conflicts with every writer.
+			tx, err := edb.Begin(ctx, skiplock.TxOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx) //nolint:errcheck // nothing was written
+			byKey := shape{want: []string{"Nested Loop", "jobs_pkey"}, refuse: []string{"Hash Join", "Merge Join", "Seq Scan on jobs"}}
+			claim := render(t, edb.Dialect(), name, "bucketed/bucketed.sql", bucketed.ClaimBlock(edb.Dialect()))
+			check(t, explain(ctx, t, tx, claim, []any{"default", 1000, "planshape", int64(1), 30.0, []int16{0}, []int32{-32769}, []time.Time{time.Unix(0, 0).UTC()}, []int64{0}}), byKey)
+			var ids, tokens []int64
+			for _, r := range testdb.Lines(ctx, t, tx, "SELECT id FROM "+sqlident.Quote(name)+"."+sqlident.Quote(schema.JobsTable)+" ORDER BY id LIMIT 1000") {
+				var id int64
+				if _, err := fmt.Sscan(r, &id); err != nil {
+					t.Fatal(err)
+				}
+				ids, tokens = append(ids, id), append(tokens, 1)
+			}
+			check(t, explain(ctx, t, tx, render(t, edb.Dialect(), name, "bucketed/bucketed.sql", "complete"), []any{ids, tokens}), byKey)
 		})
 	}
 	t.Run("fanout", func(t *testing.T) {
@@ -358,7 +380,7 @@ func render(t *testing.T, d *skiplock.Dialect, schemaName, path, block string) s
 
 // explain returns the plan of sql with args, one line per row. EXPLAIN
 // plans without running the statement, so the claim changes nothing.
-func explain(ctx context.Context, t *testing.T, db *skiplock.DB, sql string, args []any) []string {
+func explain(ctx context.Context, t *testing.T, db skiplock.Querier, sql string, args []any) []string {
 	t.Helper()
 	plan := testdb.Lines(ctx, t, db, "EXPLAIN "+sql, args...)
 	t.Logf("plan:\n%s", strings.Join(plan, "\n"))

@@ -37,6 +37,10 @@ func scalar(t *testing.T, db *skiplock.DB, sql string, args ...any) int64 {
 	return n
 }
 
+// lockWaiters counts the sessions of application $1 whose statement on
+// work_log waits on a lock.
+const lockWaiters = `SELECT count(*) FROM pg_stat_activity WHERE "application_name" = $1 AND "wait_event_type" = 'Lock' AND "query" LIKE '%work_log%'`
+
 // TestStalledWorker stops a worker process with SIGSTOP while it holds
 // jobs inside open transactions, keeps it stopped past the lease (or the
 // fanout job budget), and checks that another process works every job,
@@ -90,7 +94,7 @@ func TestStalledWorker(t *testing.T) {
 			switch layout {
 			case "bucketed":
 				testdb.WaitFor(t, "the worker's --record INSERT to wait on the lock", time.Minute, func() bool {
-					return scalar(t, db, `SELECT count(*) FROM pg_stat_activity WHERE "application_name" = $1 AND "wait_event_type" = 'Lock' AND "query" LIKE '%work_log%'`, app) > 0
+					return scalar(t, db, lockWaiters, app) > 0
 				})
 				// Let it claim more: four rounds of jobs for its 8
 				// goroutines beyond those it holds now (their results wait
@@ -107,6 +111,25 @@ func TestStalledWorker(t *testing.T) {
 			}
 			if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 				t.Fatal(err)
+			}
+			if layout == "bucketed" {
+				// Under load the blocked completion can give up (its jobs'
+				// leases end) and the next one not yet wait on the lock when
+				// the signal lands: then nothing would go idle in its
+				// transaction. A stopped process changes nothing, so check
+				// now, and stop it again once a completion waits.
+				for try := 0; scalar(t, db, lockWaiters, app) == 0; try++ {
+					if try == 10 {
+						t.Fatalf("stopped the worker 10 times and never with its completion waiting on the lock")
+					}
+					a.cmd.Process.Signal(syscall.SIGCONT) //nolint:errcheck // stopped again below
+					testdb.WaitFor(t, "the worker's --record INSERT to wait on the lock again", time.Minute, func() bool {
+						return scalar(t, db, lockWaiters, app) > 0
+					})
+					if err := a.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+						t.Fatal(err)
+					}
+				}
 			}
 			stopped := time.Now()
 			if lock != nil {

@@ -144,6 +144,11 @@ func (q *Queue) DequeueAs(ctx context.Context, queue string, n int, owner string
 	return jobs, err
 }
 
+// errClaimRolledBack says that a claim whose commit was ambiguous read
+// its jobs back under its token and found none: it rolled back, claimed
+// nothing, and may be sent again.
+var errClaimRolledBack = errors.New("bucketed: the claim's commit was ambiguous, and reading it back found no job: it rolled back")
+
 // dequeue is DequeueAs ("" owner: Config.Owner); cut says that the
 // queue's global limit left the claim fewer slots than it asked for
 // (claimLimited). permits are a Worker's (nil for other callers), under
@@ -166,7 +171,12 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string, 
 		} else {
 			claimed, err = q.claimAlone(ctx, q.sql.claim, p.args())
 		}
-		if amb := (*retry.AmbiguousCommitError)(nil); errors.As(err, &amb) {
+		if errors.Is(err, errClaimRolledBack) {
+			// Read back already (claimWithPermits): sent once more.
+			claimed, err = nil, nil
+			again = !reclaimed
+			reclaimed = true
+		} else if amb := (*retry.AmbiguousCommitError)(nil); errors.As(err, &amb) {
 			// The claim may have committed: its jobs would sit Running
 			// under its token until their leases lapse. Read them back
 			// by that token and hand them out; none back means it

@@ -506,6 +506,9 @@ func (q *Queue) claimWithPermits(ctx context.Context, p claimParams, pool *permi
 		back, rerr := claimRows(ctx, q.db, q.sql.claimedBy, []any{p.Queue, p.Token})
 		if rerr != nil || len(back) == 0 {
 			pool.unreserve(reserved)
+			if rerr == nil {
+				return nil, false, errClaimRolledBack
+			}
 			return nil, false, err
 		}
 		held, rerr := queryrows.Int32s(ctx, q.db, q.sql.permitsHeld, p.Queue, pool.token)

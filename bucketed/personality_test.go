@@ -91,6 +91,80 @@ func TestEveryJobCompletesUnderThePersonality(t *testing.T) {
 // hashTenth picks about a tenth of the jobs by id.
 func hashTenth(id string) bool { return len(id) > 0 && id[len(id)-1] == '3' }
 
+// TestAmbiguousPermitClaimsNeverFail: a Worker of a queue with a global
+// limit, under the cockroach personality with three COMMITs in ten
+// answered "result is ambiguous" (half after committing, half after
+// rolling back), claims under its permits without a failed claim: a
+// claim that committed hands out what it read back, and one that rolled
+// back (none read back) is sent once more. Every job ends Success, and
+// never more than the limit run at once.
+func TestAmbiguousPermitClaimsNeverFail(t *testing.T) {
+	t.Parallel()
+	const n, limit = 60, 3
+	ctx := ctxT(t)
+	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
+	plain := queueOn(t, db, name, nil)
+	if err := plain.SetLimits(ctx, "default", bucketed.Limits{Concurrency: limit}); err != nil {
+		t.Fatal(err)
+	}
+	mustEnqueue(t, plain, nJobs(n, "default")...)
+	edb, err := skiplock.Open(ctx, testdb.DSN(t), &skiplock.OpenConfig{MaxConns: 8, Emulate: skiplock.PersonalityCockroach,
+		Emulation: &skiplock.EmulateConfig{AmbiguousCommitRate: 0.3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(edb.Close)
+	// A completion whose retry is ambiguous too is lost: its jobs run
+	// again once their short leases lapse.
+	q := queueOn(t, edb, name, &bucketed.Config{VisibilityTimeout: 2 * time.Second})
+	var running, most atomic.Int64
+	var runs sync.Map // id -> *atomic.Int32
+	var logs testdb.Records
+	w, err := q.NewWorker(&bucketed.WorkerConfig{
+		Workers: 6, IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond, Logger: logs.Logger(),
+		Handler: func(ctx context.Context, j *skiplock.Job) error {
+			r := running.Add(1)
+			defer running.Add(-1)
+			for m := most.Load(); r > m && !most.CompareAndSwap(m, r); m = most.Load() {
+			}
+			c, _ := runs.LoadOrStore(j.ID, new(atomic.Int32))
+			c.(*atomic.Int32).Add(1)
+			time.Sleep(time.Millisecond)
+			return nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(context.Background()) }) //nolint:errcheck // a failed test's worker
+	success := func() int64 {
+		return count(t, db, "SELECT count(*) FROM "+jobsTable(name)+` WHERE "status" = 'Success'`)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the Worker's log:\n%s", logs.String())
+		}
+	})
+	testdb.WaitFor(t, "every job Success", 2*time.Minute, func() bool { return success() == n })
+	if err := w.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if failed := logs.Matching("claim failed"); len(failed) > 0 {
+		t.Errorf("%d claims failed, the first: %s", len(failed), failed[0].String())
+	}
+	if m := most.Load(); m > limit {
+		t.Errorf("%d handlers ran at once, above the limit of %d", m, limit)
+	}
+	seen := 0
+	runs.Range(func(_, _ any) bool { seen++; return true })
+	if seen != n {
+		t.Errorf("%d distinct jobs ran, want %d", seen, n)
+	}
+}
+
 // TestAmbiguousClaimHandsOutWhatItLeased: under the cockroach personality
 // with every COMMIT answered "result is ambiguous" (half after committing,
 // half after rolling back), a claim never fails and never leaves a job

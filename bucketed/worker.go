@@ -59,9 +59,11 @@ func (q *Queue) NewWorker(cfg *WorkerConfig) (*Worker, error) {
 	if c.prefetchGrows && !c.HeldClaims && q.serializable() {
 		// Leased claims go one at a time there (leasedMode.inFlight): no
 		// claim beside it covers the goroutines' demand while one is out,
-		// so each may claim for that round trip too, and fewer, larger
-		// claims pay the claim's round trip and commit less often per job.
-		c.prefetchMax = max(c.prefetchMax, c.Workers)
+		// and a claim's time grows with its size, so the prefetch may
+		// cover a claim's round trip and execution for every goroutine,
+		// twice over: fewer, larger claims pay the round trip and commit
+		// less often per job (docs/benchmarks.md, "Round trips").
+		c.prefetchMax = max(c.prefetchMax, 2*c.Workers)
 	}
 	w := &Worker{q: q, cfg: c}
 	w.tally.cfg = &w.cfg

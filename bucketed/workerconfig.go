@@ -34,7 +34,7 @@ type WorkerConfig struct {
 	// in hand; negative means none. 0 means a prefetch of its own: it
 	// starts at Workers/4 (at least 1, at most 256) and grows, up to
 	// Workers (at most 256; under SERIALIZABLE, where a leased Worker's
-	// claims go one at a time, up to Workers), each time goroutines
+	// claims go one at a time, up to twice Workers), each time goroutines
 	// waited for a claim's jobs while the queue had more than the claims
 	// took: their jobs finish together (they started together), more at
 	// once than the prefetch holds. It does not grow on a queue with a

@@ -22,6 +22,10 @@
 //   - the pg-boss harness, best of batch 1,000 x 4 and batch 500 x 8 local
 //     workers.
 //
+// Before each run every tool's database is vacuumed and the server
+// checkpoints, so that no run pays for the dead rows and dirty buffers
+// of the one before it (autovacuum would clean them up during it).
+//
 // With a round trip above 0 every client, pgbench included, connects
 // through a delay proxy in this process (internal/faultproxy, the one
 // skiplock bench --rtt uses) that holds every chunk half the round trip in
@@ -211,6 +215,7 @@ func run() int {
 			for _, tool := range order {
 				switch tool {
 				case "skiplock":
+					c.settle(ctx)
 					rep, err := c.runSkiplock(ctx, rtt)
 					if err != nil {
 						cl.skErr = err.Error()
@@ -230,6 +235,7 @@ func run() int {
 						continue
 					}
 					for i, s := range riverSettings {
+						c.settle(ctx)
 						v, err := c.runPeer(ctx, rtt, "river", s)
 						if err != nil {
 							cl.riverErr = err.Error()
@@ -243,6 +249,7 @@ func run() int {
 						continue
 					}
 					for i, s := range pgbossSettings {
+						c.settle(ctx)
 						v, err := c.runPeer(ctx, rtt, "pg-boss", s)
 						if err != nil {
 							cl.pgbossErr = err.Error()
@@ -301,6 +308,28 @@ type skiplockReport struct {
 		ServerSettings map[string]string `json:"server_settings"`
 		Pgbench        string            `json:"pgbench"`
 	} `json:"engine"`
+}
+
+// settle, before each run, clears what the runs before it left for the
+// server to do: it vacuums every tool's database (the dead row versions
+// of the last burn-down, which autovacuum would otherwise clean up in the
+// middle of the next run, on the same cores) and then checkpoints (the
+// dirty buffers). Every run starts from the same quiet server, whichever
+// tool ran before it. A failure is logged, and the run goes on.
+func (c *config) settle(ctx context.Context) {
+	for _, tool := range slices.Sorted(maps.Keys(c.dsns)) {
+		conn, err := pgx.Connect(ctx, c.dsns[tool])
+		if err != nil {
+			logf("settling before the next run: connecting to %s's database: %v", tool, skiplock.RedactDSNError(err, c.dsns[tool]))
+			continue
+		}
+		for _, stmt := range []string{"VACUUM (ANALYZE)", "CHECKPOINT"} {
+			if _, err := conn.Exec(ctx, stmt); err != nil {
+				logf("settling before the next run: %s in %s's database: %v", stmt, tool, err)
+			}
+		}
+		conn.Close(ctx)
+	}
 }
 
 // runSkiplock runs skiplock bench throughput --baseline on its database,
@@ -478,7 +507,7 @@ func render(c *config, env environment, cells []*cell) string {
 	p("- The SQL limit: the same command's baseline, `scripts/claimcomplete.sql` through pgbench (8 clients, one statement claiming and completing 100 jobs) on the same table, right after skiplock's run.\n")
 	p("- River: `bench/compare/river`, no-op jobs inserted with `InsertManyFast`, timed from `Start` to the last completion event (written by River's completer); best of %s.\n", settingList(riverSettings))
 	p("- pg-boss: `bench/compare/pgboss/burn.js`, no-op jobs inserted with `insert` (1,000 per call), timed from `work` until the database shows every job completed; best of %s (burst fetching on).\n", settingList(pgbossSettings))
-	p("- Round trip D above 0: every client, pgbench included, connects through a delay proxy in the driver's process (`internal/faultproxy`, as `skiplock bench --rtt` uses) that holds each chunk D/2 in each direction, without a bandwidth limit. Each round runs every round trip in turn; within it the three queues run one after another, their order rotating from round to round.\n\n")
+	p("- Round trip D above 0: every client, pgbench included, connects through a delay proxy in the driver's process (`internal/faultproxy`, as `skiplock bench --rtt` uses) that holds each chunk D/2 in each direction, without a bandwidth limit. Each round runs every round trip in turn; within it the three queues run one after another, their order rotating from round to round. Before each run (each peer setting included) every queue's database is vacuumed (`VACUUM (ANALYZE)`) and the server checkpoints, so that no run pays for the dead rows and dirty buffers the one before it left.\n\n")
 
 	p("Jobs/s, and skiplock's ratio to each in the same round:\n\n")
 	p("| round trip | round | skiplock | SQL limit | River (best) | pg-boss (best) | skiplock / River | skiplock / pg-boss | skiplock / SQL limit |\n")

@@ -15,7 +15,9 @@ import (
 // Running job's worker sees its handler's context cancelled at its next
 // heartbeat, and its completion is refused with skiplock.ErrLeaseLost. It
 // returns an error wrapping skiplock.ErrNoJob for an unknown id, and a
-// *skiplock.StateError for a job that already finished.
+// *skiplock.StateError for a job that already finished. Like RetryJob and
+// DeleteJob, it is tried again on a serialization failure, up to 50 times
+// unless Config.Retry.MaxAttempts is set.
 func (q *Queue) CancelJob(ctx context.Context, id string) error {
 	return q.byID(ctx, "cancel", q.sql.cancelByID, id, []string{"Queued", "Running"}, "", nil, func(ctx context.Context, tx skiplock.Tx, id int64) error {
 		return q.settle(ctx, tx, nil, []int64{id}) // its dependents are cancelled with it
@@ -37,6 +39,16 @@ func (q *Queue) DeleteJob(ctx context.Context, id string) error {
 	return q.byID(ctx, "delete", q.sql.deleteByID, id, []string{"Success", "Failed", "Canceled"}, "cancel it first", nil, nil)
 }
 
+// actionAttempts is how many times an operator's action on one job is
+// tried by default (Config.Retry.MaxAttempts unset) before a
+// serialization failure is returned: more than the workers' writes get.
+// A retry of a workflow job reads its dependencies and dependents, which
+// the workers' completions of the same workflow keep writing while it
+// runs (under SERIALIZABLE they conflict, on a small workflow, most
+// times), and a person or a script waits for it, which one failure would
+// send back to try again by hand.
+const actionAttempts = 50
+
 // byID runs one action statement and, when it changed nothing, reads the
 // job's status in the same transaction to say why; before it and, when it
 // changed the job, after it, before and after (if any) run in the same
@@ -50,7 +62,7 @@ func (q *Queue) byID(ctx context.Context, action, sql string, ids string, allowe
 		return usage.NoJob(action, ids)
 	}
 	var stateErr error
-	err = q.run(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+	err = retry.Run(ctx, q.db, q.actionRetry, func(ctx context.Context, tx skiplock.Tx) error {
 		stateErr = nil
 		if before != nil {
 			if err := before(ctx, tx, id); err != nil {

@@ -34,6 +34,9 @@ type Queue struct {
 	// lease writes: on their generic plans where the engine can say so
 	// (docs/design.md, "Planning a prepared claim").
 	genericRetry *retry.Options
+	// actionRetry is cfg.Retry for an operator's action on one job
+	// (action.go), with actionAttempts unless cfg.Retry sets MaxAttempts.
+	actionRetry *retry.Options
 	// heldSlots bounds the held claims open at once (held.go) to half the
 	// pool: each holds a connection while its jobs run, and recording one
 	// takes another, which must be there.
@@ -77,6 +80,11 @@ func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Queue, error) {
 	cr := *c.Retry
 	cr.GenericPlans = db.Dialect().PlanCacheMode
 	q.genericRetry = &cr
+	ar := *c.Retry
+	if ar.MaxAttempts == 0 {
+		ar.MaxAttempts = actionAttempts
+	}
+	q.actionRetry = &ar
 	q.heldSlots = make(chan struct{}, max(1, int(db.Stats().Max)/2))
 	q.warm(ctx)
 	return q, nil

@@ -528,6 +528,11 @@ func (q *Queue) ReportProgress(ctx context.Context, job *skiplock.Job, progress 
 	return q.record(ctx, job, "progress", nil, progress)
 }
 
+// recordTries is how many times record sends its write when each
+// commit's outcome is unknown (an ambiguous commit) before it returns the
+// error.
+const recordTries = 10
+
 // record writes a running job's output or progress (record).
 func (q *Queue) record(ctx context.Context, job *skiplock.Job, what string, output, progress json.RawMessage) error {
 	v := output
@@ -549,11 +554,19 @@ func (q *Queue) record(ctx context.Context, job *skiplock.Job, what string, outp
 		}
 	}
 	var n int
-	err = q.runGeneric(ctx, func(ctx context.Context, tx skiplock.Tx) error {
+	write := func(ctx context.Context, tx skiplock.Tx) error {
 		ids, err := queryrows.Int64s(txhook.Last(ctx), tx, q.sql.record, id, job.LeaseToken, text[0], text[1])
 		n = len(ids)
 		return err
-	})
+	}
+	err = q.runGeneric(ctx, write)
+	// The write is idempotent (the same value under the same lease): after
+	// an ambiguous commit it is sent again, rather than the handler told
+	// that its output may or may not be recorded.
+	var amb *retry.AmbiguousCommitError
+	for tries := 1; tries < recordTries && errors.As(err, &amb); tries++ {
+		err = q.runGeneric(ctx, write)
+	}
 	if err != nil {
 		return fmt.Errorf("bucketed: record the %s of job %s: %w", what, job.ID, err)
 	}

@@ -2,7 +2,9 @@ package bucketed_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -91,6 +93,20 @@ func TestEveryJobCompletesUnderThePersonality(t *testing.T) {
 // hashTenth picks about a tenth of the jobs by id.
 func hashTenth(id string) bool { return len(id) > 0 && id[len(id)-1] == '3' }
 
+// ambiguousDB opens the test server under the cockroach personality with
+// that share of COMMITs answered "result is ambiguous" (half after
+// committing, half after rolling back), closed with the test.
+func ambiguousDB(t *testing.T, maxConns int32, rate float64) *skiplock.DB {
+	t.Helper()
+	edb, err := skiplock.Open(ctxT(t), testdb.DSN(t), &skiplock.OpenConfig{MaxConns: maxConns, Emulate: skiplock.PersonalityCockroach,
+		Emulation: &skiplock.EmulateConfig{AmbiguousCommitRate: rate}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(edb.Close)
+	return edb
+}
+
 // TestAmbiguousPermitClaimsNeverFail: a Worker of a queue with a global
 // limit, under the cockroach personality with three COMMITs in ten
 // answered "result is ambiguous" (half after committing, half after
@@ -108,12 +124,7 @@ func TestAmbiguousPermitClaimsNeverFail(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustEnqueue(t, plain, nJobs(n, "default")...)
-	edb, err := skiplock.Open(ctx, testdb.DSN(t), &skiplock.OpenConfig{MaxConns: 8, Emulate: skiplock.PersonalityCockroach,
-		Emulation: &skiplock.EmulateConfig{AmbiguousCommitRate: 0.3}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(edb.Close)
+	edb := ambiguousDB(t, 8, 0.3)
 	// A completion whose retry is ambiguous too is lost: its jobs run
 	// again once their short leases lapse.
 	q := queueOn(t, edb, name, &bucketed.Config{VisibilityTimeout: 2 * time.Second})
@@ -165,6 +176,49 @@ func TestAmbiguousPermitClaimsNeverFail(t *testing.T) {
 	}
 }
 
+// TestAmbiguousCommitRecordsOutput: under the cockroach personality with
+// two COMMITs in ten answered "result is ambiguous", a handler's
+// RecordOutput and ReportProgress still succeed, 30 times each: the write
+// (the same value under the same lease) is sent again, and the last
+// values are stored.
+func TestAmbiguousCommitRecordsOutput(t *testing.T) {
+	t.Parallel()
+	ctx := ctxT(t)
+	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
+	mustEnqueue(t, queueOn(t, db, name, nil), nJobs(1, "default")...)
+	edb := ambiguousDB(t, 4, 0.2)
+	q := queueOn(t, edb, name, nil)
+	var jobs []*skiplock.Job
+	for claims := 0; len(jobs) == 0; claims++ {
+		if claims == 20 {
+			t.Fatal("20 claims and no job")
+		}
+		var err error
+		if jobs, err = q.Dequeue(ctx, "default", 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const n = 30
+	for i := range n {
+		if err := q.RecordOutput(ctx, jobs[0], json.RawMessage(fmt.Sprintf(`{"i": %d}`, i))); err != nil {
+			t.Fatalf("record %d: %v", i, err)
+		}
+		if err := q.ReportProgress(ctx, jobs[0], json.RawMessage(fmt.Sprintf(`{"done": %d}`, i))); err != nil {
+			t.Fatalf("report %d: %v", i, err)
+		}
+	}
+	var output, progress string
+	if err := db.QueryRow(ctx, `SELECT "output"::TEXT, "progress"::TEXT FROM `+jobsTable(name)).Scan(&output, &progress); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf(`{"i": %d}`, n-1); output != want {
+		t.Errorf("output %s, want %s", output, want)
+	}
+	if want := fmt.Sprintf(`{"done": %d}`, n-1); progress != want {
+		t.Errorf("progress %s, want %s", progress, want)
+	}
+}
+
 // TestAmbiguousClaimHandsOutWhatItLeased: under the cockroach personality
 // with every COMMIT answered "result is ambiguous" (half after committing,
 // half after rolling back), a claim never fails and never leaves a job
@@ -177,12 +231,7 @@ func TestAmbiguousClaimHandsOutWhatItLeased(t *testing.T) {
 	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
 	const n = 30
 	mustEnqueue(t, queueOn(t, db, name, nil), nJobs(n, "default")...)
-	edb, err := skiplock.Open(ctx, testdb.DSN(t), &skiplock.OpenConfig{MaxConns: 4, Emulate: skiplock.PersonalityCockroach,
-		Emulation: &skiplock.EmulateConfig{AmbiguousCommitRate: 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(edb.Close)
+	edb := ambiguousDB(t, 4, 1)
 	q := queueOn(t, edb, name, nil)
 	got := map[string]int64{} // id -> lease token handed out
 	for claims := 0; len(got) < n; claims++ {

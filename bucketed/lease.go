@@ -559,14 +559,10 @@ func (q *Queue) record(ctx context.Context, job *skiplock.Job, what string, outp
 		n = len(ids)
 		return err
 	}
-	err = q.runGeneric(ctx, write)
 	// The write is idempotent (the same value under the same lease): after
 	// an ambiguous commit it is sent again, rather than the handler told
 	// that its output may or may not be recorded.
-	var amb *retry.AmbiguousCommitError
-	for tries := 1; tries < recordTries && errors.As(err, &amb); tries++ {
-		err = q.runGeneric(ctx, write)
-	}
+	err = rerunAmbiguous(recordTries, func() error { return q.runGeneric(ctx, write) })
 	if err != nil {
 		return fmt.Errorf("bucketed: record the %s of job %s: %w", what, job.ID, err)
 	}

@@ -882,10 +882,7 @@ func (q *Queue) SetLimits(ctx context.Context, queue string, l Limits) error {
 	// Setting the same limits again changes nothing more (the running jobs
 	// that got a slot have one), so a commit whose outcome was lost is
 	// simply run again.
-	err := q.run(ctx, set)
-	for i := 0; i < 3 && errors.As(err, new(*retry.AmbiguousCommitError)); i++ {
-		err = q.run(ctx, set)
-	}
+	err := rerunAmbiguous(4, func() error { return q.run(ctx, set) })
 	if err != nil {
 		return fmt.Errorf("bucketed: set the limits of queue %q: %w", queue, err)
 	}

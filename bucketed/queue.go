@@ -2,6 +2,7 @@ package bucketed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -160,6 +161,17 @@ func (q *Queue) VisibilityTimeout() time.Duration { return q.cfg.VisibilityTimeo
 // run runs fn in a transaction through retry.Run at the queue isolation.
 func (q *Queue) run(ctx context.Context, fn func(ctx context.Context, tx skiplock.Tx) error) error {
 	return retry.Run(ctx, q.db, q.cfg.Retry, fn)
+}
+
+// rerunAmbiguous runs an idempotent write (run twice, it changes nothing
+// more) and, while its commit's outcome is unknown (an ambiguous commit),
+// runs it again, up to tries runs in all.
+func rerunAmbiguous(tries int, run func() error) error {
+	err := run()
+	for i := 1; i < tries && errors.As(err, new(*retry.AmbiguousCommitError)); i++ {
+		err = run()
+	}
+	return err
 }
 
 // runGeneric is run for the claim and the lease writes: their statements

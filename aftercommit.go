@@ -16,6 +16,13 @@ func init() {
 		}
 		return ok
 	}
+	txhook.AfterCommitTried = func(tx any, f func()) bool {
+		t, ok := tx.(*hookedTx)
+		if ok {
+			t.tried = append(t.tried, f)
+		}
+		return ok
+	}
 }
 
 // Begin begins a transaction on the DB's pool. Besides the pool's own
@@ -35,27 +42,33 @@ func (db *DB) Begin(ctx context.Context, opts TxOptions) (Tx, error) {
 // do, so after needs no lock.
 type hookedTx struct {
 	Tx
-	after []func()
+	after []func() // txhook.AfterCommit's
+	tried []func() // txhook.AfterCommitTried's
 }
 
-// Commit commits, then runs the registered funcs if the commit succeeded.
-// On an error, even an ambiguous one, they are dropped: counting what may
-// have been rolled back is the mistake they exist to avoid.
+// Commit commits, then runs the registered funcs: AfterCommit's only if
+// the commit succeeded (on an error, even an ambiguous one, they are
+// dropped: counting what may have been rolled back is the mistake they
+// exist to avoid), AfterCommitTried's whatever it returned (a wake-up
+// missed after an ambiguous commit that did commit leaves jobs waiting).
 func (t *hookedTx) Commit(ctx context.Context) error {
-	after := t.after
-	t.after = nil
+	after, tried := t.after, t.tried
+	t.after, t.tried = nil, nil
 	err := t.Tx.Commit(ctx)
 	if err == nil {
 		for _, f := range after {
 			f()
 		}
 	}
+	for _, f := range tried {
+		f()
+	}
 	return err
 }
 
 // Rollback rolls back and drops the registered funcs.
 func (t *hookedTx) Rollback(ctx context.Context) error {
-	t.after = nil
+	t.after, t.tried = nil, nil
 	return t.Tx.Rollback(ctx)
 }
 

@@ -149,6 +149,11 @@ func (q *Queue) DequeueAs(ctx context.Context, queue string, n int, owner string
 // nothing, and may be sent again.
 var errClaimRolledBack = errors.New("bucketed: the claim's commit was ambiguous, and reading it back found no job: it rolled back")
 
+// claimResends is how many times dequeue sends a claim whose commit was
+// ambiguous and rolled back (errClaimRolledBack) before it returns that
+// error.
+const claimResends = 10
+
 // dequeue is DequeueAs ("" owner: Config.Owner); cut says that the
 // queue's global limit left the claim fewer slots than it asked for
 // (claimLimited). permits are a Worker's (nil for other callers), under
@@ -162,7 +167,7 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string, 
 		return nil, false, err
 	}
 	var claimed []claimedJob
-	reclaimed := false
+	resent := 0
 	for again := true; again; {
 		again = false
 		limits, fresh := q.claimLimits(ctx, queue)
@@ -171,20 +176,25 @@ func (q *Queue) dequeue(ctx context.Context, queue string, n int, owner string, 
 		} else {
 			claimed, err = q.claimAlone(ctx, q.sql.claim, p.args())
 		}
-		if errors.Is(err, errClaimRolledBack) {
-			// Read back already (claimWithPermits): sent once more.
-			claimed, err = nil, nil
-			again = !reclaimed
-			reclaimed = true
-		} else if amb := (*retry.AmbiguousCommitError)(nil); errors.As(err, &amb) {
+		if amb := (*retry.AmbiguousCommitError)(nil); errors.As(err, &amb) {
 			// The claim may have committed: its jobs would sit Running
 			// under its token until their leases lapse. Read them back
 			// by that token and hand them out; none back means it
-			// rolled back, so it claimed nothing and is sent once more
-			// (under the same token, which nothing holds).
-			claimed, err = claimRows(ctx, q.db, q.sql.claimedBy, []any{queue, p.Token})
-			again = err == nil && len(claimed) == 0 && !reclaimed
-			reclaimed = true
+			// rolled back, so it claimed nothing.
+			if claimed, err = claimRows(ctx, q.db, q.sql.claimedBy, []any{queue, p.Token}); err == nil && len(claimed) == 0 {
+				err = errClaimRolledBack
+			}
+		}
+		if errors.Is(err, errClaimRolledBack) {
+			// Read back (here or by claimWithPermits) and rolled back:
+			// sent once more (under the same token, which nothing holds).
+			// After claimResends, the error goes back: an empty answer
+			// would tell the caller the queue is drained, and a Worker
+			// waiting for a wake-up then would leave its jobs waiting.
+			if resent++; resent < claimResends {
+				claimed, err, again = nil, nil, true
+				continue
+			}
 		}
 		if err == nil && len(claimed) == 0 && fresh != nil && !again {
 			// Claimed on a view older than limitsStaleMax: the gate

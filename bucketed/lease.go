@@ -139,34 +139,50 @@ func (q *Queue) completeBatch(ctx context.Context, jobs []*skiplock.Job, also fu
 			return also(ctx, tx, dj)
 		})
 	}
-	err = run(ids, tokens)
-	var amb *retry.AmbiguousCommitError
-	if errors.As(err, &amb) {
-		// Did it commit? Leases showing Success under their own token
-		// completed; run the rest again (the fence makes that safe).
+	// An ambiguous commit is resolved from the data: leases showing
+	// Success under their own token completed; the rest are sent again
+	// (the fence makes that safe), up to ambiguousTries sends in all, rather
+	// than left Running until their leases lapse and run again.
+	var completed []int64
+	for sent := 1; ; sent++ {
+		err = run(ids, tokens)
+		if err == nil {
+			completed = append(completed, done...)
+			break
+		}
+		if !errors.As(err, new(*retry.AmbiguousCommitError)) || sent == ambiguousTries {
+			break
+		}
 		var ok []int64
-		if ok, err = q.completedOf(ctx, ids, tokens, withDeps); err == nil {
-			okSet := map[int64]bool{}
-			for _, id := range ok {
-				okSet[id] = true
-			}
-			var rid, rtok []int64
-			for i, id := range ids {
-				if !okSet[id] {
-					rid, rtok = append(rid, id), append(rtok, tokens[i])
-				}
-			}
-			done = nil
-			if len(rid) > 0 {
-				err = run(rid, rtok)
-			}
-			done = append(done, ok...)
+		if ok, err = q.completedOf(ctx, ids, tokens, withDeps); err != nil {
+			break
+		}
+		completed = append(completed, ok...)
+		ids, tokens = leasesExcept(ids, tokens, ok)
+		if len(ids) == 0 {
+			break
 		}
 	}
+	done = completed
 	if err != nil {
 		return nil, fmt.Errorf("bucketed: complete %d job(s): %w", len(jobs), err)
 	}
 	return lostJobs(jobs, done), nil
+}
+
+// leasesExcept returns the leases of ids and tokens (parallel) whose ids
+// are not in drop.
+func leasesExcept(ids, tokens, drop []int64) (keptIDs, keptTokens []int64) {
+	gone := make(map[int64]bool, len(drop))
+	for _, id := range drop {
+		gone[id] = true
+	}
+	for i, id := range ids {
+		if !gone[id] {
+			keptIDs, keptTokens = append(keptIDs, id), append(keptTokens, tokens[i])
+		}
+	}
+	return keptIDs, keptTokens
 }
 
 // leaseSplit sorts a completion's leases into those of jobs with
@@ -445,18 +461,14 @@ func (q *Queue) fencedBatch(ctx context.Context, what, sql string, endsThem bool
 	return lostJobs(jobs, done), nil
 }
 
-// runFenced runs a lease-fenced write's transaction, and runs it once
-// more when its commit's outcome is unknown (an ambiguous commit): the
-// fence makes the second run change nothing for the jobs the first commit
-// changed (they read as lost then), and apply where that commit rolled
-// back, instead of leaving those jobs Running until their leases lapse.
+// runFenced runs a lease-fenced write's transaction, and runs it again
+// while its commit's outcome is unknown (an ambiguous commit), up to
+// ambiguousTries runs: the fence makes a later run change nothing for the
+// jobs an earlier commit changed (they read as lost then), and apply
+// where that commit rolled back, instead of leaving those jobs Running
+// until their leases lapse.
 func (q *Queue) runFenced(ctx context.Context, fn func(ctx context.Context, tx skiplock.Tx) error) error {
-	err := q.runGeneric(ctx, fn)
-	var amb *retry.AmbiguousCommitError
-	if errors.As(err, &amb) {
-		err = q.runGeneric(ctx, fn)
-	}
-	return err
+	return rerunAmbiguous(ambiguousTries, func() error { return q.runGeneric(ctx, fn) })
 }
 
 // Extend is the heartbeat: the job's lease now ends d from now (d <= 0
@@ -528,10 +540,10 @@ func (q *Queue) ReportProgress(ctx context.Context, job *skiplock.Job, progress 
 	return q.record(ctx, job, "progress", nil, progress)
 }
 
-// recordTries is how many times record sends its write when each
-// commit's outcome is unknown (an ambiguous commit) before it returns the
-// error.
-const recordTries = 10
+// ambiguousTries is how many times a worker's write of its own jobs (a
+// completion, a recorded output or progress) is sent when each commit's
+// outcome is unknown (an ambiguous commit) before it returns the error.
+const ambiguousTries = 10
 
 // record writes a running job's output or progress (record).
 func (q *Queue) record(ctx context.Context, job *skiplock.Job, what string, output, progress json.RawMessage) error {
@@ -562,7 +574,7 @@ func (q *Queue) record(ctx context.Context, job *skiplock.Job, what string, outp
 	// The write is idempotent (the same value under the same lease): after
 	// an ambiguous commit it is sent again, rather than the handler told
 	// that its output may or may not be recorded.
-	err = rerunAmbiguous(recordTries, func() error { return q.runGeneric(ctx, write) })
+	err = rerunAmbiguous(ambiguousTries, func() error { return q.runGeneric(ctx, write) })
 	if err != nil {
 		return fmt.Errorf("bucketed: record the %s of job %s: %w", what, job.ID, err)
 	}

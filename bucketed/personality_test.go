@@ -275,3 +275,55 @@ func TestAmbiguousClaimHandsOutWhatItLeased(t *testing.T) {
 		t.Errorf("%d jobs Running, want the %d handed out", running, n)
 	}
 }
+
+// TestAmbiguousReleaseWakesWorker: a Worker that polls its idle queue
+// only every ten minutes works a chain of workflow jobs, each released by
+// the completion of the one before, under the cockroach personality with
+// four COMMITs in ten answered "result is ambiguous". A completion whose
+// commit was ambiguous may have released the next job (half of them
+// committed): the release's wake must still reach the Worker, or that
+// job waits for the poll. So must a claim's answer: one that rolled back
+// more than once is not a drained queue (a Worker that waits when drained
+// waits for the poll then). Every job ends Success within the minute, and
+// runs once: a completion is sent again while its commit is ambiguous.
+func TestAmbiguousReleaseWakesWorker(t *testing.T) {
+	t.Parallel()
+	const n = 12
+	ctx := ctxT(t)
+	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
+	deps := map[string][]string{"s0": nil}
+	for i := 1; i < n; i++ {
+		deps[fmt.Sprintf("s%d", i)] = []string{fmt.Sprintf("s%d", i-1)}
+	}
+	workflowOf(t, db, queueOn(t, db, name, nil), deps)
+	edb := ambiguousDB(t, 4, 0.4)
+	q := queueOn(t, edb, name, nil)
+	var logs testdb.Records
+	var runs atomic.Int64
+	w, err := q.NewWorker(&bucketed.WorkerConfig{
+		Workers: 2, PollInterval: 10 * time.Minute, WaitWhenDrained: true, Logger: logs.Logger(),
+		Handler: func(context.Context, *skiplock.Job) error { runs.Add(1); return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(context.Background()) }) //nolint:errcheck // a failed test's worker
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("the Worker's log:\n%s", logs.String())
+			t.Logf("%d handler runs, stats %+v", runs.Load(), w.Stats())
+		}
+	})
+	success := func() int64 {
+		return count(t, db, "SELECT count(*) FROM "+jobsTable(name)+` WHERE "status" = 'Success'`)
+	}
+	testdb.WaitFor(t, "every job of the chain Success", time.Minute, func() bool { return success() == n })
+	// A completion sent again after an ambiguous commit (up to ten
+	// times) loses no job: none runs twice.
+	if r, lost := runs.Load(), w.Stats().Lost; r != n || lost != 0 {
+		t.Errorf("%d handler runs for %d jobs, %d results lost", r, n, lost)
+	}
+}

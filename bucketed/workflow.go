@@ -175,8 +175,10 @@ func textArray(names []string) *string {
 
 // settle releases or cancels, in tx, the jobs that wait on the finished
 // jobs (ok succeeded, bad ended badly: depgate.Gate.Settle), notifying
-// their queues (Config.ReleaseNotify) in tx. Once tx commits, this
-// process's Workers of the released jobs' queues are woken (wakers), and a
+// their queues (Config.ReleaseNotify) in tx. Once tx commits (or its
+// commit fails: an ambiguous one may have committed, and a wake for
+// nothing costs a claim), this process's Workers of the released jobs'
+// queues are woken (wakers), and a
 // released job that sorts before a watermark makes this
 // process's next claim of its queue probe the heads: a release written
 // while other claims moved the watermarks (its run time is its
@@ -209,7 +211,7 @@ func (q *Queue) settle(ctx context.Context, tx skiplock.Querier, ok, bad []int64
 		}
 		q.wakers.wake(distinct(due)) // this process's workers of those queues claim now
 	}
-	if !txhook.AfterCommit(tx, probe) {
+	if !txhook.AfterCommitTried(tx, probe) {
 		probe() // a transaction skiplock did not begin: at once, and again at its next probe
 	}
 	return nil

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -42,6 +43,7 @@ type PgBouncer struct {
 	port     int
 	cmd      *exec.Cmd
 	exited   chan error
+	stopping atomic.Bool
 }
 
 // StartPgBouncer starts PgBouncer (the pgbouncer on PATH, or in
@@ -101,13 +103,26 @@ func StartPgBouncer(ctx context.Context, cfg *PgBouncerConfig) (*PgBouncer, erro
 		os.RemoveAll(dir)
 		return nil, fmt.Errorf("pgbouncer: start: %w", err)
 	}
-	go func() { b.exited <- b.cmd.Wait() }()
+	go b.watch()
 	if err := b.waitReady(ctx); err != nil {
 		b.Stop(context.WithoutCancel(ctx)) //nolint:errcheck // the start error is the one to report
 		return nil, err
 	}
 	c.Logger.Info("pgbouncer started", "mode", c.Mode, "addr", fmt.Sprintf("127.0.0.1:%d", b.port))
 	return b, nil
+}
+
+// watch waits for the process to end, and says so with the end of its
+// log when that was not Stop's doing: a pooler that dies under a test
+// shows up there as connections refused, far from the cause.
+func (b *PgBouncer) watch() {
+	err := b.cmd.Wait()
+	if !b.stopping.Load() {
+		log, _ := os.ReadFile(filepath.Join(b.dir, "pgbouncer.log"))
+		b.cfg.Logger.Error("pgbouncer exited unasked", "mode", b.cfg.Mode, "addr", b.Addr(), "err", err,
+			"log", lastLines(strings.TrimSpace(string(log)), 20))
+	}
+	b.exited <- err
 }
 
 // writeFiles writes pgbouncer.ini and the user list (the upstream user's
@@ -181,6 +196,7 @@ func (b *PgBouncer) Stop(ctx context.Context) error {
 	if b.cmd.Process == nil {
 		return nil
 	}
+	b.stopping.Store(true)
 	b.cmd.Process.Signal(syscall.SIGINT) //nolint:errcheck // it may have exited already
 	select {
 	case <-b.exited:

@@ -18,6 +18,12 @@ import (
 // skiplock never learns) it keeps nothing and reports false.
 var AfterCommit = func(tx any, f func()) bool { return false }
 
+// AfterCommitTried is AfterCommit for a signal that is cheap when nothing
+// committed and costly when missed (a wake-up of workers): f also runs
+// after a Commit that returned an error, since an ambiguous one may have
+// committed. Only a Rollback drops it.
+var AfterCommitTried = func(tx any, f func()) bool { return false }
+
 // lastKey marks a context whose statement is its transaction's last.
 type lastKey struct{}
 

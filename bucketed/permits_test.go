@@ -68,7 +68,7 @@ func TestPermitsStartJobsWithoutSlotWrites(t *testing.T) {
 		}
 		c, _ := runs.LoadOrStore(j.ID, new(atomic.Int64))
 		c.(*atomic.Int64).Add(1)
-		time.Sleep(2 * time.Millisecond)
+		time.Sleep(2 * time.Millisecond) // the job's work: it holds its permit meanwhile
 		done.Add(1)
 		return nil
 	}

@@ -140,7 +140,7 @@ func TestAmbiguousPermitClaimsNeverFail(t *testing.T) {
 			}
 			c, _ := runs.LoadOrStore(j.ID, new(atomic.Int32))
 			c.(*atomic.Int32).Add(1)
-			time.Sleep(time.Millisecond)
+			time.Sleep(time.Millisecond) // the job's work: it holds its slot meanwhile
 			return nil
 		},
 	})

@@ -231,7 +231,7 @@ func TestFanoutLocalLimitOfAWorker(t *testing.T) {
 		Handler: func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
 			g.enter()
 			defer g.leave()
-			time.Sleep(10 * time.Millisecond)
+			time.Sleep(10 * time.Millisecond) // the job's work: it holds its local slot meanwhile
 			return nil
 		},
 		IdleMin: time.Millisecond, IdleMax: 5 * time.Millisecond, NoMaintenance: true,

@@ -49,13 +49,12 @@ func testGlobalConcurrencyLimit(t *testing.T, ro *retry.Options) {
 		t.Fatal(err)
 	}
 	mustEnqueue(t, q, nJobs(total, "default")...)
-	var running, most, done atomic.Int64
+	var g testdb.Gauge
+	var done atomic.Int64
 	var runs sync.Map // job id -> *atomic.Int64
 	handler := func(ctx context.Context, j *skiplock.Job) error {
-		n := running.Add(1)
-		defer running.Add(-1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
+		g.Enter()
+		defer g.Leave()
 		c, _ := runs.LoadOrStore(j.ID, new(atomic.Int64))
 		if c.(*atomic.Int64).Add(1) == 1 && hashTenth(j.ID) {
 			return errors.New("a tenth fail their first attempt")
@@ -65,7 +64,7 @@ func testGlobalConcurrencyLimit(t *testing.T, ro *retry.Options) {
 		return nil
 	}
 	workThree(t, ctx, db, name, cfg, &bucketed.WorkerConfig{Workers: 8, Prefetch: 8, IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond, Handler: handler}, "every job done", func() bool { return done.Load() == total })
-	if m := most.Load(); m != limit {
+	if m := g.Most(); m != limit {
 		t.Errorf("at most %d handlers ran at once; want the limit, %d, reached and never passed", m, limit)
 	}
 	runs.Range(func(id, c any) bool {
@@ -462,13 +461,12 @@ func TestSlotHandedOverBeforeTheResultIsWritten(t *testing.T) {
 		t.Fatal(err)
 	}
 	mustEnqueue(t, q, nJobs(3, "default")...)
-	var running, most, started atomic.Int64
+	var g testdb.Gauge
+	var started atomic.Int64
 	secondStarted := make(chan struct{})
 	handler := func(ctx context.Context, j *skiplock.Job) error {
-		n := running.Add(1)
-		defer running.Add(-1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
+		g.Enter()
+		defer g.Leave()
 		if started.Add(1) == 2 {
 			close(secondStarted)
 		}
@@ -503,7 +501,7 @@ func TestSlotHandedOverBeforeTheResultIsWritten(t *testing.T) {
 	if !overtaken.Load() {
 		t.Error("the second job started only after the first one's result was written; want its slot handed over once the first handler returned")
 	}
-	if m, n := most.Load(), started.Load(); m != 1 || n != 3 {
+	if m, n := g.Most(), started.Load(); m != 1 || n != 3 {
 		t.Errorf("%d handlers at once, %d starts; want 1 (the limit) and 3 (each job once)", m, n)
 	}
 }

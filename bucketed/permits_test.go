@@ -59,13 +59,12 @@ func TestPermitsStartJobsWithoutSlotWrites(t *testing.T) {
 	}
 	writes := countSlotWrites(t, db, name)
 	mustEnqueue(t, q, nJobs(total, "default")...)
-	var running, most, done atomic.Int64
+	var g testdb.Gauge
+	var done atomic.Int64
 	var runs sync.Map
 	handler := func(ctx context.Context, j *skiplock.Job) error {
-		n := running.Add(1)
-		defer running.Add(-1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
+		g.Enter()
+		defer g.Leave()
 		c, _ := runs.LoadOrStore(j.ID, new(atomic.Int64))
 		c.(*atomic.Int64).Add(1)
 		time.Sleep(2 * time.Millisecond) // the job's work: it holds its permit meanwhile
@@ -87,7 +86,7 @@ func TestPermitsStartJobsWithoutSlotWrites(t *testing.T) {
 	if err := w.Stop(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if m := most.Load(); m != limit {
+	if m := g.Most(); m != limit {
 		t.Errorf("at most %d handlers ran at once; want the limit, %d, reached and never passed", m, limit)
 	}
 	runs.Range(func(id, c any) bool {
@@ -121,12 +120,11 @@ func TestPermitsOutliveLongJobs(t *testing.T) {
 	}
 	mustEnqueue(t, q, nJobs(1, "default")...)
 	firstStarted := make(chan struct{})
-	var running, most, started atomic.Int64
+	var g testdb.Gauge
+	var started atomic.Int64
 	handler := func(ctx context.Context, j *skiplock.Job) error {
-		n := running.Add(1)
-		defer running.Add(-1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
+		g.Enter()
+		defer g.Leave()
 		if started.Add(1) == 1 {
 			close(firstStarted)
 			select {
@@ -164,7 +162,7 @@ func TestPermitsOutliveLongJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if m, n := most.Load(), started.Load(); m != 1 || n != 4 {
+	if m, n := g.Most(), started.Load(); m != 1 || n != 4 {
 		t.Errorf("%d handlers at once, %d starts; want 1 (the limit: the long job's permit renewed past its life) and 4 (each job once)", m, n)
 	}
 }

@@ -128,16 +128,14 @@ func TestAmbiguousPermitClaimsNeverFail(t *testing.T) {
 	// A completion whose retry is ambiguous too is lost: its jobs run
 	// again once their short leases lapse.
 	q := queueOn(t, edb, name, &bucketed.Config{VisibilityTimeout: 2 * time.Second})
-	var running, most atomic.Int64
+	var g testdb.Gauge
 	var runs sync.Map // id -> *atomic.Int32
 	var logs testdb.Records
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
 		Workers: 6, IdleMin: time.Millisecond, IdleMax: 10 * time.Millisecond, Logger: logs.Logger(),
 		Handler: func(ctx context.Context, j *skiplock.Job) error {
-			r := running.Add(1)
-			defer running.Add(-1)
-			for m := most.Load(); r > m && !most.CompareAndSwap(m, r); m = most.Load() {
-			}
+			g.Enter()
+			defer g.Leave()
 			c, _ := runs.LoadOrStore(j.ID, new(atomic.Int32))
 			c.(*atomic.Int32).Add(1)
 			time.Sleep(time.Millisecond) // the job's work: it holds its slot meanwhile
@@ -166,7 +164,7 @@ func TestAmbiguousPermitClaimsNeverFail(t *testing.T) {
 	if failed := logs.Matching("claim failed"); len(failed) > 0 {
 		t.Errorf("%d claims failed, the first: %s", len(failed), failed[0].String())
 	}
-	if m := most.Load(); m > limit {
+	if m := g.Most(); m > limit {
 		t.Errorf("%d handlers ran at once, above the limit of %d", m, limit)
 	}
 	seen := 0

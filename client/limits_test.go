@@ -24,7 +24,7 @@ func TestQueueLimitsDefaultsAndLocal(t *testing.T) {
 	t.Parallel()
 	db, s := openDB(t)
 	ctx := ctxT(t)
-	ws, most, done := atOnce(t, 5*time.Millisecond)
+	ws, g, done := atOnce(t, 5*time.Millisecond)
 	cfg := &client.Config{Schema: s, Workers: ws, Queues: map[string]client.QueueConfig{
 		"default": {MaxWorkers: 10, Limits: client.Limits{LocalConcurrency: 2, Concurrency: 4}},
 		"other":   {MaxWorkers: 1, Limits: client.Limits{Concurrency: 7}},
@@ -47,7 +47,7 @@ func TestQueueLimitsDefaultsAndLocal(t *testing.T) {
 		must(t, err)
 	}
 	testdb.WaitFor(t, "every job done", time.Minute, func() bool { return done.Load() == 40 })
-	if m := most.Load(); m != 2 {
+	if m := g.Most(); m != 2 {
 		t.Errorf("at most %d jobs ran at once; want the local limit, 2", m)
 	}
 }
@@ -196,7 +196,7 @@ func TestFanoutQueueLimits(t *testing.T) {
 	t.Parallel()
 	db, s := openDB(t)
 	ctx := ctxT(t)
-	ws, most, done := atOnce(t, 50*time.Millisecond)
+	ws, g, done := atOnce(t, 50*time.Millisecond)
 	if _, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, Queues: map[string]client.QueueConfig{
 		"default": {Layout: schema.LayoutFanout, MaxWorkers: 10, Limits: client.Limits{Rate: 5, RatePeriod: time.Second}},
 	}}); err == nil {
@@ -213,26 +213,23 @@ func TestFanoutQueueLimits(t *testing.T) {
 		must(t, err)
 	}
 	testdb.WaitFor(t, "every job done", time.Minute, func() bool { return done.Load() == 40 })
-	if m := most.Load(); m != 3 {
+	if m := g.Most(); m != 3 {
 		t.Errorf("at most %d jobs ran at once; want the global limit, 3", m)
 	}
 }
 
 // atOnce returns workers whose emailArgs jobs take work each, with the
 // most that ran at once and how many are done.
-func atOnce(t *testing.T, work time.Duration) (ws *client.Workers, most, done *atomic.Int64) {
+func atOnce(t *testing.T, work time.Duration) (ws *client.Workers, g *testdb.Gauge, done *atomic.Int64) {
 	t.Helper()
-	var running atomic.Int64
-	most, done = new(atomic.Int64), new(atomic.Int64)
+	g, done = new(testdb.Gauge), new(atomic.Int64)
 	ws = client.NewWorkers()
 	must(t, client.AddWorker(ws, client.WorkFunc[emailArgs](func(ctx context.Context, j *client.Job[emailArgs]) error {
-		n := running.Add(1)
-		defer running.Add(-1)
-		for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
-		}
+		g.Enter()
+		defer g.Leave()
 		time.Sleep(work) // the job's work: it holds its place meanwhile
 		done.Add(1)
 		return nil
 	}), nil))
-	return ws, most, done
+	return ws, g, done
 }

@@ -17,24 +17,6 @@ import (
 	"github.com/skiplock/skiplock/schema"
 )
 
-// gauge counts the handlers running at once, and the most seen.
-type gauge struct {
-	now, most atomic.Int64
-}
-
-// enter counts a handler in and returns how many run with it.
-func (g *gauge) enter() int64 {
-	n := g.now.Add(1)
-	for {
-		m := g.most.Load()
-		if n <= m || g.most.CompareAndSwap(m, n) {
-			return n
-		}
-	}
-}
-
-func (g *gauge) leave() { g.now.Add(-1) }
-
 // liveGauge counts the handlers running at once against a limit, telling
 // a handler whose transaction had already ended from a live one: a
 // statement's error (an injected retry error) ends the transaction on the
@@ -225,12 +207,12 @@ func TestFanoutLocalLimitOfAWorker(t *testing.T) {
 	t.Parallel()
 	qs, db, s, _ := limitedQueues(t, 1, 10, bucketed.Limits{LocalConcurrency: 2})
 	enqueueIDs(t, qs[0], db, s, jobs(30))
-	var g gauge
+	var g testdb.Gauge
 	w := startWorker(t, context.Background(), qs[0], &fanout.WorkerConfig{
 		Workers: 10,
 		Handler: func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
-			g.enter()
-			defer g.leave()
+			g.Enter()
+			defer g.Leave()
 			time.Sleep(10 * time.Millisecond) // the job's work: it holds its local slot meanwhile
 			return nil
 		},
@@ -238,8 +220,8 @@ func TestFanoutLocalLimitOfAWorker(t *testing.T) {
 		Logger: testdb.Logger(t),
 	})
 	t.Cleanup(func() { w.Stop(context.Background()) }) //nolint:errcheck // a failed test's worker
-	waitEmpty(t, qs[0], 2*time.Minute, func() string { return fmt.Sprintf("most at once %d", g.most.Load()) })
-	if most := g.most.Load(); most != 2 {
+	waitEmpty(t, qs[0], 2*time.Minute, func() string { return fmt.Sprintf("most at once %d", g.Most()) })
+	if most := g.Most(); most != 2 {
 		t.Errorf("at most %d handlers ran at once, want the local limit 2", most)
 	}
 }
@@ -260,7 +242,7 @@ func TestFanoutLoweredLimitStartsNothingUntilUnder(t *testing.T) {
 	qs, db, s, bq := limitedQueues(t, 1, 6, bucketed.Limits{Concurrency: 4})
 	q := qs[0]
 	enqueueIDs(t, q, db, s, jobs(10))
-	var g gauge
+	var g testdb.Gauge
 	var loweredAt atomic.Pointer[time.Time] // the database's clock once the lowering committed
 	var afterStarts, overStarts, ended atomic.Int64
 	var release [4]chan struct{}
@@ -274,8 +256,8 @@ func TestFanoutLoweredLimitStartsNothingUntilUnder(t *testing.T) {
 	w := startWorker(t, ctx, q, &fanout.WorkerConfig{
 		Workers: 6,
 		Handler: func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
-			n := g.enter()
-			defer g.leave()
+			n := g.Enter()
+			defer g.Leave()
 			if at := loweredAt.Load(); at != nil {
 				// A claim whose transaction began before the lowering
 				// committed is ordered before it (the documented
@@ -327,7 +309,7 @@ func TestFanoutLoweredLimitStartsNothingUntilUnder(t *testing.T) {
 		case slot := <-held:
 			slots[slot] = true
 		case <-time.After(time.Minute):
-			t.Fatalf("4 jobs never ran at once under a limit of 4 (most %d)", g.most.Load())
+			t.Fatalf("4 jobs never ran at once under a limit of 4 (most %d)", g.Most())
 		}
 	}
 	if len(slots) != 4 {

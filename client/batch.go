@@ -59,7 +59,6 @@ func (c *Client) InsertBatch(ctx context.Context, params []InsertParams, callbac
 	if err != nil {
 		return nil, err
 	}
-	c.wakeLocal(out.Jobs)
 	if m := c.leader.Load(); m != nil {
 		m.PokeBatches() // the batcher may be looking only every few seconds
 	}

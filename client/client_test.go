@@ -399,6 +399,50 @@ func TestPickupAndLostNotifications(t *testing.T) {
 	pickedUp(t, ran, 5, "with the listener cut (polling every 200 ms)")
 }
 
+// TestInsertInTransactionWakesOwnWorkers: with notifications off and a
+// poll an hour away, jobs inserted in a transaction of skiplock.DB.Begin
+// (InsertTx, InsertManyTx, a caller's; InsertMany, the client's own)
+// wake this client's idle workers once it commits, as Insert does at
+// once: they run within seconds, not at the next poll.
+func TestInsertInTransactionWakesOwnWorkers(t *testing.T) {
+	t.Parallel()
+	db, s := openDB(t)
+	ctx := ctxT(t)
+	ran, ws := reportingWorkers(t)
+	c, err := client.New(ctx, db, &client.Config{Schema: s, Workers: ws, FetchPollInterval: time.Hour, Notify: client.NotifyOff,
+		Queues: map[string]client.QueueConfig{"default": {MaxWorkers: 4}}, NoMaintenance: true, Logger: testdb.Logger(t)})
+	must(t, err)
+	must(t, c.Start(ctx))
+	defer c.Stop(ctx) //nolint:errcheck // nothing to check
+	// The claim that returns the first job drains the queue: the producer
+	// then waits for a wake (WaitWhenDrained), as after each step below.
+	_, err = c.Insert(ctx, emailArgs{N: 0}, nil)
+	must(t, err)
+	pickedUp(t, ran, 1, "Insert")
+	inTx := func(what string, insert func(tx skiplock.Tx) error, n int) {
+		t.Helper()
+		tx, err := db.Begin(ctx, skiplock.TxOptions{})
+		must(t, err)
+		if err := insert(tx); err != nil {
+			tx.Rollback(ctx) //nolint:errcheck // the insert's error is the one to report
+			t.Fatalf("%s: %v", what, err)
+		}
+		must(t, tx.Commit(ctx))
+		pickedUp(t, ran, n, what+" (the poll interval is an hour)")
+	}
+	inTx("InsertTx", func(tx skiplock.Tx) error {
+		_, err := c.InsertTx(ctx, tx, emailArgs{N: 1}, nil)
+		return err
+	}, 1)
+	inTx("InsertManyTx", func(tx skiplock.Tx) error {
+		_, err := c.InsertManyTx(ctx, tx, []client.InsertParams{{Args: emailArgs{N: 2}}, {Args: emailArgs{N: 3}}})
+		return err
+	}, 2)
+	_, err = c.InsertMany(ctx, []client.InsertParams{{Args: emailArgs{N: 4}}, {Args: emailArgs{N: 5}}})
+	must(t, err)
+	pickedUp(t, ran, 2, "InsertMany (the poll interval is an hour)")
+}
+
 // reportingWorkers runs emailArgs jobs by sending each one's N on ran.
 func reportingWorkers(t *testing.T) (ran chan int, ws *client.Workers) {
 	ran = make(chan int, 10)

@@ -10,6 +10,7 @@ import (
 	"github.com/skiplock/skiplock/internal/logs"
 
 	"github.com/skiplock/skiplock"
+	"github.com/skiplock/skiplock/internal/txhook"
 	"github.com/skiplock/skiplock/internal/usage"
 	"github.com/skiplock/skiplock/retry"
 	"github.com/skiplock/skiplock/schema"
@@ -49,8 +50,9 @@ func (c *Client) Insert(ctx context.Context, args Args, opts *InsertOpts) (*Inse
 }
 
 // InsertTx adds one job in the caller's transaction: it appears when tx
-// commits (and other processes are notified then), and not at all if tx
-// rolls back. It does not retry: that is tx's owner's business. The
+// commits (and other processes are notified then; this client's workers
+// are woken then when tx is a transaction of skiplock.DB.Begin), and not
+// at all if tx rolls back. It does not retry: that is tx's owner's business. The
 // metrics count the job when a tx of skiplock.DB.Begin commits; skiplock
 // never sees a skiplock.WrapTx transaction's outcome, so its jobs are
 // counted apart (package metrics).
@@ -71,16 +73,14 @@ func (c *Client) InsertMany(ctx context.Context, params []InsertParams) ([]*Inse
 	var out []*InsertResult
 	err := retry.Run(ctx, c.db, c.retryOptions(), func(ctx context.Context, tx skiplock.Tx) error {
 		var err error
-		out, err = c.insert(ctx, tx, params, false)
+		out, err = c.insert(ctx, tx, params, false) // wakes this client's workers once tx commits
 		return err
 	})
-	if err == nil {
-		c.wakeLocal(out)
-	}
 	return out, err
 }
 
-// InsertManyTx adds jobs in the caller's transaction.
+// InsertManyTx adds jobs in the caller's transaction, waking this
+// client's workers as InsertTx does.
 func (c *Client) InsertManyTx(ctx context.Context, tx skiplock.Tx, params []InsertParams) ([]*InsertResult, error) {
 	if tx == nil {
 		return nil, usage.Errorf("client.InsertManyTx: tx is nil: pass the transaction the jobs belong to")
@@ -141,6 +141,8 @@ func (c *Client) writeJobs(ctx context.Context, db skiplock.Querier, jobs []*ski
 	}
 	if wake {
 		c.wakeLocal(out)
+	} else {
+		c.wakeOnCommit(db, out)
 	}
 	return out, nil
 }
@@ -345,6 +347,17 @@ func (c *Client) sendTrailing(queue string, at time.Time) {
 	if err != nil {
 		c.cfg.Logger.Warn("notifying the queue's listeners failed: their next poll finds its jobs", "queue", queue, logs.Err(err))
 	}
+}
+
+// wakeOnCommit wakes this client's workers of the queues jobs went to
+// once tx commits, when tx is a transaction of skiplock.DB.Begin (the
+// client's own retried ones, and a caller's passed to InsertTx): also
+// after a failed commit, since an ambiguous one may have committed, and a
+// wake for nothing costs a claim. skiplock never sees the commit of a
+// skiplock.WrapTx transaction: its jobs are found by the notification, or
+// by the next poll.
+func (c *Client) wakeOnCommit(tx skiplock.Querier, res []*InsertResult) {
+	txhook.AfterCommitTried(tx, func() { c.wakeLocal(res) })
 }
 
 // wakeLocal wakes this client's workers of the queues jobs went to.

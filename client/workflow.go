@@ -52,33 +52,31 @@ type WorkflowResult struct {
 // See docs/workflows.md.
 func (c *Client) InsertWorkflow(ctx context.Context, name string, jobs []WorkflowJob) (*WorkflowResult, error) {
 	var out *WorkflowResult
-	var roots []*InsertResult
 	err := retry.Run(ctx, c.db, c.retryOptions(), func(ctx context.Context, tx skiplock.Tx) error {
 		var err error
-		out, roots, err = c.insertWorkflow(ctx, tx, name, jobs)
+		out, err = c.insertWorkflow(ctx, tx, name, jobs)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	c.wakeLocal(roots)
 	return out, nil
 }
 
 // InsertWorkflowTx is InsertWorkflow in the caller's transaction: the
-// workflow appears when tx commits. It does not retry.
+// workflow appears when tx commits (this client's workers of its first
+// jobs' queues are woken then, as InsertTx says). It does not retry.
 func (c *Client) InsertWorkflowTx(ctx context.Context, tx skiplock.Tx, name string, jobs []WorkflowJob) (*WorkflowResult, error) {
 	if tx == nil {
 		return nil, usage.Errorf("client.InsertWorkflowTx: tx is nil: pass the transaction the workflow belongs to")
 	}
-	out, _, err := c.insertWorkflow(ctx, tx, name, jobs)
-	return out, err
+	return c.insertWorkflow(ctx, tx, name, jobs)
 }
 
-// insertWorkflow is InsertWorkflowTx; it also returns the queues of the
-// jobs that wait for nothing, one InsertResult each, for the caller to
-// wake once tx commits.
-func (c *Client) insertWorkflow(ctx context.Context, tx skiplock.Tx, name string, jobs []WorkflowJob) (*WorkflowResult, []*InsertResult, error) {
+// insertWorkflow is InsertWorkflowTx. Once tx commits, this client's
+// workers of the queues of the jobs that wait for nothing are woken
+// (wakeOnCommit).
+func (c *Client) insertWorkflow(ctx context.Context, tx skiplock.Tx, name string, jobs []WorkflowJob) (*WorkflowResult, error) {
 	wf := skiplock.Workflow{Name: name, Jobs: make([]skiplock.WorkflowJob, len(jobs))}
 	var roots []*InsertResult
 	seen := map[string]bool{}
@@ -86,10 +84,10 @@ func (c *Client) insertWorkflow(ctx context.Context, tx skiplock.Tx, name string
 	for i, j := range jobs {
 		nj, err := c.newJob(InsertParams{Args: j.Args, Opts: j.Opts})
 		if err != nil {
-			return nil, nil, fmt.Errorf("client: workflow job %q: %w", j.ID, err)
+			return nil, fmt.Errorf("client: workflow job %q: %w", j.ID, err)
 		}
 		if l := c.layoutOf(nj.Queue); l != schema.LayoutBucketed {
-			return nil, nil, usage.Errorf("client: workflow job %q goes to %s queue %q: workflows are bucketed only (a fanout job leaves no row to release its dependents from)", j.ID, l, nj.Queue)
+			return nil, usage.Errorf("client: workflow job %q goes to %s queue %q: workflows are bucketed only (a fanout job leaves no row to release its dependents from)", j.ID, l, nj.Queue)
 		}
 		if len(j.DependsOn) == 0 && !seen[nj.Queue] {
 			seen[nj.Queue] = true
@@ -116,9 +114,10 @@ func (c *Client) insertWorkflow(ctx context.Context, tx skiplock.Tx, name string
 		}
 	}
 	if err := write(ctx); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	return out, roots, nil
+	c.wakeOnCommit(tx, roots)
+	return out, nil
 }
 
 // DependencyOutputs returns, from a workflow job's handler (ctx is the

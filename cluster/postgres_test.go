@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -136,5 +139,70 @@ func TestDefaultSharedBuffersIsBounded(t *testing.T) {
 	var mb int
 	if _, err := fmt.Sscan(strings.TrimSuffix(s, "MB"), &mb); err != nil || mb < 128 || mb > 4096 {
 		t.Fatalf("shared_buffers %s out of 128MB..4GB", s)
+	}
+}
+
+// TestStopLeavesAReusedPIDAlone: a killed server's postmaster.pid names
+// a process id that the system may give to another process of the
+// server's user. Stop (and Kill) must not signal that process: here a
+// sleep of the server's user stands in for it, named by the pid file of
+// a data directory whose server is gone. pg_ctl alone would send it
+// SIGINT (a PgBouncer, which runs as that user, would exit).
+func TestStopLeavesAReusedPIDAlone(t *testing.T) {
+	if _, err := FindPostgresBin(); err != nil {
+		t.Skipf("no PostgreSQL server binaries here (%v); make setup installs them", err)
+	}
+	owner, err := serverUser()
+	if err != nil {
+		t.Skip(err)
+	}
+	base, err := os.MkdirTemp("", "skiplock-cluster-test-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	data := filepath.Join(base, dataSubdir)
+	if err := os.Mkdir(data, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	stranger := exec.Command("sleep", "60")
+	if owner != nil {
+		uid, _ := strconv.Atoi(owner.Uid)
+		gid, _ := strconv.Atoi(owner.Gid)
+		stranger.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}}
+	}
+	if err := stranger.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- stranger.Wait() }()
+	t.Cleanup(func() { stranger.Process.Kill() }) //nolint:errcheck // test end
+	pidFile := fmt.Sprintf("%d\n%s\n", stranger.Process.Pid, data)
+	for name, body := range map[string]string{"PG_VERSION": "15\n", "postmaster.pid": pidFile} {
+		if err := os.WriteFile(filepath.Join(data, name), []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, f := range []string{base, data, filepath.Join(data, "PG_VERSION"), filepath.Join(data, "postmaster.pid")} {
+		if err := chown(f, owner); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	p := NewPostgres(&PostgresConfig{Dir: base})
+	if err := p.Stop(ctx); err != nil {
+		t.Fatalf("Stop of a server that is gone: %v", err)
+	}
+	if err := p.Kill(ctx); err == nil {
+		t.Error("Kill of a server that is gone reported no error")
+	}
+	select {
+	case err := <-exited:
+		t.Fatalf("the process the stale pid file names was signalled: %v", err)
+	default:
+	}
+	if err := stranger.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("the process the stale pid file names is gone: %v", err)
 	}
 }

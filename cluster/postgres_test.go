@@ -206,3 +206,42 @@ func TestStopLeavesAReusedPIDAlone(t *testing.T) {
 		t.Fatalf("the process the stale pid file names is gone: %v", err)
 	}
 }
+
+// TestStopPIDFileSignalsOnlyItsWriter: stopPIDFile stops the process its
+// file names only when that process's command line has the mark (a local
+// CockroachDB node's --store argument); a process that has the id now,
+// and not the mark, is left alone.
+func TestStopPIDFileSignalsOnlyItsWriter(t *testing.T) {
+	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
+		t.Skip("no /proc here: pid files are trusted as they are")
+	}
+	sleeper := exec.Command("sleep", "60")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- sleeper.Wait() }()
+	t.Cleanup(func() { sleeper.Process.Kill() }) //nolint:errcheck // test end
+	file := filepath.Join(t.TempDir(), "node.pid")
+	if err := os.WriteFile(file, []byte(strconv.Itoa(sleeper.Process.Pid)+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := stopPIDFile(ctx, file, "--store=path=/elsewhere", time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-exited:
+		t.Fatalf("a process without the mark was signalled: %v", err)
+	default:
+	}
+	if err := stopPIDFile(ctx, file, "60", 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-exited:
+	case <-ctx.Done():
+		t.Fatal("the process with the mark was not stopped")
+	}
+}

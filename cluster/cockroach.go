@@ -90,7 +90,7 @@ func (s cockroachSpec) afterStart(c *MultiNode) []Command {
 func (cockroachSpec) stopCommands(*MultiNode, Node) []Command { return nil }
 
 func (cockroachSpec) stop(ctx context.Context, _ *MultiNode, n Node) error {
-	return stopPIDFile(ctx, filepath.Join(n.Dir, cockroachPIDFile), "--store=path="+n.Dir, cockroachGrace)
+	return stopPIDFile(ctx, filepath.Join(n.Dir, cockroachPIDFile), cockroachGrace)
 }
 
 func (cockroachSpec) dsn(_ *MultiNode, n Node) string {

@@ -15,6 +15,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -298,8 +299,21 @@ func (p *Postgres) running(ctx context.Context, bin string, owner *user.User) (b
 // directory). pg_ctl trusts postmaster.pid: after a server is killed, its
 // file names a process id that the system may give to another process of
 // the server's user (a PgBouncer, a backend of another server, where
-// pid_max is small), which pg_ctl stop would then signal.
-func (p *Postgres) isPostmaster(pid int) bool { return commandLineHas(pid, p.dataDir()) }
+// pid_max is small), which pg_ctl stop would then signal. Where /proc
+// cannot say, it reports true, as pg_ctl does.
+func (p *Postgres) isPostmaster(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return !errors.Is(err, os.ErrNotExist) || !procMounted()
+	}
+	return slices.Contains(strings.Split(string(b), "\x00"), p.dataDir())
+}
+
+// procMounted reports whether /proc lists this process.
+func procMounted() bool {
+	_, err := os.Stat(fmt.Sprintf("/proc/%d", os.Getpid()))
+	return err == nil
+}
 
 func (p *Postgres) initdb(ctx context.Context, bin string, owner *user.User) error {
 	var b [16]byte

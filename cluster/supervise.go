@@ -11,7 +11,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -644,25 +643,9 @@ func lastLines(s string, n int) string {
 
 func indent(s string) string { return "  " + strings.ReplaceAll(s, "\n", "\n  ") }
 
-// commandLineHas reports whether process pid has arg among the arguments
-// of its command line (Linux /proc), so that a process id read from a pid
-// file is signalled only if it is still the process that wrote it: the
-// system gives a dead process's id to another in time. Where /proc cannot
-// say, it reports true.
-func commandLineHas(pid int, arg string) bool {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
-	if err != nil {
-		_, serr := os.Stat(fmt.Sprintf("/proc/%d", os.Getpid()))
-		return !errors.Is(err, os.ErrNotExist) || serr != nil
-	}
-	return slices.Contains(strings.Split(string(b), "\x00"), arg)
-}
-
-// stopPIDFile stops the process whose id is in path, if its command line
-// has mark among its arguments (commandLineHas): SIGTERM, then SIGKILL
-// after grace. A missing file, a process that is gone, or one that is not
-// the one that wrote the file is not an error.
-func stopPIDFile(ctx context.Context, path, mark string, grace time.Duration) error {
+// stopPIDFile stops the process whose id is in path: SIGTERM, then SIGKILL
+// after grace. A missing file or a process that is gone is not an error.
+func stopPIDFile(ctx context.Context, path string, grace time.Duration) error {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
@@ -673,9 +656,6 @@ func stopPIDFile(ctx context.Context, path, mark string, grace time.Duration) er
 	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
 	if err != nil || pid <= 1 {
 		return fmt.Errorf("pid file %s holds %q, not a process id", path, strings.TrimSpace(string(b)))
-	}
-	if !commandLineHas(pid, mark) {
-		return nil // the file's process is gone, and its id is another's now
 	}
 	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
 		if errors.Is(err, syscall.ESRCH) {

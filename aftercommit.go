@@ -9,17 +9,18 @@ import (
 )
 
 func init() {
-	txhook.AfterCommit = func(tx any, f func()) bool {
+	txhook.AfterCommit = hookInto(func(t *hookedTx) *[]func() { return &t.after })
+	txhook.AfterCommitTried = hookInto(func(t *hookedTx) *[]func() { return &t.tried })
+}
+
+// hookInto is a txhook registration that adds f to the list of tx that
+// list picks, when tx is a *hookedTx.
+func hookInto(list func(*hookedTx) *[]func()) func(tx any, f func()) bool {
+	return func(tx any, f func()) bool {
 		t, ok := tx.(*hookedTx)
 		if ok {
-			t.after = append(t.after, f)
-		}
-		return ok
-	}
-	txhook.AfterCommitTried = func(tx any, f func()) bool {
-		t, ok := tx.(*hookedTx)
-		if ok {
-			t.tried = append(t.tried, f)
+			l := list(t)
+			*l = append(*l, f)
 		}
 		return ok
 	}

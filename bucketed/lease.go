@@ -144,7 +144,7 @@ func (q *Queue) completeBatch(ctx context.Context, jobs []*skiplock.Job, also fu
 	// (the fence makes that safe), up to ambiguousTries sends in all, rather
 	// than left Running until their leases lapse and run again.
 	var completed []int64
-	for sent := 1; ; sent++ {
+	for sent, pending := 1, jobs; ; sent++ {
 		err = run(ids, tokens)
 		if err == nil {
 			completed = append(completed, done...)
@@ -158,31 +158,15 @@ func (q *Queue) completeBatch(ctx context.Context, jobs []*skiplock.Job, also fu
 			break
 		}
 		completed = append(completed, ok...)
-		ids, tokens = leasesExcept(ids, tokens, ok)
-		if len(ids) == 0 {
+		if pending = lostJobs(pending, ok); len(pending) == 0 {
 			break
 		}
+		ids, tokens, _ = leaseArgs(pending) // checked above
 	}
-	done = completed
 	if err != nil {
 		return nil, fmt.Errorf("bucketed: complete %d job(s): %w", len(jobs), err)
 	}
-	return lostJobs(jobs, done), nil
-}
-
-// leasesExcept returns the leases of ids and tokens (parallel) whose ids
-// are not in drop.
-func leasesExcept(ids, tokens, drop []int64) (keptIDs, keptTokens []int64) {
-	gone := make(map[int64]bool, len(drop))
-	for _, id := range drop {
-		gone[id] = true
-	}
-	for i, id := range ids {
-		if !gone[id] {
-			keptIDs, keptTokens = append(keptIDs, id), append(keptTokens, tokens[i])
-		}
-	}
-	return keptIDs, keptTokens
+	return lostJobs(jobs, completed), nil
 }
 
 // leaseSplit sorts a completion's leases into those of jobs with

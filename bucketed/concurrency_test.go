@@ -123,7 +123,7 @@ func TestLeaseExpiry(t *testing.T) {
 	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
 	q := queueOn(t, db, name, nil)
 	ctx := ctxT(t)
-	e, _ := q.Enqueue(ctx, skiplock.NewJob{})
+	e := enqueueOne(t, q, skiplock.NewJob{})
 	stale, err := q.DequeueAs(ctx, "default", 1, "stale")
 	if err != nil || len(stale) != 1 {
 		t.Fatal(len(stale), err)
@@ -245,9 +245,9 @@ func TestWorkerRetries(t *testing.T) {
 	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
 	q := queueOn(t, db, name, &bucketed.Config{RetryBase: time.Millisecond, RetryMax: 5 * time.Millisecond})
 	ctx := ctxT(t)
-	flaky, _ := q.Enqueue(ctx, skiplock.NewJob{Payload: []byte(`"flaky"`)})
-	doomed, _ := q.Enqueue(ctx, skiplock.NewJob{Payload: []byte(`"doomed"`), MaxAttempts: 4})
-	panics, _ := q.Enqueue(ctx, skiplock.NewJob{Payload: []byte(`"panics"`), MaxAttempts: 2})
+	flaky := enqueueOne(t, q, skiplock.NewJob{Payload: []byte(`"flaky"`)})
+	doomed := enqueueOne(t, q, skiplock.NewJob{Payload: []byte(`"doomed"`), MaxAttempts: 4})
+	panics := enqueueOne(t, q, skiplock.NewJob{Payload: []byte(`"panics"`), MaxAttempts: 2})
 	var mu sync.Mutex
 	calls := map[string]int{}
 	var ended testdb.Counter
@@ -370,7 +370,7 @@ func TestWorkerHeartbeatKeepsLease(t *testing.T) {
 	db, name := testdb.Migrated(t, nil, schema.LayoutBucketed)
 	q := queueOn(t, db, name, &bucketed.Config{VisibilityTimeout: time.Second})
 	ctx := ctxT(t)
-	e, _ := q.Enqueue(ctx, skiplock.NewJob{})
+	e := enqueueOne(t, q, skiplock.NewJob{})
 	var runs atomic.Int32
 	var results testdb.Counter
 	w, err := q.NewWorker(&bucketed.WorkerConfig{
@@ -410,10 +410,7 @@ func TestHandlerStopsBeforeAnUnextendedLeaseLapses(t *testing.T) {
 	const visibility = 1500 * time.Millisecond
 	q := queueOn(t, db, name, &bucketed.Config{VisibilityTimeout: visibility})
 	ctx := ctxT(t)
-	e, err := q.Enqueue(ctx, skiplock.NewJob{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := enqueueOne(t, q, skiplock.NewJob{})
 	var runs atomic.Int32
 	var results testdb.Counter
 	started := make(chan time.Time, 1)

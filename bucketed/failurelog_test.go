@@ -32,11 +32,7 @@ func TestWorkerLogsFailuresAndKeepsLastError(t *testing.T) {
 	ctx := ctxT(t)
 	q := queueOn(t, db, s, &bucketed.Config{RetryBase: 10 * time.Millisecond, RetryMax: 20 * time.Millisecond})
 	enqueue := func(payload string, maxAttempts int) string {
-		e, err := q.Enqueue(ctx, skiplock.NewJob{Payload: json.RawMessage(payload), MaxAttempts: maxAttempts})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return e.ID
+		return enqueueOne(t, q, skiplock.NewJob{Payload: json.RawMessage(payload), MaxAttempts: maxAttempts}).ID
 	}
 	failing, panicking, flaky := enqueue(`"fail"`, 7), enqueue(`"panic"`, 2), enqueue(`"flaky"`, 3)
 	var log testdb.Records

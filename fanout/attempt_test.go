@@ -160,10 +160,7 @@ func TestBackoff(t *testing.T) {
 	}
 
 	// An hour's backoff: the failed job stays pending and is not claimed.
-	id, err := idOf(q.Enqueue(ctx, skiplock.NewJob{MaxAttempts: 3}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := enqueueOne(t, q, db, s, skiplock.NewJob{MaxAttempts: 3})
 	res, err := q.Process(ctx, failing)
 	if err != nil || res.Job == nil || res.Job.ID != id || res.HandlerErr == nil || res.Dead {
 		t.Fatalf("first attempt: %+v %v", res, err)
@@ -195,10 +192,7 @@ func TestBackoff(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id, err = idOf(short.Enqueue(ctx, skiplock.NewJob{MaxAttempts: 3}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	id = enqueueOne(t, short, db, s, skiplock.NewJob{MaxAttempts: 3})
 	for attempt := 1; attempt <= 3; attempt++ {
 		res, err := processReady(t, short, failing)
 		if err != nil || res.Job == nil || res.Job.ID != id || res.Job.Attempts != attempt || res.Dead != (attempt == 3) {
@@ -242,10 +236,7 @@ func TestCancelAndRetryResetTheCount(t *testing.T) {
 	t.Parallel()
 	q, db, s := setup(t, 0, &fanout.Config{RetryBase: time.Hour, RetryMax: time.Hour})
 	ctx := context.Background()
-	id, err := idOf(q.Enqueue(ctx, skiplock.NewJob{MaxAttempts: 2}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := enqueueOne(t, q, db, s, skiplock.NewJob{MaxAttempts: 2})
 	res, err := q.Process(ctx, func(context.Context, skiplock.Tx, *skiplock.Job) error { return errors.New("fails") })
 	if err != nil || res.HandlerErr == nil || res.Dead {
 		t.Fatalf("first attempt: %+v %v", res, err)

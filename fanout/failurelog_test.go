@@ -30,10 +30,7 @@ func TestWorkerLogsFailures(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	enqueue := func(payload string, maxAttempts int) string {
-		id, err := idOf(q.Enqueue(ctx, skiplock.NewJob{Payload: []byte(payload), MaxAttempts: maxAttempts}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		id := enqueueOne(t, q, db, s, skiplock.NewJob{Payload: []byte(payload), MaxAttempts: maxAttempts})
 		return id
 	}
 	failing, panicking, flaky := enqueue(`"fail"`, 7), enqueue(`"panic"`, 2), enqueue(`"flaky"`, 3)

@@ -130,6 +130,16 @@ func enqueueIDs(t *testing.T, q *fanout.Queue, db *skiplock.DB, s string, in []s
 	return nil
 }
 
+// enqueueOne is q.Enqueue for a test that nothing else writes to schema s
+// meanwhile (no worker runs yet), resolving the cockroach personality's
+// injected ambiguous commits (testdb.InsertOne).
+func enqueueOne(t *testing.T, q *fanout.Queue, db *skiplock.DB, s string, job skiplock.NewJob) string {
+	t.Helper()
+	return testdb.InsertOne(t, db, `SELECT "id" FROM `+table(s, schema.JobQueueTable), func() (string, error) {
+		return idOf(q.Enqueue(context.Background(), job))
+	})
+}
+
 // recordHandler inserts one work_log row per handled job inside the job's
 // transaction.
 func recordHandler(schemaName string) fanout.Handler {
@@ -299,10 +309,7 @@ func TestHandlerEnqueuesFollowUpInItsTransaction(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		id, err := idOf(q.Enqueue(ctx, skiplock.NewJob{Payload: []byte(`{"step":1}`), MaxAttempts: 5}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		id := enqueueOne(t, q, db, s, skiplock.NewJob{Payload: []byte(`{"step":1}`), MaxAttempts: 5})
 		followUps := func() int64 {
 			return count(t, db, "SELECT count(*) FROM "+table(s, schema.JobQueueTable)+" WHERE queue = 'follow-up'")
 		}
@@ -372,12 +379,9 @@ func TestHeldRowIsSkipped(t *testing.T) {
 }
 
 func testHeldRowIsSkipped(t *testing.T, d testdb.Driver) {
-	q, db, _ := setupOn(t, d, 0, nil)
+	q, db, s := setupOn(t, d, 0, nil)
 	ctx := context.Background()
-	id, err := idOf(q.Enqueue(ctx, skiplock.NewJob{}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := enqueueOne(t, q, db, s, skiplock.NewJob{})
 	claim := fanout.ClaimSQL(q)
 	// From the first shard, from the last (the job's shard comes after
 	// the wrap), and from the job's own shard.
@@ -737,12 +741,10 @@ func TestPoisonJobGoesDead(t *testing.T) {
 	q, db, s := setup(t, 0, &fanout.Config{RetryBase: time.Millisecond, RetryMax: 4 * time.Millisecond})
 	ctx := context.Background()
 	for _, panics := range []bool{false, true} {
-		id, err := idOf(q.Enqueue(ctx, skiplock.NewJob{MaxAttempts: 3, Payload: []byte(`"poison"`)}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		id := enqueueOne(t, q, db, s, skiplock.NewJob{MaxAttempts: 3, Payload: []byte(`"poison"`)})
 		calls := 0
 		var last fanout.Result
+		var err error
 		for i := 0; i < 10 && !last.Dead; i++ {
 			last, err = processReady(t, q, func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {
 				calls++
@@ -1087,10 +1089,7 @@ func TestMisbehavingHandlers(t *testing.T) {
 			return nil
 		},
 	} {
-		id, err := idOf(q.Enqueue(ctx, skiplock.NewJob{}))
-		if err != nil {
-			t.Fatal(err)
-		}
+		id := enqueueOne(t, q, db, s, skiplock.NewJob{})
 		res, err := q.Process(ctx, h)
 		if err != nil || res.HandlerErr == nil || res.Job == nil || res.Job.ID != id {
 			t.Fatalf("%s: %+v %v", name, res, err)
@@ -1119,10 +1118,7 @@ func TestConnectionDiesMidJob(t *testing.T) {
 	t.Parallel()
 	q, db, s := setup(t, 0, &fanout.Config{RetryBase: time.Millisecond, RetryMax: 4 * time.Millisecond})
 	ctx := context.Background()
-	id, err := idOf(q.Enqueue(ctx, skiplock.NewJob{}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := enqueueOne(t, q, db, s, skiplock.NewJob{})
 	record := recordHandler(s)
 	calls := 0
 	h := func(ctx context.Context, tx skiplock.Tx, job *skiplock.Job) error {

@@ -53,14 +53,11 @@ func TestHandlerStopsWhenItsTransactionIsLost(t *testing.T) {
 }
 
 func lostHandlerStops(t *testing.T, d testdb.Driver, oc skiplock.OpenConfig, lose func(context.Context, *skiplock.DB, int64) error) {
-	q, _, s := setupOpen(t, d, &oc, &fanout.Config{RetryBase: 10 * time.Millisecond})
+	q, db, s := setupOpen(t, d, &oc, &fanout.Config{RetryBase: 10 * time.Millisecond})
 	admin := testdb.Open(t, &skiplock.OpenConfig{MaxConns: 2})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	id, err := idOf(q.Enqueue(ctx, skiplock.NewJob{Payload: []byte(`{}`)}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := enqueueOne(t, q, db, s, skiplock.NewJob{Payload: []byte(`{}`)})
 	type first struct {
 		pid     int64
 		attempt int

@@ -138,10 +138,7 @@ func testJobBelowWatermarkIsFound(t *testing.T, crdbForms bool) {
 	if _, err := db.Exec(ctx, "INSERT INTO "+tbl+" (id, queue) VALUES ($1, $2)", uuid, q.Name()); err != nil {
 		t.Fatal(err)
 	}
-	dead, err := idOf(q.Enqueue(ctx, skiplock.NewJob{MaxAttempts: 1}))
-	if err != nil {
-		t.Fatal(err)
-	}
+	dead := enqueueOne(t, q, db, s, skiplock.NewJob{MaxAttempts: 1})
 	testdb.WaitFor(t, "the job with one attempt in job_dead", 30*time.Second, func() bool {
 		res, err := q.Process(ctx, func(_ context.Context, _ skiplock.Tx, j *skiplock.Job) error {
 			if j.ID == dead {

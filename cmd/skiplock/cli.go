@@ -69,6 +69,13 @@ func (g *globals) bind(fs *flag.FlagSet) {
 	fs.StringVar(&g.emulate, "emulate", g.emulate, "run on PostgreSQL under another engine's rules: cockroach, yugabyte or yugabyte-snapshot (else $SKIPLOCK_EMULATE); takes precedence over --engine; the DDL stays PostgreSQL's")
 	fs.StringVar(&g.emulateOpts, "emulate-opts", g.emulateOpts, "the personality's options, comma-separated: read-committed (CockroachDB's READ COMMITTED setting on), notify (YugabyteDB's LISTEN/NOTIFY on), version=24.1 (the release it reports), inject=RETRY/AMBIGUOUS (shares of statements answered 40001 and of commits answered 40003, CockroachDB) (else $SKIPLOCK_EMULATE_OPTS)")
 	fs.StringVar(&g.schema, "schema", g.schema, "schema that holds skiplock's tables")
+	// A --dsn given before the command name is the flags' default after
+	// it: a command's usage shows it without its password.
+	for _, name := range []string{"dsn", "listen-dsn"} {
+		if f := fs.Lookup(name); f.DefValue != "" {
+			f.DefValue = skiplock.RedactDSN(f.DefValue)
+		}
+	}
 	fs.BoolVar(&g.json, "json", g.json, "report as JSON")
 	fs.BoolVar(&g.verbose, "v", g.verbose, "verbose: the library's debug records too (--log-level debug), such as the embedded PostgreSQL already running")
 	fs.StringVar(&g.logLevel, "log-level", g.logLevel, "the least level of the library's log records on stderr: debug, info, warn or error (else $SKIPLOCK_LOG_LEVEL, else info)")

@@ -291,10 +291,9 @@ func TestWokenClaimFindsJobsBelowTheWatermarks(t *testing.T) {
 // at once (they block until the test releases them together) over a
 // backlog. It starts with the default prefetch, Workers/4 (a start grows
 // nothing); once goroutines have waited for a claim's jobs while the queue
-// had more, it holds more, and never more than its most: Workers, at most
-// 256, or, under SERIALIZABLE, where claims go one at a time, twice
-// Workers (600 goroutines: more than 600 prefetched there, at most 256
-// otherwise).
+// had more, it holds more, and never more than its most: Workers, or,
+// under SERIALIZABLE, where claims go one at a time, twice Workers (600
+// goroutines: more than 600 prefetched there, at most 600 otherwise).
 // (How much it grows depends on how many goroutines are back waiting when
 // a claim returns.) A prefetch given explicitly stays as given.
 func TestPrefetchGrowsWhenJobsFinishTogether(t *testing.T) {
@@ -309,7 +308,7 @@ func TestPrefetchGrowsWhenJobsFinishTogether(t *testing.T) {
 	}{
 		{name: "default", workers: 8, least: 11, most: 16},
 		{name: "given", workers: 8, prefetch: 2, least: 10, most: 10},
-		{name: "many", workers: 600, least: 601, most: 600 + 256},
+		{name: "many", workers: 600, least: 601, most: 600 + 600},
 		{name: "many_serializable", workers: 600, serializable: true, least: 600 + 601, most: 600 + 1200},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -33,8 +33,8 @@ type WorkerConfig struct {
 	// goroutines, so that a goroutine finishing a job finds the next one
 	// in hand; negative means none. 0 means a prefetch of its own: it
 	// starts at Workers/4 (at least 1, at most 256) and grows, up to
-	// Workers (at most 256; under SERIALIZABLE, where a leased Worker's
-	// claims go one at a time, up to twice Workers), each time goroutines
+	// Workers (under SERIALIZABLE, where a leased Worker's claims go one
+	// at a time, up to twice Workers), each time goroutines
 	// waited for a claim's jobs while the queue had more than the claims
 	// took: their jobs finish together (they started together), more at
 	// once than the prefetch holds. It does not grow on a queue with a
@@ -186,7 +186,7 @@ func (q *Queue) workerConfig(cfg *WorkerConfig) (WorkerConfig, error) {
 		c.Prefetch = 0
 	case c.Prefetch == 0:
 		c.Prefetch = min(256, max(1, c.Workers/4))
-		c.prefetchMax = max(c.Prefetch, min(256, c.Workers))
+		c.prefetchMax = max(c.Prefetch, c.Workers)
 		c.prefetchGrows = true
 	}
 	c.prefetchMax = max(c.prefetchMax, c.Prefetch)

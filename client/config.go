@@ -74,7 +74,7 @@ type QueueConfig struct {
 	MaxWorkers int
 	// Prefetch is how many jobs a bucketed queue claims beyond its free
 	// workers (see bucketed.WorkerConfig.Prefetch); 0 means MaxWorkers/4
-	// at first, growing up to MaxWorkers (at most 256) while workers wait
+	// at first (at most 256), growing up to MaxWorkers while workers wait
 	// for jobs of a backlog (not on a queue with a global or rate limit);
 	// negative none. Fanout queues cannot
 	// prefetch: a job is claimed in the transaction that works it.

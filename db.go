@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/skiplock/skiplock/internal/copyio"
@@ -31,6 +32,9 @@ type DB struct {
 	// warm are the statements each new connection runs first (Warm);
 	// nil where the pool has no connect hook.
 	warm *warmups
+	// writableAt is when CheckWritable last found the server writable
+	// (Unix nanoseconds; 0: never).
+	writableAt atomic.Int64
 }
 
 // OpenConfig tunes Open. The zero value detects the engine and lets the

@@ -3,6 +3,7 @@ package skiplock
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/skiplock/skiplock/internal/usage"
 )
@@ -88,11 +89,27 @@ var ErrStandby = errors.New("the server is a read-only standby (pg_is_in_recover
 
 // CheckWritable returns an error wrapping ErrStandby when the server is a
 // read-only standby. A server that cannot say (no pg_is_in_recovery)
-// passes: its writes report what is wrong.
+// passes: its writes report what is wrong. A check that found the server
+// writable less than writableFor ago stands without asking again: a
+// client's Start checks, then each of its queues' Workers does, and
+// behind a distributed engine's round trip each check is paid before the
+// first claim.
 func (db *DB) CheckWritable(ctx context.Context) error {
-	var standby bool
-	if err := db.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&standby); err != nil || !standby {
+	if at := db.writableAt.Load(); at != 0 && time.Since(time.Unix(0, at)) < writableFor {
 		return nil
 	}
-	return ErrStandby
+	var standby bool
+	err := db.QueryRow(ctx, "SELECT pg_is_in_recovery()").Scan(&standby)
+	switch {
+	case err != nil:
+		return nil
+	case standby:
+		return ErrStandby
+	}
+	db.writableAt.Store(time.Now().UnixNano())
+	return nil
 }
+
+// writableFor is how long a CheckWritable that found the server writable
+// stands: the starts of one process's workers, not a failover's time.
+const writableFor = time.Second

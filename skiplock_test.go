@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -370,5 +371,33 @@ func TestSQLStateThroughWrapping(t *testing.T) {
 	}
 	if skiplock.SQLState(errors.New("plain")) != "" {
 		t.Fatal("plain error has no SQLSTATE")
+	}
+}
+
+// rowCounting counts the QueryRow statements sent through its Pool.
+type rowCounting struct {
+	skiplock.Pool
+	n atomic.Int64
+}
+
+func (p *rowCounting) QueryRow(ctx context.Context, sql string, args ...any) skiplock.Row {
+	p.n.Add(1)
+	return p.Pool.QueryRow(ctx, sql, args...)
+}
+
+// TestCheckWritableAsksOnce: the checks of one process's starts (a
+// client's, then each of its Workers') ask the server once: a check that
+// found it writable stands for a second.
+func TestCheckWritableAsksOnce(t *testing.T) {
+	db := testdb.Open(t, nil)
+	counting := &rowCounting{Pool: db.Pool}
+	db.Pool = counting
+	for range 5 {
+		if err := db.CheckWritable(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := counting.n.Load(); n != 1 {
+		t.Fatalf("5 checks within a second sent %d statements, want 1", n)
 	}
 }

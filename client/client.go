@@ -284,33 +284,39 @@ func (c *Client) Start(ctx context.Context) error {
 	if len(c.queues) == 0 {
 		return usage.Errorf("client: no queue to work: add Queues with MaxWorkers and Workers, or use the client only to insert")
 	}
-	if err := c.db.CheckWritable(ctx); err != nil {
+	rec, err := c.newRecorder()
+	if err != nil {
+		return fmt.Errorf("client: %w", err)
+	}
+	// The maintenance service's schema reads go beside the check that the
+	// server is writable: both only read, and behind a distributed
+	// engine each is a round trip or more before the first claim.
+	var m *maintenance.Service
+	maintErr := make(chan error, 1)
+	if c.cfg.NoMaintenance {
+		maintErr <- nil
+	} else {
+		mc := c.maintenanceConfig(rec)
+		go func() {
+			var err error
+			m, err = maintenance.New(ctx, c.db, mc)
+			maintErr <- err
+		}()
+	}
+	err = c.db.CheckWritable(ctx)
+	if merr := <-maintErr; err == nil && merr != nil {
+		err = merr
+	}
+	if err != nil {
 		return fmt.Errorf("client: %w", err)
 	}
 	if err := c.defaultLimits(ctx); err != nil {
 		return err
 	}
 	c.started = true
-	var err error
-	if c.rec, err = c.newRecorder(); err != nil {
-		return fmt.Errorf("client: %w", err)
-	}
-	if !c.cfg.NoMaintenance {
-		mc := maintenance.Config{}
-		if c.cfg.Maintenance != nil {
-			mc = *c.cfg.Maintenance
-		}
-		mc.Schema = c.cfg.Schema
-		if mc.Logger == nil {
-			mc.Logger = c.cfg.Logger
-		}
-		if len(c.periodic) > 0 {
-			mc.Hooks = append(append([]maintenance.Hook(nil), mc.Hooks...), c.periodicHook())
-		}
-		mc.Hooks = append(slices.Clip(mc.Hooks), c.metricsHook()...)
-		mc.Holder, mc.Hooks = c.rec.id, append(slices.Clip(mc.Hooks), c.rec.hooks()...) // rollups: the leader folds
-		m, err := maintenance.Start(ctx, c.db, &mc)
-		if err != nil {
+	c.rec = rec
+	if m != nil {
+		if err := m.Start(ctx); err != nil {
 			return fmt.Errorf("client: %w", err)
 		}
 		c.maint = m
@@ -328,6 +334,27 @@ func (c *Client) Start(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// maintenanceConfig is the client's maintenance service's configuration:
+// Config.Maintenance with the client's schema, logger and hooks (the
+// periodic jobs, the metrics, and rec's rollups, rec's id as the lease's
+// holder, so that the leader is known among the clients).
+func (c *Client) maintenanceConfig(rec *recorder) *maintenance.Config {
+	mc := maintenance.Config{}
+	if c.cfg.Maintenance != nil {
+		mc = *c.cfg.Maintenance
+	}
+	mc.Schema = c.cfg.Schema
+	if mc.Logger == nil {
+		mc.Logger = c.cfg.Logger
+	}
+	if len(c.periodic) > 0 {
+		mc.Hooks = append(append([]maintenance.Hook(nil), mc.Hooks...), c.periodicHook())
+	}
+	mc.Hooks = append(slices.Clip(mc.Hooks), c.metricsHook()...)
+	mc.Holder, mc.Hooks = rec.id, append(slices.Clip(mc.Hooks), rec.hooks()...) // rollups: the leader folds
+	return &mc
 }
 
 // Stop stops claiming on every queue, gives prefetched jobs back, and

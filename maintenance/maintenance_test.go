@@ -415,4 +415,38 @@ func TestConfigErrors(t *testing.T) {
 	if _, err := maintenance.Start(ctx, db, &maintenance.Config{Schema: "unmigrated"}); err == nil || !strings.Contains(err.Error(), "migrate") {
 		t.Errorf("unmigrated schema: err = %v, want one that says to migrate", err)
 	}
+	if _, err := maintenance.New(ctx, db, &maintenance.Config{Schema: "unmigrated"}); err == nil || !strings.Contains(err.Error(), "migrate") {
+		t.Errorf("New on an unmigrated schema: err = %v, want one that says to migrate", err)
+	}
+}
+
+// TestNewWritesNothingUntilStart: New reads the schema and starts
+// nothing (no lease row is written, so no leader); the Service's Start
+// starts competing, once.
+func TestNewWritesNothingUntilStart(t *testing.T) {
+	t.Parallel()
+	db, s := testdb.Migrated(t, nil)
+	ctx := context.Background()
+	svc, err := maintenance.New(ctx, db, &maintenance.Config{Schema: s, Holder: "h", Logger: testdb.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaderRows := func() int64 {
+		var n int64
+		if err := db.QueryRow(ctx, "SELECT count(*) FROM "+sqlident.Quote(s)+"."+sqlident.Quote(schema.LeaderTable)).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := leaderRows(); n != 0 {
+		t.Fatalf("New wrote %d lease rows, want none", n)
+	}
+	if err := svc.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { svc.Stop(context.Background()) }) //nolint:errcheck // test end
+	testdb.WaitFor(t, "the started service to lead", 30*time.Second, svc.IsLeader)
+	if err := svc.Start(ctx); err == nil {
+		t.Error("a second Start: no error")
+	}
 }

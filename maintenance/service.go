@@ -166,8 +166,24 @@ type Service struct {
 }
 
 // Start validates cfg, checks that the schema is migrated, and starts
-// competing for the lease in the background. Stop ends it.
+// competing for the lease in the background. Stop ends it. It is New,
+// then the Service's Start.
 func Start(ctx context.Context, db *skiplock.DB, cfg *Config) (*Service, error) {
+	s, err := New(ctx, db, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Start(ctx); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// New validates cfg and checks that the schema is migrated, reading it
+// and writing nothing, and returns a Service that has not started: its
+// Start starts it. A client runs New beside its other start-up reads,
+// each a round trip behind a distributed engine.
+func New(ctx context.Context, db *skiplock.DB, cfg *Config) (*Service, error) {
 	c, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -214,10 +230,13 @@ func Start(ctx context.Context, db *skiplock.DB, cfg *Config) (*Service, error) 
 			s.buckets = append(s.buckets, int16(b))
 		}
 	}
-	if err := s.svc.Start(ctx, s.run); err != nil {
-		return nil, err
-	}
 	return s, nil
+}
+
+// Start starts competing for the lease in the background, once (again:
+// an error); Stop ends it. The tasks get ctx's values, not its end.
+func (s *Service) Start(ctx context.Context) error {
+	return s.svc.Start(ctx, s.run)
 }
 
 // Stop stops competing and, if this process leads, resigns so that another

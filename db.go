@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/skiplock/skiplock/internal/copyio"
@@ -33,8 +32,10 @@ type DB struct {
 	// nil where the pool has no connect hook.
 	warm *warmups
 	// writableAt is when CheckWritable last found the server writable
-	// (Unix nanoseconds; 0: never).
-	writableAt atomic.Int64
+	// (Unix nanoseconds; 0: never), read and written atomically: a plain
+	// int64, so that a copy of a DB (a test's with its own Pool) is no
+	// copy of a lock.
+	writableAt int64
 }
 
 // OpenConfig tunes Open. The zero value detects the engine and lets the

@@ -3,6 +3,7 @@ package skiplock
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"time"
 
 	"github.com/skiplock/skiplock/internal/usage"
@@ -95,7 +96,7 @@ var ErrStandby = errors.New("the server is a read-only standby (pg_is_in_recover
 // behind a distributed engine's round trip each check is paid before the
 // first claim.
 func (db *DB) CheckWritable(ctx context.Context) error {
-	if at := db.writableAt.Load(); at != 0 && time.Since(time.Unix(0, at)) < writableFor {
+	if at := atomic.LoadInt64(&db.writableAt); at != 0 && time.Since(time.Unix(0, at)) < writableFor {
 		return nil
 	}
 	var standby bool
@@ -106,7 +107,7 @@ func (db *DB) CheckWritable(ctx context.Context) error {
 	case standby:
 		return ErrStandby
 	}
-	db.writableAt.Store(time.Now().UnixNano())
+	atomic.StoreInt64(&db.writableAt, time.Now().UnixNano())
 	return nil
 }
 

@@ -96,6 +96,9 @@ type claimed struct {
 	cut   bool // the queue's global limit cut it short (claimMode.claim)
 	// probeLeft: the claim left a due heads probe for after it (deferProbe)
 	probeLeft bool
+	// afterFull: the claim was sent after a full claim came back (the
+	// queue had more), not beside the first claims of a start or a wake
+	afterFull bool
 	err       error
 }
 
@@ -325,6 +328,7 @@ func (p *producer) send(ctx context.Context, want, share int64, most int) {
 		p.stmts.Add(1)
 		announced := p.announced
 		p.announced = false
+		afterFull := p.backlogged
 		go func() {
 			began := time.Now()
 			cctx, left := ctx, false
@@ -333,7 +337,7 @@ func (p *producer) send(ctx context.Context, want, share int64, most int) {
 			}
 			got, cut, err := p.mode.claim(cctx, int(n))
 			p.tally.claimedIn(len(got), time.Since(began))
-			p.back <- claimed{jobs: got, asked: int(n), cut: cut, probeLeft: left, err: err}
+			p.back <- claimed{jobs: got, asked: int(n), cut: cut, probeLeft: left, afterFull: afterFull, err: err}
 		}()
 	}
 }
@@ -359,7 +363,7 @@ func (p *producer) takeIn(c claimed) {
 	p.inFlight--
 	p.pending -= int64(c.asked)
 	full := c.err == nil && len(c.jobs) == c.asked
-	if full && p.backlogged && !p.q.limits.peek(p.cfg.Queue).limited() {
+	if full && c.afterFull && !p.q.limits.peek(p.cfg.Queue).limited() {
 		p.grow(p.hungry.Load())
 	}
 	p.backlogged = full
@@ -371,10 +375,11 @@ func (p *producer) takeIn(c claimed) {
 }
 
 // grow raises the prefetch by waiting goroutines, up to its most: they
-// waited for a claim's jobs while the queue had more (the claim before it
-// came back full too), so jobs finished more at once than the prefetch
-// covers for a claim's round trip. A start, or a wake on an idle queue,
-// finds every goroutine waiting with no claim full before it, and grows
+// waited for a claim's jobs while the queue had more (the claim was sent
+// after one came back full), so jobs finished more at once than the
+// prefetch covers for a claim's round trip. A start, or a wake on an idle
+// queue, finds every goroutine waiting with no claim full before its
+// claims (those sent together, beside each other, included), and grows
 // nothing. A queue with a global or rate limit does not grow it: its
 // claims count a prefetched job as started, and more of them in hand
 // would start later, together (a rate limit bounds claims, its test

@@ -47,26 +47,17 @@ VALUES (1, 'gone', 1, now() - INTERVAL '48 hours'), (2, 'left', 1, now() - INTER
 		t.Fatal(err)
 	}
 	defer svc.Stop(context.Background()) //nolint:errcheck // test cleanup
-	left := func() map[int64]bool {
-		rows, err := db.Query(ctx, `SELECT "id" FROM `+q+`."job_workflow"`)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer rows.Close()
-		out := map[int64]bool{}
-		for rows.Next() {
-			var id int64
-			if err := rows.Scan(&id); err != nil {
-				t.Fatal(err)
-			}
+	left := func() map[string]bool {
+		out := map[string]bool{}
+		for _, id := range testdb.Lines(ctx, t, db, `SELECT "id"::TEXT FROM `+q+`."job_workflow"`) {
 			out[id] = true
 		}
 		return out
 	}
-	testdb.WaitFor(t, "the pruned workflow's row to go", 30*time.Second, func() bool { return !left()[1] })
+	testdb.WaitFor(t, "the pruned workflow's row to go", 30*time.Second, func() bool { return !left()["1"] })
 	after := rounds.Load()
 	testdb.WaitFor(t, "three more rounds of the batcher", 30*time.Second, func() bool { return rounds.Load() >= after+3 })
-	if got := left(); !got[2] || !got[3] || got[1] {
+	if got := left(); !got["2"] || !got["3"] || got["1"] {
 		t.Errorf("workflow rows left %v; want 2 (a job left) and 3 (young), not 1", got)
 	}
 	var names []int64

@@ -43,24 +43,12 @@ func InsertOne(t testing.TB, db skiplock.Querier, idsSQL string, insert func() (
 	return ""
 }
 
-// ids is the set of ids that sql lists.
+// ids is the set of ids that sql lists (Lines).
 func ids(t testing.TB, db skiplock.Querier, sql string) map[string]bool {
 	t.Helper()
-	rows, err := db.Query(context.Background(), sql)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
 	out := map[string]bool{}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
+	for _, id := range Lines(context.Background(), t, db, sql) {
 		out[id] = true
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
 	}
 	return out
 }
